@@ -1,0 +1,114 @@
+"""Seeded, vectorised generation of the accounts-like table the workloads use.
+
+The shape follows the Shasha & Bonnet tuning experiments the course assignment uses:
+a unique key, two low-cardinality attributes (``hundreds1``/``hundreds2``: 100 values,
+so an equality predicate matches about 1 % of the rows), an attribute that is a random
+permutation of the keys (``lat``: a range on it has an exact selectivity and no physical
+order), and padding so a row is about 100 bytes. Rows are stored in key order, so
+``hundreds2`` and ``lat`` are physically scattered unless an index clusters them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+COLUMNS: tuple[str, ...] = ("id", "name", "hundreds1", "hundreds2", "lat", "balance", "filler")
+# Column types in portable terms; each engine maps them to its own DDL.
+COLUMN_TYPES: dict[str, str] = {
+    "id": "integer",
+    "name": "char20",
+    "hundreds1": "integer",
+    "hundreds2": "integer",
+    "lat": "integer",
+    "balance": "integer",
+    "filler": "char40",
+}
+NAME_LEN = 20
+FILLER_LEN = 40
+DISTINCT_HUNDREDS = 100
+FORMAT_VERSION = 1  # bump when the generator changes, so cached files are regenerated
+
+
+@dataclass(frozen=True)
+class Dataset:
+    rows: int
+    seed: int
+    table: str = "accounts"
+
+    @property
+    def key(self) -> str:
+        return f"{self.table}-v{FORMAT_VERSION}-r{self.rows}-s{self.seed}"
+
+
+def generate(ds: Dataset) -> pd.DataFrame:
+    """The table's rows as a DataFrame; the same ``Dataset`` always gives the same frame."""
+    rng = np.random.default_rng(ds.seed)
+    n = ds.rows
+    ids = np.arange(n, dtype=np.int64)
+    letters = rng.integers(ord("a"), ord("z") + 1, size=(n, NAME_LEN), dtype=np.uint8)
+    names = letters.view(f"S{NAME_LEN}").ravel().astype(str)
+    hundreds1 = rng.integers(0, DISTINCT_HUNDREDS, size=n, dtype=np.int64)
+    hundreds2 = rng.integers(0, DISTINCT_HUNDREDS, size=n, dtype=np.int64)
+    lat = rng.permutation(n).astype(np.int64)
+    balance = rng.integers(0, 10_000_000, size=n, dtype=np.int64)
+    filler = np.full(n, "x" * FILLER_LEN)
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "name": names,
+            "hundreds1": hundreds1,
+            "hundreds2": hundreds2,
+            "lat": lat,
+            "balance": balance,
+            "filler": filler,
+        },
+        columns=list(COLUMNS),
+    )
+
+
+def cached_path(ds: Dataset, data_dir: Path) -> Path:
+    return Path(data_dir) / f"{ds.key}.csv"
+
+
+def materialise(ds: Dataset, data_dir: Path) -> Path:
+    """Write the dataset as CSV under ``data_dir`` once (atomically) and return its path."""
+    path = cached_path(ds, data_dir)
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame = generate(ds)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_csv(tmp, index=False, lineterminator="\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def read(ds: Dataset, data_dir: Path) -> pd.DataFrame:
+    """The cached dataset (generated first if missing)."""
+    path = materialise(ds, data_dir)
+    return pd.read_csv(path, dtype={"name": str, "filler": str}, keep_default_na=False)
+
+
+def rows_of(frame: pd.DataFrame) -> list[tuple]:
+    """Plain Python tuples in column order (drivers want ints and strs, not numpy scalars)."""
+    return list(zip(*(frame[c].tolist() for c in COLUMNS), strict=True))
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

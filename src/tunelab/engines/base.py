@@ -1,0 +1,224 @@
+"""The one small interface every engine implements.
+
+Workloads are written once against this interface; all engine-specific SQL lives in the
+engine's own module. A point's life: ``provision(knobs)`` → ``create_table`` → ``load`` →
+``create_index`` → per repetition (``reset_table`` for writes) → ``make_cold`` or a warm-up
+→ counters before → timed workload → counters after → ``teardown``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tunelab.dataset import COLUMNS, Dataset
+
+
+class EngineError(RuntimeError):
+    """An engine refused or failed an operation; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One tuning knob as a given engine expresses it.
+
+    ``values`` lists the allowed values for enumerations; ``minimum``/``maximum`` bound
+    numbers. ``restart`` is true when changing the knob needs a new engine instance or data
+    directory (e.g. a page size), false when it can be applied in place.
+    """
+
+    name: str
+    type: str  # "integer" | "number" | "string" | "boolean"
+    meaning: str  # how this engine realises the knob, shown by `tunelab engines`
+    values: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    unit: str = ""
+    restart: bool = False
+    default: Any = None
+    multiple_of: int | None = None
+    power_of_two: bool = False
+
+    def allowed_text(self) -> str:
+        if self.values is not None:
+            return ", ".join(str(v) for v in self.values)
+        parts = []
+        if self.minimum is not None and self.maximum is not None:
+            parts.append(f"{self.type} {self.minimum:g}..{self.maximum:g}")
+        elif self.minimum is not None:
+            parts.append(f"{self.type} >= {self.minimum:g}")
+        else:
+            parts.append(self.type)
+        if self.power_of_two:
+            parts.append("a power of two")
+        if self.multiple_of:
+            parts.append(f"a multiple of {self.multiple_of}")
+        if self.unit:
+            parts.append(f"in {self.unit}")
+        return ", ".join(parts)
+
+    def check(self, value: Any) -> str | None:
+        """Return an error message if ``value`` is not allowed, else None."""
+        if self.values is not None:
+            return None if value in self.values else "not allowed"
+        if self.type == "boolean":
+            return None if isinstance(value, bool) else "must be true or false"
+        if self.type in ("integer", "number"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return f"must be a{'n integer' if self.type == 'integer' else ' number'}"
+            if self.type == "integer" and not float(value).is_integer():
+                return "must be an integer"
+            if self.minimum is not None and value < self.minimum:
+                return "out of range"
+            if self.maximum is not None and value > self.maximum:
+                return "out of range"
+            if self.power_of_two and (int(value) <= 0 or int(value) & (int(value) - 1)):
+                return "must be a power of two"
+            if self.multiple_of and int(value) % self.multiple_of:
+                return f"must be a multiple of {self.multiple_of}"
+        return None
+
+
+@dataclass
+class CacheState:
+    """What a cold/warm preparation achieved (not what was asked)."""
+
+    requested: str  # "cold" | "warm"
+    achieved: str  # "cold" | "warm" | "partial"
+    method: str  # e.g. "restart+drop_caches", "close+fadvise"
+    resident_pages_after: int | None = None  # OS page-cache pages of the data files
+    total_pages: int | None = None
+
+    @property
+    def resident_fraction(self) -> float | None:
+        if self.resident_pages_after is None or not self.total_pages:
+            return None
+        return self.resident_pages_after / self.total_pages
+
+
+@dataclass
+class IndexPlan:
+    """Which index a point builds, derived from the ``index`` knob and the workload."""
+
+    kind: str  # none | nonclustered | clustered | covering | covering_wrong_order | primary
+    key: tuple[str, ...] = ()  # the predicate column(s)
+    include: tuple[str, ...] = ()  # extra columns for covering indexes
+
+
+@dataclass
+class EngineInfo:
+    name: str
+    summary: str
+    knobs: dict[str, Knob]
+    notes: dict[str, str] = field(default_factory=dict)  # knob -> why it is refused/limited
+    needs_container: bool = False
+
+
+class Engine(abc.ABC):
+    """One database engine. Instances are single-use: one point, then ``teardown``."""
+
+    info: EngineInfo
+    paramstyle: str = "qmark"  # placeholder style for the engine's DB-API driver
+
+    def __init__(self, workdir: Path, run_id: str):
+        self.workdir = Path(workdir)
+        self.run_id = run_id
+        self.knobs: dict[str, Any] = {}
+        self.starts = 0  # how many engine starts this point needed
+
+    # -- lifecycle -------------------------------------------------------------------
+    @abc.abstractmethod
+    def provision(self, knobs: dict[str, Any]) -> None:
+        """Start (or create) the engine with these knobs applied."""
+
+    @abc.abstractmethod
+    def connect(self) -> Any:
+        """A new DB-API connection, autocommit off."""
+
+    @abc.abstractmethod
+    def teardown(self) -> None:
+        """Stop the engine and remove what it started, in every outcome."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.teardown()
+
+    # -- schema and data ---------------------------------------------------------------
+    @abc.abstractmethod
+    def create_table(self, table: str, index: IndexPlan) -> None:
+        """Create the accounts-like table (dropping any old one) with the physical layout
+        the index plan needs (e.g. clustered on the key)."""
+
+    @abc.abstractmethod
+    def create_index(self, table: str, index: IndexPlan) -> None:
+        """Build the secondary structures of the plan after the load (no-op for none)."""
+
+    def load(self, table: str, rows: Iterable[Sequence[Any]], batch: int = 10_000) -> None:
+        """Bulk-load rows (untimed set-up)."""
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            sql = self.insert_sql(table)
+            chunk: list[Sequence[Any]] = []
+            for row in rows:
+                chunk.append(row)
+                if len(chunk) >= batch:
+                    cur.executemany(sql, chunk)
+                    conn.commit()
+                    chunk.clear()
+            if chunk:
+                cur.executemany(sql, chunk)
+            conn.commit()
+        finally:
+            conn.close()
+
+    def insert_sql(self, table: str) -> str:
+        cols = ", ".join(COLUMNS)
+        return f"INSERT INTO {table} ({cols}) VALUES ({', '.join([self.placeholder] * len(COLUMNS))})"
+
+    @property
+    def placeholder(self) -> str:
+        return {"qmark": "?", "format": "%s", "pyformat": "%s"}[self.paramstyle]
+
+    # -- locking ----------------------------------------------------------------------------
+    def lock_table(self, cursor: Any, table: str) -> None:
+        """Take a table-level lock inside the current transaction (lock_granularity=table)."""
+        raise EngineError(f"{self.info.name} has no table-level lock")
+
+    def unlock_tables(self, cursor: Any) -> None:
+        """Release what ``lock_table`` took, after the commit (engines that need it)."""
+
+    # -- cache and counters --------------------------------------------------------------
+    @abc.abstractmethod
+    def make_cold(self) -> CacheState:
+        """Empty the engine's pool and evict its data files from the OS page cache,
+        then check residency. Every connection must be closed before calling."""
+
+    @abc.abstractmethod
+    def counters(self, conns: Sequence[Any]) -> dict[str, float]:
+        """Cumulative engine counters (take deltas around the timed section)."""
+
+    @abc.abstractmethod
+    def applied_knobs(self) -> dict[str, Any]:
+        """Read every knob back from the running engine (stored and checked)."""
+
+    @abc.abstractmethod
+    def version(self) -> str: ...
+
+    @abc.abstractmethod
+    def data_files(self) -> list[Path]:
+        """Host paths of the files that hold the table's data (for eviction/residency)."""
+
+    def data_bytes(self, table: str) -> int | None:
+        """Bytes of table (and index) pages, for MB/s figures; None if unknown."""
+        return None
+
+    # -- review ---------------------------------------------------------------------------------
+    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
+        """Every statement/command a point would run, for `tunelab plan --sql`."""
+        return []
