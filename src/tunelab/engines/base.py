@@ -47,9 +47,9 @@ class Knob:
             return ", ".join(str(v) for v in self.values)
         parts = []
         if self.minimum is not None and self.maximum is not None:
-            parts.append(f"{self.type} {self.minimum:g}..{self.maximum:g}")
+            parts.append(f"{self.type} {_num(self.minimum)}..{_num(self.maximum)}")
         elif self.minimum is not None:
-            parts.append(f"{self.type} >= {self.minimum:g}")
+            parts.append(f"{self.type} >= {_num(self.minimum)}")
         else:
             parts.append(self.type)
         if self.power_of_two:
@@ -80,6 +80,10 @@ class Knob:
             if self.multiple_of and int(value) % self.multiple_of:
                 return f"must be a multiple of {self.multiple_of}"
         return None
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 @dataclass
@@ -179,7 +183,9 @@ class Engine(abc.ABC):
 
     def insert_sql(self, table: str) -> str:
         cols = ", ".join(COLUMNS)
-        return f"INSERT INTO {table} ({cols}) VALUES ({', '.join([self.placeholder] * len(COLUMNS))})"
+        return (
+            f"INSERT INTO {table} ({cols}) VALUES ({', '.join([self.placeholder] * len(COLUMNS))})"
+        )
 
     @property
     def placeholder(self) -> str:

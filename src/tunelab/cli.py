@@ -1,0 +1,169 @@
+"""The `tunelab` command. Bad input gets one line per problem on stderr and exit code 2;
+engine failures exit 1 with the engine's message; neither prints a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from pathlib import Path
+
+from tunelab import engines, spec
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+# Subcommands whose implementation lives in their own module: name -> "module:function".
+DELEGATED = {
+    "calibrate": "tunelab.calibrate.cli:main",
+    "bpsim": "tunelab.bpsim.cli:main",
+    "report": "tunelab.report.cli:report_main",
+    "index": "tunelab.report.cli:index_main",
+    "clean": "tunelab.containers:clean_main",
+}
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _calibration(path: str | None):
+    if not path:
+        return None
+    from tunelab import calibrate
+
+    return calibrate.load(Path(path))
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    _, errors = spec.validate_files([Path(f) for f in args.files], args.engine,
+                                    _calibration(args.calibration))  # fmt: skip
+    for e in errors:
+        _err(str(e))
+    if errors:
+        return EXIT_USAGE
+    print(f"{len(args.files)} sweep file(s) valid")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    for e in errors:
+        _err(str(e))
+    if errors:
+        return EXIT_USAGE
+    for p in points:
+        if args.sql:
+            eng = engines.engine_class(p.engine)
+            print(f"-- point {p.point_id}")
+            plan = p.workload.index_plan(p.knobs.get("index", "none"))
+            for stmt in eng(Path("/nonexistent"), "plan").planned_sql(p.knobs, p.dataset, plan):
+                print(stmt)
+        else:
+            print(json.dumps(p.to_json(), sort_keys=True))
+    return 0
+
+
+def cmd_engines(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    rows = []
+    for name in engines.names():
+        info = engines.info(name)
+        for k in info.knobs.values():
+            rows.append({"engine": name, "knob": k.name, "allowed": k.allowed_text(),
+                         "default": k.default, "meaning": k.meaning})  # fmt: skip
+        for k, why in info.notes.items():
+            rows.append({"engine": name, "knob": k, "allowed": "not a knob", "default": None,
+                         "meaning": why})  # fmt: skip
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    table = Table(title="Engines and the knobs they express", show_lines=False)
+    for col in ("engine", "knob", "allowed", "default", "meaning"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(*(str(r[c]) if r[c] is not None else "" for c in table.columns_names()))
+    Console().print(table)
+    return 0
+
+
+def cmd_run_point(args: argparse.Namespace) -> int:
+    from tunelab import runner
+    from tunelab.engines.base import EngineError
+    from tunelab.results import ResultExistsError
+
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    for e in errors:
+        _err(str(e))
+    if errors:
+        return EXIT_USAGE
+    chosen = [p for p in points if p.point_id == args.point]
+    if not chosen:
+        _err(f"{args.file}: no point with id {args.point!r} (see `tunelab plan {args.file}`)")
+        return EXIT_USAGE
+    try:
+        runner.run_point(chosen[0], Path(args.out), Path(args.workdir), Path(args.data_dir))
+    except ResultExistsError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    except EngineError as exc:
+        _err(f"{args.file}: point {args.point}: {exc}")
+        return EXIT_FAILED
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tunelab", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--engine", choices=engines.names(), help="engine to validate/plan for")
+        sp.add_argument("--calibration", help="calibration JSON for 'calibrated' knob values")
+
+    sp = sub.add_parser("validate", help="validate sweep files (every error, one line each)")
+    sp.add_argument("files", nargs="+", metavar="FILE")
+    common(sp)
+    sp.set_defaults(func=cmd_validate)
+
+    sp = sub.add_parser("plan", help="print a sweep's points, one JSON object per line")
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--sql", action="store_true", help="print every statement each point runs")
+    common(sp)
+    sp.set_defaults(func=cmd_plan)
+
+    sp = sub.add_parser("engines", help="list engines and the knobs and values they support")
+    sp.add_argument("--json", action="store_true")
+    sp.set_defaults(func=cmd_engines)
+
+    sp = sub.add_parser("run-point", help="measure one point of a sweep (Snakemake calls this)")
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("point", metavar="POINT_ID")
+    sp.add_argument("--out", required=True, help="results CSV to write")
+    sp.add_argument("--workdir", default=".tunelab", help="engine data and the bench lock")
+    sp.add_argument("--data-dir", default="data", help="cached generated data sets")
+    common(sp)
+    sp.set_defaults(func=cmd_run_point)
+
+    for name in DELEGATED:
+        sub.add_parser(name, help=f"see `tunelab {name} --help`", add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        module, _, func = DELEGATED[argv[0]].partition(":")
+        return getattr(importlib.import_module(module), func)(argv[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

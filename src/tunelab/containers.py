@@ -1,0 +1,386 @@
+"""The one container lifecycle every server engine uses (Docker SDK for Python).
+
+Every container carries the label ``tunelab=1`` plus the run and point it belongs to, publishes
+its engine port on 127.0.0.1 only, gets its secrets through the environment (never printed:
+log text shown to the user is scrubbed), waits for readiness the engine's own way, and is
+removed in every outcome: by the engine's teardown, by a safety net at interpreter exit (also
+after SIGTERM), and by ``tunelab clean`` for what a killed run left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime as dt
+import re
+import secrets
+import signal
+import socket
+import string
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+LABEL = "tunelab"  # value "1" on everything the lab starts
+RUN_LABEL = "tunelab.run"
+POINT_LABEL = "tunelab.point"
+
+_PORT_ATTEMPTS = 5
+_STOP_TIMEOUT_S = 30  # a database needs time to shut down cleanly before SIGKILL
+_SECRET_KEY = re.compile(r"PASS|SECRET|TOKEN|KEY", re.I)
+
+
+class ContainerError(RuntimeError):
+    """A container could not be created, started or made ready; the message is for the user."""
+
+
+def generate_password(nbytes: int = 18) -> str:
+    """A fresh random password with about ``8 * nbytes`` bits, letters and digits only (safe
+    for every engine's password rules and for shell or SQL quoting)."""
+    alphabet = string.ascii_letters + string.digits
+    length = max(12, -(-nbytes * 8 // 5))  # 62 symbols carry a little under 6 bits each
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+@dataclass
+class ContainerSpec:
+    image: str
+    port: int  # container port to publish on 127.0.0.1:<free port>
+    env: dict[str, str] = field(default_factory=dict)  # secrets go here; never logged
+    volumes: dict[str, str] = field(default_factory=dict)  # host path -> container path
+    command: list[str] | None = None
+    cap_add: list[str] = field(default_factory=list)
+    privileged: bool = False
+    ready_log: str | None = None  # regex on the logs written since the latest start
+    ready_probe: list[str] | None = None  # command run inside the container; exit 0 = ready
+    ready_timeout_s: float = 120
+    shm_size: str | None = None
+    secrets: tuple[str, ...] = ()  # values to scrub from any log text shown to the user
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Declared secrets plus every environment value whose name says it is one."""
+        from_env = tuple(v for k, v in self.env.items() if _SECRET_KEY.search(k))
+        return tuple(s for s in (*self.secrets, *from_env) if s)
+
+
+def scrub(text: str, secret_values: tuple[str, ...]) -> str:
+    for value in secret_values:
+        text = text.replace(value, "********")
+    return text
+
+
+# -- Docker client -------------------------------------------------------------------------
+_client_lock = threading.Lock()
+_client: Any = None
+
+
+def client() -> Any:
+    """The shared Docker client; ContainerError (one line) when the engine is unreachable."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            import docker
+
+            try:
+                c = docker.from_env()
+                c.ping()
+            except Exception as exc:  # DockerException, connection errors, permission denied
+                raise ContainerError(f"Docker engine not reachable: {_one_line(exc)}") from None
+            _client = c
+        return _client
+
+
+def docker_unavailable_reason() -> str | None:
+    """None when the Docker engine answers, else why not (for skipping tests)."""
+    try:
+        client()
+    except ContainerError as exc:
+        return str(exc)
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# -- safety net: remove what this process started, whatever happens ---------------------
+_started: dict[str, RunningContainer] = {}
+_started_lock = threading.Lock()
+_net_installed = False
+
+
+def _remove_all_started() -> None:
+    with _started_lock:
+        pending = list(_started.values())
+    for rc in pending:
+        try:
+            rc.remove()
+        except Exception as exc:  # keep removing the others; tell what was left
+            print(
+                f"tunelab: could not remove container {rc.name}: {_one_line(exc)}", file=sys.stderr
+            )
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Turn SIGTERM (e.g. a workflow manager stopping a job) into a normal exit, so finally
+    # blocks, engine teardowns and the atexit hook all run.
+    raise SystemExit(128 + signum)
+
+
+def _install_safety_net() -> None:
+    global _net_installed
+    if _net_installed:
+        return
+    _net_installed = True
+    atexit.register(_remove_all_started)
+    if threading.current_thread() is threading.main_thread():
+        try:
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main interpreter
+            pass
+
+
+# -- the running container -------------------------------------------------------------
+class RunningContainer:
+    """A started, ready container. ``host_port`` stays the same across ``restart()``."""
+
+    def __init__(self, container: Any, spec: ContainerSpec, host_port: int) -> None:
+        self._container = container
+        self.spec = spec
+        self.id: str = container.id
+        self.name: str = container.name
+        self.host_port = host_port
+        self._secrets = spec.secret_values()
+        self._removed = False
+        self.started_at: float = 0.0  # epoch seconds of the latest start (daemon clock)
+
+    def __repr__(self) -> str:
+        return f"RunningContainer({self.name}, 127.0.0.1:{self.host_port})"
+
+    @property
+    def status(self) -> str:
+        try:
+            self._container.reload()
+        except Exception:
+            return "removed"
+        return self._container.status
+
+    def exec(
+        self, cmd: list[str], user: str | None = None, env: dict | None = None
+    ) -> tuple[int, str]:
+        """Run ``cmd`` inside the container; (exit code, combined output scrubbed)."""
+        result = self._container.exec_run(cmd, user=user or "", environment=env, demux=False)
+        output = (result.output or b"").decode("utf-8", "replace")
+        return result.exit_code, scrub(output, self._secrets)
+
+    def logs(self, tail: int = 50) -> str:
+        """The last ``tail`` lines of the container's output, scrubbed of secrets."""
+        try:
+            raw = self._container.logs(tail=tail)
+        except Exception as exc:
+            return f"(no logs: {_one_line(exc)})"
+        return scrub(raw.decode("utf-8", "replace"), self._secrets)
+
+    def restart(self, timeout_s: float | None = None) -> None:
+        """Stop (cleanly) and start again, then wait until ready as at the first start."""
+        self._container.stop(timeout=_STOP_TIMEOUT_S)
+        try:
+            self._container.start()
+        except Exception as exc:
+            raise ContainerError(
+                f"container {self.name} did not start again: {_one_line(exc)}"
+            ) from None
+        self._wait_ready(timeout_s)
+
+    def remove(self) -> None:
+        """Force-remove the container and its anonymous volumes; safe to call twice."""
+        if not self._removed:
+            try:
+                self._container.remove(force=True, v=True)
+            except Exception as exc:
+                from docker.errors import NotFound
+
+                if not isinstance(exc, NotFound):
+                    raise ContainerError(
+                        f"could not remove container {self.name}: {_one_line(exc)}"
+                    ) from None
+            self._removed = True
+        with _started_lock:
+            _started.pop(self.id, None)
+
+    # -- readiness ------------------------------------------------------------------------
+    def _wait_ready(self, timeout_s: float | None = None) -> None:
+        spec = self.spec
+        timeout = spec.ready_timeout_s if timeout_s is None else timeout_s
+        self._container.reload()
+        self.started_at = _epoch(self._container.attrs["State"]["StartedAt"])
+        pattern = re.compile(spec.ready_log, re.M) if spec.ready_log else None
+        deadline = time.monotonic() + timeout
+        while True:
+            self._container.reload()
+            state = self._container.attrs["State"]
+            if not state.get("Running"):
+                raise ContainerError(
+                    self._failure(f"exited before it was ready (exit code {state.get('ExitCode')})")
+                )
+            if self._is_ready(pattern):
+                return
+            if time.monotonic() > deadline:
+                raise ContainerError(self._failure(f"not ready after {timeout:g} s"))
+            time.sleep(0.5 if spec.ready_probe else 0.2)
+
+    def _is_ready(self, pattern: re.Pattern | None) -> bool:
+        if pattern is not None:
+            since = self._container.logs(since=self.started_at).decode("utf-8", "replace")
+            if not pattern.search(since):
+                return False
+        if self.spec.ready_probe:
+            code, _ = self.exec(self.spec.ready_probe)
+            return code == 0
+        return True
+
+    def _failure(self, what: str) -> str:
+        try:
+            self._container.reload()
+            state = self._container.attrs["State"]
+            status = f"status={state.get('Status')} exit_code={state.get('ExitCode')}"
+        except Exception:
+            status = "status=unknown"
+        return (
+            f"container {self.name} ({self.spec.image}) {what}; {status}; "
+            f"last log lines:\n{self.logs(tail=30)}"
+        )
+
+
+def _epoch(docker_time: str) -> float:
+    """Docker's RFC 3339 time with nanoseconds -> epoch seconds."""
+    head, _, frac = docker_time.rstrip("Z").partition(".")
+    base = dt.datetime.fromisoformat(head).replace(tzinfo=dt.UTC).timestamp()
+    return base + (float(f"0.{frac}") if frac else 0.0)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _slug(text: str, limit: int = 40) -> str:
+    slug = re.sub(r"[^a-zA-Z0-9_.-]+", "-", text).strip("-.")
+    return slug[:limit] or "x"
+
+
+def _port_taken(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "port is already allocated" in text or "address already in use" in text
+
+
+def start(spec: ContainerSpec, run_id: str, point_id: str) -> RunningContainer:
+    """Create and start a labelled container, publish ``spec.port`` on 127.0.0.1:<free port>,
+    and wait until it is ready. On failure (or Ctrl-C) the container is removed and
+    ContainerError carries its status and last log lines, scrubbed of secrets."""
+    from docker.errors import APIError, ImageNotFound
+
+    c = client()
+    _install_safety_net()
+    labels = {LABEL: "1", RUN_LABEL: run_id, POINT_LABEL: point_id}
+    name = f"tunelab-{_slug(run_id)}-{_slug(point_id)}-{secrets.token_hex(3)}"
+    binds = {host: {"bind": inside, "mode": "rw"} for host, inside in spec.volumes.items()}
+    rc: RunningContainer | None = None
+    try:
+        for attempt in range(_PORT_ATTEMPTS):
+            port = _free_port()
+            try:
+                container = c.containers.create(
+                    spec.image,
+                    command=spec.command,
+                    name=name,
+                    labels=labels,
+                    environment=spec.env,
+                    ports={f"{spec.port}/tcp": ("127.0.0.1", port)},
+                    volumes=binds,
+                    cap_add=spec.cap_add or None,
+                    privileged=spec.privileged,
+                    shm_size=spec.shm_size,
+                    detach=True,
+                )
+            except ImageNotFound:
+                raise ContainerError(
+                    f"image {spec.image} is not in the local Docker engine "
+                    "(see containers/README.md for how to get or build it)"
+                ) from None
+            except APIError as exc:
+                raise ContainerError(
+                    f"cannot create container from {spec.image}: {_one_line(exc)}"
+                ) from None
+            rc = RunningContainer(container, spec, port)
+            with _started_lock:
+                _started[rc.id] = rc
+            try:
+                container.start()
+                break
+            except APIError as exc:
+                rc.remove()
+                rc = None
+                if not _port_taken(exc) or attempt == _PORT_ATTEMPTS - 1:
+                    raise ContainerError(
+                        f"cannot start container {name}: {_one_line(exc)}"
+                    ) from None
+        assert rc is not None
+        rc._wait_ready()
+        return rc
+    except BaseException:
+        if rc is not None:
+            rc.remove()
+        raise
+
+
+# -- clean-up of whatever the lab left behind -------------------------------------------
+def clean(run_id: str | None = None) -> list[str]:
+    """Remove every container (and volume) carrying the lab's label, or only one run's.
+    Returns the names of what was removed (volumes as ``volume:<name>``)."""
+    from docker.errors import NotFound
+
+    c = client()
+    filters = [f"{LABEL}=1"] + ([f"{RUN_LABEL}={run_id}"] if run_id else [])
+    removed = []
+    for container in c.containers.list(all=True, filters={"label": filters}):
+        try:
+            container.remove(force=True, v=True)
+        except NotFound:
+            continue
+        removed.append(container.name)
+        with _started_lock:
+            _started.pop(container.id, None)
+    for volume in c.volumes.list(filters={"label": filters}):
+        try:
+            volume.remove(force=True)
+        except NotFound:
+            continue
+        removed.append(f"volume:{volume.name}")
+    return removed
+
+
+def clean_main(argv: list[str] | None = None) -> int:
+    """``tunelab clean [--run RUN]``: remove the lab's containers and volumes."""
+    parser = argparse.ArgumentParser(
+        prog="tunelab clean",
+        description="Remove every container and volume labelled by the lab "
+        f"({LABEL}=1), including ones left by a killed run.",
+    )
+    parser.add_argument("--run", metavar="RUN", help="only those of this run id")
+    args = parser.parse_args(argv)
+    try:
+        removed = clean(args.run)
+    except ContainerError as exc:
+        print(f"tunelab clean: {exc}", file=sys.stderr)
+        return 1
+    scope = f" of run {args.run}" if args.run else ""
+    if removed:
+        print(f"removed {len(removed)}{scope}: {', '.join(removed)}")
+    else:
+        print(f"nothing to remove{scope}")
+    return 0

@@ -1,0 +1,260 @@
+"""SQLite, the embedded default engine (through apsw, which exposes the page-cache counters).
+
+Knobs are SQLite's real ones: ``PRAGMA page_size`` (set on a fresh database file),
+``PRAGMA cache_size`` in pages (the per-connection page cache is SQLite's buffer pool),
+index layouts (a secondary index; a WITHOUT ROWID table keyed on the attribute, which
+clusters the rows; covering composite indexes). SQLite locks the whole database for every
+write, so lock granularity has a single value, ``database``. It has no prefetch knob.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from tunelab import cache
+from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab.engines.base import CacheState, Engine, EngineError, EngineInfo, IndexPlan, Knob
+
+_TYPES = {"integer": "INTEGER", "char20": "TEXT", "char40": "TEXT"}
+
+INFO = EngineInfo(
+    name="sqlite",
+    summary=f"SQLite {apsw.sqlite_lib_version()} embedded (apsw), one database file per point",
+    knobs={
+        "page_size": Knob(
+            "page_size", "integer", "PRAGMA page_size on a fresh database file",
+            minimum=512, maximum=65536, power_of_two=True, unit="bytes", restart=True,
+            default=4096,
+        ),
+        "buffer_pool": Knob(
+            "buffer_pool", "integer", "PRAGMA cache_size (pages of the connection's page cache)",
+            minimum=1, maximum=10_000_000, unit="pages", default=2000,
+        ),
+        "index": Knob(
+            "index", "string",
+            "none; nonclustered: CREATE INDEX; clustered: WITHOUT ROWID table keyed on "
+            "(attribute, id); covering: composite index (attribute, selected columns); "
+            "covering_wrong_order: (selected columns, attribute)",
+            values=("none", "nonclustered", "clustered", "covering", "covering_wrong_order"),
+            default="none",
+        ),
+        "lock_granularity": Knob(
+            "lock_granularity", "string",
+            "SQLite locks the whole database file for each write transaction: database only",
+            values=("database",), default="database",
+        ),
+    },
+    notes={
+        "prefetch_size": "SQLite reads pages on demand and has no prefetch knob",
+        "read_ahead_threshold": "SQLite has no read-ahead knob",
+        "direct_io": "SQLite always goes through the OS page cache",
+        "overhead_ms": "SQLite's planner has no I/O cost knobs",
+        "transferrate_ms": "SQLite's planner has no I/O cost knobs",
+    },
+    needs_container=False,
+)  # fmt: skip
+
+
+class SQLiteEngine(Engine):
+    info = INFO
+    paramstyle = "qmark"
+
+    def __init__(self, workdir: Path, run_id: str):
+        super().__init__(workdir, run_id)
+        self.path = self.workdir / "sqlite" / "lab.db"
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def provision(self, knobs: dict[str, Any]) -> None:
+        restart = self.knobs.get("page_size") != knobs.get("page_size") or not self.path.exists()
+        self.knobs = dict(knobs)
+        if restart:
+            # A page size applies to a new file; a fresh file is this engine's "restart".
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = apsw.Connection(str(self.path))
+            conn.execute(f"PRAGMA page_size={int(knobs['page_size'])}")
+            conn.execute("VACUUM")  # materialises the file with that page size
+            conn.close()
+            self.starts += 1
+
+    def connect(self) -> apsw.Connection:
+        conn = _DBAPIConnection(str(self.path))
+        conn.raw.execute(f"PRAGMA cache_size={int(self.knobs['buffer_pool'])}")
+        conn.raw.execute("PRAGMA busy_timeout=60000")
+        return conn
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.path.parent, ignore_errors=True)
+
+    # -- schema -------------------------------------------------------------------------------
+    def create_table(self, table: str, index: IndexPlan) -> None:
+        cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)
+        if index.kind == "clustered":
+            key = ", ".join(dict.fromkeys((*index.key, "id")))
+            ddl = f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({key})) WITHOUT ROWID"
+        else:
+            ddl = f"CREATE TABLE {table} ({cols})"
+        with _raw(self.path) as db:
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+            db.execute(ddl)
+
+    def index_ddl(self, table: str, index: IndexPlan) -> list[str]:
+        if index.kind in ("none", "clustered"):
+            return []
+        if index.kind == "nonclustered":
+            cols = index.key
+        elif index.kind == "covering":
+            cols = (*index.key, *index.include)
+        elif index.kind == "covering_wrong_order":
+            cols = (*index.include, *index.key)
+        else:
+            raise EngineError(f"sqlite: unknown index kind {index.kind!r}")
+        unique = "UNIQUE " if index.key == ("id",) else ""
+        return [f"CREATE {unique}INDEX {table}_{index.kind} ON {table} ({', '.join(cols)})"]
+
+    def create_index(self, table: str, index: IndexPlan) -> None:
+        with _raw(self.path) as db:
+            for stmt in self.index_ddl(table, index):
+                db.execute(stmt)
+            db.execute(f"ANALYZE {table}")
+            have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+            want = {f"{table}_{index.kind}"} if self.index_ddl(table, index) else set()
+            if not want <= have:
+                raise EngineError(f"sqlite: index {sorted(want - have)} missing after CREATE INDEX")
+
+    # -- cache and counters ---------------------------------------------------------------------
+    def make_cold(self) -> CacheState:
+        # SQLite's page cache lives in each connection: with every connection closed the pool
+        # is empty, so what is left is the OS page cache of the database file.
+        files = self.data_files()
+        method = "close+" + cache.evict(files)
+        resident, total = cache.residency(files)
+        achieved = "cold" if resident == 0 else "partial"
+        return CacheState("cold", achieved, method, resident, total)
+
+    def counters(self, conns: Sequence[Any]) -> dict[str, float]:
+        hits = misses = 0
+        for c in conns:
+            hits += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_HIT)[0]
+            misses += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_MISS)[0]
+        # A miss reads the page from the file: SQLite's physical read (it may still be served
+        # by the OS page cache; os_read_bytes says what really came from the device).
+        return {
+            "logical_reads": hits + misses,
+            "physical_reads": misses,
+            "prefetch_reads": 0,
+            "os_read_bytes": _proc_io("read_bytes"),
+            "os_write_bytes": _proc_io("write_bytes"),
+        }
+
+    def applied_knobs(self) -> dict[str, Any]:
+        conn = self.connect()
+        try:
+            page = conn.raw.execute("PRAGMA page_size").fetchone()[0]
+            pool = conn.raw.execute("PRAGMA cache_size").fetchone()[0]
+        finally:
+            conn.close()
+        # The index layout is structural: create_table/create_index verify it in the schema.
+        return {"page_size": page, "buffer_pool": pool}
+
+    def version(self) -> str:
+        return f"SQLite {apsw.sqlite_lib_version()} (apsw {apsw.apsw_version()})"
+
+    def data_files(self) -> list[Path]:
+        return [p for p in self.path.parent.glob("lab.db*") if p.is_file()]
+
+    def data_bytes(self, table: str) -> int | None:
+        return self.path.stat().st_size if self.path.exists() else None
+
+    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
+        return [
+            f"PRAGMA page_size={knobs['page_size']}; VACUUM  -- fresh file",
+            f"PRAGMA cache_size={knobs['buffer_pool']}  -- on every connection",
+        ]
+
+
+def _proc_io(field: str) -> float:
+    """This process's storage I/O from /proc/self/io (all threads; the engine is in-process)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name == field:
+            return float(value)
+    return float("nan")
+
+
+class _DBAPIConnection:
+    """The slice of DB-API the workloads use, over an apsw connection (apsw itself is not
+    DB-API: it autocommits and has no commit())."""
+
+    def __init__(self, filename: str):
+        self.raw = apsw.Connection(filename)
+        self._in_tx = False
+
+    def cursor(self) -> _Cursor:
+        return _Cursor(self)
+
+    def _begin(self) -> None:
+        if not self._in_tx:
+            self.raw.execute("BEGIN")
+            self._in_tx = True
+
+    def commit(self) -> None:
+        if self._in_tx:
+            self.raw.execute("COMMIT")
+            self._in_tx = False
+
+    def rollback(self) -> None:
+        if self._in_tx:
+            self.raw.execute("ROLLBACK")
+            self._in_tx = False
+
+    def close(self) -> None:
+        self.rollback()
+        self.raw.close()
+
+
+class _Cursor:
+    def __init__(self, conn: _DBAPIConnection):
+        self.conn = conn
+        self._cur = conn.raw.cursor()
+        self._rows: Any = iter(())
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> _Cursor:
+        self.conn._begin()
+        self._rows = self._cur.execute(sql, tuple(args))
+        return self
+
+    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
+        self.conn._begin()
+        for _ in self._cur.executemany(sql, seq):
+            pass
+
+    def fetchmany(self, size: int) -> list[tuple]:
+        out = []
+        for row in self._rows:
+            out.append(row)
+            if len(out) >= size:
+                break
+        return out
+
+    def close(self) -> None:
+        self._cur.close()
+
+
+class _raw:
+    """A short-lived autocommit connection for schema changes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> apsw.Connection:
+        self.db = apsw.Connection(str(self.path))
+        return self.db
+
+    def __exit__(self, *exc: object) -> None:
+        self.db.close()

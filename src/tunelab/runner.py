@@ -1,0 +1,185 @@
+"""Measure one point: provision the engine, build the table, then per repetition reset,
+make cold or warm, read counters, time only the workload, read counters again.
+
+Timed sections of different points never overlap: the measurement holds an exclusive
+lock on ``<workdir>/bench.lock`` (Snakemake also gives timed jobs one shared resource).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import math
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tunelab import cache, dataset, engines, provenance, results, workloads
+from tunelab.engines.base import CacheState, Engine, EngineError
+from tunelab.spec import Point
+
+
+@contextlib.contextmanager
+def bench_slot(workdir: Path) -> Iterator[None]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / "bench.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _same(asked: Any, got: Any) -> bool:
+    if isinstance(asked, bool) or isinstance(got, bool):
+        return bool(asked) == bool(got)
+    if isinstance(asked, int | float) and isinstance(got, int | float):
+        return math.isclose(float(asked), float(got), rel_tol=1e-6, abs_tol=1e-9)
+    return str(asked).lower() == str(got).lower()
+
+
+def check_applied(point: Point, applied: dict[str, Any]) -> None:
+    wrong = [
+        f"{k}: asked {v!r}, engine reports {applied[k]!r}"
+        for k, v in point.knobs.items()
+        if k in applied and not _same(v, applied[k])
+    ]
+    if wrong:
+        raise EngineError(f"{point.engine} did not apply the knobs as asked: " + "; ".join(wrong))
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before.get(k, 0.0) for k in after}
+
+
+def derived(c: dict[str, float], elapsed: float, page_size: int | None) -> dict[str, float]:
+    """Hit ratios the way DB2 monitoring defines them, plus I/O rates. The application ratio
+    does not count pages prefetch brought in; the system ratio does, and can go negative."""
+    logical = c.get("logical_reads", 0.0)
+    physical = c.get("physical_reads", 0.0)
+    prefetch = c.get("prefetch_reads", 0.0)
+    out: dict[str, float] = {
+        "hit_ratio_app": (logical - (physical - prefetch)) / logical if logical else math.nan,
+        "hit_ratio_sys": (logical - physical) / logical if logical else math.nan,
+        "physical_reads_per_s": physical / elapsed if elapsed else math.nan,
+    }
+    if page_size:
+        out["read_mb_s"] = physical * page_size / elapsed / 1e6 if elapsed else math.nan
+    return out
+
+
+def _prepare_table(eng: Engine, w: workloads.Workload, plan: Any, rows: list[tuple]) -> None:
+    eng.create_table(workloads.TABLE, plan)
+    if w.type == "insert":
+        eng.create_index(workloads.TABLE, plan)  # inserts maintain the index as they go
+        return
+    eng.load(workloads.TABLE, rows)
+    eng.create_index(workloads.TABLE, plan)
+
+
+def _prepare_cache(eng: Engine, w: workloads.Workload, point: Point, run: Any) -> tuple:
+    threads = w.params.get("threads", 1)
+    if point.cache == "cold":
+        state = eng.make_cold()
+        conns = [eng.connect() for _ in range(threads)]
+        return conns, state
+    conns = [eng.connect() for _ in range(threads)]
+    workloads.warm_up(w, conns, run)
+    if w.writes:
+        # The warm-up read the table; the timed write must start outside that transaction.
+        for c in conns:
+            c.commit()
+    resident, total = cache.residency(eng.data_files())
+    return conns, CacheState("warm", "warm", "untimed warm-up run", resident, total)
+
+
+def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) -> list[dict]:
+    """Run every repetition of ``point``; each finished row is appended to ``rows_sink`` at
+    once, so a later failure loses nothing already measured."""
+    frame = dataset.read(point.dataset, data_dir)
+    data_rows = dataset.rows_of(frame)
+    w = point.workload
+    plan = w.index_plan(point.knobs.get("index", "none"))
+    table_lock = point.knobs.get("lock_granularity") == "table"
+    run_id = uuid.uuid4().hex[:12]
+    base = {
+        "sweep": point.sweep,
+        "sweep_file": point.sweep_file,
+        "point_id": point.point_id,
+        "engine": point.engine,
+        **{f"{results.KNOB_PREFIX}{k}": v for k, v in point.knobs.items()},
+        "workload": w.type,
+        **{f"{results.WORKLOAD_PREFIX}{k}": v for k, v in w.params.items()},
+        "dataset_rows": point.dataset.rows,
+        "seed": point.dataset.seed,
+        "cache_requested": point.cache,
+        **provenance.host(),
+        **provenance.code(),
+    }
+    eng = engines.create(point.engine, workdir / "engine", run_id)
+    with eng:
+        eng.provision(point.knobs)
+        applied = eng.applied_knobs()
+        check_applied(point, applied)
+        base["engine_version"] = eng.version()
+        base["host_fs"] = provenance.filesystem(eng.workdir)
+        base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
+        if not w.writes:
+            _prepare_table(eng, w, plan, data_rows)
+        page_size = applied.get("page_size") or point.knobs.get("page_size")
+        for rep in range(point.repetitions):
+            if w.writes:
+                _prepare_table(eng, w, plan, data_rows)
+            run = workloads.runner(eng, w, data_rows, point.dataset.rows, point.dataset.seed,
+                                   table_lock)  # fmt: skip
+            started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+            conns, state = _prepare_cache(eng, w, point, run)
+            try:
+                before = eng.counters(conns)
+                t0 = time.perf_counter_ns()
+                touched = run(conns)
+                t1 = time.perf_counter_ns()
+                after = eng.counters(conns)
+            finally:
+                for c in conns:
+                    c.close()
+            elapsed = (t1 - t0) / 1e9
+            delta = _delta(before, after)
+            data_bytes = eng.data_bytes(workloads.TABLE)
+            row = {
+                **base,
+                "rep": rep,
+                "started_at": started,
+                "rows_touched": touched,
+                "elapsed_s": elapsed,
+                "throughput_rows_s": touched / elapsed if elapsed else math.nan,
+                "cache_achieved": state.achieved,
+                "cache_method": state.method,
+                "resident_fraction": state.resident_fraction,
+                "page_size_bytes": page_size,
+                "data_bytes": data_bytes,
+                "data_mb_s": data_bytes / elapsed / 1e6 if data_bytes and elapsed else math.nan,
+                "written_bytes": delta.get("os_write_bytes", math.nan),
+                "engine_starts": eng.starts,
+                **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
+                **derived(delta, elapsed, page_size),
+            }
+            rows_sink.append(row)
+    return rows_sink
+
+
+def run_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
+    """Measure ``point`` and write its rows to ``out``. On failure the rows already measured
+    go to ``<out>.partial.csv`` and the error is raised again."""
+    rows: list[dict] = []
+    try:
+        with bench_slot(workdir):
+            measure(point, workdir / "points" / point.point_id, data_dir, rows)
+    except BaseException:
+        if rows:
+            results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)
+        raise
+    return results.write_rows(rows, out)
