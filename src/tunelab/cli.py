@@ -37,13 +37,22 @@ def _calibration(path: str | None):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    _, errors = spec.validate_files([Path(f) for f in args.files], args.engine,
-                                    _calibration(args.calibration))  # fmt: skip
+    files = [Path(f) for f in args.files]
+    if args.skip_other_engines and args.engine:
+        kept = []
+        for f in files:
+            doc, errs = spec.load_yaml(f)
+            if not errs and isinstance(doc, dict) and args.engine not in spec.engines_of(doc):
+                print(f"{f}: skipped (runs on {', '.join(spec.engines_of(doc))})")
+            else:
+                kept.append(f)
+        files = kept
+    _, errors = spec.validate_files(files, args.engine, _calibration(args.calibration))
     for e in errors:
         _err(str(e))
     if errors:
         return EXIT_USAGE
-    print(f"{len(args.files)} sweep file(s) valid")
+    print(f"{len(files)} sweep file(s) valid" + (f" for {args.engine}" if args.engine else ""))
     return 0
 
 
@@ -115,6 +124,29 @@ def cmd_run_point(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_datagen(args: argparse.Namespace) -> int:
+    from tunelab import dataset
+    from tunelab.pipeline import dataset_of_key
+
+    try:
+        ds = dataset_of_key(args.key)
+    except ValueError as exc:
+        _err(f"datagen: {exc}")
+        return EXIT_USAGE
+    path = dataset.materialise(ds, Path(args.data_dir))
+    print(f"{path} sha256={dataset.sha256(path)}")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from tunelab import results
+
+    frame = results.read_results(args.inputs)
+    results.write_rows(frame.to_dict("records"), Path(args.out), overwrite=True)
+    print(f"{args.out}: {len(frame)} rows from {len(args.inputs)} point file(s)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunelab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -125,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("validate", help="validate sweep files (every error, one line each)")
     sp.add_argument("files", nargs="+", metavar="FILE")
+    sp.add_argument("--skip-other-engines", action="store_true",
+                    help="with --engine: skip sweeps that do not list that engine")  # fmt: skip
     common(sp)
     sp.set_defaults(func=cmd_validate)
 
@@ -146,6 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
     common(sp)
     sp.set_defaults(func=cmd_run_point)
+
+    sp = sub.add_parser("datagen", help="generate and cache a data set by its key")
+    sp.add_argument("key", help="e.g. accounts-v1-r100000-s42")
+    sp.add_argument("--data-dir", default="data")
+    sp.set_defaults(func=cmd_datagen)
+
+    sp = sub.add_parser("merge", help="concatenate per-point result files into one CSV")
+    sp.add_argument("inputs", nargs="+", metavar="CSV")
+    sp.add_argument("--out", required=True)
+    sp.set_defaults(func=cmd_merge)
 
     for name in DELEGATED:
         sub.add_parser(name, help=f"see `tunelab {name} --help`", add_help=False)

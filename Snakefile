@@ -1,0 +1,32 @@
+# tunelab: sweep files -> one measured job per point -> merged results -> HTML reports.
+# Run through `./lab run` (which validates first and passes the profile), or directly:
+#   snakemake --profile workflows/profile [--config engine=mariadb]
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version, validate
+
+from tunelab import pipeline
+
+min_version("8.20")
+
+
+configfile: "workflows/config.yaml"
+
+
+validate(config, "workflows/schemas/config.schema.yaml")
+
+try:
+    PLAN = pipeline.plan(config["sweeps"], config["engine"])
+except pipeline.SweepFilesInvalid as exc:
+    raise WorkflowError(f"invalid sweep files:\n{exc}") from None
+
+
+include: "workflows/common.smk"
+include: "workflows/data.smk"
+include: "workflows/measure.smk"
+include: "workflows/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "reports/index.html",

@@ -1,0 +1,73 @@
+"""What the Snakemake workflow asks of the package: which sweeps run on the chosen engine,
+their points, and the paths of every stage's files. Kept here so the .smk files stay thin."""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunelab import dataset, spec
+from tunelab.spec import Point, SpecError
+
+
+class SweepFilesInvalid(Exception):
+    """Raised with every validation error, one per line."""
+
+
+@dataclass
+class Plan:
+    engine: str
+    sweeps: dict[str, list[Point]]  # sweep name -> points
+    files: dict[str, str]  # sweep name -> sweep file
+    skipped: dict[str, str]  # sweep file -> why it does not run on this engine
+
+    def point_ids(self, sweep: str) -> list[str]:
+        return [p.point_id for p in self.sweeps[sweep]]
+
+    def point(self, sweep: str, point_id: str) -> Point:
+        return next(p for p in self.sweeps[sweep] if p.point_id == point_id)
+
+    def datasets(self) -> list[str]:
+        return sorted({p.dataset.key for pts in self.sweeps.values() for p in pts})
+
+
+def sweep_files(pattern: str | list[str]) -> list[Path]:
+    patterns = [pattern] if isinstance(pattern, str) else list(pattern)
+    return sorted({Path(f) for p in patterns for f in glob.glob(p)})
+
+
+def plan(pattern: str | list[str], engine: str) -> Plan:
+    """Validate every sweep file matched; sweeps that do not list ``engine`` are skipped
+    (and said so), every other error is raised together."""
+    files = sweep_files(pattern)
+    if not files:
+        raise SweepFilesInvalid(f"no sweep files match {pattern}")
+    sweeps: dict[str, list[Point]] = {}
+    names: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    errors: list[SpecError] = []
+    for f in files:
+        doc, errs = spec.load_yaml(f)
+        if not errs and isinstance(doc, dict) and engine not in spec.engines_of(doc):
+            skipped[str(f)] = f"runs on {', '.join(spec.engines_of(doc))}"
+            continue
+        points, errs = spec.expand(f, engine)
+        errors.extend(errs)
+        if points:
+            name = points[0].sweep
+            if name in names:
+                errors.append(SpecError(str(f), "name", f"'{name}' is also the name of {names[name]}"))
+            names[name] = str(f)
+            sweeps[name] = points
+    if errors:
+        raise SweepFilesInvalid("\n".join(map(str, errors)))
+    return Plan(engine, sweeps, names, skipped)
+
+
+def dataset_of_key(key: str) -> dataset.Dataset:
+    """Inverse of Dataset.key (``accounts-v1-r1000-s42``)."""
+    table, version, rows, seed = key.split("-")
+    if version != f"v{dataset.FORMAT_VERSION}":
+        raise ValueError(f"dataset {key}: generator version {version} is not the current one")
+    return dataset.Dataset(rows=int(rows[1:]), seed=int(seed[1:]), table=table)

@@ -1,0 +1,31 @@
+# Paths of every stage, from the config (helpers live in tunelab.pipeline).
+RESULTS = config["results_dir"]
+REPORTS = config["reports_dir"]
+ENGINE = config["engine"]
+
+
+def point_csvs(wildcards):
+    return expand(
+        f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
+        sweep=wildcards.sweep,
+        point=PLAN.point_ids(wildcards.sweep),
+    )
+
+
+def sweep_file(wildcards):
+    return PLAN.files[wildcards.sweep]
+
+
+def point_dataset(wildcards):
+    key = PLAN.point(wildcards.sweep, wildcards.point).dataset.key
+    return f"{config['data_dir']}/{key}.csv"
+
+
+def sweep_reports(wildcards):
+    return [f"{REPORTS}/{ENGINE}/{s}.html" for s in PLAN.sweeps]
+
+
+wildcard_constraints:
+    sweep=r"[a-z0-9][a-z0-9_-]*",
+    point=r"[^/]+",
+    key=r"[a-z]+-v\d+-r\d+-s\d+",

@@ -1,0 +1,10 @@
+rule generate_dataset:
+    """A seeded data set, generated once and cached (same key -> byte-identical file)."""
+    output:
+        csv=f"{config['data_dir']}/{{key}}.csv",
+    log:
+        "logs/data/{key}.log",
+    params:
+        data_dir=config["data_dir"],
+    shell:
+        "tunelab datagen {wildcards.key} --data-dir {params.data_dir} > {log} 2>&1"

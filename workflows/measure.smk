@@ -1,0 +1,31 @@
+rule measure_point:
+    """One point of a sweep: all its repetitions, timed one at a time (bench_slot)."""
+    input:
+        sweep=lambda wc: ancient(sweep_file(wc)),
+        data=lambda wc: ancient(point_dataset(wc)),
+    output:
+        csv=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
+    log:
+        f"logs/{ENGINE}/{{sweep}}/{{point}}.log",
+    params:
+        engine=ENGINE,
+        workdir=config["workdir"],
+        data_dir=config["data_dir"],
+    resources:
+        bench_slot=1,
+    shell:
+        "tunelab run-point {input.sweep} {wildcards.point} --engine {params.engine}"
+        " --out {output.csv} --workdir {params.workdir} --data-dir {params.data_dir}"
+        " > {log} 2>&1"
+
+
+rule merge_sweep:
+    """Every repetition of every point of a sweep in one tidy file."""
+    input:
+        point_csvs,
+    output:
+        csv=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
+    log:
+        f"logs/{ENGINE}/{{sweep}}.merge.log",
+    shell:
+        "tunelab merge {input} --out {output.csv} > {log} 2>&1"
