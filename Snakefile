@@ -9,10 +9,10 @@ from tunelab import pipeline
 min_version("8.20")
 
 
-configfile: "workflows/config.yaml"
+configfile: f"{workflow.basedir}/workflows/config.yaml"
 
 
-validate(config, "workflows/schemas/config.schema.yaml")
+validate(config, f"{workflow.basedir}/workflows/schemas/config.schema.yaml")
 
 try:
     PLAN = pipeline.plan(config["sweeps"], config["engine"])

@@ -2,6 +2,7 @@
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
 ENGINE = config["engine"]
+LOGS = config["logs_dir"]
 
 
 def point_csvs(wildcards):

@@ -3,7 +3,7 @@ rule generate_dataset:
     output:
         csv=f"{config['data_dir']}/{{key}}.csv",
     log:
-        "logs/data/{key}.log",
+        f"{LOGS}/data/{{key}}.log",
     params:
         data_dir=config["data_dir"],
     shell:

@@ -6,7 +6,7 @@ rule measure_point:
     output:
         csv=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
     log:
-        f"logs/{ENGINE}/{{sweep}}/{{point}}.log",
+        f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.log",
     params:
         engine=ENGINE,
         workdir=config["workdir"],
@@ -26,6 +26,6 @@ rule merge_sweep:
     output:
         csv=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
     log:
-        f"logs/{ENGINE}/{{sweep}}.merge.log",
+        f"{LOGS}/{ENGINE}/{{sweep}}.merge.log",
     shell:
         "tunelab merge {input} --out {output.csv} > {log} 2>&1"

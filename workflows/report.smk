@@ -3,14 +3,14 @@ rule sweep_report:
     input:
         results=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
         sweep=lambda wc: ancient(sweep_file(wc)),
-        template="reports/sweep_report.py",
+        template=f"{workflow.basedir}/reports/sweep_report.py",
     output:
         html=f"{REPORTS}/{ENGINE}/{{sweep}}.html",
     log:
-        f"logs/{ENGINE}/{{sweep}}.report.log",
+        f"{LOGS}/{ENGINE}/{{sweep}}.report.log",
     shell:
         "tunelab report --results {input.results} --sweep {input.sweep}"
-        " --out {output.html} > {log} 2>&1"
+        " --template {input.template} --out {output.html} > {log} 2>&1"
 
 
 rule report_index:
@@ -20,7 +20,7 @@ rule report_index:
     output:
         html=f"{REPORTS}/index.html",
     log:
-        "logs/index.log",
+        f"{LOGS}/index.log",
     params:
         results_dir=RESULTS,
     shell:

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import numpy as np
+
+from tunelab import dataset
+from tunelab.dataset import Dataset
+
+
+def test_same_seed_gives_byte_identical_files(tmp_path):
+    a = dataset.materialise(Dataset(5000, 3), tmp_path / "a")
+    b = dataset.materialise(Dataset(5000, 3), tmp_path / "b")
+    assert a.read_bytes() == b.read_bytes()
+    c = dataset.materialise(Dataset(5000, 4), tmp_path / "c")
+    assert c.read_bytes() != a.read_bytes()
+
+
+def test_materialise_reuses_the_cached_file(tmp_path):
+    path = dataset.materialise(Dataset(1000, 1), tmp_path)
+    stamp = path.stat().st_mtime_ns
+    assert dataset.materialise(Dataset(1000, 1), tmp_path).stat().st_mtime_ns == stamp
+
+
+def test_table_shape_matches_the_workloads_assumptions(tmp_path):
+    frame = dataset.read(Dataset(20000, 9), tmp_path)
+    assert list(frame.columns) == list(dataset.COLUMNS)
+    assert frame["id"].tolist() == list(range(20000))
+    assert sorted(frame["lat"].tolist()) == list(range(20000))  # a permutation
+    counts = frame["hundreds2"].value_counts()
+    assert counts.index.min() == 0 and counts.index.max() == 99
+    # an equality on hundreds2 matches about 1 % of the rows
+    assert np.allclose(counts / len(frame), 0.01, atol=0.004)
+    assert frame["name"].str.len().eq(dataset.NAME_LEN).all()
+    rows = dataset.rows_of(frame.head(3))
+    assert all(isinstance(v, int | str) for v in rows[0])

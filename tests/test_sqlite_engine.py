@@ -1,0 +1,165 @@
+"""The SQLite engine for real: knobs read back, index layouts, cold vs warm, the runner."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tunelab import dataset, runner, spec, workloads
+from tunelab.dataset import Dataset
+from tunelab.engines.base import EngineError
+from tunelab.engines.sqlite import SQLiteEngine
+
+ROWS = 20_000
+
+
+@pytest.fixture
+def engine(tmp_path):
+    eng = SQLiteEngine(tmp_path / "eng", "t")
+    yield eng
+    eng.teardown()
+
+
+def build(eng, tmp_path, wtype="multipoint", index="none", page=4096, pool=100, **params):
+    eng.provision({"page_size": page, "buffer_pool": pool, "index": index})
+    w = workloads.Workload(wtype, {**workloads.DEFAULTS[wtype], **params})
+    plan = w.index_plan(index)
+    rows = dataset.rows_of(dataset.read(Dataset(ROWS, 5), tmp_path / "data"))
+    eng.create_table(workloads.TABLE, plan)
+    eng.load(workloads.TABLE, rows)
+    eng.create_index(workloads.TABLE, plan)
+    return w, rows
+
+
+def query_plan(eng, w):
+    conn = eng.connect()
+    args = workloads.query_args(w, ROWS, 5)[0] if w.type != "scan" else ()
+    sql = "EXPLAIN QUERY PLAN " + workloads.query_sql(w, "?")
+    text = " | ".join(str(r[-1]) for r in conn.raw.execute(sql, args))
+    conn.close()
+    return text
+
+
+def test_knobs_are_read_back_from_the_engine(engine, tmp_path):
+    engine.provision({"page_size": 16384, "buffer_pool": 321, "index": "none"})
+    assert engine.applied_knobs() == {"page_size": 16384, "buffer_pool": 321}
+
+
+@pytest.mark.parametrize(
+    ("wtype", "index", "expected"),
+    [
+        ("multipoint", "none", "SCAN accounts"),
+        ("multipoint", "nonclustered", "USING INDEX accounts_nonclustered"),
+        ("multipoint", "clustered", "USING PRIMARY KEY"),
+        ("multipoint", "covering", "USING COVERING INDEX accounts_covering (hundreds2=?)"),
+        ("multipoint", "covering_wrong_order", "SCAN accounts USING COVERING INDEX"),
+        ("range", "nonclustered", "USING INDEX accounts_nonclustered (lat>? AND lat<?)"),
+        ("point", "nonclustered", "USING INDEX accounts_nonclustered (id=?)"),
+    ],
+)
+def test_each_index_kind_gives_the_access_path_it_promises(
+    engine, tmp_path, wtype, index, expected
+):
+    w, _ = build(engine, tmp_path, wtype, index)
+    assert expected in query_plan(engine, w)
+
+
+def test_clustered_layout_keeps_equal_keys_on_few_pages(engine, tmp_path):
+    # Cold multipoint: a clustered table reads far fewer pages than a scattered one.
+    reads = {}
+    for index in ("nonclustered", "clustered"):
+        w, rows = build(engine, tmp_path, "multipoint", index, pool=10, queries=1)
+        run = workloads.runner(engine, w, rows, ROWS, 5, False)
+        engine.make_cold()
+        conn = engine.connect()
+        before = engine.counters([conn])
+        run([conn])
+        reads[index] = engine.counters([conn])["physical_reads"] - before["physical_reads"]
+        conn.close()
+    assert reads["clustered"] * 5 < reads["nonclustered"]
+
+
+def test_cold_scan_reads_from_the_device_and_warm_scan_does_not(engine, tmp_path):
+    w, rows = build(engine, tmp_path, "scan", pool=100_000)
+    run = workloads.runner(engine, w, rows, ROWS, 5, False)
+    state = engine.make_cold()
+    assert state.achieved == "cold" and state.resident_pages_after == 0
+    conn = engine.connect()
+    c0 = engine.counters([conn])
+    assert run([conn]) == ROWS
+    c1 = engine.counters([conn])
+    assert c1["physical_reads"] - c0["physical_reads"] > 0
+    assert c1["os_read_bytes"] - c0["os_read_bytes"] > 0  # really from the device
+    run([conn])  # the same connection: its page cache now holds the table
+    c2 = engine.counters([conn])
+    assert c2["physical_reads"] - c1["physical_reads"] == 0
+    assert c2["logical_reads"] - c1["logical_reads"] > 0
+    conn.close()
+
+
+def sweep(write_sweep, body_extra: str = "", workload: str = "{type: scan}"):
+    return write_sweep(
+        f"""
+        name: t
+        dataset: {{rows: {ROWS}, seed: 5}}
+        knobs: {{buffer_pool: [50]}}
+        workloads: [{workload}]
+        repetitions: 2
+        {body_extra}
+        """
+    )
+
+
+def test_run_point_writes_one_row_per_repetition_with_provenance(write_sweep, tmp_path):
+    points, _ = spec.expand(sweep(write_sweep, "cache: both"))
+    for p in points:
+        out = runner.run_point(p, tmp_path / f"{p.cache}.csv", tmp_path / "w", tmp_path / "d")
+        frame = pd.read_csv(out)
+        assert frame["rep"].tolist() == [0, 1]
+        assert (frame["rows_touched"] == ROWS).all()
+        assert (frame["elapsed_s"] > 0).all()
+        assert (frame["applied_buffer_pool"] == 50).all()
+        assert frame["cache_achieved"].eq(p.cache).all()
+        for col in ("engine_version", "host_cpu", "host_kernel", "host_fs", "git_commit",
+                    "started_at", "seed", "c_logical_reads", "hit_ratio_app"):  # fmt: skip
+            assert frame[col].notna().all(), col
+        if p.cache == "cold":
+            assert (frame["c_physical_reads"] > 0).all()
+            assert frame["resident_fraction"].eq(0).all()
+
+
+def test_every_insert_repetition_starts_from_the_same_table(write_sweep, tmp_path):
+    points, _ = spec.expand(
+        sweep(write_sweep, workload="{type: insert, rows: 5000, commit_every: 500}")
+    )
+    out = runner.run_point(points[0], tmp_path / "i.csv", tmp_path / "w", tmp_path / "d")
+    frame = pd.read_csv(out)
+    assert frame["rows_touched"].tolist() == [5000, 5000]
+    assert frame["c_os_write_bytes"].gt(0).all()  # commits reach the file
+
+
+def test_a_failing_point_keeps_the_rows_already_measured(write_sweep, tmp_path, monkeypatch):
+    points, _ = spec.expand(sweep(write_sweep))
+    calls = {"n": 0}
+    real = SQLiteEngine.counters
+
+    def failing_counters(self, conns):
+        calls["n"] += 1
+        if calls["n"] == 3:  # before-counters of the second repetition
+            raise EngineError("engine went away")
+        return real(self, conns)
+
+    monkeypatch.setattr(SQLiteEngine, "counters", failing_counters)
+    out = tmp_path / "p.csv"
+    with pytest.raises(EngineError):
+        runner.run_point(points[0], out, tmp_path / "w", tmp_path / "d")
+    assert not out.exists()
+    partial = pd.read_csv(out.with_suffix(".partial.csv"))
+    assert partial["rep"].tolist() == [0]
+
+
+def test_a_knob_the_engine_did_not_apply_fails_the_point(write_sweep, tmp_path, monkeypatch):
+    points, _ = spec.expand(sweep(write_sweep))
+    monkeypatch.setattr(SQLiteEngine, "applied_knobs", lambda self: {"buffer_pool": 2000})
+    with pytest.raises(EngineError, match="buffer_pool: asked 50, engine reports 2000"):
+        runner.run_point(points[0], tmp_path / "p.csv", tmp_path / "w", tmp_path / "d")
