@@ -72,6 +72,10 @@ def test_overrides_replace_knob_lists_for_that_engine(write_sweep):
     assert sorted(p.knobs["page_size"] for p in points) == [2048, 8192]
 
 
+H = "name: x\ndataset: {rows: 1000}\n"
+SCAN = "workloads: [{type: scan}]\n"
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -86,13 +90,13 @@ def test_overrides_replace_knob_lists_for_that_engine(write_sweep):
         ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan, rows: 5}]\n",
          "x.yaml: workloads[0].rows: unknown key (allowed: type)"),
         ("name: x\nworkloads: [{type: scan}]\n", "x.yaml: dataset: missing"),
-        ("name: x\ndataset: {rows: 1000}\nknobs: {page_size: [3000]}\nworkloads: [{type: scan}]\n",
+        (H + "knobs: {page_size: [3000]}\n" + SCAN,
          "x.yaml: knobs.page_size: 3000 must be a power of two (allowed: integer 512..65536"),
-        ("name: x\ndataset: {rows: 1000}\nknobs: {page_size: [131072]}\nworkloads: [{type: scan}]\n",
+        (H + "knobs: {page_size: [131072]}\n" + SCAN,
          "x.yaml: knobs.page_size: 131072 out of range (allowed: integer 512..65536"),
-        ("name: x\ndataset: {rows: 1000}\nknobs: {prefetch_size: [4]}\nworkloads: [{type: scan}]\n",
+        (H + "knobs: {prefetch_size: [4]}\n" + SCAN,
          "x.yaml: knobs.prefetch_size: sqlite cannot express knob 'prefetch_size'"),
-        ("name: x\ndataset: {rows: 1000}\nfixed: {lock_granularity: row}\nworkloads: [{type: scan}]\n",
+        (H + "fixed: {lock_granularity: row}\n" + SCAN,
          "x.yaml: fixed.lock_granularity: 'row' not allowed (allowed: database)"),
         ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: range, selectivity: 1.5}]\n",
          "x.yaml: workloads[0].selectivity: 1.5 out of range (allowed: 0 < s <= 1)"),
