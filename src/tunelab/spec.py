@@ -32,6 +32,10 @@ _UNITS = {"B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**
           "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}  # fmt: skip
 
 
+_KIND = {"array": "a list", "number": "a number", "integer": "an integer", "null": "null",
+         "string": "a string", "object": "a mapping"}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SpecError:
     file: str
@@ -121,7 +125,8 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
             for k in extra
         ]
     if err.validator in ("oneOf", "anyOf"):
-        return [SpecError(file, path, f"{err.instance!r} is not valid", "a number or a list")]
+        kinds = [_KIND.get(alt.get("type"), str(alt.get("type"))) for alt in err.validator_value]
+        return [SpecError(file, path, f"{err.instance!r} is not valid", " or ".join(kinds))]
     if err.validator == "enum":
         return [SpecError(file, path, f"{err.instance!r} not allowed",
                           ", ".join(map(str, err.validator_value)))]  # fmt: skip
@@ -168,7 +173,8 @@ def _knob_lists(doc: dict, engine: str) -> tuple[dict[str, list], dict[str, Any]
     fixed.update(over.get("fixed") or {})
     for k in lists:
         fixed.pop(k, None)
-    return lists, fixed
+    # An override may drop a knob the engine lacks by giving it no values (null).
+    return {k: v for k, v in lists.items() if v is not None}, fixed
 
 
 def _normalise(
