@@ -1,0 +1,793 @@
+"""IBM Db2 Community Edition in its official container (the lab's target engine).
+
+Each point gets a fresh container and, inside its database, a buffer pool and an automatic
+storage table space of the point's page size; the table lives in that table space, so every
+physical knob is a documented clause of CREATE BUFFERPOOL / CREATE TABLESPACE:
+
+- page_size      PAGESIZE of both (equal by construction: Db2 only pairs equal sizes)
+- buffer_pool    CREATE BUFFERPOOL ... SIZE n (pages)
+- extent_size    EXTENTSIZE (2..256 pages, the dft_extent_sz range)
+- prefetch_size  PREFETCHSIZE (pages; IBM: use a multiple of EXTENTSIZE, see ``check_point``)
+- overhead_ms / transferrate_ms  OVERHEAD / TRANSFERRATE (the optimizer's I/O costs;
+                 INHERIT from the storage group when the point leaves them out)
+- direct_io      NO FILE SYSTEM CACHING / FILE SYSTEM CACHING
+- lock_granularity  ALTER TABLE ... LOCKSIZE ROW|TABLE, plus LOCK TABLE ... IN EXCLUSIVE
+                 MODE at the start of each transaction for table-level runs
+- index          CREATE INDEX; CREATE INDEX ... CLUSTER + REORG TABLE ... INDEX; CREATE
+                 UNIQUE INDEX ... INCLUDE (covering on a unique key) or a composite index
+
+Every statement and CLP command comes from a small pure function below, so tests check them
+against the documented syntax without a server, and ``tunelab plan --sql`` prints them.
+
+Cold: FLUSH BUFFERPOOLS only writes dirty pages, it does not empty the pool. The lab forces
+the applications off and deactivates the database through the CLP inside the container,
+evicts the table space container files from the host's page cache, then activates again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from tunelab import cache
+from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab.engines.base import CacheState, Engine, EngineError, EngineInfo, IndexPlan, Knob
+
+# Pinned image (see containers/db2/README.md); TUNELAB_DB2_IMAGE selects another local tag.
+IMAGE = "icr.io/db2_community/db2:12.1.5.0"
+IMAGE_ENV = "TUNELAB_DB2_IMAGE"
+PORT = 50000
+INSTANCE = "db2inst1"  # instance owner, also the user the lab connects as
+SCHEMA = INSTANCE.upper()
+DATABASE = "TUNELAB"  # at most 8 characters
+DATA_MOUNT = "/database"  # the image keeps instance home and databases below this path
+READY_LOG = r"Setup has completed"
+READY_TIMEOUT_S = 15 * 60  # a first start takes 2-10 minutes
+PRIVILEGED_ENV = "TUNELAB_DB2_PRIVILEGED"  # "1": --privileged instead of IPC capabilities
+# The pool is allocated at once (IMMEDIATE) unless database shared memory is short, in which
+# case Db2 defers it to the next activation: provision then reactivates once.
+CONNECT_ATTEMPTS_S = 120
+# After activation Db2 reads container tags and space maps: allow this many extents per
+# container file to be resident and still call the cache cold.
+COLD_ALLOWANCE_EXTENTS = 2
+
+PAGE_SIZES = (4096, 8192, 16384, 32768)
+INDEX_KINDS = ("none", "nonclustered", "clustered", "covering", "covering_wrong_order")
+_SQL_TYPES = {"integer": "INTEGER", "char20": "CHAR(20)", "char40": "CHAR(40)"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+INFO = EngineInfo(
+    name="db2",
+    summary="IBM Db2 Community Edition in its official container (ibm_db / CLI driver); "
+    "one buffer pool and automatic storage table space per point",
+    knobs={
+        "page_size": Knob(
+            "page_size", "integer",
+            "PAGESIZE of a new buffer pool and table space (created in place, equal by "
+            "construction)",
+            values=PAGE_SIZES, unit="bytes", default=4096,
+        ),
+        "buffer_pool": Knob(
+            "buffer_pool", "integer", "CREATE BUFFERPOOL ... IMMEDIATE SIZE n (pages)",
+            minimum=2, maximum=2_147_483_647, unit="pages", default=1000,
+        ),
+        "extent_size": Knob(
+            "extent_size", "integer", "table space EXTENTSIZE (pages)",
+            minimum=2, maximum=256, unit="pages", default=32,
+        ),
+        "prefetch_size": Knob(
+            "prefetch_size", "integer",
+            "table space PREFETCHSIZE (pages, a multiple of extent_size)",
+            minimum=0, maximum=32767, unit="pages", default=32,
+        ),
+        "overhead_ms": Knob(
+            "overhead_ms", "number",
+            "table space OVERHEAD (optimizer's seek + latency cost; INHERIT when unset)",
+            minimum=0, unit="ms",
+        ),
+        "transferrate_ms": Knob(
+            "transferrate_ms", "number",
+            "table space TRANSFERRATE (optimizer's time to read one page; INHERIT when unset)",
+            minimum=0, unit="ms",
+        ),
+        "direct_io": Knob(
+            "direct_io", "boolean",
+            "true: NO FILE SYSTEM CACHING (direct I/O); false: FILE SYSTEM CACHING",
+            default=True,
+        ),
+        "lock_granularity": Knob(
+            "lock_granularity", "string",
+            "ALTER TABLE ... LOCKSIZE ROW|TABLE; table also takes LOCK TABLE ... IN "
+            "EXCLUSIVE MODE at the start of each transaction",
+            values=("row", "table"), default="row",
+        ),
+        "index": Knob(
+            "index", "string",
+            "none; nonclustered: CREATE INDEX; clustered: CREATE INDEX ... CLUSTER, REORG "
+            "TABLE ... INDEX, RUNSTATS; covering: CREATE UNIQUE INDEX ... INCLUDE on a unique "
+            "key, else a composite (key, selected columns); covering_wrong_order: (selected "
+            "columns, key)",
+            values=INDEX_KINDS, default="none",
+        ),
+    },
+    notes={
+        "read_ahead_threshold": "Db2 prefetch is set per table space: use prefetch_size",
+        "random_read_ahead": "Db2 prefetch is set per table space: use prefetch_size",
+    },
+    needs_container=True,
+)  # fmt: skip
+
+
+# -- names and literals -----------------------------------------------------------------------
+def image() -> str:
+    return os.environ.get(IMAGE_ENV) or IMAGE
+
+
+def ident(name: str) -> str:
+    """An ordinary SQL identifier (folded to upper case as Db2 does), else EngineError."""
+    if not _IDENT.match(name):
+        raise EngineError(f"db2: {name!r} is not a plain SQL identifier")
+    return name.upper()
+
+
+def sql_number(value: float) -> str:
+    """A decimal numeric literal without exponent (Db2 accepts it for OVERHEAD/TRANSFERRATE)."""
+    text = format(Decimal(repr(float(value))), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def page_kb(page_size: int) -> int:
+    if page_size not in PAGE_SIZES:
+        raise EngineError(
+            f"db2: page_size {page_size} not allowed ({', '.join(map(str, PAGE_SIZES))})"
+        )
+    return page_size // 1024
+
+
+def bufferpool_name(page_size: int) -> str:
+    return f"TL_BP_{page_kb(page_size)}K"
+
+
+def tablespace_name(page_size: int) -> str:
+    return f"TL_TS_{page_kb(page_size)}K"
+
+
+def index_name(table: str, kind: str) -> str:
+    return ident(f"IX_{table}_{kind}")
+
+
+# -- cross-knob rules (called by the sweep validator) --------------------------------------------
+def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(field, message, allowed) for combinations Db2 refuses or IBM's docs rule out."""
+    errors = []
+    extent = knobs.get("extent_size", INFO.knobs["extent_size"].default)
+    prefetch = knobs.get("prefetch_size", INFO.knobs["prefetch_size"].default)
+    if isinstance(extent, int) and isinstance(prefetch, int) and extent > 0 and prefetch % extent:
+        errors.append((
+            "prefetch_size",
+            f"{prefetch} is not a multiple of extent_size {extent}",
+            f"a multiple of extent_size ({extent}, {2 * extent}, {4 * extent}, ...)",
+        ))  # fmt: skip
+    return errors
+
+
+# -- statements ----------------------------------------------------------------------------------
+def bufferpool_ddl(knobs: dict[str, Any]) -> str:
+    page = int(knobs["page_size"])
+    return (
+        f"CREATE BUFFERPOOL {bufferpool_name(page)} IMMEDIATE "
+        f"SIZE {int(knobs['buffer_pool'])} PAGESIZE {page_kb(page)}K"
+    )
+
+
+def tablespace_ddl(knobs: dict[str, Any]) -> str:
+    """Clauses in the order of IBM's syntax diagram for CREATE TABLESPACE."""
+    page = int(knobs["page_size"])
+    overhead = knobs.get("overhead_ms")
+    transfer = knobs.get("transferrate_ms")
+    caching = "NO FILE SYSTEM CACHING" if knobs.get("direct_io", True) else "FILE SYSTEM CACHING"
+    return (
+        f"CREATE LARGE TABLESPACE {tablespace_name(page)} PAGESIZE {page_kb(page)}K "
+        "MANAGED BY AUTOMATIC STORAGE "
+        f"EXTENTSIZE {int(knobs['extent_size'])} PREFETCHSIZE {int(knobs['prefetch_size'])} "
+        f"BUFFERPOOL {bufferpool_name(page)} "
+        f"OVERHEAD {'INHERIT' if overhead is None else sql_number(overhead)} "
+        f"{caching} "
+        f"TRANSFERRATE {'INHERIT' if transfer is None else sql_number(transfer)}"
+    )
+
+
+def table_ddl(table: str, page_size: int) -> str:
+    """Row-organised table of the dataset's columns in the point's table space (its indexes
+    go there too: Db2's default for a DMS/automatic storage table space)."""
+    cols = ", ".join(f"{c.upper()} {_SQL_TYPES[COLUMN_TYPES[c]]} NOT NULL" for c in COLUMNS)
+    return f"CREATE TABLE {ident(table)} ({cols}) IN {tablespace_name(page_size)} ORGANIZE BY ROW"
+
+
+def drop_table_sql(table: str) -> str:
+    return f"DROP TABLE {ident(table)}"
+
+
+def locksize_ddl(table: str, granularity: str) -> str:
+    sizes = {"row": "ROW", "table": "TABLE"}
+    if granularity not in sizes:
+        raise EngineError(f"db2: lock_granularity {granularity!r} not allowed (row, table)")
+    return f"ALTER TABLE {ident(table)} LOCKSIZE {sizes[granularity]}"
+
+
+def lock_sql(table: str) -> str:
+    return f"LOCK TABLE {ident(table)} IN EXCLUSIVE MODE"
+
+
+def _unique(cols: Sequence[str]) -> list[str]:
+    return [c.upper() for c in dict.fromkeys(cols)]
+
+
+def index_columns(index: IndexPlan) -> tuple[list[str], list[str]]:
+    """(key columns, INCLUDE columns) of the plan's index."""
+    key = _unique(index.key)
+    extra = [c for c in _unique(index.include) if c not in key]
+    if index.kind in ("none",):
+        return [], []
+    if index.kind in ("nonclustered", "clustered"):
+        return key, []
+    if index.kind == "covering":
+        # INCLUDE is only legal on a unique index: a unique key carries the selected columns
+        # as INCLUDE columns, any other key as trailing key columns.
+        return (key, extra) if key_unique(index) else (key + extra, [])
+    if index.kind == "covering_wrong_order":
+        return extra + key, []
+    raise EngineError(f"db2: unknown index kind {index.kind!r} ({', '.join(INDEX_KINDS)})")
+
+
+def key_unique(index: IndexPlan) -> bool:
+    return tuple(c.lower() for c in index.key) == ("id",)
+
+
+def index_ddl(table: str, index: IndexPlan) -> list[str]:
+    """CREATE INDEX statement(s) of the plan; a clustering index is followed by the REORG that
+    puts the rows in its order (ADMIN_CMD, so it runs over the lab's SQL connection)."""
+    key, include = index_columns(index)
+    if not key:
+        return []
+    name = index_name(table, index.kind)
+    unique = "UNIQUE " if key_unique(index) and index.kind != "covering_wrong_order" else ""
+    ddl = f"CREATE {unique}INDEX {name} ON {ident(table)} ({', '.join(key)})"
+    if include:
+        ddl += f" INCLUDE ({', '.join(include)})"
+    if index.kind == "clustered":
+        return [
+            ddl + " CLUSTER",
+            admin_cmd(f"REORG TABLE {SCHEMA}.{ident(table)} INDEX {SCHEMA}.{name}"),
+        ]
+    return [ddl]
+
+
+def runstats_sql(table: str, with_indexes: bool) -> str:
+    what = "WITH DISTRIBUTION AND DETAILED INDEXES ALL" if with_indexes else "WITH DISTRIBUTION"
+    return admin_cmd(f"RUNSTATS ON TABLE {SCHEMA}.{ident(table)} {what}")
+
+
+def admin_cmd(command: str) -> str:
+    if "'" in command:
+        raise EngineError(f"db2: quote in ADMIN_CMD command {command!r}")
+    return f"CALL SYSPROC.ADMIN_CMD('{command}')"
+
+
+# Cumulative counters (since activation) of the point's buffer pool; summed over members.
+BUFFERPOOL_COUNTERS = (
+    "POOL_DATA_L_READS", "POOL_INDEX_L_READS", "POOL_TEMP_DATA_L_READS",
+    "POOL_TEMP_INDEX_L_READS", "POOL_DATA_P_READS", "POOL_INDEX_P_READS",
+    "POOL_TEMP_DATA_P_READS", "POOL_TEMP_INDEX_P_READS", "POOL_ASYNC_DATA_READS",
+    "POOL_ASYNC_INDEX_READS", "POOL_READ_TIME", "POOL_ASYNC_READ_TIME",
+    "UNREAD_PREFETCH_PAGES", "DIRECT_READS", "POOL_DATA_WRITES", "POOL_INDEX_WRITES",
+    "POOL_WRITE_TIME", "VECTORED_IOS", "PAGES_FROM_VECTORED_IOS", "BLOCK_IOS",
+    "PAGES_FROM_BLOCK_IOS", "PREFETCH_WAITS", "PREFETCH_WAIT_TIME",
+)  # fmt: skip
+DATABASE_COUNTERS = ("LOCK_WAITS", "LOCK_ESCALS", "LOCK_WAIT_TIME", "LOCK_TIMEOUTS", "DEADLOCKS")
+
+
+def counter_sql(page_size: int) -> dict[str, str]:
+    """The two monitor queries whose cumulative results ``counters`` returns."""
+    bp = bufferpool_name(page_size)
+    sums = ", ".join(f"SUM({c})" for c in BUFFERPOOL_COUNTERS)
+    db_sums = ", ".join(f"SUM({c})" for c in DATABASE_COUNTERS)
+    return {
+        "bufferpool": f"SELECT {sums} FROM TABLE(MON_GET_BUFFERPOOL('{bp}', -2)) AS T",
+        "database": f"SELECT {db_sums} FROM TABLE(MON_GET_DATABASE(-2)) AS T",
+    }
+
+
+def counters_from(bp: Sequence[Any], db: Sequence[Any], page_size: int) -> dict[str, float]:
+    """Common counter keys (engines.md) plus db2_ extras from the two monitor rows."""
+    b = {c: float(v or 0) for c, v in zip(BUFFERPOOL_COUNTERS, bp, strict=True)}
+    d = {c: float(v or 0) for c, v in zip(DATABASE_COUNTERS, db, strict=True)}
+    physical = (
+        b["POOL_DATA_P_READS"] + b["POOL_INDEX_P_READS"]
+        + b["POOL_TEMP_DATA_P_READS"] + b["POOL_TEMP_INDEX_P_READS"]
+    )  # fmt: skip
+    out = {
+        "logical_reads": b["POOL_DATA_L_READS"] + b["POOL_INDEX_L_READS"]
+        + b["POOL_TEMP_DATA_L_READS"] + b["POOL_TEMP_INDEX_L_READS"],
+        # Db2's physical reads include the pages its prefetchers read (async reads).
+        "physical_reads": physical,
+        "prefetch_reads": b["POOL_ASYNC_DATA_READS"] + b["POOL_ASYNC_INDEX_READS"],
+        "prefetch_evicted": b["UNREAD_PREFETCH_PAGES"],
+        "data_read_bytes": physical * page_size,
+        "read_time_ms": b["POOL_READ_TIME"],
+        "lock_waits": d["LOCK_WAITS"],
+        "lock_escalations": d["LOCK_ESCALS"],
+        "lock_wait_time_ms": d["LOCK_WAIT_TIME"],
+    }  # fmt: skip
+    out.update({f"db2_{k.lower()}": v for k, v in b.items()})
+    out.update({f"db2_{k.lower()}": v for k, v in d.items()})
+    return out
+
+
+# -- read-back queries ---------------------------------------------------------------------------
+def pool_size_sql(page_size: int) -> str:
+    """Pages the buffer pool holds in memory now (a deferred pool shows its old size)."""
+    bp = bufferpool_name(page_size)
+    return f"SELECT SUM(BP_CUR_BUFFSZ) FROM TABLE(MON_GET_BUFFERPOOL('{bp}', -2)) AS T"
+
+
+def applied_sql(page_size: int) -> dict[str, str]:
+    bp, ts = bufferpool_name(page_size), tablespace_name(page_size)
+    return {
+        "bufferpool": "SELECT B.PAGESIZE, B.NPAGES, M.BP_CUR_BUFFSZ FROM SYSCAT.BUFFERPOOLS B "
+        f"JOIN TABLE(MON_GET_BUFFERPOOL('{bp}', -2)) AS M ON M.BP_NAME = B.BPNAME "
+        f"WHERE B.BPNAME = '{bp}'",
+        "tablespace": "SELECT T.PAGESIZE, T.EXTENTSIZE, T.PREFETCHSIZE, T.OVERHEAD, "
+        "T.TRANSFERRATE, B.BPNAME, M.FS_CACHING FROM SYSCAT.TABLESPACES T "
+        "JOIN SYSCAT.BUFFERPOOLS B ON B.BUFFERPOOLID = T.BUFFERPOOLID "
+        f"JOIN TABLE(MON_GET_TABLESPACE('{ts}', -2)) AS M ON M.TBSP_NAME = T.TBSPACE "
+        f"WHERE T.TBSPACE = '{ts}'",
+        "containers": f"SELECT CONTAINER_NAME FROM TABLE(MON_GET_CONTAINER('{ts}', -2)) AS C",
+    }
+
+
+def table_sql(table: str) -> dict[str, str]:
+    t = ident(table)
+    return {
+        "table": f"SELECT TBSPACE, LOCKSIZE FROM SYSCAT.TABLES WHERE TABSCHEMA = '{SCHEMA}' "
+        f"AND TABNAME = '{t}'",
+        "indexes": "SELECT I.INDNAME, I.INDEXTYPE, I.UNIQUERULE, U.COLNAME, U.COLORDER "
+        "FROM SYSCAT.INDEXES I JOIN SYSCAT.INDEXCOLUSE U ON U.INDSCHEMA = I.INDSCHEMA "
+        f"AND U.INDNAME = I.INDNAME WHERE I.TABSCHEMA = '{SCHEMA}' AND I.TABNAME = '{t}' "
+        "ORDER BY I.INDNAME, U.COLSEQ",
+        "size": "SELECT DATA_OBJECT_P_SIZE, INDEX_OBJECT_P_SIZE FROM "
+        f"TABLE(SYSPROC.ADMIN_GET_TAB_INFO('{SCHEMA}', '{t}')) AS T",
+    }
+
+
+def locksize_knob(code: str) -> str | None:
+    """SYSCAT.TABLES.LOCKSIZE ('R' row, 'T' table, 'I' block insert) -> knob value."""
+    return {"R": "row", "T": "table"}.get((code or "").strip())
+
+
+def direct_io_knob(fs_caching: int | None) -> bool | None:
+    """fs_caching monitor element: 0 file system caching on, 1 off (direct I/O)."""
+    return None if fs_caching is None else {0: False, 1: True}.get(int(fs_caching))
+
+
+def expected_kind(index: IndexPlan) -> str:
+    """The kind the catalog will show for the plan: a covering index with nothing to cover
+    (an update's key-only access) is physically a plain index on the key."""
+    key, include = index_columns(index)
+    if not key:
+        return "none"
+    if index.kind in ("covering", "covering_wrong_order") and key == _unique(index.key):
+        return "nonclustered" if not include else index.kind
+    return index.kind
+
+
+def index_kind(key: Sequence[str], rows: Sequence[Sequence[str]]) -> str | None:
+    """The index kind the catalog shows for the plan's key, from SYSCAT.INDEXES joined with
+    SYSCAT.INDEXCOLUSE: rows of (index name, INDEXTYPE, UNIQUERULE, column, COLORDER) in
+    COLSEQ order. None when the catalog holds something no kind describes."""
+    names = {r[0] for r in rows}
+    if not names:
+        return "none"
+    if len(names) > 1:
+        return None
+    clustering = rows[0][1].strip() == "CLUS"
+    keys = [r[3].upper() for r in rows if r[4].strip() != "I"]
+    includes = [r[3].upper() for r in rows if r[4].strip() == "I"]
+    want, n = _unique(key), len(_unique(key))
+    if clustering:
+        return "clustered" if keys == want and not includes else None
+    if keys == want:
+        return "covering" if includes else "nonclustered"
+    if includes or len(keys) <= n:
+        return None
+    if keys[:n] == want:
+        return "covering"
+    if keys[-n:] == want:
+        return "covering_wrong_order"
+    return None
+
+
+# -- container and CLP ----------------------------------------------------------------------------
+def container_env(password: str) -> dict[str, str]:
+    """Environment of the db2_community image: licence, instance, database, and the documented
+    switches that leave out what the lab does not use, so the first start is shorter."""
+    return {
+        "LICENSE": "accept",
+        "DB2INSTANCE": INSTANCE,
+        "DB2INST1_PASSWORD": password,
+        "DBNAME": DATABASE,
+        "BLU": "false",
+        "ENABLE_ORACLE_COMPATIBILITY": "false",
+        "UPDATEAVAIL": "NO",
+        "TO_CREATE_SAMPLEDB": "false",
+        "SAMPLEDB": "false",  # the older images' name for the same switch
+        "REPODB": "false",
+        "IS_OSXFS": "false",
+        "PERSISTENT_HOME": "true",
+        "HADR_ENABLED": "false",
+        "ARCHIVE_LOGS": "false",
+        "AUTOCONFIG": "false",
+    }
+
+
+def clp(script: str) -> list[str]:
+    """argv that runs ``script`` as the instance owner with the CLP's environment (login shell,
+    which sources the instance's db2profile)."""
+    return ["su", "-", INSTANCE, "-c", script]
+
+
+def cold_commands(database: str = DATABASE) -> dict[str, str]:
+    """CLP scripts of the cold procedure. FORCE APPLICATION is asynchronous and a deactivation
+    with a connection still open only warns, so ``stop`` repeats both until the database is
+    no longer listed as active. Between ``stop`` and ``start`` the host evicts the table space
+    files from its page cache."""
+    db = ident(database)
+    stop = (
+        "db2 force application all >/dev/null; "
+        "for i in $(seq 60); do "
+        f"db2 deactivate db {db} >/dev/null; "
+        f"db2 list active databases | grep -qiw {db} || exit 0; "
+        "sleep 1; db2 force application all >/dev/null; "
+        "done; "
+        f"echo 'database {db} still active after 60 s'; exit 1"
+    )
+    start = f"db2 activate db {db}; rc=$?; exit $(( rc >= 4 ))"
+    return {"stop": stop, "start": start}
+
+
+def host_path(container_path: str, host_dir: Path) -> Path | None:
+    """Host path of a file below the data mount, None for a path outside it."""
+    p = Path(container_path)
+    try:
+        return host_dir / p.relative_to(DATA_MOUNT)
+    except ValueError:
+        return None
+
+
+def image_missing_message(tag: str) -> str:
+    return (
+        f"DB2 Community image {tag} not present locally: run `docker pull {tag}` on a host "
+        "that reaches the registry (or `docker load` a saved copy); see containers/db2/README.md"
+    )
+
+
+# -- the engine -------------------------------------------------------------------------------
+class DB2Engine(Engine):
+    info = INFO
+    paramstyle = "qmark"
+    check_point = staticmethod(check_point)
+
+    def __init__(self, workdir: Path, run_id: str):
+        super().__init__(workdir, run_id)
+        self.host_dir = self.workdir / "db2-data"
+        self.image = image()
+        self.container: Any = None
+        self._password: str | None = None
+        self._files: list[Path] = []
+        self._table: str | None = None
+        self._version: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def provision(self, knobs: dict[str, Any]) -> None:
+        from tunelab import containers
+
+        self.knobs = {**{k: v.default for k, v in INFO.knobs.items() if v.default is not None},
+                      **knobs}  # fmt: skip
+        for fld, msg, allowed in check_point(self.knobs):
+            raise EngineError(f"db2: {fld}: {msg} (allowed: {allowed})")
+        require_image(self.image)  # before anything starts
+        self.host_dir.mkdir(parents=True, exist_ok=True)
+        self.host_dir.chmod(0o777)  # the instance owner inside writes here
+        self._password = containers.generate_password()
+        spec = containers.ContainerSpec(
+            image=self.image,
+            port=PORT,
+            env=container_env(self._password),
+            volumes={str(self.host_dir): DATA_MOUNT},
+            cap_add=[] if _privileged() else ["IPC_LOCK", "IPC_OWNER"],
+            privileged=_privileged(),
+            ready_log=READY_LOG,
+            ready_timeout_s=READY_TIMEOUT_S,
+            secrets=(self._password,),
+        )
+        try:
+            self.container = containers.start(spec, self.run_id, self.workdir.parent.name)
+        except containers.ContainerError as exc:
+            raise EngineError(f"db2: {exc}") from None
+        self.starts += 1
+        self._wait_connectable()
+        page = int(self.knobs["page_size"])
+        self.execute([bufferpool_ddl(self.knobs)])
+        if self._pool_pages() != int(self.knobs["buffer_pool"]):
+            self._restart_database()  # a deferred pool is allocated at the next activation
+        self.execute([tablespace_ddl(self.knobs)])
+        self._files = self._container_files(page)
+
+    def connect(self) -> Any:
+        import ibm_db_dbi
+
+        if self.container is None or self._password is None:
+            raise EngineError("db2: not provisioned")
+        dsn = (
+            f"DATABASE={DATABASE};HOSTNAME=127.0.0.1;PORT={self.container.host_port};"
+            f"PROTOCOL=TCPIP;UID={INSTANCE};PWD={self._password};"
+        )
+        try:
+            return ibm_db_dbi.connect(dsn, "", "")  # autocommit off (the driver's default)
+        except Exception as exc:
+            raise EngineError(f"db2: cannot connect to {DATABASE}: {_one_line(exc)}") from None
+
+    def teardown(self) -> None:
+        rc, self.container = self.container, None
+        try:
+            if rc is not None:
+                if os.geteuid() != 0:  # the files belong to the instance owner's uid
+                    rc.exec(["sh", "-c", f"rm -rf {DATA_MOUNT}/*"], user="root")
+                rc.remove()
+        finally:
+            shutil.rmtree(self.host_dir, ignore_errors=True)
+
+    # -- SQL helpers ---------------------------------------------------------------------------
+    def execute(self, statements: Sequence[str], conn: Any = None) -> None:
+        """Run statements on a short-lived connection, committing after each (Db2 DDL is
+        transactional; ADMIN_CMD REORG wants no open unit of work)."""
+        own = conn is None
+        conn = conn or self.connect()
+        try:
+            cur = conn.cursor()
+            for stmt in statements:
+                try:
+                    cur.execute(stmt)
+                    conn.commit()
+                except Exception as exc:
+                    conn.rollback()
+                    raise EngineError(f"db2: {stmt[:120]}: {_one_line(exc)}") from None
+            cur.close()
+        finally:
+            if own:
+                conn.close()
+
+    def query(self, sql: str) -> list[tuple]:
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            try:
+                cur.execute(sql)
+                rows = [tuple(r) for r in cur.fetchall()]
+            except Exception as exc:
+                raise EngineError(f"db2: {sql[:120]}: {_one_line(exc)}") from None
+            conn.commit()
+            return rows
+        finally:
+            conn.close()
+
+    def _wait_connectable(self) -> None:
+        deadline = time.monotonic() + CONNECT_ATTEMPTS_S
+        while True:
+            try:
+                self.query("VALUES 1")
+                return
+            except EngineError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
+
+    def _pool_pages(self) -> int | None:
+        rows = self.query(pool_size_sql(int(self.knobs["page_size"])))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def _container_files(self, page_size: int) -> list[Path]:
+        names = [r[0] for r in self.query(applied_sql(page_size)["containers"])]
+        files = [p for n in names if (p := host_path(n, self.host_dir)) is not None]
+        if not files:
+            raise EngineError(
+                f"db2: table space containers {names} are not below {DATA_MOUNT}, so the host "
+                "cannot evict or measure them"
+            )
+        return files
+
+    def _clp(self, script: str, what: str) -> str:
+        code, out = self.container.exec(clp(script), user="root")
+        if code != 0:
+            raise EngineError(f"db2: {what} failed (exit {code}): {' '.join(out.split())[-400:]}")
+        return out
+
+    def _restart_database(self) -> None:
+        cmds = cold_commands()
+        self._clp(cmds["stop"], "force applications off and deactivate")
+        self._clp(cmds["start"], "activate")
+        pages = self._pool_pages()
+        if pages != int(self.knobs["buffer_pool"]):
+            raise EngineError(
+                f"db2: buffer pool {bufferpool_name(int(self.knobs['page_size']))} holds "
+                f"{pages} pages after activation, asked {self.knobs['buffer_pool']} "
+                "(database shared memory too small?)"
+            )
+
+    # -- schema --------------------------------------------------------------------------------
+    def create_table(self, table: str, index: IndexPlan) -> None:
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            try:
+                cur.execute(drop_table_sql(table))
+                conn.commit()
+            except Exception:
+                conn.rollback()  # SQL0204N: there was none
+            page = int(self.knobs["page_size"])
+            granularity = self.knobs.get("lock_granularity", "row")
+            self.execute([table_ddl(table, page), locksize_ddl(table, granularity)], conn)
+        finally:
+            conn.close()
+        self._table = table
+        rows = self.query(table_sql(table)["table"])
+        got = locksize_knob(rows[0][1]) if rows else None
+        if not rows or rows[0][0].strip() != tablespace_name(page) or got != granularity:
+            raise EngineError(f"db2: table {table} not created as asked (catalog: {rows})")
+
+    def create_index(self, table: str, index: IndexPlan) -> None:
+        ddl = index_ddl(table, index)
+        self.execute([*ddl, runstats_sql(table, bool(ddl))])
+        got = index_kind(index.key, self.query(table_sql(table)["indexes"]))
+        if got != expected_kind(index):
+            raise EngineError(f"db2: catalog shows index kind {got!r}, asked {index.kind!r}")
+
+    # -- locking -------------------------------------------------------------------------------
+    def lock_table(self, cursor: Any, table: str) -> None:
+        cursor.execute(lock_sql(table))  # released by the commit that ends the transaction
+
+    # -- cache and counters --------------------------------------------------------------------
+    def make_cold(self) -> CacheState:
+        cmds = cold_commands()
+        self._clp(cmds["stop"], "force applications off and deactivate")
+        method = "force+deactivate+" + cache.evict(self._files)
+        self._clp(cmds["start"], "activate")
+        if self._pool_pages() != int(self.knobs["buffer_pool"]):
+            self._restart_database()
+        resident, total = cache.residency(self._files)
+        page, extent = int(self.knobs["page_size"]), int(self.knobs["extent_size"])
+        allowance = len(self._files) * COLD_ALLOWANCE_EXTENTS * extent * page // cache.PAGE
+        achieved = "cold" if resident <= allowance else "partial"
+        return CacheState("cold", achieved, method + "+activate", resident, total)
+
+    def counters(self, conns: Sequence[Any]) -> dict[str, float]:
+        page = int(self.knobs["page_size"])
+        q = counter_sql(page)
+        bp = self.query(q["bufferpool"])[0]
+        db = self.query(q["database"])[0]
+        return counters_from(bp, db, page)
+
+    def applied_knobs(self) -> dict[str, Any]:
+        page = int(self.knobs["page_size"])
+        q = applied_sql(page)
+        out: dict[str, Any] = {}
+        bp = self.query(q["bufferpool"])
+        if bp:
+            out["buffer_pool"] = int(bp[0][2]) if bp[0][2] is not None else int(bp[0][1])
+        ts = self.query(q["tablespace"])
+        if ts:
+            ps, extent, prefetch, overhead, transfer, bpname, fs_caching = ts[0]
+            same_pool = bpname.strip() == bufferpool_name(page) and bp and int(bp[0][0]) == ps
+            out["page_size"] = int(ps) if same_pool else f"{ps} (pool {bpname.strip()})"
+            out["extent_size"] = int(extent)
+            out["prefetch_size"] = int(prefetch)
+            if "overhead_ms" in self.knobs:
+                out["overhead_ms"] = float(overhead)
+            if "transferrate_ms" in self.knobs:
+                out["transferrate_ms"] = float(transfer)
+            out["direct_io"] = direct_io_knob(fs_caching)
+        if self._table:  # after create_table (the runner also asks right after provision)
+            tables = self.query(table_sql(self._table)["table"])
+            out["lock_granularity"] = locksize_knob(tables[0][1]) if tables else None
+        return {k: v for k, v in out.items() if k in self.knobs}
+
+    def version(self) -> str:
+        if self._version is None:
+            rows = self.query("SELECT SERVICE_LEVEL FROM SYSIBMADM.ENV_INST_INFO")
+            level = rows[0][0].strip() if rows else "Db2 (unknown level)"
+            self._version = f"{level} ({self.image})"
+        return self._version
+
+    def data_files(self) -> list[Path]:
+        return list(self._files)
+
+    def data_bytes(self, table: str) -> int | None:
+        try:
+            rows = self.query(table_sql(table)["size"])
+        except EngineError:
+            return None
+        if not rows or rows[0][0] is None:
+            return None
+        return int((rows[0][0] or 0) + (rows[0][1] or 0)) * 1024  # the function reports KB
+
+    # -- review ----------------------------------------------------------------------------------
+    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
+        knobs = {**{k: v.default for k, v in INFO.knobs.items() if v.default is not None}, **knobs}
+        page = int(knobs["page_size"])
+        table = dataset.table
+        cmds = cold_commands()
+        env = {k: ("<generated>" if "PASSWORD" in k else v) for k, v in container_env("").items()}
+        caps = "--privileged" if _privileged() else "--cap-add IPC_LOCK --cap-add IPC_OWNER"
+        lines = [
+            f"-- container: {image()} {caps} -p 127.0.0.1:<free>:{PORT} "
+            f"-v <workdir>/db2-data:{DATA_MOUNT} "
+            + " ".join(f"-e {k}={v}" for k, v in env.items()),
+            f"-- ready when the log says '{READY_LOG}' (timeout {READY_TIMEOUT_S // 60} min)",
+            bufferpool_ddl(knobs),
+            tablespace_ddl(knobs),
+            drop_table_sql(table) + "  -- if it exists",
+            table_ddl(table, page),
+            locksize_ddl(table, knobs.get("lock_granularity", "row")),
+            f"{self.insert_sql(table)}  -- {dataset.rows} rows, batches of 10000, commit each",
+        ]
+        ddl = index_ddl(table, index)
+        lines += [*ddl, runstats_sql(table, bool(ddl))]
+        if knobs.get("lock_granularity") == "table":
+            lines.append(f"{lock_sql(table)}  -- at the start of every write transaction")
+        lines += [
+            f'-- cold: docker exec <container> su - {INSTANCE} -c "{cmds["stop"]}"',
+            "-- cold: evict the table space container files from the host page cache",
+            f'-- cold: docker exec <container> su - {INSTANCE} -c "{cmds["start"]}"',
+            *counter_sql(page).values(),
+            *applied_sql(page).values(),
+            *table_sql(table).values(),
+        ]
+        return lines
+
+
+def require_image(tag: str) -> None:
+    """EngineError naming the image and how to get it unless it is in the local engine."""
+    from tunelab import containers
+
+    try:
+        client = containers.client()
+    except containers.ContainerError as exc:
+        raise EngineError(f"db2: {exc}") from None
+    from docker.errors import ImageNotFound
+
+    try:
+        client.images.get(tag)
+    except ImageNotFound:
+        raise EngineError(image_missing_message(tag)) from None
+
+
+def image_present(tag: str) -> bool:
+    try:
+        require_image(tag)
+    except EngineError:
+        return False
+    return True
+
+
+def _privileged() -> bool:
+    return os.environ.get(PRIVILEGED_ENV, "") == "1"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
