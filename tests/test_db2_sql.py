@@ -491,3 +491,22 @@ def test_planned_sql_lists_every_statement_without_docker(monkeypatch):
         < text.index("CREATE LARGE TABLESPACE")
         < text.index("CREATE TABLE")
     )
+
+
+def test_container_files_are_made_readable_up_to_the_mount(tmp_path):
+    # The script as it runs inside the container, here on a copy of the layout below the mount.
+    mount = tmp_path / db2.DATA_MOUNT.strip("/")
+    f = mount / "data" / "db2inst1" / "NODE0000" / "TUNELAB" / "T0000003" / "C0000000.LRG"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"x")
+    for p in (f, *f.parents):
+        if p == mount:
+            break
+        p.chmod(0o700 if p.is_dir() else 0o600)
+    script = db2.readable_script().replace(db2.DATA_MOUNT, str(mount))
+    subprocess.run(["sh", "-c", script, "sh", str(f)], check=True)
+    assert f.stat().st_mode & 0o444 == 0o444
+    for d in f.parents:
+        if d == mount:
+            break
+        assert d.stat().st_mode & 0o555 == 0o555, d

@@ -461,6 +461,18 @@ def cold_commands(database: str = DATABASE) -> dict[str, str]:
     return {"stop": stop, "start": start}
 
 
+def readable_script() -> str:
+    """Shell run as root inside the container with the table space container files as
+    arguments: makes them (and the directories above) readable to the host user, who
+    evicts them and measures their residency; Db2 creates them for its instance owner only."""
+    return (
+        'for f in "$@"; do d=$(dirname "$f"); '
+        f'while [ "$d" != / ] && [ "$d" != {DATA_MOUNT} ]; do '
+        'chmod a+rx "$d"; d=$(dirname "$d"); done; '
+        'chmod a+r "$f"; done'
+    )
+
+
 def host_path(container_path: str, host_dir: Path) -> Path | None:
     """Host path of a file below the data mount, None for a path outside it."""
     p = Path(container_path)
@@ -603,13 +615,16 @@ class DB2Engine(Engine):
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def _container_files(self, page_size: int) -> list[Path]:
-        names = [r[0] for r in self.query(applied_sql(page_size)["containers"])]
+        names = [r[0].strip() for r in self.query(applied_sql(page_size)["containers"])]
         files = [p for n in names if (p := host_path(n, self.host_dir)) is not None]
-        if not files:
+        if not files or len(files) != len(names):
             raise EngineError(
                 f"db2: table space containers {names} are not below {DATA_MOUNT}, so the host "
                 "cannot evict or measure them"
             )
+        code, out = self.container.exec(["sh", "-c", readable_script(), "sh", *names], user="root")
+        if code != 0:
+            raise EngineError(f"db2: cannot make {names} readable to the host: {out.strip()}")
         return files
 
     def _clp(self, script: str, what: str) -> str:
