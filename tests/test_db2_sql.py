@@ -510,3 +510,133 @@ def test_container_files_are_made_readable_up_to_the_mount(tmp_path):
         if d == mount:
             break
         assert d.stat().st_mode & 0o555 == 0o555, d
+
+
+# -- the container side, in a stand-in image ------------------------------------------------------
+# Without the Db2 image, a tiny image built here from a static busybox plays its container
+# part: it logs the readiness line, creates a table space container file below the data mount
+# and answers the CLP commands (`db2` is a script that records them). This checks what the
+# engine asks of Docker (capabilities, loopback port, labels, the volume), the readiness wait,
+# the `su - db2inst1 -c` commands through `docker exec`, the host-side eviction of the files,
+# and that teardown leaves nothing behind. Connecting needs the real server.
+BUSYBOX = Path("/bin/busybox")
+STANDIN = "tunelab-test/db2-standin:1"
+STANDIN_FILE = "data/db2inst1/NODE0000/TUNELAB/T0000003/C0000000.LRG"
+STANDIN_ENTRY = f"""#!/bin/sh
+f={db2.DATA_MOUNT}/{STANDIN_FILE}
+mkdir -p $(dirname $f) && dd if=/dev/zero of=$f bs=4096 count=64 2>/dev/null
+chown -R 1000:1000 {db2.DATA_MOUNT}/data && chmod 600 $f && chmod -R go-rx {db2.DATA_MOUNT}/data
+echo "(*) Setup has completed."
+exec sleep 100000
+"""
+STANDIN_DB2 = f"""#!/bin/sh
+echo "$(id -un): $*" >> {db2.DATA_MOUNT}/clp.log
+case "$*" in
+  "deactivate db "*) touch /tmp/inactive ;;
+  "activate db "*) rm -f /tmp/inactive ;;
+  "list active databases") [ -e /tmp/inactive ] || echo "Database name = {db2.DATABASE}" ;;
+esac
+exit 0
+"""
+
+
+def _standin_tar() -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+
+        def add(name: str, data: bytes | None = None, mode: int = 0o755, link: str = "") -> None:
+            info = tarfile.TarInfo(name)
+            info.mode = mode
+            if link:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+            elif data is None:
+                info.type = tarfile.DIRTYPE
+            else:
+                info.size = len(data)
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+
+        for d in ("bin", "usr", "usr/bin", "etc", "tmp", "root", "database", "dev"):
+            add(d, mode=0o1777 if d == "tmp" else 0o755)
+        add("bin/busybox", BUSYBOX.read_bytes())
+        for tool in ("sh", "su", "chmod", "chown", "dirname", "seq", "grep", "sleep", "rm",
+                     "mkdir", "dd", "id", "touch", "cat"):  # fmt: skip
+            add(f"bin/{tool}", link="busybox")
+        add("usr/bin/db2", STANDIN_DB2.encode())
+        add("entrypoint", STANDIN_ENTRY.encode())
+        add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
+            b"db2inst1:x:1000:1000::/database:/bin/sh\n", 0o644)  # fmt: skip
+        add("etc/group", b"root:x:0:\ndb2iadm1:x:1000:\n", 0o644)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def standin_image():
+    from tunelab import containers
+
+    if reason := containers.docker_unavailable_reason():
+        pytest.skip(reason)
+    if not BUSYBOX.is_file():
+        pytest.skip("needs a static busybox at /bin/busybox (apt-get install busybox-static)")
+    client = containers.client()
+    repo, tag = STANDIN.split(":")
+    client.api.import_image_from_data(
+        _standin_tar(), repository=repo, tag=tag, changes=['CMD ["/entrypoint"]']
+    )
+    yield STANDIN
+    client.images.remove(STANDIN, force=True)
+
+
+@pytest.mark.docker
+def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_path, monkeypatch):
+    from tunelab import cache, containers
+
+    monkeypatch.setenv(db2.IMAGE_ENV, standin_image)
+    monkeypatch.setattr(db2, "CONNECT_ATTEMPTS_S", 1)
+    workdir = tmp_path / "points" / "standin-point" / "engine"
+    eng = db2.DB2Engine(workdir, "standin-run")
+    try:
+        with pytest.raises(EngineError, match="cannot connect") as err:
+            eng.provision(knobs())  # everything up to the first SQL connection
+        assert eng._password and eng._password not in str(err.value)
+        rc = eng.container
+        assert eng._password not in rc.logs()
+        attrs = containers.client().api.inspect_container(rc.id)
+        assert {"IPC_LOCK", "IPC_OWNER"} <= set(attrs["HostConfig"]["CapAdd"])
+        bindings = attrs["HostConfig"]["PortBindings"][f"{db2.PORT}/tcp"]
+        assert [b["HostIp"] for b in bindings] == ["127.0.0.1"]
+        labels = attrs["Config"]["Labels"]
+        assert labels[containers.LABEL] == "1"
+        assert labels[containers.POINT_LABEL] == "standin-point"
+        assert "Setup has completed" in rc.logs()
+
+        # The host sees the table space file through the volume; make it readable, evict it.
+        inside = f"{db2.DATA_MOUNT}/{STANDIN_FILE}"
+        host_file = db2.host_path(inside, eng.host_dir)
+        assert host_file is not None and host_file.stat().st_size == 64 * 4096
+        code, out = rc.exec(["sh", "-c", db2.readable_script(), "sh", inside], user="root")
+        assert code == 0, out
+        host_file.read_bytes()  # readable to this process now
+        cache.evict([host_file])
+        resident, total = cache.residency([host_file])
+        assert total == 64 * 4096 // cache.PAGE and resident <= total
+
+        # The cold cycle's CLP commands reach `db2` as the instance owner, in order.
+        cmds = db2.cold_commands()
+        eng._clp(cmds["stop"], "stop")
+        eng._clp(cmds["start"], "start")
+        log = (eng.host_dir / "clp.log").read_text().splitlines()
+        assert log == [
+            "db2inst1: force application all",
+            f"db2inst1: deactivate db {db2.DATABASE}",
+            "db2inst1: list active databases",
+            f"db2inst1: activate db {db2.DATABASE}",
+        ]
+    finally:
+        eng.teardown()
+    left = containers.client().containers.list(
+        all=True, filters={"label": [f"{containers.RUN_LABEL}=standin-run"]}
+    )
+    assert left == [] and not eng.host_dir.exists()
