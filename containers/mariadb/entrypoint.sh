@@ -1,0 +1,44 @@
+#!/bin/bash
+# Entry point of the locally built MariaDB image; it follows the official image's contract:
+#   docker run -e MARIADB_ROOT_PASSWORD=... tunelab/mariadb:local [mariadbd] [--option ...]
+# An empty datadir is initialised with the same options (so --innodb-page-size applies),
+# root may log in over TCP with the password from the environment, and mariadbd is exec'd.
+set -euo pipefail
+
+if [ "${1:-}" = mariadbd ] || [ "${1:-}" = mysqld ]; then
+    shift
+fi
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    exec "$@" # any other command runs as given
+fi
+
+datadir=/var/lib/mysql
+mkdir -p "$datadir" /run/mysqld
+chown mysql:mysql "$datadir" /run/mysqld
+
+if [ ! -d "$datadir/mysql" ]; then
+    echo "tunelab-entrypoint: initialising $datadir"
+    # Options go first: mariadb-install-db wants --defaults-extra-file as its first argument.
+    mariadb-install-db "$@" --user=mysql --datadir="$datadir" --skip-test-db \
+        --auth-root-authentication-method=socket >/dev/null
+fi
+
+if [ -n "${MARIADB_ROOT_PASSWORD:-}" ]; then
+    # The password reaches the server through an init file readable by mysql only, never a
+    # command line; the server runs it on every start, so a restarted container keeps it.
+    init=/run/mysqld/tunelab-init.sql
+    quoted=$(printf '%s' "$MARIADB_ROOT_PASSWORD" | sed -e 's/\\/\\\\/g' -e "s/'/\\\\'/g")
+    (
+        umask 077
+        cat >"$init" <<SQL
+CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY '$quoted';
+ALTER USER 'root'@'%' IDENTIFIED BY '$quoted';
+GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;
+SQL
+    )
+    chown mysql:mysql "$init"
+    set -- "$@" --init-file="$init"
+fi
+unset MARIADB_ROOT_PASSWORD
+
+exec mariadbd "$@" --user=mysql --datadir="$datadir"

@@ -1,0 +1,530 @@
+"""MariaDB / InnoDB in a container: the open stand-in whose knobs match DB2's best.
+
+Knobs are InnoDB's own: ``innodb_page_size`` (fixed when a data directory is created, so a
+new page size means a fresh datadir), ``innodb_buffer_pool_size`` (resized in place), linear
+and random read-ahead (in place), ``innodb_flush_method=O_DIRECT`` (restart), table locks
+with ``LOCK TABLES … WRITE``, and the index layouts (a primary key on the attribute clusters
+the rows). The data directory is a host directory bind-mounted into the container, so cold
+runs can evict its files from the OS page cache and check their residency.
+
+Server options live in an option file in a host directory mounted into the container and
+passed with ``--defaults-extra-file``: a restart (cold run) keeps what was set in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tunelab import cache, containers
+from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab.engines.base import CacheState, Engine, EngineError, EngineInfo, IndexPlan, Knob
+
+PORT = 3306
+DATABASE = "tunelab"
+CONF_DIR = "/etc/tunelab"  # where the host's option-file directory is mounted
+CONF_FILE = "knobs.cnf"
+DATADIR = "/var/lib/mysql"
+READY_LOG = r"ready for connections\.\s*\n.*port: 3306"  # not the init server's (port: 0)
+MIB = 1 << 20
+# InnoDB keeps innodb_buffer_pool_size in whole MiB (it truncates the rest) and refuses to
+# start below a floor that grows with the page size (measured on MariaDB 10.11.19:
+# "innodb_page_size=65536 requires innodb_buffer_pool_size >= 21 MiB").
+MIN_POOL_MIB = {4096: 2, 8192: 3, 16384: 6, 32768: 11, 65536: 21}
+PAGE_SIZES = tuple(MIN_POOL_MIB)
+RESTART_KNOBS = frozenset({"page_size", "direct_io"})
+INDEX_KINDS = ("none", "nonclustered", "clustered", "covering", "covering_wrong_order")
+
+_TYPES = {"integer": "INT NOT NULL", "char20": "CHAR(20) NOT NULL", "char40": "CHAR(40) NOT NULL"}
+
+# Cumulative SHOW GLOBAL STATUS counters -> the lab's common counter names.
+_STATUS = {
+    "Innodb_buffer_pool_read_requests": "logical_reads",
+    "Innodb_pages_read": "physical_reads",  # every page read from disk, read-ahead included
+    "Innodb_buffer_pool_read_ahead": "prefetch_reads",  # linear and random read-ahead pages
+    "Innodb_buffer_pool_read_ahead_evicted": "prefetch_evicted",
+    "Innodb_data_read": "data_read_bytes",
+    "Innodb_row_lock_waits": "lock_waits",
+    "Innodb_row_lock_time": "lock_wait_time_ms",
+    "Innodb_buffer_pool_reads": "innodb_buffer_pool_reads",  # synchronous misses only
+    "Innodb_buffer_pool_read_ahead_rnd": "innodb_read_ahead_rnd",
+    "Innodb_data_reads": "innodb_data_reads",
+    "Innodb_data_written": "innodb_data_written",
+    "Innodb_os_log_written": "innodb_os_log_written",
+    "Innodb_pages_written": "innodb_pages_written",
+    "Table_locks_waited": "mariadb_table_locks_waited",
+}
+
+INFO = EngineInfo(
+    name="mariadb",
+    summary="MariaDB / InnoDB in a container (Docker); the open stand-in for DB2's knobs",
+    knobs={
+        "page_size": Knob(
+            "page_size", "integer", "innodb_page_size, on a fresh data directory",
+            values=PAGE_SIZES, unit="bytes", restart=True, default=16384,
+        ),
+        "buffer_pool": Knob(
+            "buffer_pool", "integer",
+            "innodb_buffer_pool_size = pages x page_size, resized in place; InnoDB keeps whole "
+            "MiB and needs at least 2/3/6/11/21 MiB at 4/8/16/32/64 KiB pages",
+            minimum=min(mib * MIB // p for p, mib in MIN_POOL_MIB.items()), unit="pages",
+        ),
+        "read_ahead_threshold": Knob(
+            "read_ahead_threshold", "integer",
+            "innodb_read_ahead_threshold: sequential pages of an extent that trigger linear "
+            "read-ahead of the next extent (0 turns it off)",
+            minimum=0, maximum=64, default=56,
+        ),
+        "random_read_ahead": Knob(
+            "random_read_ahead", "boolean", "innodb_random_read_ahead", default=False,
+        ),
+        "lock_granularity": Knob(
+            "lock_granularity", "string",
+            "row: InnoDB row locks; table: LOCK TABLES ... WRITE around every transaction",
+            values=("row", "table"), default="row",
+        ),
+        "index": Knob(
+            "index", "string",
+            "none; nonclustered: secondary index; clustered: PRIMARY KEY (attribute, id), "
+            "rebuilt after the load; covering: composite (attribute, selected columns); "
+            "covering_wrong_order: (selected columns, attribute)",
+            values=INDEX_KINDS, default="none",
+        ),
+        "direct_io": Knob(
+            "direct_io", "boolean",
+            "innodb_flush_method=O_DIRECT (true) or fsync (false, reads use the OS cache)",
+            restart=True, default=True,
+        ),
+    },
+    notes={
+        "prefetch_size": "InnoDB reads ahead whole extents (64 pages of 16 KiB, 1 MiB); "
+        "steer it with read_ahead_threshold and random_read_ahead",
+        "extent_size": "InnoDB's extent is fixed by the page size",
+        "overhead_ms": "MariaDB 10.11's optimizer has no I/O cost knobs",
+        "transferrate_ms": "MariaDB 10.11's optimizer has no I/O cost knobs",
+    },
+    needs_container=True,
+)  # fmt: skip
+
+
+def _dedup(cols: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(cols))
+
+
+def _server_options(knobs: dict[str, Any]) -> dict[str, str]:
+    """The option-file lines a set of knobs means (plus the lab's fixed settings)."""
+    page = int(knobs["page_size"])
+    opts = {
+        "innodb_page_size": str(page),
+        "innodb_read_ahead_threshold": str(int(knobs["read_ahead_threshold"])),
+        "innodb_random_read_ahead": "ON" if knobs["random_read_ahead"] else "OFF",
+        "innodb_flush_method": "O_DIRECT" if knobs["direct_io"] else "fsync",
+        # A cold start must find an empty pool: never dump or reload its page list.
+        "innodb_buffer_pool_dump_at_shutdown": "OFF",
+        "innodb_buffer_pool_load_at_startup": "OFF",
+        "performance_schema": "OFF",
+    }
+    if knobs.get("buffer_pool") is not None:
+        opts["innodb_buffer_pool_size"] = str(int(knobs["buffer_pool"]) * page)
+    return opts
+
+
+class MariaDBEngine(Engine):
+    info = INFO
+    paramstyle = "format"
+
+    def __init__(self, workdir: Path, run_id: str):
+        super().__init__(workdir, run_id)
+        # The runner gives each point <points>/<point id>/engine; the label names the point.
+        self.point_id = self.workdir.parent.name if self.workdir.name == "engine" else (
+            self.workdir.name
+        )  # fmt: skip
+        self.image: str | None = None
+        self.container: containers.RunningContainer | None = None
+        self._password = containers.generate_password()
+        self._home = self.workdir / "mariadb-data" / f"{secrets.token_hex(4)}"
+        self._admin_conn: Any = None
+        self._tables: set[str] = set()
+
+    # -- validation -------------------------------------------------------------------------
+    @staticmethod
+    def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+        """Cross-knob rules the single-knob bounds cannot say: (field, message, allowed)."""
+        page = knobs.get("page_size", INFO.knobs["page_size"].default)
+        pages = knobs.get("buffer_pool")
+        if pages is None or page not in MIN_POOL_MIB:
+            return []
+        nbytes = int(pages) * int(page)
+        per_mib = MIB // int(page)
+        allowed = (
+            f"a multiple of {per_mib} pages (whole MiB) and at least "
+            f"{MIN_POOL_MIB[page] * per_mib} pages ({MIN_POOL_MIB[page]} MiB) at page_size {page}"
+        )
+        if nbytes < MIN_POOL_MIB[page] * MIB:
+            return [("buffer_pool", f"{pages} pages is below InnoDB's minimum", allowed)]
+        if nbytes % MIB:
+            return [("buffer_pool", f"{pages} pages is not whole MiB: InnoDB would truncate it",
+                     allowed)]  # fmt: skip
+        return []
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def datadir(self) -> Path:
+        return self._home / "datadir"
+
+    @property
+    def _conf_dir(self) -> Path:
+        return self._home / "conf"
+
+    def _full(self, knobs: dict[str, Any]) -> dict[str, Any]:
+        defaults = {k: v.default for k, v in INFO.knobs.items() if v.default is not None}
+        full = {**defaults, **knobs}
+        unknown = sorted(set(full) - set(INFO.knobs))
+        if unknown:
+            raise EngineError(f"mariadb cannot express knob(s) {', '.join(unknown)}")
+        for name, value in full.items():
+            if (problem := INFO.knobs[name].check(value)) is not None:
+                raise EngineError(f"mariadb: knob {name}={value!r} {problem} "
+                                  f"(allowed: {INFO.knobs[name].allowed_text()})")  # fmt: skip
+        for fld, msg, allowed in self.check_point(full):
+            raise EngineError(f"mariadb: knob {fld}: {msg} (allowed: {allowed})")
+        return full
+
+    def _write_options(self, knobs: dict[str, Any]) -> None:
+        self._conf_dir.mkdir(parents=True, exist_ok=True)
+        lines = ["[mariadbd]"] + [f"{k} = {v}" for k, v in _server_options(knobs).items()]
+        tmp = self._conf_dir / f".{CONF_FILE}.tmp"
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(self._conf_dir / CONF_FILE)  # the directory is mounted: renames show
+
+    def _spec(self) -> containers.ContainerSpec:
+        return containers.ContainerSpec(
+            image=self.image or "",
+            port=PORT,
+            env={"MARIADB_ROOT_PASSWORD": self._password},
+            volumes={str(self.datadir): DATADIR, str(self._conf_dir): CONF_DIR},
+            command=[f"--defaults-extra-file={CONF_DIR}/{CONF_FILE}"],
+            ready_log=READY_LOG,
+            ready_timeout_s=120,
+            secrets=(self._password,),
+        )
+
+    def provision(self, knobs: dict[str, Any]) -> None:
+        full = self._full(knobs)
+        changed = {k for k in full if full[k] != self.knobs.get(k)}
+        if self.container is None or "page_size" in changed:
+            # InnoDB fixes the page size when it creates the system tablespace: new datadir.
+            self._remove_container()
+            shutil.rmtree(self.datadir, ignore_errors=True)
+            self.datadir.mkdir(parents=True)
+            self._write_options(full)
+            if self.image is None:
+                from tunelab.images import ensure_image
+
+                self.image = ensure_image("mariadb")
+            try:
+                self.container = containers.start(self._spec(), self.run_id, self.point_id)
+            except containers.ContainerError as exc:
+                raise EngineError(f"mariadb did not start: {exc}") from None
+            self.starts += 1
+            self._tables.clear()
+            self._admin().cursor().execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+        elif changed & RESTART_KNOBS:
+            self._write_options(full)
+            self._restart()
+        else:
+            self._write_options(full)  # a later restart (cold run) keeps these values
+            self._apply_in_place(full, changed)
+        self.knobs = full
+
+    def _apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
+        opts = _server_options(knobs)
+        cur = self._admin().cursor()
+        for knob, var in (
+            ("read_ahead_threshold", "innodb_read_ahead_threshold"),
+            ("random_read_ahead", "innodb_random_read_ahead"),
+            ("buffer_pool", "innodb_buffer_pool_size"),
+        ):
+            if knob in changed and var in opts:
+                cur.execute(f"SET GLOBAL {var} = {opts[var]}")
+        if "buffer_pool" in changed and "innodb_buffer_pool_size" in opts:
+            self._wait_pool_size(int(opts["innodb_buffer_pool_size"]))
+
+    def _wait_pool_size(self, nbytes: int, timeout_s: float = 120) -> None:
+        """A resize may finish in the background; wait until the pool has the new size."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            size = int(self._variables("innodb_buffer_pool_size")["innodb_buffer_pool_size"])
+            status = self._status_values("Innodb_buffer_pool_resize_status").get(
+                "Innodb_buffer_pool_resize_status", ""
+            )
+            if size == nbytes and not re.search(r"(?i)resiz(ing|e started)", status or ""):
+                return
+            if time.monotonic() > deadline:
+                raise EngineError(
+                    f"mariadb: buffer pool still {size} bytes, not {nbytes}, after "
+                    f"{timeout_s:g} s ({status or 'no resize status'})"
+                )
+            time.sleep(0.2)
+
+    def _restart(self) -> None:
+        assert self.container is not None
+        self._close_admin()
+        try:
+            self.container.restart()
+        except containers.ContainerError as exc:
+            raise EngineError(f"mariadb did not restart: {exc}") from None
+        self.starts += 1
+
+    def _remove_container(self) -> None:
+        self._close_admin()
+        if self.container is not None:
+            self.container.remove()
+            self.container = None
+
+    def teardown(self) -> None:
+        try:
+            self._remove_container()
+        finally:
+            shutil.rmtree(self._home, ignore_errors=True)
+
+    # -- connections ------------------------------------------------------------------------
+    def _connect(self, database: str | None, autocommit: bool) -> Any:
+        import pymysql
+
+        if self.container is None:
+            raise EngineError("mariadb: not provisioned")
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                return pymysql.connect(
+                    host="127.0.0.1",
+                    port=self.container.host_port,
+                    user="root",
+                    password=self._password,
+                    database=database,
+                    autocommit=autocommit,
+                    charset="utf8mb4",
+                    cursorclass=pymysql.cursors.SSCursor,  # scans stream, not buffered
+                    connect_timeout=10,
+                )
+            except pymysql.err.OperationalError as exc:
+                if time.monotonic() > deadline:
+                    raise EngineError(f"mariadb: cannot connect: {exc.args[-1]}") from None
+                time.sleep(0.2)
+
+    def connect(self) -> Any:
+        return self._connect(DATABASE, autocommit=False)
+
+    def _admin(self) -> Any:
+        """A private autocommit connection for settings, DDL and counters."""
+        if self._admin_conn is None:
+            self._admin_conn = self._connect(None, autocommit=True)
+        return self._admin_conn
+
+    def _close_admin(self) -> None:
+        if self._admin_conn is not None:
+            with contextlib.suppress(Exception):  # the server may already be gone
+                self._admin_conn.close()
+            self._admin_conn = None
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        cur = self._admin().cursor()
+        cur.execute(sql, args or None)
+        rows = list(cur.fetchall())
+        cur.close()
+        return rows
+
+    def _variables(self, *names: str) -> dict[str, str]:
+        marks = ", ".join(["%s"] * len(names))
+        return dict(self._query(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names))
+
+    def _status_values(self, *names: str) -> dict[str, str]:
+        marks = ", ".join(["%s"] * len(names))
+        return dict(self._query(f"SHOW GLOBAL STATUS WHERE Variable_name IN ({marks})", names))
+
+    # -- schema and data ------------------------------------------------------------------------
+    def table_ddl(self, table: str, index: IndexPlan) -> str:
+        cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)
+        if index.kind == "clustered" and index.key:
+            pk: tuple[str, ...] | None = _dedup((*index.key, "id"))
+        elif index.kind == "primary" or "id" not in index.key:
+            pk = ("id",)
+        else:
+            # The key is id and the plan asks for no clustered index on it: InnoDB clusters
+            # on its hidden row id, which follows the load order (id order) anyway.
+            pk = None
+        key = f", PRIMARY KEY ({', '.join(pk)})" if pk else ""
+        return f"CREATE TABLE {table} ({cols}{key}) ENGINE=InnoDB DEFAULT CHARSET=latin1"
+
+    def index_ddl(self, table: str, index: IndexPlan) -> list[str]:
+        """Statements run after the load: the secondary index, or the rebuild that packs a
+        clustered table (rows arrive in id order, so pages split on the way in)."""
+        if index.kind in ("none", "primary"):
+            return []
+        if index.kind == "clustered":
+            return [f"ALTER TABLE {table} FORCE"] if index.key not in ((), ("id",)) else []
+        cols = self._index_columns(index)
+        unique = "UNIQUE " if index.key == ("id",) and index.kind != "covering_wrong_order" else ""
+        return [f"CREATE {unique}INDEX {table}_{index.kind} ON {table} ({', '.join(cols)})"]
+
+    @staticmethod
+    def _index_columns(index: IndexPlan) -> tuple[str, ...]:
+        if index.kind == "nonclustered":
+            return index.key
+        if index.kind == "covering":
+            return _dedup((*index.key, *index.include))
+        if index.kind == "covering_wrong_order":
+            return _dedup((*[c for c in index.include if c not in index.key], *index.key))
+        raise EngineError(
+            f"mariadb: unknown index kind {index.kind!r} (allowed: {', '.join(INDEX_KINDS)})"
+        )
+
+    def create_table(self, table: str, index: IndexPlan) -> None:
+        cur = self._admin().cursor()
+        cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{table}")
+        cur.execute(f"USE {DATABASE}")
+        cur.execute(self.table_ddl(table, index))
+        self._tables.add(table)
+
+    def create_index(self, table: str, index: IndexPlan) -> None:
+        cur = self._admin().cursor()
+        cur.execute(f"USE {DATABASE}")
+        for stmt in self.index_ddl(table, index):
+            cur.execute(stmt)
+        cur.execute(f"ANALYZE TABLE {table}")
+        cur.fetchall()
+        self._check_layout(table, index)
+
+    def _check_layout(self, table: str, index: IndexPlan) -> None:
+        """Read the indexes back from the catalogue; fail if they are not the plan's."""
+        rows = self._query(
+            "SELECT index_name, column_name FROM information_schema.STATISTICS "
+            "WHERE table_schema = %s AND table_name = %s ORDER BY index_name, seq_in_index",
+            (DATABASE, table),
+        )
+        have: dict[str, list[str]] = {}
+        for name, col in rows:
+            have.setdefault(name, []).append(col)
+        want: dict[str, list[str]] = {}
+        pk = re.search(r"PRIMARY KEY \(([^)]*)\)", self.table_ddl(table, index))
+        if pk:
+            want["PRIMARY"] = pk.group(1).split(", ")
+        if index.kind not in ("none", "primary", "clustered"):
+            want[f"{table}_{index.kind}"] = list(self._index_columns(index))
+        if have != want:
+            raise EngineError(f"mariadb: {table} has indexes {have}, the plan needs {want}")
+
+    # -- locking ---------------------------------------------------------------------------------
+    def lock_table(self, cursor: Any, table: str) -> None:
+        # LOCK TABLES commits any open transaction; with autocommit off it also takes an
+        # InnoDB table lock, and the caller's COMMIT must come before UNLOCK TABLES.
+        cursor.execute("SET autocommit = 0")
+        cursor.execute(f"LOCK TABLES {table} WRITE")
+
+    def unlock_tables(self, cursor: Any) -> None:
+        cursor.execute("UNLOCK TABLES")
+
+    # -- cache and counters ----------------------------------------------------------------------
+    def make_cold(self) -> CacheState:
+        """Restart the server (no pool dump/load: it starts empty), evict the data files from
+        the OS page cache, then check both: OS residency and the table's pages in the pool."""
+        # Purge left over from the load would read table pages right after the restart:
+        # wait until the history list is empty first (blocks; MariaDB >= 10.5.7).
+        self._admin().cursor().execute("SET GLOBAL innodb_max_purge_lag_wait = 0")
+        self._restart()
+        files = self.data_files()
+        method = "restart+" + cache.evict(self._all_files())
+        resident, total = cache.residency(files)
+        in_pool = self.pool_pages()
+        achieved = "cold" if resident == 0 and in_pool == 0 else "partial"
+        return CacheState("cold", achieved, method, resident, total)
+
+    def pool_pages(self) -> int:
+        """Pages of the lab's tables now in the buffer pool."""
+        rows = self._query(
+            "SELECT COUNT(*) FROM information_schema.INNODB_BUFFER_PAGE WHERE table_name LIKE %s",
+            (f"`{DATABASE}`.%",),
+        )
+        return int(rows[0][0])
+
+    def counters(self, conns: Sequence[Any]) -> dict[str, float]:
+        values = self._status_values(*_STATUS)
+        return {name: float(values.get(var, "nan")) for var, name in _STATUS.items()}
+
+    def applied_knobs(self) -> dict[str, Any]:
+        v = self._variables(
+            "innodb_page_size",
+            "innodb_buffer_pool_size",
+            "innodb_read_ahead_threshold",
+            "innodb_random_read_ahead",
+            "innodb_flush_method",
+            "innodb_buffer_pool_dump_at_shutdown",
+            "innodb_buffer_pool_load_at_startup",
+        )
+        page = int(v["innodb_page_size"])
+        applied: dict[str, Any] = {
+            "page_size": page,
+            "buffer_pool": int(v["innodb_buffer_pool_size"]) // page,
+            "read_ahead_threshold": int(v["innodb_read_ahead_threshold"]),
+            "random_read_ahead": v["innodb_random_read_ahead"] == "ON",
+            "direct_io": v["innodb_flush_method"].upper().startswith("O_DIRECT"),
+            # Not knobs, recorded with them: what the pool really holds, and the cold setup.
+            "innodb_buffer_pool_bytes": int(v["innodb_buffer_pool_size"]),
+            "innodb_buffer_pool_pages_total": int(
+                self._status_values("Innodb_buffer_pool_pages_total")[
+                    "Innodb_buffer_pool_pages_total"
+                ]
+            ),
+            "innodb_flush_method": v["innodb_flush_method"],
+            "innodb_buffer_pool_dump_load": f"{v['innodb_buffer_pool_dump_at_shutdown']}/"
+            f"{v['innodb_buffer_pool_load_at_startup']}",
+        }
+        if self.knobs.get("buffer_pool") is None:
+            applied.pop("buffer_pool")  # not asked: the server's default stays unchecked
+        return applied
+
+    def version(self) -> str:
+        return f"MariaDB {self._query('SELECT VERSION()')[0][0]} ({self.image})"
+
+    def data_files(self) -> list[Path]:
+        return [
+            p for t in sorted(self._tables) if (p := self.datadir / DATABASE / f"{t}.ibd").exists()
+        ]
+
+    def _all_files(self) -> list[Path]:
+        """Table files plus the system tablespace, undo and redo logs."""
+        system = [p for p in self.datadir.glob("ib*") if p.is_file()]
+        system += [p for p in self.datadir.glob("undo*") if p.is_file()]
+        return self.data_files() + system
+
+    def data_bytes(self, table: str) -> int | None:
+        rows = self._query(
+            "SELECT data_length + index_length FROM information_schema.TABLES "
+            "WHERE table_schema = %s AND table_name = %s",
+            (DATABASE, table),
+        )
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
+        full = self._full(knobs)
+        opts = " ".join(f"--{k}={v}" for k, v in _server_options(full).items())
+        table = dataset.table
+        out = [
+            f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}",
+            self.table_ddl(table, index),
+            f"-- load {dataset.rows} rows: INSERT INTO {table} ... (batches of 10000)",
+            *self.index_ddl(table, index),
+            f"ANALYZE TABLE {table}",
+        ]
+        if full.get("lock_granularity") == "table":
+            out.append(f"SET autocommit = 0; LOCK TABLES {table} WRITE; ...; COMMIT; "
+                       "UNLOCK TABLES  -- around every transaction")  # fmt: skip
+        out.append("-- cold: restart (no buffer pool dump/load), evict data files, check")
+        return out

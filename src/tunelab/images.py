@@ -1,0 +1,85 @@
+"""Which container image an engine runs: the official image, pinned by tag, where it is in the
+local Docker engine (pulled on a host that reaches a registry), else the image built locally
+from the distribution's packages by ``containers/<engine>/build.sh``, built on first use.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunelab.containers import ContainerError, client
+
+CONTAINERS_DIR = Path(__file__).resolve().parents[2] / "containers"
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    official: str | None  # pinned tag of the official image
+    local: str | None  # tag the local build script produces (a stable alias)
+    build_script: str | None  # relative to containers/
+
+
+IMAGES: dict[str, ImageSource] = {
+    # The official image follows the same contract as the local one (MARIADB_ROOT_PASSWORD,
+    # server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
+    "mariadb": ImageSource("mariadb:10.11.8", "tunelab/mariadb:local", "mariadb/build.sh"),
+}
+
+
+def _present(tag: str) -> list[str] | None:
+    """The image's tags if ``tag`` is in the local engine, else None."""
+    from docker.errors import ImageNotFound
+
+    try:
+        return list(client().images.get(tag).tags)
+    except ImageNotFound:
+        return None
+
+
+def _pinned(tags: list[str], alias: str) -> str:
+    """Prefer the versioned tag over the moving alias, so results name what really ran."""
+    versioned = sorted(t for t in tags if t != alias and t.split(":")[0] == alias.split(":")[0])
+    return versioned[-1] if versioned else alias
+
+
+def ensure_image(engine: str, build: bool = True) -> str:
+    """The image tag to run ``engine`` with; builds the local image once if neither is there."""
+    src = IMAGES.get(engine)
+    if src is None:
+        raise ContainerError(f"no container image is defined for engine '{engine}'")
+    if src.official and _present(src.official) is not None:
+        return src.official
+    if src.local and (tags := _present(src.local)) is not None:
+        return _pinned(tags, src.local)
+    script = CONTAINERS_DIR / src.build_script if src.build_script else None
+    if not (build and script and script.exists()):
+        raise ContainerError(
+            f"no image for {engine}: {src.official or '-'} is not in the local Docker engine"
+            + (f" and {src.local} is not built ({script} missing)" if src.local else "")
+            + "; see containers/README.md"
+        )
+    # Two points may ask at once: one builds, the other waits and then finds the image.
+    lock = Path(tempfile.gettempdir()) / f"tunelab-image-{engine}.lock"
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        if (tags := _present(src.local)) is None:
+            print(
+                f"tunelab: building {src.local} with {script} (once; a minute or two)",
+                file=sys.stderr,
+            )
+            t0 = time.monotonic()
+            proc = subprocess.run([str(script)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+                raise ContainerError(f"{script} failed (exit {proc.returncode}):\n{tail}")
+            print(f"tunelab: built {src.local} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+            tags = _present(src.local)
+            if tags is None:
+                raise ContainerError(f"{script} finished but {src.local} is not there")
+    return _pinned(tags, src.local)

@@ -1,0 +1,248 @@
+"""The container lifecycle against the real Docker engine (the lab's MariaDB image, run with
+plain shell commands where a database is not needed)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from tunelab import containers
+from tunelab.containers import ContainerError, ContainerSpec
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    reason = containers.docker_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from tunelab.images import ensure_image
+
+    return ensure_image("mariadb")
+
+
+@pytest.fixture
+def run_id() -> str:
+    rid = f"test-{uuid.uuid4().hex[:8]}"
+    yield rid
+    containers.clean(rid)
+
+
+def _lab_containers(run_id: str) -> list:
+    return containers.client().containers.list(
+        all=True, filters={"label": [f"{containers.RUN_LABEL}={run_id}"]}
+    )
+
+
+def _shell(image: str, script: str, **kw) -> ContainerSpec:
+    return ContainerSpec(image=image, port=3306, command=["sh", "-c", script], **kw)
+
+
+def test_generate_password_is_fresh_and_plain():
+    pws = {containers.generate_password() for _ in range(50)}
+    assert len(pws) == 50
+    for pw in pws:
+        assert pw.isalnum() and len(pw) >= 24
+
+
+def test_start_labels_port_exec_remove(image, run_id):
+    rc = containers.start(_shell(image, "echo up; sleep 300", ready_log="^up$"), run_id, "p1")
+    try:
+        attrs = containers.client().api.inspect_container(rc.id)
+        labels = attrs["Config"]["Labels"]
+        assert labels[containers.LABEL] == "1"
+        assert labels[containers.RUN_LABEL] == run_id
+        assert labels[containers.POINT_LABEL] == "p1"
+        bindings = attrs["NetworkSettings"]["Ports"]["3306/tcp"]
+        assert bindings and all(b["HostIp"] == "127.0.0.1" for b in bindings)
+        assert {int(b["HostPort"]) for b in bindings} == {rc.host_port}
+        code, out = rc.exec(["sh", "-c", "echo hello; exit 4"])
+        assert (code, out.strip()) == (4, "hello")
+    finally:
+        rc.remove()
+    rc.remove()  # idempotent
+    assert _lab_containers(run_id) == []
+
+
+def test_two_containers_get_different_ports(image, run_id):
+    spec = _shell(image, "echo up; sleep 300", ready_log="^up$")
+    a = containers.start(spec, run_id, "a")
+    b = containers.start(spec, run_id, "b")
+    try:
+        assert a.host_port != b.host_port
+    finally:
+        a.remove()
+        b.remove()
+
+
+def test_secrets_are_scrubbed_from_logs_exec_and_errors(image, run_id):
+    pw = containers.generate_password()
+    spec = _shell(
+        image,
+        'echo "pw=$MARIADB_ROOT_PASSWORD"; echo up; sleep 300',
+        env={"MARIADB_ROOT_PASSWORD": pw},
+        ready_log="^up$",
+    )
+    rc = containers.start(spec, run_id, "p1")
+    try:
+        assert "pw=********" in rc.logs()
+        assert pw not in rc.logs()
+        assert pw not in rc.exec(["sh", "-c", "echo $MARIADB_ROOT_PASSWORD"])[1]
+    finally:
+        rc.remove()
+    failing = _shell(
+        image, 'echo "pw=$MARIADB_ROOT_PASSWORD"; exit 1', env={"DB_PASS": pw}, ready_log="never"
+    )
+    failing.env["MARIADB_ROOT_PASSWORD"] = pw
+    with pytest.raises(ContainerError) as err:
+        containers.start(failing, run_id, "p2")
+    assert pw not in str(err.value) and "pw=********" in str(err.value)
+
+
+def test_early_exit_reports_status_and_log_and_removes(image, run_id):
+    with pytest.raises(ContainerError) as err:
+        containers.start(_shell(image, "echo boom >&2; exit 3", ready_log="never"), run_id, "p1")
+    text = str(err.value)
+    assert "exit code 3" in text and "boom" in text
+    assert _lab_containers(run_id) == []
+
+
+def test_timeout_reports_and_removes(image, run_id):
+    spec = _shell(image, "echo starting; sleep 300", ready_log="never", ready_timeout_s=1.5)
+    t0 = time.monotonic()
+    with pytest.raises(ContainerError) as err:
+        containers.start(spec, run_id, "p1")
+    assert time.monotonic() - t0 >= 1.5
+    assert "not ready after 1.5 s" in str(err.value) and "starting" in str(err.value)
+    assert _lab_containers(run_id) == []
+
+
+def test_probe_readiness(image, run_id):
+    spec = _shell(image, "sleep 1; touch /tmp/ok; sleep 300", ready_probe=["test", "-e", "/tmp/ok"])
+    rc = containers.start(spec, run_id, "p1")
+    try:
+        assert rc.exec(["test", "-e", "/tmp/ok"])[0] == 0
+    finally:
+        rc.remove()
+
+
+def test_restart_waits_for_a_new_ready_line(image, run_id):
+    # PID 1 must act on SIGTERM, or the stop waits for its timeout.
+    script = "trap 'exit 0' TERM; sleep 1; echo up; sleep 300 & wait"
+    rc = containers.start(_shell(image, script, ready_log="^up$"), run_id, "p")
+    try:
+        port = rc.host_port
+        t0 = time.monotonic()
+        rc.restart()
+        # The old "up" line must not count: the restart waits for the new one (1 s later).
+        assert time.monotonic() - t0 >= 1.0
+        assert rc.logs().count("up") == 2
+        assert rc.host_port == port
+    finally:
+        rc.remove()
+
+
+def test_image_missing_is_one_clear_error(run_id):
+    if containers.docker_unavailable_reason():
+        pytest.skip("Docker engine not reachable")
+    with pytest.raises(ContainerError, match="not in the local Docker engine"):
+        containers.start(ContainerSpec(image="tunelab/absent:none", port=1), run_id, "p")
+
+
+_CHILD = """
+import os, signal, sys, time
+from tunelab import containers
+spec = containers.ContainerSpec(image={image!r}, port=3306,
+    command=["sh", "-c", "echo up; sleep 300"], ready_log="^up$")
+rc = containers.start(spec, {run_id!r}, "child")
+print(rc.id, flush=True)
+if {how!r} == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(120)
+"""
+
+
+def _child(image: str, run_id: str, how: str) -> tuple[subprocess.Popen, str]:
+    code = textwrap.dedent(_CHILD.format(image=image, run_id=run_id, how=how))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    cid = proc.stdout.readline().strip()
+    assert cid, "the child did not start its container"
+    return proc, cid
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_removes_its_container(image, run_id, sig):
+    proc, cid = _child(image, run_id, "wait")
+    assert [c.id for c in _lab_containers(run_id)] == [cid]
+    proc.send_signal(sig)
+    proc.wait(timeout=60)
+    assert _lab_containers(run_id) == []
+
+
+def test_killed_run_is_cleaned(image, run_id):
+    proc, cid = _child(image, run_id, "kill")
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    left = _lab_containers(run_id)
+    assert [c.id for c in left] == [cid]  # nothing could remove it
+    removed = containers.clean(run_id)
+    assert removed == [left[0].name]
+    assert _lab_containers(run_id) == []
+
+
+def test_clean_main_scoped_to_a_run(image, run_id, capsys):
+    other = f"{run_id}-other"
+    keep = containers.start(_shell(image, "echo up; sleep 300", ready_log="^up$"), other, "k")
+    try:
+        gone = containers.start(_shell(image, "echo up; sleep 300", ready_log="^up$"), run_id, "g")
+        vol = containers.client().volumes.create(
+            labels={containers.LABEL: "1", containers.RUN_LABEL: run_id}
+        )
+        assert containers.clean_main(["--run", run_id]) == 0
+        out = capsys.readouterr().out
+        assert gone.name in out and f"volume:{vol.name}" in out
+        assert _lab_containers(run_id) == []
+        assert [c.id for c in _lab_containers(other)] == [keep.id]
+        assert containers.clean_main(["--run", run_id]) == 0
+        assert "nothing to remove" in capsys.readouterr().out
+    finally:
+        keep.remove()
+
+
+def test_published_port_answers_only_on_loopback(image, run_id):
+    rc = containers.start(_shell(image, "echo up; exec sleep 300", ready_log="^up$"), run_id, "p")
+    try:
+        info = json.loads(
+            subprocess.run(
+                ["docker", "inspect", "-f", "{{json .HostConfig.PortBindings}}", rc.id],
+                capture_output=True, text=True, check=True,
+            ).stdout
+        )  # fmt: skip
+        assert info["3306/tcp"] == [{"HostIp": "127.0.0.1", "HostPort": str(rc.host_port)}]
+        # No listener on the host's other addresses for that port.
+        other = _non_loopback_ip()
+        if other:
+            with socket.socket() as s:
+                s.settimeout(1)
+                assert s.connect_ex((other, rc.host_port)) != 0
+    finally:
+        rc.remove()
+
+
+def _non_loopback_ip() -> str | None:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # TEST-NET address: no packet is sent
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if ip.startswith("127.") else ip
