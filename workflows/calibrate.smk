@@ -1,30 +1,13 @@
 # Storage calibration: one file per host and engine data directory (config "workdir"),
 # measured with fio by `tunelab calibrate`. The rule has no inputs, so a calibration once
 # written is reused by every later run; `snakemake --forcerun calibrate` (or deleting the
-# file) measures again. config "calibrate": quick | full | off (false = off).
+# file) measures again. config "calibrate": quick | full | off. Rules that show device
+# limits take `calibration_input` as an input (nothing when calibration is off).
 
-from pathlib import Path
+from tunelab.calibrate import workflow as calibration_config
 
-from tunelab.calibrate import default_path
-
-CALIBRATION_FILE = str(default_path(config.get("workdir", ".tunelab")))
-
-
-def calibration_wanted():
-    return config.get("calibrate", "quick") not in ("off", False)
-
-
-def calibration_input(wildcards):
-    """For rules that show device limits: the calibration file, or nothing when off."""
-    return [CALIBRATION_FILE] if calibration_wanted() else []
-
-
-def calibrate_workdir(wildcards):
-    return config.get("workdir", ".tunelab")
-
-
-def calibrate_mode(wildcards):
-    return "--quick" if config.get("calibrate", "quick") == "quick" else ""
+CALIBRATION_FILE = calibration_config.output_path(config)
+calibration_input = calibration_config.input_function(config)
 
 
 rule calibrate:
@@ -32,10 +15,10 @@ rule calibrate:
     output:
         calibration=CALIBRATION_FILE,
     log:
-        calibrate=f"{config.get('logs_dir', 'logs')}/calibrate/{Path(CALIBRATION_FILE).stem}.log",
+        calibrate=calibration_config.log_path(config),
     params:
-        workdir=calibrate_workdir,
-        mode=calibrate_mode,
+        workdir=lambda wc: calibration_config.workdir(config),
+        mode=lambda wc: calibration_config.mode_flag(config),
     resources:
         bench_slot=1,
     shell:

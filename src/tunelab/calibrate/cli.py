@@ -20,7 +20,7 @@ from tunelab.calibrate.calibration import (
     load,
     save,
 )
-from tunelab.calibrate.fio import FioError
+from tunelab.calibrate.fio import FioError, fio_binary
 from tunelab.calibrate.parse import FioOutputError
 
 PROG = "tunelab calibrate"
@@ -81,6 +81,7 @@ def _run(argv: list[str] | None) -> int:
         cal = load(out)
         _note(f"using {out} (measured {cal.created_at}); --force measures again")
     else:
+        fio_binary()  # before announcing a measurement that cannot start
         plan = measure.QUICK_PLAN if args.quick else measure.DEFAULT_PLAN
         _note(f"measuring {data_dir.resolve()} with fio, about {plan.expected_s():.0f} s")
         cal = measure.calibrate(data_dir, plan, quick=args.quick, note=_note)
