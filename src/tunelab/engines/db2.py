@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import time
 from collections.abc import Sequence
@@ -455,7 +456,7 @@ def cold_commands(database: str = DATABASE) -> dict[str, str]:
         f"db2 list active databases | grep -qiw {db} || exit 0; "
         "sleep 1; db2 force application all >/dev/null; "
         "done; "
-        f"echo 'database {db} still active after 60 s'; exit 1"
+        f"echo database {db} still active after 60 s; exit 1"
     )
     start = f"db2 activate db {db}; rc=$?; exit $(( rc >= 4 ))"
     return {"stop": stop, "start": start}
@@ -766,9 +767,9 @@ class DB2Engine(Engine):
         if knobs.get("lock_granularity") == "table":
             lines.append(f"{lock_sql(table)}  -- at the start of every write transaction")
         lines += [
-            f'-- cold: docker exec <container> su - {INSTANCE} -c "{cmds["stop"]}"',
-            "-- cold: evict the table space container files from the host page cache",
-            f'-- cold: docker exec <container> su - {INSTANCE} -c "{cmds["start"]}"',
+            f"-- cold points: docker exec <container> {shlex.join(clp(cmds['stop']))}",
+            "-- cold points: evict the table space container files from the host page cache",
+            f"-- cold points: docker exec <container> {shlex.join(clp(cmds['start']))}",
             *counter_sql(page).values(),
             *applied_sql(page).values(),
             *table_sql(table).values(),
