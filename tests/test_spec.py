@@ -184,3 +184,9 @@ def test_the_default_sweep_pack_is_valid():
         except ModuleNotFoundError:  # an engine module not installed with this checkout
             continue
         assert len(plan.sweeps) >= 5, engine
+
+
+def test_engines_table_prints_every_engine(capsys):
+    assert main(["engines"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ("sqlite", "mariadb", "db2"))

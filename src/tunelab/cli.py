@@ -91,10 +91,11 @@ def cmd_engines(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, default=str))
         return 0
     table = Table(title="Engines and the knobs they express", show_lines=False)
-    for col in ("engine", "knob", "allowed", "default", "meaning"):
+    cols = ("engine", "knob", "allowed", "default", "meaning")
+    for col in cols:
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(*(str(r[c]) if r[c] is not None else "" for c in table.columns_names()))
+        table.add_row(*(str(r[c]) if r[c] is not None else "" for c in cols))
     Console().print(table)
     return 0
 
