@@ -1,0 +1,70 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["parameters"]
+results_csv = "results/example.csv"  # result rows (tunelab.results columns)
+sweep_name = ""  # rows of this sweep only; "" = the sweep file's name
+sweep_file = "workflows/sweeps/example.yaml"
+calibration_json = ""  # fio calibration of the device, or ""
+bpsim_csv = ""  # buffer-pool simulator curve, or ""
+title = ""
+
+# %%
+# One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
+# logic lives in tunelab.report; this file only says what goes where.
+from tunelab.report import data as report_data
+from tunelab.report import sections as s
+
+data = report_data.load(results_csv, sweep_file, sweep_name)
+s.show(s.header_html(data, title))
+
+# %% [markdown]
+# ## What was measured
+
+# %%
+s.show(s.measured_html(data))
+
+# %% [markdown]
+# ## Response time and throughput
+
+# %%
+s.show(s.figures_html(data))
+
+# %% [markdown]
+# ## Summary per point
+
+# %%
+s.show(s.summary_html(data))
+
+# %% [markdown]
+# ## I/O: physical reads, their rate, and hit ratios
+
+# %%
+s.show(s.io_html(data))
+
+# %%
+s.show(s.device_html(data, calibration_json))
+
+# %%
+s.show(s.simulator_html(data, bpsim_csv))
+
+# %% [markdown]
+# ## Raw rows
+
+# %%
+s.show(s.raw_html(data))
+
+# %% [markdown]
+# ## Provenance
+
+# %%
+s.show(s.provenance_html(data))

@@ -1,0 +1,152 @@
+"""The inputs of one report: result rows, the sweep they came from, and what varies in them."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
+
+REQUIRED = ("elapsed_s",)
+# Dimensions that are not knobs but still separate points when they vary in a sweep.
+GROUPING = ("workload", "cache_requested")
+
+
+class ReportInputError(ValueError):
+    """Bad report input; the message is one line naming the file and what is wrong."""
+
+
+@dataclass
+class ReportData:
+    results: pd.DataFrame
+    sweep: dict[str, Any]
+    results_csv: str
+    sweep_file: str
+    name: str
+    engine: str
+    dims: list[str]  # swept knob and workload-parameter columns
+    groups: list[str]  # other varying columns that separate points (workload, cache)
+    orders: dict[str, list[Any]] = field(default_factory=dict)  # value order from the sweep
+
+    @property
+    def point_columns(self) -> list[str]:
+        return [*self.dims, *self.groups]
+
+    def hue_for(self, x: str) -> list[str]:
+        """The varying dimensions other than ``x`` (shown as colours in x's figures)."""
+        return [c for c in self.point_columns if c != x]
+
+
+def order_key(orders: dict[str, list[Any]], col: str):
+    """Sort key for one column's values: the sweep's listed order first, then numbers
+    ascending, then anything else as text."""
+    order = orders.get(col)
+    position = {v: i for i, v in enumerate(order)} if order else {}
+
+    def key(value: Any) -> tuple:
+        if value in position:
+            return (0, position[value], "")
+        real = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+        if real and not math.isnan(float(value)):
+            return (1, float(value), "")
+        return (2, 0.0, str(value))
+
+    return key
+
+
+def sha256(path: Path | str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_sweep(path: Path | str) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ReportInputError(f"{path}: sweep file not found")
+    try:
+        sweep = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where else ""
+        raise ReportInputError(f"{path}{line}: not valid YAML") from None
+    if not isinstance(sweep, dict) or "name" not in sweep:
+        raise ReportInputError(f"{path}: a sweep is a mapping with at least a 'name' key")
+    return sweep
+
+
+def read_rows(path: Path | str) -> pd.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise ReportInputError(f"{path}: results file not found")
+    try:
+        frame = read_results([path])
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ReportInputError(f"{path}: not a readable CSV ({type(exc).__name__})") from None
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame()
+    if frame.empty:
+        raise ReportInputError(f"{path}: no result rows")
+    missing = [c for c in REQUIRED if c not in frame]
+    if missing:
+        raise ReportInputError(f"{path}: missing column(s) {', '.join(missing)}")
+    return frame
+
+
+def _orders(sweep: dict[str, Any], frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """Category order as the sweep lists it (none < nonclustered < clustered reads better
+    than alphabetical); values only in the rows are appended sorted."""
+    orders: dict[str, list[Any]] = {}
+    listed: dict[str, list[Any]] = {}
+    for name, values in (sweep.get("knobs") or {}).items():
+        if isinstance(values, list):
+            listed[KNOB_PREFIX + name] = values
+    for wl in sweep.get("workloads") or []:
+        if isinstance(wl, dict):
+            for key, values in wl.items():
+                if isinstance(values, list):
+                    listed.setdefault(WORKLOAD_PREFIX + key, []).extend(values)
+    for col in frame.columns:
+        present = [v for v in pd.unique(frame[col].dropna())]
+        if col in listed:
+            order = [v for v in dict.fromkeys(listed[col]) if v in set(present)]
+            order += sorted((v for v in present if v not in set(order)), key=str)
+            orders[col] = order
+        elif col in GROUPING:
+            orders[col] = sorted(present, key=str)
+    return orders
+
+
+def load(results_csv: str | Path, sweep_file: str | Path, sweep_name: str = "") -> ReportData:
+    """Read and check a report's inputs; rows of other sweeps in the same CSV are left out."""
+    sweep = read_sweep(sweep_file)
+    frame = read_rows(results_csv)
+    name = sweep_name or str(sweep["name"])
+    if "sweep" in frame and name in set(frame["sweep"].astype(str)):
+        frame = frame[frame["sweep"].astype(str) == name].reset_index(drop=True)
+    elif "sweep" in frame:
+        found = ", ".join(sorted(set(frame["sweep"].astype(str))))
+        raise ReportInputError(f"{results_csv}: no rows of sweep '{name}' (found: {found})")
+    # A workload parameter that only one workload has is constant where it is defined; the
+    # workload column already separates those points.
+    dims = [c for c in swept_columns(frame) if frame[c].nunique(dropna=True) > 1]
+    groups = [c for c in GROUPING if c in frame and frame[c].nunique(dropna=False) > 1]
+    engines = sorted(set(frame["engine"].astype(str))) if "engine" in frame else []
+    engine = ", ".join(engines) or str(sweep.get("engine", ""))
+    return ReportData(
+        results=frame,
+        sweep=sweep,
+        results_csv=str(results_csv),
+        sweep_file=str(sweep_file),
+        name=name,
+        engine=engine,
+        dims=dims,
+        groups=groups,
+        orders=_orders(sweep, frame),
+    )

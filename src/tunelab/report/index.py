@@ -1,0 +1,123 @@
+"""reports/index.html: one line per sweep report, linking the report and its rows.
+
+Each report carries a JSON summary (sweep, engine, points, repetitions, when measured) that
+the notebook computed from the rows; the index reads it back, so the index needs no kernel
+and says the same as the reports. A report without the block (an older page) is still
+listed, with its results looked up in ``results_dir``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from tunelab.report.render import write_atomic
+from tunelab.report.sections import SUMMARY_ID
+
+# nbconvert may reorder the tag's attributes: match on the id alone.
+_SUMMARY_RE = re.compile(r'<script[^>]*\bid="' + SUMMARY_ID + r'"[^>]*>(.*?)</script>', re.S)
+
+INDEX_CSS = """
+body { background: #f4f5f7; margin: 0; }
+main { max-width: 1180px; margin: 24px auto 64px; padding: 28px 44px 48px; background: #fff;
+  border-radius: 10px; box-shadow: 0 1px 3px rgba(0,0,0,.07), 0 6px 24px rgba(0,0,0,.04); }
+body { font-family: -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "DejaVu Sans", Arial,
+  sans-serif; color: #1f2328; font-size: 15px; line-height: 1.5; }
+h1 { font-size: 1.9rem; margin: 0 0 .2rem; }
+table.tl-index { border-collapse: collapse; width: 100%; font-size: 14px; margin-top: 18px;
+  font-variant-numeric: tabular-nums; }
+table.tl-index th { text-align: left; font-weight: 600; color: #444c56; background: #f6f8fa;
+  border-bottom: 1px solid #d8dce1; padding: 8px 10px; }
+table.tl-index td { border-bottom: 1px solid #eceef1; padding: 10px; vertical-align: top; }
+table.tl-index a.tl-sweep { font-weight: 600; font-size: 15px; color: #0b5cad;
+  text-decoration: none; }
+table.tl-index a.tl-sweep:hover { text-decoration: underline; }
+.tl-desc { color: #57606a; font-size: 13px; margin-top: 2px; max-width: 36rem; }
+.tl-muted { color: #57606a; }
+a { color: #0b5cad; }
+"""
+
+
+def read_summary(report: Path) -> dict[str, Any] | None:
+    """The JSON summary embedded in a rendered report, or None."""
+    try:
+        text = Path(report).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    match = _SUMMARY_RE.search(text)
+    if not match:
+        return None
+    try:
+        return json.loads(match.group(1).replace("<\\/", "</"))
+    except json.JSONDecodeError:
+        return None
+
+
+def _rel(target: Path, base: Path) -> str:
+    return Path(os.path.relpath(Path(target).resolve(), Path(base).resolve())).as_posix()
+
+
+def _results_link(summary: dict[str, Any], report: Path, results_dir: Path) -> Path | None:
+    candidates = []
+    if summary.get("results_csv"):
+        given = Path(summary["results_csv"])
+        candidates += [given, report.parent / given]
+    name = summary.get("sweep") or report.stem
+    candidates += [Path(results_dir) / f"{name}.csv", Path(results_dir) / name / "results.csv"]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _row(report: Path, out: Path, results_dir: Path) -> tuple[str, str]:
+    s = read_summary(report) or {"sweep": report.stem}
+    esc = html.escape
+    name = s.get("title") or s.get("sweep") or report.stem
+    link = f'<a class="tl-sweep" href="{esc(_rel(report, out.parent))}">{esc(name)}</a>'
+    if s.get("description"):
+        link += f'<div class="tl-desc">{esc(s["description"])}</div>'
+    engine = esc(s.get("engine", "—"))
+    if s.get("engine_versions"):
+        engine += f' <span class="tl-muted">{esc(", ".join(s["engine_versions"]))}</span>'
+    swept = esc(", ".join(s.get("swept", [])) or "—")
+    if "points" in s:
+        reps = (
+            s["reps_min"] if s["reps_min"] == s["reps_max"] else f"{s['reps_min']}–{s['reps_max']}"
+        )
+        size = f"{s['points']} × {reps}"
+    else:
+        size = "—"
+    cache = esc(" & ".join(s.get("cache", [])) or "—")
+    first, last = s.get("first_started", "")[:10], s.get("last_started", "")[:10]
+    when = esc(first if first == last else f"{first} – {last}") if first else "—"
+    csv = _results_link(s, report, results_dir)
+    rows = f'<a href="{esc(_rel(csv, out.parent))}">CSV</a>' if csv else "—"
+    cells = [link, engine, swept, size, cache, when, rows]
+    return str(s.get("sweep") or report.stem), "<tr>" + "".join(
+        f"<td>{c}</td>" for c in cells
+    ) + "</tr>"
+
+
+def write_index(reports: list[Path], out: Path, results_dir: Path) -> Path:
+    """Write the index page linking ``reports`` (sorted by sweep name)."""
+    out = Path(out)
+    rows = sorted((_row(Path(r), out, Path(results_dir)), str(r)) for r in reports)
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("Sweep", "Engine", "Swept", "Points × reps", "Cache", "Measured", "Rows")
+    )
+    body = "".join(r[0][1] for r in rows)
+    count = f"{len(rows)} sweep report{'s' if len(rows) != 1 else ''}"
+    page = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>tunelab reports</title>\n<style>{INDEX_CSS}</style>\n</head>\n<body>\n<main>\n"
+        f'<h1>tunelab reports</h1>\n<p class="tl-muted">{count}. Each report shows the median '
+        "and an interval for every point, every raw repetition, physical reads beside hit "
+        "ratios, and where the numbers came from.</p>\n"
+        f'<table class="tl-index"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
+        "</main>\n</body>\n</html>\n"
+    )
+    return write_atomic(out, page)

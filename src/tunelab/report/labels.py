@@ -1,0 +1,125 @@
+"""Human names, with units, for result columns; and the one number format all tables use."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+from tunelab.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
+
+# Measured and derived columns. Hit ratios are fractions in [0, 1] (shown as percent).
+METRICS: dict[str, str] = {
+    "elapsed_s": "response time (s)",
+    "throughput_rows_s": "throughput (rows/s)",
+    "rows_touched": "rows touched",
+    "c_logical_reads": "logical reads (pages)",
+    "c_physical_reads": "physical reads (pages)",
+    "c_prefetch_reads": "prefetch reads (pages)",
+    "c_os_read_bytes": "bytes read from the device",
+    "physical_reads_per_s": "physical reads per second",
+    "read_mb_s": "read rate (MB/s)",
+    "hit_ratio": "hit ratio",
+    "hit_ratio_app": "hit ratio, application",
+    "hit_ratio_sys": "hit ratio, system",
+    "resident_fraction": "resident fraction after cache preparation",
+    "written_bytes": "bytes written",
+    "data_bytes": "data size (bytes)",
+    "page_size_bytes": "page size (bytes)",
+}
+
+# Knobs of the design table; an engine's own Knob.unit wins when the engine can be imported.
+KNOBS: dict[str, str] = {
+    "buffer_pool": "buffer pool",
+    "page_size": "page size",
+    "prefetch": "prefetch size",
+    "lock_granularity": "lock granularity",
+    "index": "index type",
+    "direct_io": "direct I/O",
+    "cache_size": "cache size",
+}
+
+WORKLOAD_PARAMS: dict[str, str] = {
+    "selectivity": "selectivity (%)",
+    "rows": "rows per statement",
+    "threads": "client threads",
+}
+
+OTHER: dict[str, str] = {
+    "cache_requested": "cache",
+    "cache_achieved": "cache achieved",
+    "workload": "workload",
+    "ratio": "hit ratio seen by",
+    "engine": "engine",
+}
+
+
+@cache
+def _engine_unit(engine: str, knob: str) -> str:
+    """The unit an engine declares for a knob, or "" when the engine module is unavailable."""
+    try:
+        from tunelab import engines
+
+        return engines.info(engine).knobs[knob].unit or ""
+    except Exception:  # engine drivers are optional; a label is not worth failing for
+        return ""
+
+
+def label(column: str, engine: str | None = None) -> str:
+    """A readable axis/table label for a result column."""
+    if column in METRICS:
+        return METRICS[column]
+    if column in OTHER:
+        return OTHER[column]
+    for prefix in (KNOB_PREFIX, APPLIED_PREFIX):
+        if column.startswith(prefix):
+            name = column[len(prefix) :]
+            text = KNOBS.get(name, name.replace("_", " "))
+            unit = _engine_unit(engine, name) if engine else ""
+            text = f"{text} ({unit})" if unit else text
+            return text if prefix == KNOB_PREFIX else f"{text}, as applied"
+    if column.startswith(WORKLOAD_PREFIX):
+        name = column[len(WORKLOAD_PREFIX) :]
+        return WORKLOAD_PARAMS.get(name, name.replace("_", " "))
+    if column.startswith(COUNTER_PREFIX):
+        return column[len(COUNTER_PREFIX) :].replace("_", " ")
+    return column.replace("_", " ")
+
+
+def is_ratio(column: str) -> bool:
+    return column.startswith("hit_ratio") or column == "resident_fraction"
+
+
+def fmt(value: object) -> str:
+    """Four significant digits, thousands separated from 10 000 up; "—" for missing."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 10_000 else str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if math.isinf(value):
+            return "∞" if value > 0 else "−∞"
+        if value.is_integer() and abs(value) < 1e15:
+            return fmt(int(value))
+        if abs(value) >= 10_000:
+            return f"{value:,.0f}"
+        return f"{value:.4g}"
+    try:  # numpy scalars
+        import numpy as np
+
+        if isinstance(value, np.integer):
+            return fmt(int(value))
+        if isinstance(value, np.floating):
+            return fmt(float(value))
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    return str(value)
+
+
+def fmt_percent(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{100 * value:.1f} %"

@@ -1,0 +1,366 @@
+"""Seaborn figures of a measured metric versus one swept dimension.
+
+Every panel shows the same three things: the median per point (line, or marker for
+categories), its order-statistic interval (band, or error bar), and every raw repetition as a
+dot, jittered with a fixed seed so two renders draw the same pixels. Other varying dimensions
+(index type, cache state, workload) are colours from one colour-blind-safe palette.
+
+Figures are plain ``matplotlib.figure.Figure`` objects (no pyplot state), exported as PNG
+without the software/version metadata, and embedded as data URIs.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import (
+    FuncFormatter,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+    PercentFormatter,
+)
+
+from tunelab.report import stats
+from tunelab.report.data import ReportData, order_key
+from tunelab.report.labels import fmt, is_ratio, label
+
+PALETTE = "colorblind"
+DPI = 144
+CSS_DPI = 96  # the browser's px per inch: images are shown at 1/1.5 of their pixels (sharp)
+SEED = 0
+PAGE_W = 11.2  # inches: the page's content width at the browser's 96 px per inch
+PANEL_W, PANEL_H = 5.6, 3.5  # inches; several panels share PAGE_W
+BAND_MAX = 3  # up to this many lines per panel get shaded bands, more get error bars
+MARKERS = ("o", "s", "D", "^", "v", "P", "X")
+LINESTYLES = ("-", "--", ":", "-.")
+LOG_SPAN = 20.0  # a positive axis spanning this ratio or more is drawn in log scale
+PERFORMANCE = ("elapsed_s", "throughput_rows_s")
+IO_COUNTS = ("c_physical_reads", "physical_reads_per_s")
+HIT_RATIOS = {"hit_ratio_app": "application", "hit_ratio_sys": "system"}
+
+
+@contextmanager
+def style() -> Iterator[None]:
+    rc = {
+        **sns.axes_style("whitegrid"),
+        **sns.plotting_context("notebook", font_scale=0.85),
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.titleweight": "bold",
+        "axes.titlesize": 11,
+        "grid.color": "#e6e6e6",
+        "font.family": "DejaVu Sans",
+        "svg.hashsalt": "tunelab",
+    }
+    with mpl.rc_context(rc):
+        yield
+
+
+def palette_for(levels: Sequence[str]) -> dict[str, Any]:
+    colors = sns.color_palette(PALETTE, n_colors=max(len(levels), 1))
+    if len(levels) > len(sns.color_palette(PALETTE)):
+        colors = sns.color_palette("husl", n_colors=len(levels))
+    return dict(zip(levels, colors, strict=False))
+
+
+def wants_log(values: Sequence[float] | np.ndarray) -> bool:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return v.size > 1 and bool((v > 0).all()) and v.max() / v.min() >= LOG_SPAN
+
+
+def is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def hue_levels(
+    frame: pd.DataFrame, cols: Sequence[str], orders: dict[str, list[Any]] | None = None
+) -> tuple[pd.Series, list[str]]:
+    """A label per row for the combination of ``cols`` and the labels in display order."""
+    cols = [c for c in cols if c in frame]
+    if not cols:
+        return pd.Series("", index=frame.index), [""]
+    combos = frame[cols].drop_duplicates()
+    keys = [order_key(orders or {}, c) for c in cols]
+    tuples = sorted(
+        (tuple(row) for row in combos.itertuples(index=False)),
+        key=lambda t: tuple(k(v) for k, v in zip(keys, t, strict=True)),
+    )
+
+    def text(t: tuple) -> str:
+        return " · ".join(fmt(v) for v in t)
+
+    labels = frame[cols].apply(lambda r: text(tuple(r)), axis=1)
+    return labels, list(dict.fromkeys(text(t) for t in tuples))
+
+
+def hue_title(cols: Sequence[str], engine: str | None = None) -> str:
+    return " · ".join(label(c, engine) for c in cols)
+
+
+def draw_metric(
+    ax: Axes,
+    frame: pd.DataFrame,
+    x: str,
+    metric: str,
+    hue: Sequence[str] = (),
+    *,
+    style_col: str | None = None,
+    engine: str | None = None,
+    orders: dict[str, list[Any]] | None = None,
+    seed: int = SEED,
+) -> pd.DataFrame:
+    """Draw medians, intervals and raw repetitions of ``metric`` versus ``x`` on ``ax``.
+
+    Returns the plotted summary (one row per x value, hue and style label). Each median line
+    carries the gid ``median|<hue>|<style>`` so tests and tools can read back what was drawn.
+    """
+    orders = orders or {}
+    d = frame[frame[x].notna() & pd.to_numeric(frame[metric], errors="coerce").notna()].copy()
+    d[metric] = pd.to_numeric(d[metric])
+    if d.empty:
+        ax.text(0.5, 0.5, "no measurements", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xlabel(label(x, engine))
+        return stats.summarize(d, [x], metric)
+    d["_hue"], levels = hue_levels(d, hue, orders)
+    d["_style"] = d[style_col].astype(str) if style_col else ""
+    styles = list(dict.fromkeys(d["_style"]))
+    summary = stats.summarize(d, [x, "_hue", "_style"], metric)
+    colors = palette_for(levels)
+    line_of = {s: LINESTYLES[i % len(LINESTYLES)] for i, s in enumerate(styles)}
+    marker_of = {s: MARKERS[i % len(MARKERS)] for i, s in enumerate(styles)}
+    combos = [
+        (h, s) for h in levels for s in styles if ((d["_hue"] == h) & (d["_style"] == s)).any()
+    ]
+    rng = np.random.default_rng(seed)
+    numeric = is_numeric(d[x])
+    xs = sorted(pd.unique(d[x]), key=order_key(orders, x))
+
+    def legend_text(h: str, s: str) -> str:
+        return " · ".join(p for p in (h if len(levels) > 1 else "", s) if p) or "_nolegend_"
+
+    if numeric:
+        logx = wants_log(xs)
+        if logx:
+            ax.set_xscale("log")
+        lo, hi = float(min(xs)), float(max(xs))
+        span = (math.log10(hi / lo) if logx else (hi - lo)) or 1.0
+        # Few lines: shaded bands. Many: error bars dodged sideways so they stay apart.
+        banded = len(combos) <= BAND_MAX
+        slot = 0.0 if banded else 0.05 * span / len(combos)
+        offset = {c: (i - (len(combos) - 1) / 2) * slot for i, c in enumerate(combos)}
+
+        def shifted(values: np.ndarray, by: np.ndarray | float) -> np.ndarray:
+            return values * 10.0**by if logx else values + by
+
+        for h, s in combos:
+            g = summary[(summary["_hue"] == h) & (summary["_style"] == s)].sort_values(x)
+            gx = shifted(g[x].to_numpy(float), offset[(h, s)])
+            med, low, high = (g[c].to_numpy(float) for c in ("median", "low", "high"))
+            if banded:
+                ax.fill_between(gx, low, high, color=colors[h], alpha=0.16, lw=0)
+            else:
+                ax.errorbar(gx, med, yerr=[med - low, high - med], color=colors[h], ls="none",
+                            capsize=2.5, lw=1.1, alpha=0.8, zorder=4)  # fmt: skip
+            ax.plot(
+                gx, med, color=colors[h], ls=line_of[s], marker=marker_of[s], ms=5,
+                lw=1.8, label=legend_text(h, s), gid=f"median|{h}|{s}", zorder=5,
+            )  # fmt: skip
+        shift = np.array([offset[(h, s)] for h, s in zip(d["_hue"], d["_style"], strict=True)])
+        spread = 0.3 * slot if slot else 0.012 * span
+        raw_x = shifted(d[x].to_numpy(float), shift + rng.uniform(-1.0, 1.0, len(d)) * spread)
+        if len(xs) <= 12:
+            ax.set_xticks([float(v) for v in xs], [fmt(v) for v in xs])
+            ax.xaxis.set_minor_locator(NullLocator())
+            if len(xs) > 6:
+                ax.tick_params(axis="x", labelrotation=45)
+    else:
+        position = {v: i for i, v in enumerate(xs)}
+        width = 0.72
+        slot = width / max(len(combos), 1)
+        offset = {c: (i - (len(combos) - 1) / 2) * slot for i, c in enumerate(combos)}
+        for h, s in combos:
+            g = summary[(summary["_hue"] == h) & (summary["_style"] == s)]
+            px = g[x].map(position).to_numpy(float) + offset[(h, s)]
+            med = g["median"].to_numpy(float)
+            err = [med - g["low"].to_numpy(float), g["high"].to_numpy(float) - med]
+            bars = ax.errorbar(
+                px, med, yerr=err, color=colors[h], marker=marker_of[s], ms=6, ls="none",
+                capsize=4, lw=1.6, label=legend_text(h, s), zorder=4,
+            )  # fmt: skip
+            bars.lines[0].set_gid(f"median|{h}|{s}")
+        base = d[x].map(position).to_numpy(float)
+        shift = np.array([offset[(h, s)] for h, s in zip(d["_hue"], d["_style"], strict=True)])
+        raw_x = base + shift + rng.uniform(-1.0, 1.0, len(d)) * 0.28 * slot
+        ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
+        ax.set_xlim(-0.6, len(xs) - 0.4)
+        ax.grid(False, axis="x")
+
+    sns.scatterplot(
+        x=np.asarray(raw_x, float), y=d[metric].to_numpy(float), hue=d["_hue"].to_numpy(),
+        hue_order=levels, palette=colors, ax=ax, legend=False, s=16, alpha=0.55, lw=0, zorder=3,
+    )  # fmt: skip
+    _finish_y(ax, d[metric].to_numpy(float), metric)
+    ax.set_xlabel(label(x, engine))
+    ax.set_ylabel(label(metric, engine) + (" (%)" if is_ratio(metric) else ""))
+    return summary
+
+
+def short_number(value: float, _pos: object = None) -> str:
+    """Tick labels: 250k, 1.5M; small numbers as they are."""
+    a = abs(value)
+    if a >= 1e6:
+        return f"{value / 1e6:g}M"
+    if a >= 1e4:
+        return f"{value / 1e3:g}k"
+    return f"{value:g}"
+
+
+def _finish_y(ax: Axes, values: np.ndarray, metric: str) -> None:
+    if is_ratio(metric):  # a ratio lives in [0, 1]: never let autoscaling suggest 104 %
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+        ax.set_ylim(-0.03, 1.03)
+        return
+    if wants_log(values) and values.max() / values.min() >= 100:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(short_number))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        return
+    if values.size and values.min() >= 0:
+        top = ax.get_ylim()[1] if values.max() > 0 else 1.0
+        ax.set_ylim(0, top)
+    if metric.startswith("c_"):  # counters count whole pages or bytes
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_formatter(FuncFormatter(short_number))
+
+
+def _title(metric: str) -> str:
+    text = label(metric).split(" (")[0]
+    return text[:1].upper() + text[1:]
+
+
+def _figure(panels: int, ncols: int | None = None) -> tuple[Figure, list[Axes]]:
+    ncols = ncols or min(panels, 3)
+    nrows = math.ceil(panels / ncols)
+    width = min(PANEL_W * ncols, PAGE_W)
+    fig = Figure(figsize=(width, PANEL_H * nrows + 0.5), layout="constrained")
+    axes = list(np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel())
+    for extra in axes[panels:]:
+        extra.set_visible(False)
+    return fig, axes[:panels]
+
+
+def _legend(fig: Figure, axes: Sequence[Axes], title: str) -> None:
+    seen: dict[str, Any] = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            if not text.startswith("_"):
+                seen.setdefault(text, handle)
+    if seen:
+        fig.legend(
+            list(seen.values()), list(seen), title=title or None, loc="outside lower center",
+            ncol=min(len(seen), 4), frameon=False,
+        )  # fmt: skip
+
+
+def knob_figure(data: ReportData, x: str) -> Figure:
+    """Response time and throughput versus one swept dimension."""
+    metrics = [m for m in PERFORMANCE if _has(data.results, m)]
+    hue = data.hue_for(x)
+    with style():
+        fig, axes = _figure(len(metrics), ncols=len(metrics))
+        for ax, metric in zip(axes, metrics, strict=True):
+            draw_metric(ax, data.results, x, metric, hue, engine=data.engine, orders=data.orders)
+            ax.set_title(_title(metric))
+        _legend(fig, axes, hue_title(hue, data.engine))
+    return fig
+
+
+def io_figure(data: ReportData, x: str) -> Figure | None:
+    """Physical reads, their rate per second and the hit ratios side by side, so that a hit
+    ratio is never read alone; None when the engine gave none of these counters."""
+    frame = data.results
+    metrics = [m for m in IO_COUNTS if _has(frame, m)]
+    ratios = [c for c in HIT_RATIOS if _has(frame, c)]
+    if not metrics and not ratios:
+        return None
+    hue = data.hue_for(x)
+    with style():
+        fig, axes = _figure(len(metrics) + bool(ratios))
+        for ax, metric in zip(axes, metrics, strict=False):
+            draw_metric(ax, frame, x, metric, hue, engine=data.engine, orders=data.orders)
+            ax.set_title(_title(metric))
+        if ratios:
+            ax = axes[len(metrics)]
+            long = frame.melt(
+                id_vars=[c for c in frame.columns if c not in ratios], value_vars=ratios,
+                var_name="ratio", value_name="hit_ratio",
+            )  # fmt: skip
+            long["ratio"] = long["ratio"].map(HIT_RATIOS)
+            style_col = "ratio" if len(ratios) > 1 else None
+            draw_metric(
+                ax, long, x, "hit_ratio", hue, style_col=style_col, engine=data.engine,
+                orders=data.orders,
+            )  # fmt: skip
+            ax.set_title("Hit ratio" + (": application vs system" if style_col else ""))
+        _legend(fig, axes, hue_title(hue, data.engine))
+    return fig
+
+
+def overview_figure(data: ReportData, metric: str = "elapsed_s") -> Figure:
+    """One Axes per swept dimension, all for the same metric."""
+    with style():
+        fig, axes = _figure(len(data.dims))
+        for ax, x in zip(axes, data.dims, strict=True):
+            draw_metric(
+                ax, data.results, x, metric, data.hue_for(x), engine=data.engine,
+                orders=data.orders,
+            )  # fmt: skip
+            ax.set_title(f"{_title(metric)} vs {label(x, data.engine).split(' (')[0]}")
+            if ax.get_legend_handles_labels()[1]:
+                ax.legend(title=hue_title(data.hue_for(x), data.engine), fontsize="small")
+    return fig
+
+
+def _has(frame: pd.DataFrame, column: str) -> bool:
+    return column in frame and pd.to_numeric(frame[column], errors="coerce").notna().any()
+
+
+def plotted_medians(ax: Axes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """gid -> (x, y) of each median line drawn by ``draw_metric``."""
+    out = {}
+    for line in ax.get_lines():
+        gid = line.get_gid()
+        if gid and gid.startswith("median|"):
+            out[gid] = (np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float))
+    return out
+
+
+def to_png(fig: Figure, dpi: int = DPI) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
+    return buf.getvalue()
+
+
+def figure_html(fig: Figure, alt: str, caption: str = "") -> str:
+    """A self-contained <figure>: the PNG as a data URI, shown at its size in inches."""
+    png = base64.b64encode(to_png(fig)).decode("ascii")
+    width = round(fig.get_figwidth() * CSS_DPI)
+    cap = f"<figcaption>{caption}</figcaption>" if caption else ""
+    return (
+        f'<figure class="tl-figure"><img src="data:image/png;base64,{png}" '
+        f'alt="{html.escape(alt)}" style="width:{width}px">{cap}</figure>'
+    )

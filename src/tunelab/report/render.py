@@ -1,0 +1,204 @@
+"""Execute a text-notebook template with parameters and write self-contained HTML.
+
+jupytext reads the percent-format template; the parameters go into a cell tagged
+``injected-parameters`` right after the cell tagged ``parameters`` (the papermill
+convention, so the template stays runnable on its own); nbclient executes it in a
+``python3`` kernel (jupyter_client runs a kernel spec whose command is ``python`` with the
+current interpreter); nbconvert writes HTML with every input and prompt left out. The page
+loads nothing from the network: the script tags for require.js, MathJax and Mermaid are
+dropped and figures are data URIs.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import nbformat
+from jinja2 import DictLoader
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from nbconvert import HTMLExporter
+
+PARAMETERS_TAG = "parameters"
+INJECTED_TAG = "injected-parameters"
+DEFAULT_TIMEOUT_S = 300
+
+CSS = """
+body.jp-Notebook { background: #f4f5f7; }
+body.jp-Notebook main {
+  max-width: 1180px; margin: 24px auto 64px; padding: 28px 44px 56px; background: #fff;
+  border-radius: 10px; box-shadow: 0 1px 3px rgba(0,0,0,.07), 0 6px 24px rgba(0,0,0,.04);
+}
+.jp-RenderedHTMLCommon, body.jp-Notebook {
+  font-family: -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "DejaVu Sans", Arial,
+    sans-serif;
+  color: #1f2328; font-size: 15px; line-height: 1.5;
+}
+.jp-Cell { padding: 0 !important; }
+.jp-OutputArea-output, .jp-RenderedHTMLCommon { padding-left: 0 !important;
+  padding-right: 0 !important; }
+.jp-RenderedHTMLCommon h1 { font-size: 1.9rem; margin: 0 0 .2rem; }
+.jp-RenderedHTMLCommon h2 {
+  font-size: 1.35rem; margin-top: 2.2rem; padding-bottom: .3rem; border-bottom: 1px solid #e4e6ea;
+}
+.jp-RenderedHTMLCommon h3 { font-size: 1.08rem; margin-top: 1.6rem; color: #33373d; }
+.tl-facts { color: #57606a; margin: 0 0 .6rem; }
+.tl-lead { font-size: 1.02rem; color: #33373d; max-width: 60rem; }
+.tl-note, .tl-warn {
+  padding: 8px 14px; margin: 10px 0 14px; border-radius: 4px; font-size: 13.5px; max-width: 70rem;
+}
+.tl-note { background: #f1f5fb; border-left: 4px solid #4a78b4; }
+.tl-warn { background: #fff7e0; border-left: 4px solid #d99a00; }
+figure.tl-figure { margin: 10px 0 26px; }
+figure.tl-figure img { max-width: 100%; height: auto; display: block; }
+figure.tl-figure figcaption {
+  font-size: 12.5px; color: #57606a; margin-top: 4px; max-width: 70rem;
+}
+.jp-RenderedHTMLCommon table.tl-table {
+  font-size: 12.5px; font-variant-numeric: tabular-nums; margin: 6px 0 18px; border: none;
+}
+.jp-RenderedHTMLCommon table.tl-table th { background: #f6f8fa; }
+.jp-RenderedHTMLCommon table.tl-table td, .jp-RenderedHTMLCommon table.tl-table th {
+  padding: 4px 10px; border-bottom: 1px solid #eceef1;
+}
+.jp-RenderedHTMLCommon table.tl-table td { white-space: nowrap; }
+.jp-RenderedHTMLCommon table.tl-kv th {
+  text-align: left; vertical-align: top; width: 13rem; color: #444c56;
+}
+.jp-RenderedHTMLCommon table.tl-kv td { text-align: left; white-space: normal; }
+.jp-RenderedHTMLCommon table.tl-kv table.tl-table { margin: 0; }
+.tl-scroll { overflow: auto; max-height: 520px; border: 1px solid #eceef1; border-radius: 4px; }
+.jp-RenderedHTMLCommon table.tl-raw td { font-family: monospace; font-size: 11px;
+  white-space: nowrap; }
+details.tl-raw-rows summary { cursor: pointer; color: #0b5cad; margin: 6px 0; }
+.jp-RenderedHTMLCommon code { font-size: 12px; background: #f3f4f6; padding: 1px 4px;
+  border-radius: 3px; }
+"""
+
+TEMPLATE = (
+    "{%- extends 'index.html.j2' -%}\n"
+    "{% block html_head_js_requirejs %}{% endblock html_head_js_requirejs %}\n"
+    "{% block html_head_js_mathjax %}{% endblock html_head_js_mathjax %}\n"
+    "{% block html_head_js_mermaidjs %}{% endblock html_head_js_mermaidjs %}\n"
+    "{% block html_head_css %}<style>" + CSS + "</style>{% endblock html_head_css %}\n"
+)
+
+
+class RenderError(RuntimeError):
+    """The template could not be rendered; the message is one line."""
+
+
+def template_parameters(nb: nbformat.NotebookNode) -> tuple[int, list[str]]:
+    """Index of the cell tagged ``parameters`` and the names it assigns."""
+    for i, cell in enumerate(nb.cells):
+        if PARAMETERS_TAG in cell.get("metadata", {}).get("tags", []):
+            names = []
+            for node in ast.parse(cell.source).body:
+                targets = node.targets if isinstance(node, ast.Assign) else []
+                if isinstance(node, ast.AnnAssign):
+                    targets = [node.target]
+                names += [t.id for t in targets if isinstance(t, ast.Name)]
+            return i, names
+    raise RenderError(f"no cell tagged '{PARAMETERS_TAG}' in the template")
+
+
+def inject_parameters(nb: nbformat.NotebookNode, params: dict[str, Any]) -> nbformat.NotebookNode:
+    """Add an ``injected-parameters`` cell after the parameters cell (replacing an old one)."""
+    index, names = template_parameters(nb)
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise RenderError(
+            f"unknown parameter(s) {', '.join(unknown)}; the template has: {', '.join(names)}"
+        )
+    nb.cells = [c for c in nb.cells if INJECTED_TAG not in c.get("metadata", {}).get("tags", [])]
+    source = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in params.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [INJECTED_TAG]})
+    nb.cells.insert(index + 1, cell)
+    for i, c in enumerate(nb.cells):  # ids end up in the HTML: make them stable, not random
+        c["id"] = f"cell-{i}"
+    return nb
+
+
+def exporter() -> HTMLExporter:
+    return HTMLExporter(
+        template_name="lab",
+        theme="light",
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        extra_loaders=[DictLoader({"tunelab.html.j2": TEMPLATE})],
+        template_file="tunelab.html.j2",
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def execute(
+    template: Path,
+    params: dict[str, Any],
+    timeout: int = DEFAULT_TIMEOUT_S,
+    cwd: Path | None = None,
+) -> nbformat.NotebookNode:
+    template = Path(template)
+    if not template.is_file():
+        raise RenderError(f"{template}: template not found")
+    nb = jupytext.read(template)
+    nb = inject_parameters(nb, params)
+    nb.metadata["title"] = str(params.get("title") or params.get("sweep_name") or template.stem)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(cwd or Path.cwd())}},
+    )
+    try:
+        client.execute()
+    except CellExecutionError as exc:
+        raise RenderError(f"{template}: {exc.ename}: {_one_line(exc.evalue)}") from None
+    except CellTimeoutError:
+        raise RenderError(f"{template}: a cell ran longer than {timeout} s") from None
+    except DeadKernelError as exc:
+        raise RenderError(f"{template}: the kernel died ({_one_line(exc)})") from None
+    return nb
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def render(
+    template: Path,
+    params: dict[str, Any],
+    out_html: Path,
+    timeout: int = DEFAULT_TIMEOUT_S,
+) -> Path:
+    """Execute ``template`` with ``params`` and write the HTML page to ``out_html``."""
+    nb = execute(template, params, timeout=timeout)
+    body, _ = exporter().from_notebook_node(nb)
+    return write_atomic(Path(out_html), body)
+
+
+def timed_render(template: Path, params: dict[str, Any], out_html: Path) -> tuple[Path, float]:
+    """``render`` and the wall-clock seconds it took (for benchmarks and logs)."""
+    start = time.perf_counter()
+    path = render(template, params, out_html)
+    return path, time.perf_counter() - start

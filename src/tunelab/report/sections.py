@@ -1,0 +1,411 @@
+"""The report's sections as HTML strings; the notebook template only calls these.
+
+Everything shown is derived from the stored rows, the sweep file and (optionally) the
+calibration and simulator files, so rendering again gives the same page.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import platform
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tunelab.report import plots, stats, tables
+from tunelab.report.data import ReportData, sha256
+from tunelab.report.labels import fmt, fmt_percent, label
+
+SUMMARY_ID = "tunelab-summary"  # the JSON block the index page reads
+
+
+def show(fragment: str | None) -> None:
+    """Display an HTML fragment in the notebook (nothing for None)."""
+    if fragment:
+        from IPython.display import HTML, display
+
+        display(HTML(fragment))
+
+
+def esc(value: Any) -> str:
+    return html.escape(fmt(value) if not isinstance(value, str) else value)
+
+
+def note(text: str, kind: str = "note") -> str:
+    """A call-out box; ``kind`` is note or warn. ``text`` is HTML."""
+    return f'<div class="tl-{kind}">{text}</div>'
+
+
+# -- what the index needs -----------------------------------------------------------------
+def reps_per_point(data: ReportData) -> pd.Series:
+    frame = data.results
+    by = ["point_id"] if "point_id" in frame else data.point_columns
+    if not by:
+        return pd.Series([len(frame)])
+    return frame.groupby(by, dropna=False).size()
+
+
+def summary(data: ReportData, title: str = "") -> dict[str, Any]:
+    frame = data.results
+    reps = reps_per_point(data)
+    started = sorted(frame["started_at"].dropna().astype(str)) if "started_at" in frame else []
+    cache = sorted(frame["cache_requested"].dropna().astype(str).unique()) if (
+        "cache_requested" in frame
+    ) else []  # fmt: skip
+    return {
+        "sweep": data.name,
+        "title": title or data.name,
+        "description": str(data.sweep.get("description", "") or "").strip(),
+        "engine": data.engine,
+        "engine_versions": _unique(frame, "engine_version"),
+        "swept": [label(c, data.engine) for c in data.dims],
+        "points": int(len(reps)),
+        "rows": int(len(frame)),
+        "reps_min": int(reps.min()),
+        "reps_max": int(reps.max()),
+        "cache": cache,
+        "first_started": started[0] if started else "",
+        "last_started": started[-1] if started else "",
+        "results_csv": data.results_csv,
+        "results_sha256": sha256(data.results_csv),
+    }
+
+
+def _unique(frame: pd.DataFrame, col: str) -> list[str]:
+    if col not in frame:
+        return []
+    return sorted({str(v) for v in frame[col].dropna()})
+
+
+def header_html(data: ReportData, title: str = "") -> str:
+    s = summary(data, title)
+    reps = str(s["reps_min"]) if s["reps_min"] == s["reps_max"] else (
+        f"{s['reps_min']}–{s['reps_max']}"
+    )  # fmt: skip
+    engine = data.engine + (f" {', '.join(s['engine_versions'])}" if s["engine_versions"] else "")
+    facts = [
+        f"<b>{html.escape(engine)}</b>",
+        f"{s['points']} points × {reps} repetitions ({s['rows']} rows)",
+    ]
+    if s["cache"]:
+        facts.append("cache: " + " & ".join(s["cache"]))
+    if s["first_started"]:
+        facts.append(f"measured {html.escape(s['first_started'][:10])}")
+    meta = json.dumps(s, sort_keys=True).replace("</", "<\\/")
+    return (
+        f'<header class="tl-header"><h1>{html.escape(s["title"])}</h1>'
+        f'<p class="tl-facts">{" · ".join(facts)}</p></header>'
+        f'<script type="application/json" id="{SUMMARY_ID}">{meta}</script>'
+    )
+
+
+# -- what was measured -------------------------------------------------------------------------
+def _inline(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(_inline(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_inline(v)}" for k, v in value.items())
+    return esc(value)
+
+
+def measured_html(data: ReportData) -> str:
+    sw = data.sweep
+    parts = []
+    if sw.get("description"):
+        parts.append(f'<p class="tl-lead">{html.escape(str(sw["description"]).strip())}</p>')
+    rows: list[tuple[str, str]] = [
+        ("sweep", f"{esc(data.name)} <code>{esc(data.sweep_file)}</code>")
+    ]
+    rows.append(("engine", esc(sw.get("engine", data.engine))))
+    if isinstance(sw.get("dataset"), dict):
+        rows.append(("dataset", _inline(sw["dataset"])))
+    for name, values in (sw.get("knobs") or {}).items():
+        rows.append((f"knob: {label('knob_' + name, data.engine)}", _inline(values)))
+    if sw.get("fixed"):
+        rows.append(("fixed", _inline(sw["fixed"])))
+    for i, wl in enumerate(sw.get("workloads") or [], start=1):
+        if isinstance(wl, dict):
+            params = {k: v for k, v in wl.items() if k != "type"}
+            text = esc(wl.get("type", "?")) + (f" ({_inline(params)})" if params else "")
+            rows.append((f"workload {i}", text))
+    if "cache" in sw:
+        rows.append(("cache", esc(sw["cache"])))
+    if "repetitions" in sw:
+        rows.append(("repetitions asked", esc(sw["repetitions"])))
+    reps = reps_per_point(data)
+    got = f"{len(reps)} points, {fmt(int(reps.min()))}–{fmt(int(reps.max()))} repetitions each"
+    rows.append(("measured", got + f", {len(data.results)} rows"))
+    parts.append(tables.key_value(rows, "sweep"))
+    parts.extend(note(w, "warn") for w in warnings(data))
+    return "".join(parts)
+
+
+def warnings(data: ReportData) -> list[str]:
+    """What the rows show went differently from what the sweep asked."""
+    out = []
+    frame = data.results
+    asked = data.sweep.get("repetitions")
+    reps = reps_per_point(data)
+    if isinstance(asked, int) and int(reps.min()) < asked:
+        short = int((reps < asked).sum())
+        out.append(f"{short} point(s) have fewer than the {asked} repetitions asked.")
+    for col in [c for c in frame if c.startswith("knob_")]:
+        applied = "applied_" + col[len("knob_") :]
+        if applied in frame:
+            a, b = frame[col].astype(str), frame[applied].astype(str)
+            differ = frame[col].notna() & frame[applied].notna() & (a != b)
+            if differ.any():
+                pairs = sorted({f"{x} → {y}" for x, y in zip(a[differ], b[differ], strict=True)})
+                out.append(
+                    f"{label(col, data.engine)}: the engine applied other values than asked "
+                    f"in {int(differ.sum())} row(s): {html.escape(', '.join(pairs[:6]))}."
+                )
+    if {"cache_requested", "cache_achieved"} <= set(frame.columns):
+        off = frame["cache_requested"].astype(str) != frame["cache_achieved"].astype(str)
+        if off.any():
+            out.append(
+                f"{int(off.sum())} of {len(frame)} rows did not achieve the cache state asked "
+                "(see provenance: cache states achieved)."
+            )
+    if reps.min() < 6:
+        out.append(
+            f"With {int(reps.min())} repetition(s) per point no interval for the median reaches "
+            "95 % coverage; the intervals shown are [min, max] and the tables give their true "
+            "coverage. Six or more repetitions give a real 95 % interval."
+        )
+    return out
+
+
+# -- figures ---------------------------------------------------------------------------------
+def figure_caption(data: ReportData) -> str:
+    reps = reps_per_point(data)
+    cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
+    return (
+        "Line or marker: median over repetitions; band or bar: order-statistic interval "
+        f"for the median (coverage {fmt_percent(cov)} with n = {int(reps.min())}); "
+        "dots: every repetition (jittered sideways)."
+    )
+
+
+def figures_html(data: ReportData) -> str:
+    """One figure per swept dimension: response time and throughput."""
+    if not data.dims:
+        return note("Nothing varies in this sweep: see the summary table.")
+    parts = []
+    caption = html.escape(figure_caption(data))
+    if len(data.dims) > 2:  # with one or two, the per-dimension figures say it all
+        fig = plots.overview_figure(data, "elapsed_s")
+        parts.append("<h3>At a glance: response time versus every swept dimension</h3>")
+        parts.append(plots.figure_html(fig, "response time versus each swept dimension", caption))
+    for x in data.dims:
+        name = label(x, data.engine)
+        parts.append(f"<h3>{html.escape(name[:1].upper() + name[1:])}</h3>")
+        fig = plots.knob_figure(data, x)
+        parts.append(plots.figure_html(fig, f"response time and throughput versus {name}", caption))
+    return "".join(parts)
+
+
+def summary_html(data: ReportData) -> str:
+    return note(html.escape("Per point: " + stats.METHOD + ".")) + tables.summary_html(data)
+
+
+def prefetch_on(data: ReportData) -> bool:
+    frame = data.results
+    if "knob_prefetch" in frame:
+        values = pd.to_numeric(frame["knob_prefetch"], errors="coerce")
+        if (values > 0).any() or frame["knob_prefetch"].astype(str).str.lower().eq("on").any():
+            return True
+    if "c_prefetch_reads" in frame:
+        return bool((pd.to_numeric(frame["c_prefetch_reads"], errors="coerce") > 0).any())
+    return False
+
+
+def io_html(data: ReportData) -> str:
+    parts = [
+        note(
+            "A hit ratio is the share of page requests the pool served; it says nothing about "
+            "how many reads reached the device or how fast they came. It is shown here only "
+            "beside the physical reads and their rate per second."
+        )
+    ]
+    frame = data.results
+    if prefetch_on(data) and "hit_ratio_sys" not in frame:
+        parts.append(
+            note("Prefetch is on but the engine gave no system hit ratio for these rows.", "warn")
+        )
+    if "c_physical_reads" not in frame and "physical_reads_per_s" not in frame:
+        parts.append(note("The engine gave no physical-read counters for these rows.", "warn"))
+    caption = html.escape(figure_caption(data))
+    for x in data.dims:
+        fig = plots.io_figure(data, x)
+        if fig is not None:
+            name = label(x, data.engine)
+            parts.append(f"<h3>I/O versus {html.escape(name)}</h3>")
+            parts.append(
+                plots.figure_html(fig, f"physical reads and hit ratios vs {name}", caption)
+            )
+    table = tables.io_html(data)
+    if table:
+        parts.append("<h3>Medians per point</h3>" + table)
+    return "".join(parts)
+
+
+# -- optional sections from other helpers ------------------------------------------------
+def _helper_output(obj: Any, table_id: str, alt: str) -> str:
+    from matplotlib.figure import Figure
+
+    if isinstance(obj, Figure):
+        return plots.figure_html(obj, alt)
+    if isinstance(obj, tuple):
+        return "".join(_helper_output(o, f"{table_id}-{i}", alt) for i, o in enumerate(obj))
+    return tables.any_table(obj, table_id)
+
+
+def device_html(data: ReportData, calibration_json: str) -> str | None:
+    """Achieved MB/s as a fraction of the device's measured limits (fio calibration)."""
+    if not calibration_json:
+        return None
+    head = "<h2>Against the device's own limits</h2>"
+    try:
+        from tunelab.calibrate import load as load_calibration
+        from tunelab.calibrate.report import achieved_vs_device
+    except ImportError:
+        return head + note("The calibration helpers are not installed; section left out.")
+    if not Path(calibration_json).is_file():
+        return head + note(f"{html.escape(calibration_json)}: calibration file not found.", "warn")
+    try:
+        table = achieved_vs_device(data.results, load_calibration(calibration_json))
+    except Exception as exc:  # a broken helper must not hide the rest of the report
+        return head + note(html.escape(f"{calibration_json}: {type(exc).__name__}: {exc}"), "warn")
+    source = f"Calibration: <code>{html.escape(calibration_json)}</code> "
+    source += f"(sha256 <code>{sha256(calibration_json)[:16]}</code>)."
+    return head + note(source) + _helper_output(table, "device", "achieved vs device limits")
+
+
+def simulator_html(data: ReportData, bpsim_csv: str) -> str | None:
+    """The buffer-pool simulator's predicted curve beside the measured points."""
+    if not bpsim_csv:
+        return None
+    head = "<h2>Simulated versus measured</h2>"
+    try:
+        from tunelab.bpsim.compare import plot_predicted_vs_measured, predicted_vs_measured
+    except ImportError:
+        return head + note("The simulator helpers are not installed; section left out.")
+    if not Path(bpsim_csv).is_file():
+        return head + note(f"{html.escape(bpsim_csv)}: simulator curve not found.", "warn")
+    try:
+        frame = predicted_vs_measured(pd.read_csv(bpsim_csv), data.results)
+        with plots.style():
+            fig, (ax,) = plots._figure(1)
+            fig.set_size_inches(plots.PANEL_W * 1.6, plots.PANEL_H * 1.2)
+            plot_predicted_vs_measured(frame, ax)
+    except Exception as exc:  # a broken helper must not hide the rest of the report
+        return head + note(html.escape(f"{bpsim_csv}: {type(exc).__name__}: {exc}"), "warn")
+    source = f"Simulated curve: <code>{html.escape(bpsim_csv)}</code>."
+    return (
+        head
+        + note(source)
+        + plots.figure_html(fig, "simulated vs measured")
+        + tables.any_table(frame, "bpsim")
+    )
+
+
+# -- raw rows and provenance ------------------------------------------------------------------
+def raw_html(data: ReportData) -> str:
+    frame = data.results
+    return (
+        f"<details class='tl-raw-rows'><summary>All {len(frame)} rows, {frame.shape[1]} columns "
+        f"(as stored in <code>{esc(data.results_csv)}</code>)</summary>"
+        f"<div class='tl-scroll'>{tables.raw_html(frame)}</div></details>"
+    )
+
+
+def _hosts(frame: pd.DataFrame) -> list[str]:
+    cols = [
+        c
+        for c in ("host_cpu", "host_cores", "host_mem_gib", "host_kernel", "host_fs")
+        if c in frame
+    ]
+    if not cols:
+        return []
+    out = []
+    for row in frame[cols].drop_duplicates().itertuples(index=False):
+        d = dict(zip(cols, row, strict=True))
+        bits = [str(d.get("host_cpu", ""))]
+        if "host_cores" in d:
+            bits.append(f"{fmt(d['host_cores'])} cores")
+        if "host_mem_gib" in d:
+            bits.append(f"{fmt(d['host_mem_gib'])} GiB")
+        if "host_kernel" in d:
+            bits.append(f"Linux {d['host_kernel']}" if d["host_kernel"] else "")
+        if "host_fs" in d:
+            bits.append(f"{d['host_fs']} file system")
+        out.append(", ".join(b for b in bits if b and b != "nan"))
+    return sorted(out)
+
+
+def _list(values: Iterable[str]) -> str:
+    values = [html.escape(v) for v in values]
+    return "<br>".join(values) if values else "—"
+
+
+def cache_states_html(frame: pd.DataFrame) -> str:
+    if "cache_requested" not in frame:
+        return "—"
+    cols = [c for c in ("cache_requested", "cache_achieved", "cache_method") if c in frame]
+    g = frame.groupby(cols, dropna=False)
+    t = g.size().rename("rows").reset_index()
+    if "resident_fraction" in frame:
+        res = g["resident_fraction"].median().reset_index(drop=True)
+        t["median resident fraction"] = res.map(fmt_percent)
+    t = t.rename(columns={c: label(c) for c in cols})
+    return tables.html_table(t.map(lambda v: fmt(v) if not isinstance(v, str) else v), "cache")
+
+
+def provenance_html(data: ReportData) -> str:
+    frame = data.results
+    seeds = _unique(frame, "seed") or [str((data.sweep.get("dataset") or {}).get("seed", "—"))]
+    rows = [
+        (
+            "sweep file",
+            f"<code>{esc(data.sweep_file)}</code><br>sha256 <code>{sha256(data.sweep_file)}</code>",
+        ),
+        (
+            "results file",
+            f"<code>{esc(data.results_csv)}</code> ({len(frame)} rows)<br>"
+            f"sha256 <code>{sha256(data.results_csv)}</code>",
+        ),
+        ("engine", _list(sorted(set(frame["engine"].astype(str)))) if "engine" in frame else "—"),
+        ("engine version", _list(_unique(frame, "engine_version"))),
+        ("host", _list(_hosts(frame))),
+        ("tunelab version", _list(_unique(frame, "tunelab_version"))),
+        ("git commit", _list(_unique(frame, "git_commit"))),
+        ("dataset rows", _list(_unique(frame, "dataset_rows"))),
+        ("seeds", _list(seeds)),
+    ]
+    if "started_at" in frame:
+        started = sorted(frame["started_at"].dropna().astype(str))
+        if started:
+            rows.append(("measured between", html.escape(f"{started[0]} and {started[-1]}")))
+    if "engine_starts" in frame:
+        rows.append(("engine starts", esc(int(pd.to_numeric(frame["engine_starts"]).sum()))))
+    rows.append(("cache states achieved", cache_states_html(frame)))
+    rows.append(("statistics", html.escape(stats.METHOD)))
+    rows.append(("rendered with", html.escape(_versions())))
+    return tables.key_value(rows, "provenance")
+
+
+def _versions() -> str:
+    import matplotlib
+    import numpy
+    import scipy
+    import seaborn
+
+    return (
+        f"Python {platform.python_version()}, pandas {pd.__version__}, numpy {numpy.__version__}, "
+        f"scipy {scipy.__version__}, matplotlib {matplotlib.__version__}, "
+        f"seaborn {seaborn.__version__}"
+    )

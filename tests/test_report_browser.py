@@ -1,0 +1,123 @@
+"""The rendered index and one report, opened in headless Chromium: the screenshots show
+pages with figures (not blank, no broken images), and every <img> is a valid PNG."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import seaborn as sns
+from PIL import Image
+from test_report_support import rendered
+
+from tunelab.report.index import write_index
+
+IMG_RE = re.compile(r"<img\b[^>]*>")
+SRC_RE = re.compile(r'\bsrc="([^"]*)"')
+WINDOW = (1280, 2400)
+
+
+def _chromium() -> str | None:
+    """The chromium binary; installed with apt-get when missing and this process may."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found or os.geteuid() != 0 or not shutil.which("apt-get"):
+        return found
+    try:
+        subprocess.run(
+            ["apt-get", "install", "-y", "-q", "chromium"],
+            check=False,
+            capture_output=True,
+            timeout=900,
+            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return shutil.which("chromium")
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    binary = _chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed and could not be installed with apt-get")
+    return binary
+
+
+def screenshot(chromium: str, page: Path, out: Path) -> np.ndarray:
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={out.parent / 'chromium-profile'}",
+            f"--screenshot={out}",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+            page.resolve().as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    image = Image.open(out)
+    assert image.size == WINDOW
+    return np.asarray(image.convert("RGB"), dtype=float)
+
+
+def palette_pixels(rgb: np.ndarray, tolerance: float = 30.0) -> int:
+    """Pixels drawn in one of the figures' palette colours (lines, markers, bands' edges)."""
+    count = 0
+    for color in sns.color_palette("colorblind")[:4]:
+        target = np.array(color) * 255
+        count += int((np.abs(rgb - target).max(axis=2) < tolerance).sum())
+    return count
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    report, _ = rendered("scan", tmp_path_factory)
+    other, _ = rendered("range", tmp_path_factory)
+    index = report.parent.parent / "index.html"
+    write_index([report, other], index, results_dir=report.parent.parent)
+    return index, report
+
+
+def test_every_img_is_a_valid_embedded_png(pages):
+    html = pages[1].read_text(encoding="utf-8")
+    tags = IMG_RE.findall(html)
+    assert len(tags) >= 4
+    for tag in tags:
+        src = SRC_RE.search(tag).group(1)
+        assert src.startswith("data:image/png;base64,"), tag[:80]
+        data = base64.b64decode(src.split(",", 1)[1], validate=True)
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        assert image.format == "PNG" and image.width > 300 and image.height > 200
+        assert 'alt="' in tag
+
+
+def test_report_screenshot_shows_the_figures(chromium, pages, tmp_path):
+    rgb = screenshot(chromium, pages[1], tmp_path / "report.png")
+    gray = rgb.mean(axis=2)
+    assert gray.std() > 20, "the page looks blank"
+    # The first figures sit within the first 2400 px: their palette colours must be on screen.
+    assert palette_pixels(rgb) > 2000, "no figure colours visible: images missing or broken"
+    # Text renders: plenty of dark pixels.
+    assert (gray < 80).sum() > 5000
+
+
+def test_index_screenshot_shows_the_table(chromium, pages, tmp_path):
+    rgb = screenshot(chromium, pages[0], tmp_path / "index.png")
+    gray = rgb.mean(axis=2)
+    assert gray.std() > 5, "the index looks blank"
+    assert (gray < 80).sum() > 1000  # text
+    link_blue = np.array([0x0B, 0x5C, 0xAD], dtype=float)
+    assert (np.abs(rgb - link_blue).max(axis=2) < 40).sum() > 200  # the links to the reports
