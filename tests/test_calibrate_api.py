@@ -109,6 +109,9 @@ def test_calibrated_value_refuses(knob, page, message):
 def test_device_fraction_of_the_assignment_example():
     # the assignment report: 5.5 MB/s scanned on a 200 MB/s disk
     assert device_fraction(5.5, make(drr=200.0)) == pytest.approx(0.0275)
+    # the same bytes per second counted in decimal megabytes
+    decimal = 5.5 * MB_BYTES / 1e6
+    assert device_fraction(decimal, make(drr=200.0), mb_bytes=1e6) == pytest.approx(0.0275)
 
 
 def test_number_literals_never_use_exponents():

@@ -187,6 +187,11 @@ def calibrated_value(cal: Calibration, knob: str, page_size: int | str | None = 
     return transferrate_ms(cal.device_read_rate_mb_s, pb)
 
 
-def device_fraction(mb_per_s: float, cal: Calibration) -> float:
-    """Achieved read MB/s (MB = 1,024,000 bytes) as a fraction of the DEVICE READ RATE."""
-    return float(mb_per_s) / cal.device_read_rate_mb_s
+def device_fraction(mb_per_s: float, cal: Calibration, mb_bytes: float | None = None) -> float:
+    """Achieved read MB/s as a fraction of the DEVICE READ RATE.
+
+    MB is the calibration's (1,024,000 bytes) unless ``mb_bytes`` says otherwise, e.g.
+    ``mb_bytes=1e6`` for a rate computed with decimal megabytes.
+    """
+    scale = 1.0 if mb_bytes is None else float(mb_bytes) / cal.mb_bytes
+    return float(mb_per_s) * scale / cal.device_read_rate_mb_s
