@@ -14,13 +14,18 @@ configfile: f"{workflow.basedir}/workflows/config.yaml"
 
 validate(config, f"{workflow.basedir}/workflows/schemas/config.schema.yaml")
 
+from tunelab.calibrate import workflow as calibration_config
+
 try:
-    PLAN = pipeline.plan(config["sweeps"], config["engine"])
+    PLAN = pipeline.plan(
+        config["sweeps"], config["engine"], calibration_config.output_path(config)
+    )
 except pipeline.SweepFilesInvalid as exc:
     raise WorkflowError(f"invalid sweep files:\n{exc}") from None
 
 
 include: "workflows/common.smk"
+include: "workflows/calibrate.smk"
 include: "workflows/data.smk"
 include: "workflows/measure.smk"
 include: "workflows/report.smk"

@@ -14,6 +14,8 @@ rule calibrate:
     """fio measurements of the device under the engine data directory (one bench slot)."""
     output:
         calibration=CALIBRATION_FILE,
+    conda:
+        "../environment.yml"
     log:
         calibrate=calibration_config.log_path(config),
     params:

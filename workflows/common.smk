@@ -30,3 +30,10 @@ wildcard_constraints:
     sweep=r"[a-z0-9][a-z0-9_-]*",
     point=r"[^/]+",
     key=r"[a-z]+-v\d+-r\d+-s\d+",
+
+
+def calibration_for_points(wildcards):
+    """Points whose knobs say 'calibrated' need the calibration file; others do not wait."""
+    if not PLAN.uses_calibration(wildcards.sweep):
+        return []
+    return [calibration_config.output_path(config)]

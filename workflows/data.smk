@@ -1,10 +1,15 @@
+import os
+
+
 rule generate_dataset:
     """A seeded data set, generated once and cached (same key -> byte-identical file)."""
     output:
         csv=f"{config['data_dir']}/{{key}}.csv",
+    conda:
+        "../environment.yml"
     log:
         f"{LOGS}/data/{{key}}.log",
     params:
-        data_dir=config["data_dir"],
+        data_dir=lambda wc, output: os.path.dirname(output.csv),
     shell:
         "tunelab datagen {wildcards.key} --data-dir {params.data_dir} > {log} 2>&1"

@@ -3,20 +3,26 @@ rule measure_point:
     input:
         sweep=lambda wc: ancient(sweep_file(wc)),
         data=lambda wc: ancient(point_dataset(wc)),
+        calibration=calibration_for_points,
     output:
         csv=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
+    conda:
+        "../environment.yml"
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.log",
     params:
         engine=ENGINE,
         workdir=config["workdir"],
         data_dir=config["data_dir"],
+        calibration=lambda wc, input: (
+            f"--calibration {input.calibration}" if input.calibration else ""
+        ),
     resources:
         bench_slot=1,
     shell:
         "tunelab run-point {input.sweep} {wildcards.point} --engine {params.engine}"
         " --out {output.csv} --workdir {params.workdir} --data-dir {params.data_dir}"
-        " > {log} 2>&1"
+        " {params.calibration} > {log} 2>&1"
 
 
 rule merge_sweep:
@@ -25,6 +31,8 @@ rule merge_sweep:
         point_csvs,
     output:
         csv=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
+    conda:
+        "../environment.yml"
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}.merge.log",
     shell:

@@ -4,13 +4,20 @@ rule sweep_report:
         results=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
         sweep=lambda wc: ancient(sweep_file(wc)),
         template=f"{workflow.basedir}/reports/sweep_report.py",
+        calibration=calibration_input,
     output:
         html=f"{REPORTS}/{ENGINE}/{{sweep}}.html",
+    conda:
+        "../environment.yml"
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}.report.log",
+    params:
+        calibration=lambda wc, input: (
+            f"--calibration {input.calibration}" if input.calibration else ""
+        ),
     shell:
         "tunelab report --results {input.results} --sweep {input.sweep}"
-        " --template {input.template} --out {output.html} > {log} 2>&1"
+        " --template {input.template} {params.calibration} --out {output.html} > {log} 2>&1"
 
 
 rule report_index:
@@ -19,6 +26,8 @@ rule report_index:
         sweep_reports,
     output:
         html=f"{REPORTS}/index.html",
+    conda:
+        "../environment.yml"
     log:
         f"{LOGS}/index.log",
     params:

@@ -28,6 +28,11 @@ class Plan:
     def point(self, sweep: str, point_id: str) -> Point:
         return next(p for p in self.sweeps[sweep] if p.point_id == point_id)
 
+    def uses_calibration(self, sweep: str) -> bool:
+        """True when a knob of the sweep takes the measured 'calibrated' value."""
+        doc, _ = spec.load_yaml(Path(self.files[sweep]))
+        return spec.CALIBRATED in str(doc)
+
     def datasets(self) -> list[str]:
         return sorted({p.dataset.key for pts in self.sweeps.values() for p in pts})
 
@@ -37,9 +42,19 @@ def sweep_files(pattern: str | list[str]) -> list[Path]:
     return sorted({Path(f) for p in patterns for f in glob.glob(p)})
 
 
-def plan(pattern: str | list[str], engine: str) -> Plan:
+def load_calibration(path: str | Path | None):
+    """The calibration for 'calibrated' knob values, if one was measured already."""
+    if not path or not Path(path).exists():
+        return None
+    from tunelab import calibrate
+
+    return calibrate.load(Path(path))
+
+
+def plan(pattern: str | list[str], engine: str, calibration: str | Path | None = None) -> Plan:
     """Validate every sweep file matched; sweeps that do not list ``engine`` are skipped
     (and said so), every other error is raised together."""
+    cal = load_calibration(calibration)
     files = sweep_files(pattern)
     if not files:
         raise SweepFilesInvalid(f"no sweep files match {pattern}")
@@ -52,7 +67,7 @@ def plan(pattern: str | list[str], engine: str) -> Plan:
         if not errs and isinstance(doc, dict) and engine not in spec.engines_of(doc):
             skipped[str(f)] = f"runs on {', '.join(spec.engines_of(doc))}"
             continue
-        points, errs = spec.expand(f, engine)
+        points, errs = spec.expand(f, engine, cal, defer_calibrated=True)
         errors.extend(errs)
         if points:
             name = points[0].sweep

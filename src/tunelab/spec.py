@@ -178,7 +178,12 @@ def _knob_lists(doc: dict, engine: str) -> tuple[dict[str, list], dict[str, Any]
 
 
 def _normalise(
-    info: EngineInfo, knobs: dict[str, Any], calibration: Any, file: str, where: dict[str, str]
+    info: EngineInfo,
+    knobs: dict[str, Any],
+    calibration: Any,
+    file: str,
+    where: dict[str, str],
+    defer_calibrated: bool = False,
 ) -> tuple[dict[str, Any], list[SpecError]]:
     """Check knob values against the engine and convert units (sizes to pages, calibrated)."""
     errors: list[SpecError] = []
@@ -199,13 +204,20 @@ def _normalise(
                 continue
             value = max(1, nbytes // page)
         if value == CALIBRATED and name in ("overhead_ms", "transferrate_ms"):
+            if calibration is None and defer_calibrated:
+                out[name] = value  # resolved when the point runs, after the calibration
+                continue
             if calibration is None:
                 errors.append(SpecError(file, path, "'calibrated' needs a calibration file",
                                         "run `tunelab calibrate` first"))  # fmt: skip
                 continue
             from tunelab import calibrate
 
-            value = calibrate.calibrated_value(calibration, name, page)
+            try:
+                value = calibrate.calibrated_value(calibration, name, page)
+            except calibrate.CalibrationError as exc:
+                errors.append(SpecError(file, path, f"'calibrated': {exc}"))
+                continue
         problem = knob.check(value)
         if problem:
             allowed = knob.allowed_text()
@@ -249,10 +261,12 @@ def point_id(
 
 
 def expand(
-    path: Path, engine: str | None = None, calibration: Any = None
+    path: Path, engine: str | None = None, calibration: Any = None, defer_calibrated: bool = False
 ) -> tuple[list[Point], list[SpecError]]:
     """Validate one sweep file and expand it into points for ``engine`` (default: the first
-    engine the sweep lists). Returns (points, errors); points is empty when errors exist."""
+    engine the sweep lists). Returns (points, errors); points is empty when errors exist.
+    With ``defer_calibrated`` and no calibration, 'calibrated' knob values stay as they are
+    (the workflow measures the calibration before such points run)."""
     file = str(path)
     doc, errors = load_yaml(path)
     if errors:
@@ -299,7 +313,7 @@ def expand(
     names = list(lists)
     for combo in itertools.product(*(lists[k] for k in names)):
         asked = {**fixed, **dict(zip(names, combo))}
-        knobs, errs = _normalise(info, asked, calibration, file, where)
+        knobs, errs = _normalise(info, asked, calibration, file, where, defer_calibrated)
         for e in errs:
             if str(e) not in seen:
                 seen.add(str(e))
