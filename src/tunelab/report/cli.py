@@ -63,6 +63,21 @@ def _optional_file(path: Path | None, flag: str) -> str:
     return str(path)
 
 
+def _check_calibration(path: str) -> None:
+    """Load the calibration now when its helpers exist, so a bad file fails before a kernel
+    starts (the report would otherwise only show a warning box)."""
+    if not path:
+        return
+    try:
+        from tunelab.calibrate import CalibrationError, load
+    except ImportError:
+        return
+    try:
+        load(path)
+    except CalibrationError as exc:
+        raise ReportInputError(str(exc)) from None
+
+
 def report_main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _report_parser().parse_args(argv)
@@ -76,6 +91,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
             "bpsim_csv": _optional_file(args.bpsim, "--bpsim"),
             "title": args.title or data.name,
         }
+        _check_calibration(params["calibration_json"])
         start = time.perf_counter()
         out = render(args.template or default_template(), params, args.out, timeout=args.timeout)
     except SystemExit as exc:  # --help

@@ -22,6 +22,9 @@ METRICS: dict[str, str] = {
     "hit_ratio_app": "hit ratio, application",
     "hit_ratio_sys": "hit ratio, system",
     "resident_fraction": "resident fraction after cache preparation",
+    "achieved_mb_s": "achieved (MB/s)",
+    "device_mb_s": "device limit (MB/s)",
+    "device_fraction": "achieved / device limit",
     "written_bytes": "bytes written",
     "data_bytes": "data size (bytes)",
     "page_size_bytes": "page size (bytes)",
@@ -39,9 +42,12 @@ KNOBS: dict[str, str] = {
 }
 
 WORKLOAD_PARAMS: dict[str, str] = {
-    "selectivity": "selectivity (%)",
-    "rows": "rows per statement",
+    "selectivity": "selectivity (fraction of rows)",
+    "rows": "rows written",
     "threads": "client threads",
+    "commit_every": "rows per commit",
+    "queries": "queries per run",
+    "lookups": "lookups per run",
 }
 
 OTHER: dict[str, str] = {

@@ -150,7 +150,8 @@ def draw_metric(
     xs = sorted(pd.unique(d[x]), key=order_key(orders, x))
 
     def legend_text(h: str, s: str) -> str:
-        return " · ".join(p for p in (h if len(levels) > 1 else "", s) if p) or "_nolegend_"
+        # Colours name the hue levels; line styles get their own entries (added below).
+        return h if len(levels) > 1 and s == styles[0] else "_nolegend_"
 
     if numeric:
         logx = wants_log(xs)
@@ -183,10 +184,11 @@ def draw_metric(
         spread = 0.3 * slot if slot else 0.012 * span
         raw_x = shifted(d[x].to_numpy(float), shift + rng.uniform(-1.0, 1.0, len(d)) * spread)
         if len(xs) <= 12:
-            ax.set_xticks([float(v) for v in xs], [fmt(v) for v in xs])
+            ticks = _thin_labels([float(v) for v in xs], [fmt(v) for v in xs], logx)
+            ax.set_xticks([float(v) for v in xs], ticks)
             ax.xaxis.set_minor_locator(NullLocator())
-            if len(xs) > 6:
-                ax.tick_params(axis="x", labelrotation=45)
+            if len(xs) > 6 or (len(xs) > 3 and max(map(len, ticks)) > 4):
+                ax.tick_params(axis="x", labelrotation=40)
     else:
         position = {v: i for i, v in enumerate(xs)}
         width = 0.72
@@ -209,6 +211,9 @@ def draw_metric(
         ax.set_xlim(-0.6, len(xs) - 0.4)
         ax.grid(False, axis="x")
 
+    if len(styles) > 1:  # legend-only entries for the line styles (no data, no autoscale)
+        for st in styles:
+            ax.plot([], [], color="#555555", ls=line_of[st], marker=marker_of[st], label=st)
     sns.scatterplot(
         x=np.asarray(raw_x, float), y=d[metric].to_numpy(float), hue=d["_hue"].to_numpy(),
         hue_order=levels, palette=colors, ax=ax, legend=False, s=16, alpha=0.55, lw=0, zorder=3,
@@ -217,6 +222,23 @@ def draw_metric(
     ax.set_xlabel(label(x, engine))
     ax.set_ylabel(label(metric, engine) + (" (%)" if is_ratio(metric) else ""))
     return summary
+
+
+def _thin_labels(values: list[float], texts: list[str], logx: bool, gap: float = 0.09) -> list[str]:
+    """Blank the labels of ticks closer than ``gap`` (axis fraction) to a labelled one, so
+    0.2, 0.35, 0.5 on a log axis do not print over each other; the last value keeps its."""
+    pos = np.log10(values) if logx else np.asarray(values, float)
+    span = (pos.max() - pos.min()) or 1.0
+    frac = (pos - pos.min()) / span
+    keep = [False] * len(values)
+    last = -1.0
+    for i in range(len(values)):
+        if frac[i] - last >= gap:
+            keep[i], last = True, frac[i]
+    if len(values) > 1 and not keep[-1]:  # label the last value instead of its neighbour
+        keep[max(i for i in range(len(values) - 1) if keep[i])] = len(values) == 2
+        keep[-1] = True
+    return [t if k else "" for t, k in zip(texts, keep, strict=True)]
 
 
 def short_number(value: float, _pos: object = None) -> str:
@@ -272,7 +294,7 @@ def _legend(fig: Figure, axes: Sequence[Axes], title: str) -> None:
     if seen:
         fig.legend(
             list(seen.values()), list(seen), title=title or None, loc="outside lower center",
-            ncol=min(len(seen), 4), frameon=False,
+            ncol=min(len(seen), 4 if len(seen) <= 8 else 6), frameon=False,
         )  # fmt: skip
 
 
@@ -332,6 +354,28 @@ def overview_figure(data: ReportData, metric: str = "elapsed_s") -> Figure:
             ax.set_title(f"{_title(metric)} vs {label(x, data.engine).split(' (')[0]}")
             if ax.get_legend_handles_labels()[1]:
                 ax.legend(title=hue_title(data.hue_for(x), data.engine), fontsize="small")
+    return fig
+
+
+def device_figure(data: ReportData) -> Figure:
+    """Achieved MB/s as a fraction of the device's limit, one Axes per swept dimension."""
+    dims = data.dims or data.point_columns[:1]
+    with style():
+        fig, axes = _figure(max(len(dims), 1))
+        for ax, x in zip(axes, dims, strict=False):
+            hue = data.hue_for(x)
+            draw_metric(ax, data.results, x, "device_fraction", hue, engine=data.engine,
+                        orders=data.orders)  # fmt: skip
+            ax.axhline(1.0, color="#555555", ls="--", lw=1.0, zorder=2)
+            ax.annotate("device limit", (1.0, 1.0), xycoords=("axes fraction", "data"),
+                        ha="right", va="bottom", fontsize="small", color="#555555")  # fmt: skip
+            ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+            ax.set_ylim(0, max(ax.get_ylim()[1], 1.1))
+            ax.set_title(f"Achieved vs device, by {label(x, data.engine).split(' (')[0]}")
+            if len(dims) > 1 and ax.get_legend_handles_labels()[1]:
+                ax.legend(title=hue_title(hue, data.engine), fontsize="small")
+        if len(dims) == 1:
+            _legend(fig, axes, hue_title(data.hue_for(dims[0]), data.engine))
     return fig
 
 

@@ -6,6 +6,7 @@ calibration and simulator files, so rendering again gives the same page.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import platform
@@ -277,12 +278,48 @@ def device_html(data: ReportData, calibration_json: str) -> str | None:
     if not Path(calibration_json).is_file():
         return head + note(f"{html.escape(calibration_json)}: calibration file not found.", "warn")
     try:
-        table = achieved_vs_device(data.results, load_calibration(calibration_json))
+        cal = load_calibration(calibration_json)
+        rows = achieved_vs_device(data.results, cal)
     except Exception as exc:  # a broken helper must not hide the rest of the report
         return head + note(html.escape(f"{calibration_json}: {type(exc).__name__}: {exc}"), "warn")
-    source = f"Calibration: <code>{html.escape(calibration_json)}</code> "
-    source += f"(sha256 <code>{sha256(calibration_json)[:16]}</code>)."
-    return head + note(source) + _helper_output(table, "device", "achieved vs device limits")
+    parts = [head, note(_calibration_source(cal, calibration_json))]
+    if not isinstance(rows, pd.DataFrame) or "device_fraction" not in rows:
+        return "".join(parts) + _helper_output(rows, "device", "achieved vs device limits")
+    with_device = dataclasses.replace(data, results=rows)
+    if not pd.to_numeric(rows["device_fraction"], errors="coerce").notna().any():
+        parts.append(note("No workload of this sweep has a device limit to compare with."))
+        return "".join(parts)
+    parts.append(
+        note(
+            "Achieved MB/s is the data the workload had to read (or wrote) per second of "
+            "response time. Above 100 % of the device's rate, the pages came from memory "
+            "(the engine's pool or the OS cache), not from the device."
+        )
+    )
+    caption = html.escape(figure_caption(data))
+    fig = plots.device_figure(with_device)
+    parts.append(plots.figure_html(fig, "achieved MB/s as a fraction of the device", caption))
+    parts.append(tables.device_html(with_device))
+    return "".join(parts)
+
+
+def _calibration_source(cal: Any, path: str) -> str:
+    where = getattr(cal, "device", "") or getattr(cal, "filesystem", "")
+    mode = "direct I/O" if getattr(cal, "direct_io", False) else "buffered I/O"
+    text = f"Calibration <code>{html.escape(path)}</code>"
+    if getattr(cal, "host", ""):
+        text += f" of {html.escape(str(where))} on {html.escape(str(cal.host))} ({mode})"
+    bits = [text]
+    rate = getattr(cal, "device_read_rate_mb_s", None)
+    if rate is not None:
+        mb = getattr(cal, "mb_bytes", None)
+        unit = f" (MB = {fmt(mb)} bytes)" if mb else ""
+        bits.append(f"device read rate {html.escape(fmt(rate))} MB/s{unit}")
+    if getattr(cal, "created_at", ""):
+        quick = ", quick plan" if getattr(cal, "quick", False) else ""
+        bits.append(f"measured {html.escape(str(cal.created_at))}{quick}")
+    bits.append(f"sha256 <code>{sha256(path)[:16]}</code>")
+    return "; ".join(bits) + "."
 
 
 def simulator_html(data: ReportData, bpsim_csv: str) -> str | None:

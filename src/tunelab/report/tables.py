@@ -122,3 +122,22 @@ def any_table(obj: object, table_id: str) -> str:
     if isinstance(obj, dict):
         return key_value(((str(k), html.escape(fmt(v))) for k, v in obj.items()), table_id)
     return f"<p>{html.escape(str(obj))}</p>"
+
+
+DEVICE_COLUMNS = ("achieved_mb_s", "device_mb_s", "device_fraction")
+
+
+def device_html(data: ReportData) -> str:
+    """Per point: median achieved MB/s, the device's limit, their ratio and the basis."""
+    m = point_medians(data, DEVICE_COLUMNS)
+    table = pd.DataFrame({label(c, data.engine): m[c].map(fmt) for c in data.point_columns})
+    table["n"] = m["n"].map(fmt)
+    for c in DEVICE_COLUMNS:
+        if c in m:
+            fmt_c = fmt_percent if c == "device_fraction" else fmt
+            table[f"{label(c)}: median"] = m[c].map(fmt_c)
+    by = data.point_columns
+    if "device_basis" in data.results and by:
+        basis = data.results.groupby(by, dropna=False, sort=False)["device_basis"].first()
+        table["limit used"] = m[by].merge(basis.reset_index(), on=by, how="left")["device_basis"]
+    return html_table(table, "device")

@@ -1,0 +1,88 @@
+"""Report sections fed by other helpers: device limits from a real fio calibration, the
+simulator section, and the figures in a rendered page being exactly the ones the rows give."""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+
+import pandas as pd
+import pytest
+from test_report_render import tables_of
+from test_report_support import measured, rendered
+
+from tunelab.report import plots, sections
+from tunelab.report.data import load
+
+needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory):
+    from tunelab.calibrate import measure, save
+
+    plan = measure.Plan(
+        file_bytes=16 << 20,
+        runtime_ms=100,
+        repetitions=2,
+        random_pages=(4096, 8192),
+        seq_pages=(4096, 32768),
+        write_pages=(1, 8, 64),
+    )
+    directory = tmp_path_factory.mktemp("fio")
+    cal = measure.calibrate(directory, plan, quick=True)
+    return cal, save(cal, directory / "calibration.json")
+
+
+@needs_fio
+def test_device_section_puts_achieved_mb_s_against_the_calibrated_rate(
+    calibration, tmp_path_factory
+):
+    cal, path = calibration
+    csv, sweep = measured("scan", tmp_path_factory)
+    page = sections.device_html(load(csv, sweep), str(path))
+    assert "data:image/png;base64," in page
+    header, *body = tables_of(page)["device"]
+    rows = pd.read_csv(csv)
+    rows["mb_s"] = rows["data_bytes"] / rows["elapsed_s"] / cal.mb_bytes
+    medians = rows.groupby(["knob_cache_size", "knob_page_size", "cache_requested"])["mb_s"]
+    at = header.index("achieved (MB/s): median")
+    frac = header.index("achieved / device limit: median")
+    assert len(body) == 16
+    for cells in body:
+        key = (int(cells[0]), int(cells[1]), cells[2])
+        want = medians.median()[key]
+        assert float(cells[at]) == pytest.approx(want, rel=5e-4)
+        fraction = float(cells[frac].rstrip(" %")) / 100
+        assert fraction == pytest.approx(want / cal.device_read_rate_mb_s, abs=6e-4)
+        assert cells[-1] == "device read rate"
+
+
+def test_device_section_is_left_out_without_calibration(tmp_path_factory):
+    csv, sweep = measured("scan", tmp_path_factory)
+    assert sections.device_html(load(csv, sweep), "") is None
+    missing = sections.device_html(load(csv, sweep), "/nonexistent/calibration.json")
+    assert "calibration file not found" in missing
+
+
+def test_simulator_section_degrades_to_a_note_when_it_cannot_run(tmp_path_factory, tmp_path):
+    csv, sweep = measured("scan", tmp_path_factory)
+    assert sections.simulator_html(load(csv, sweep), "") is None
+    curve = tmp_path / "curve.csv"
+    curve.write_text("not,a,curve\n")
+    page = sections.simulator_html(load(csv, sweep), str(curve))
+    assert page.startswith("<h2>Simulated versus measured</h2>")
+    assert "Traceback" not in page
+
+
+def test_rendered_figures_are_exactly_the_figures_of_the_stored_rows(tmp_path_factory):
+    """End to end: every PNG in the page equals the PNG drawn again from the CSV."""
+    path, _ = rendered("scan", tmp_path_factory)
+    csv, sweep = measured("scan", tmp_path_factory)
+    html = path.read_text(encoding="utf-8")
+    shown = [base64.b64decode(s) for s in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
+    data = load(csv, sweep)
+    expected = [plots.to_png(plots.knob_figure(data, x)) for x in data.dims]
+    expected += [plots.to_png(plots.io_figure(data, x)) for x in data.dims]
+    assert shown == expected
