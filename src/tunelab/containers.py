@@ -155,7 +155,9 @@ class RunningContainer:
         self.host_port = host_port
         self._secrets = spec.secret_values()
         self._removed = False
-        self.started_at: float = 0.0  # epoch seconds of the latest start (daemon clock)
+        # Timestamp (ns) of the last log line before the latest start: readiness is judged on
+        # later lines only. (Not the daemon's StartedAt: a fast process logs before it.)
+        self._log_mark: int | None = None
 
     def __repr__(self) -> str:
         return f"RunningContainer({self.name}, 127.0.0.1:{self.host_port})"
@@ -187,6 +189,7 @@ class RunningContainer:
     def restart(self, timeout_s: float | None = None) -> None:
         """Stop (cleanly) and start again, then wait until ready as at the first start."""
         self._container.stop(timeout=_STOP_TIMEOUT_S)
+        self._log_mark = self._last_log_time()
         try:
             self._container.start()
         except Exception as exc:
@@ -215,8 +218,6 @@ class RunningContainer:
     def _wait_ready(self, timeout_s: float | None = None) -> None:
         spec = self.spec
         timeout = spec.ready_timeout_s if timeout_s is None else timeout_s
-        self._container.reload()
-        self.started_at = _epoch(self._container.attrs["State"]["StartedAt"])
         pattern = re.compile(spec.ready_log, re.M) if spec.ready_log else None
         deadline = time.monotonic() + timeout
         while True:
@@ -233,14 +234,35 @@ class RunningContainer:
             time.sleep(0.5 if spec.ready_probe else 0.2)
 
     def _is_ready(self, pattern: re.Pattern | None) -> bool:
-        if pattern is not None:
-            since = self._container.logs(since=self.started_at).decode("utf-8", "replace")
-            if not pattern.search(since):
-                return False
+        if pattern is not None and not pattern.search(self._logs_since_mark()):
+            return False
         if self.spec.ready_probe:
             code, _ = self.exec(self.spec.ready_probe)
             return code == 0
         return True
+
+    def _timestamped(self, **kw: Any) -> list[tuple[int, str]]:
+        raw = self._container.logs(timestamps=True, **kw).decode("utf-8", "replace")
+        out: list[tuple[int, str]] = []
+        for line in raw.split("\n"):
+            stamp, _, text = line.partition(" ")
+            try:
+                out.append((_epoch_ns(stamp), text))
+            except ValueError:  # not a timestamped line (empty tail)
+                if line:
+                    out.append((out[-1][0] if out else 0, line))
+        return out
+
+    def _last_log_time(self) -> int | None:
+        lines = self._timestamped(tail=1)
+        return lines[-1][0] if lines else None
+
+    def _logs_since_mark(self) -> str:
+        if self._log_mark is None:
+            return "\n".join(text for _, text in self._timestamped())
+        since = self._log_mark // 1_000_000_000  # whole seconds: the API's filter is coarse
+        lines = self._timestamped(since=since)
+        return "\n".join(text for stamp, text in lines if stamp > self._log_mark)
 
     def _failure(self, what: str) -> str:
         try:
@@ -255,11 +277,11 @@ class RunningContainer:
         )
 
 
-def _epoch(docker_time: str) -> float:
-    """Docker's RFC 3339 time with nanoseconds -> epoch seconds."""
+def _epoch_ns(docker_time: str) -> int:
+    """Docker's RFC 3339 UTC time with nanoseconds -> integer epoch nanoseconds."""
     head, _, frac = docker_time.rstrip("Z").partition(".")
-    base = dt.datetime.fromisoformat(head).replace(tzinfo=dt.UTC).timestamp()
-    return base + (float(f"0.{frac}") if frac else 0.0)
+    seconds = int(dt.datetime.fromisoformat(head).replace(tzinfo=dt.UTC).timestamp())
+    return seconds * 1_000_000_000 + int((frac + "000000000")[:9])
 
 
 def _free_port() -> int:
