@@ -224,11 +224,11 @@ class MariaDBEngine(Engine):
             shutil.rmtree(self.datadir, ignore_errors=True)
             self.datadir.mkdir(parents=True)
             self._write_options(full)
-            if self.image is None:
-                from tunelab.images import ensure_image
-
-                self.image = ensure_image("mariadb")
             try:
+                if self.image is None:
+                    from tunelab.images import ensure_image
+
+                    self.image = ensure_image("mariadb")
                 self.container = containers.start(self._spec(), self.run_id, self.point_id)
             except containers.ContainerError as exc:
                 raise EngineError(f"mariadb did not start: {exc}") from None
