@@ -13,7 +13,7 @@ from test_report_render import tables_of
 from test_report_support import measured, rendered
 
 from tunelab.report import plots, sections
-from tunelab.report.data import load
+from tunelab.report.data import effective_knobs, load
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
@@ -86,3 +86,29 @@ def test_rendered_figures_are_exactly_the_figures_of_the_stored_rows(tmp_path_fa
     expected = [plots.to_png(plots.knob_figure(data, x)) for x in data.dims]
     expected += [plots.to_png(plots.io_figure(data, x)) for x in data.dims]
     assert shown == expected
+
+
+def test_sweep_overrides_give_the_engine_its_own_knob_values():
+    sweep = {
+        "name": "s",
+        "knobs": {"buffer_pool": [16, 256], "prefetch": [8, 32]},
+        "fixed": {"page_size": 4096},
+        "overrides": {"db2": {"knobs": {"buffer_pool": [250, 2000], "prefetch": None}}},
+    }
+    assert effective_knobs(sweep, "db2") == ({"buffer_pool": [250, 2000]}, {"page_size": 4096})
+    assert effective_knobs(sweep, "sqlite")[0] == sweep["knobs"]
+
+
+def test_warnings_name_knobs_the_engine_did_not_apply(tmp_path_factory, tmp_path):
+    csv, sweep = measured("scan", tmp_path_factory)
+    rows = pd.read_csv(csv)
+    assert sections.warnings(load(csv, sweep))[-1].startswith("With 3 repetition(s)")
+    changed = rows.copy()
+    changed.loc[0, "applied_cache_size"] = changed.loc[0, "knob_cache_size"] + 1
+    changed.loc[1, "cache_achieved"] = "partial"
+    changed.to_csv(tmp_path / "changed.csv", index=False)
+    found = sections.warnings(load(tmp_path / "changed.csv", sweep))
+    assert any(
+        "cache size: the engine applied other values than asked in 1 row" in w for w in found
+    )
+    assert any("1 of 48 rows did not achieve the cache state asked" in w for w in found)

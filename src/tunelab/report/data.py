@@ -62,6 +62,20 @@ def order_key(orders: dict[str, list[Any]], col: str):
     return key
 
 
+def effective_knobs(sweep: dict[str, Any], engine: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(swept knob lists, fixed knobs) for one engine: the sweep's ``overrides.<engine>``
+    replace the general values, and a knob given no values (null) is dropped — the same
+    rule the sweep expansion follows."""
+    lists = dict(sweep.get("knobs") or {})
+    fixed = dict(sweep.get("fixed") or {})
+    over = (sweep.get("overrides") or {}).get(engine) or {}
+    lists.update(over.get("knobs") or {})
+    fixed.update(over.get("fixed") or {})
+    for name in lists:
+        fixed.pop(name, None)
+    return {k: v for k, v in lists.items() if v is not None}, fixed
+
+
 def sha256(path: Path | str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -99,12 +113,12 @@ def read_rows(path: Path | str) -> pd.DataFrame:
     return frame
 
 
-def _orders(sweep: dict[str, Any], frame: pd.DataFrame) -> dict[str, list[Any]]:
+def _orders(sweep: dict[str, Any], frame: pd.DataFrame, engine: str) -> dict[str, list[Any]]:
     """Category order as the sweep lists it (none < nonclustered < clustered reads better
     than alphabetical); values only in the rows are appended sorted."""
     orders: dict[str, list[Any]] = {}
     listed: dict[str, list[Any]] = {}
-    for name, values in (sweep.get("knobs") or {}).items():
+    for name, values in effective_knobs(sweep, engine)[0].items():
         if isinstance(values, list):
             listed[KNOB_PREFIX + name] = values
     for wl in sweep.get("workloads") or []:
@@ -148,5 +162,5 @@ def load(results_csv: str | Path, sweep_file: str | Path, sweep_name: str = "") 
         engine=engine,
         dims=dims,
         groups=groups,
-        orders=_orders(sweep, frame),
+        orders=_orders(sweep, frame, engine),
     )

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from tunelab.report import plots, stats, tables
-from tunelab.report.data import ReportData, sha256
+from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.labels import fmt, fmt_percent, label
 
 SUMMARY_ID = "tunelab-summary"  # the JSON block the index page reads
@@ -120,13 +120,14 @@ def measured_html(data: ReportData) -> str:
     rows: list[tuple[str, str]] = [
         ("sweep", f"{esc(data.name)} <code>{esc(data.sweep_file)}</code>")
     ]
-    rows.append(("engine", esc(sw.get("engine", data.engine))))
+    rows.append(("engine", esc(data.engine)))
     if isinstance(sw.get("dataset"), dict):
         rows.append(("dataset", _inline(sw["dataset"])))
-    for name, values in (sw.get("knobs") or {}).items():
+    knobs, fixed = effective_knobs(sw, data.engine)
+    for name, values in knobs.items():
         rows.append((f"knob: {label('knob_' + name, data.engine)}", _inline(values)))
-    if sw.get("fixed"):
-        rows.append(("fixed", _inline(sw["fixed"])))
+    if fixed:
+        rows.append(("fixed", _inline(fixed)))
     for i, wl in enumerate(sw.get("workloads") or [], start=1):
         if isinstance(wl, dict):
             params = {k: v for k, v in wl.items() if k != "type"}
