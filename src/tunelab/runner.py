@@ -155,6 +155,9 @@ def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) 
                 "started_at": started,
                 "rows_touched": touched,
                 "elapsed_s": elapsed,
+                # CLOCK_MONOTONIC is system-wide: lets anyone check timed sections never overlap
+                "timed_start_ns": t0,
+                "timed_end_ns": t1,
                 "throughput_rows_s": touched / elapsed if elapsed else math.nan,
                 "cache_achieved": state.achieved,
                 "cache_method": state.method,
