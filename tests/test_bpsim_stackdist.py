@@ -1,0 +1,113 @@
+"""The one-pass LRU curve against brute-force LRU simulation."""
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tunelab.bpsim import generators
+from tunelab.bpsim.curves import lru_curve, working_set_pages
+from tunelab.bpsim.stackdist import dense_ids, distance_histograms, stack_distances
+
+
+def brute_lru(pages, flags, size):
+    """(getpage misses, prefetch misses) of an LRU pool of ``size`` pages, by simulation."""
+    pool: OrderedDict = OrderedDict()
+    misses = [0, 0]
+    for page, flag in zip(pages, flags, strict=True):
+        if page in pool:
+            pool.move_to_end(page)
+            continue
+        misses[int(flag)] += 1
+        if len(pool) == size:
+            pool.popitem(last=False)
+        pool[page] = True
+    return misses
+
+
+def brute_distances(pages):
+    stack: list = []
+    out = []
+    for page in pages:
+        if page in stack:
+            i = stack.index(page)
+            out.append(len(stack) - i)
+            stack.pop(i)
+        else:
+            out.append(0)
+        stack.append(page)
+    return out
+
+
+traces = st.lists(st.integers(0, 40), min_size=1, max_size=400)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pages=traces, data=st.data())
+def test_curve_equals_brute_force_lru_at_every_size(pages, data):
+    flags = data.draw(st.lists(st.booleans(), min_size=len(pages), max_size=len(pages)))
+    distinct = len(set(pages))
+    curve = lru_curve(np.array(pages), np.array(flags), sizes=np.arange(1, distinct + 3))
+    for row in curve.itertuples():
+        sync, pre = brute_lru(pages, flags, row.pool_pages)
+        assert (row.sync_reads, row.prefetch_reads) == (sync, pre)
+        assert row.misses == sync + pre
+        assert row.hits + row.misses == len(pages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(pages=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=300), spread=st.booleans())
+def test_distances_equal_brute_force_for_any_page_numbers(pages, spread):
+    # large page numbers take the dense-id path; small ones the direct 32-bit path
+    arr = np.array(pages, dtype=np.uint64)
+    if not spread:
+        arr = arr % np.uint64(17)
+    assert stack_distances(arr).tolist() == brute_distances(arr.tolist())
+
+
+def test_long_random_trace_crosses_compactions_and_rehashes():
+    # far more references than the initial time axis and hash table hold
+    rng = np.random.default_rng(7)
+    pages = rng.integers(0, 3000, 60_000)
+    pages[::7] = rng.integers(0, 50, pages[::7].size)  # some hot pages, short reuse
+    expected = brute_distances(pages[:6000].tolist())
+    assert stack_distances(pages)[:6000].tolist() == expected
+    curve = lru_curve(pages, sizes=[1, 17, 400, 2999, 3000, 5000])
+    for row in curve.itertuples():
+        assert row.misses == brute_lru(pages.tolist(), [False] * pages.size, row.pool_pages)[0]
+
+
+def test_cyclic_scan_longer_than_pool_gets_no_hits():
+    trace = generators.sequential_scan(pages=500, references=5000)
+    curve = lru_curve(trace.pages, sizes=[1, 10, 250, 499, 500])
+    by_size = curve.set_index("pool_pages")
+    assert (by_size.loc[[1, 10, 250, 499], "hits"] == 0).all()
+    # once the whole scan fits, only the first pass misses
+    assert by_size.loc[500, "misses"] == 500
+
+
+def test_histogram_counts_first_references_and_distinct_pages():
+    pages = np.array([5, 6, 5, 7, 6, 6, 5])
+    hist, distinct = distance_histograms(pages)
+    assert distinct == 3
+    assert hist[0, 0] == 3  # first references of 5, 6, 7
+    assert hist[0].sum() == pages.size
+    assert hist[0, 1] == 1  # 6 right after 6
+    assert working_set_pages(hist) == 3
+
+
+def test_dense_ids_follow_first_reference_order():
+    ids, m = dense_ids(np.array([40, 10, 40, 99, 10]))
+    assert m == 3
+    assert ids.tolist() == [0, 1, 0, 2, 1]
+
+
+def test_empty_and_bad_input():
+    hist, distinct = distance_histograms(np.array([], dtype=np.uint32))
+    assert distinct == 0 and hist.sum() == 0
+    with pytest.raises(ValueError, match="non-negative"):
+        distance_histograms(np.array([3, -1]))
+    with pytest.raises(ValueError, match="one entry per reference"):
+        distance_histograms(np.array([1, 2]), prefetch=np.array([True]))
