@@ -34,4 +34,5 @@ include: "workflows/report.smk"
 rule all:
     default_target: True
     input:
-        "reports/index.html",
+        sweep_reports,
+        f"{REPORTS}/index.html",

@@ -26,6 +26,11 @@ def sweep_reports(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.html" for s in PLAN.sweeps]
 
 
+def other_engine_reports(wildcards):
+    """Reports rendered earlier for other engines stay linked from the index."""
+    return pipeline.reports_of_other_engines(REPORTS, ENGINE)
+
+
 wildcard_constraints:
     sweep=r"[a-z0-9][a-z0-9_-]*",
     point=r"[^/]+",

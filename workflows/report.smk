@@ -32,6 +32,7 @@ rule report_index:
         f"{LOGS}/index.log",
     params:
         results_dir=RESULTS,
+        other_engines=other_engine_reports,
     shell:
         "tunelab index --out {output.html} --results-dir {params.results_dir} {input}"
-        " > {log} 2>&1"
+        " {params.other_engines} > {log} 2>&1"

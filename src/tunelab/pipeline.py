@@ -86,3 +86,10 @@ def dataset_of_key(key: str) -> dataset.Dataset:
     if version != f"v{dataset.FORMAT_VERSION}":
         raise ValueError(f"dataset {key}: generator version {version} is not the current one")
     return dataset.Dataset(rows=int(rows[1:]), seed=int(seed[1:]), table=table)
+
+
+def reports_of_other_engines(reports_dir: str | Path, engine: str) -> list[str]:
+    root = Path(reports_dir)
+    return sorted(
+        str(p) for p in root.glob("*/*.html") if p.parent.name != engine and p.parent.is_dir()
+    )
