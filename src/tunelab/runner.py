@@ -178,6 +178,7 @@ def run_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
     """Measure ``point`` and write its rows to ``out``. On failure the rows already measured
     go to ``<out>.partial.csv`` and the error is raised again."""
     rows: list[dict] = []
+    workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
     try:
         with bench_slot(workdir):
             measure(point, workdir / "points" / point.point_id, data_dir, rows)
