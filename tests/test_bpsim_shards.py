@@ -5,7 +5,7 @@ import pytest
 
 from tunelab.bpsim import generators
 from tunelab.bpsim.curves import lru_curve
-from tunelab.bpsim.shards import BOUND_SE, sample, sample_mask, shards_curve, shards_error
+from tunelab.bpsim.shards import BOUND_COVERAGE, sample, sample_mask, shards_curve, shards_error
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +32,7 @@ def test_sampling_error_within_stated_bound_on_zipf(zipf_traces, key, rate):
         assert info["sampled_pages"] < 3 * rate * distinct  # it is a sample
         err = shards_error(sampled, exact)
         assert err["sizes"] > 50
-        assert err["within_bound"] == 1.0, err
-        assert err["max_z"] <= BOUND_SE
+        assert err["within_bound"] >= BOUND_COVERAGE, err
         # the bound is informative: typical errors are a few hundredths at most
         assert err["mae"] < 0.05
         assert sampled.loc[sampled["resolved"], "miss_ratio_se"].mean() < 0.1

@@ -29,7 +29,7 @@ from tunelab.bpsim.policies import POLICIES, policy_curve
 from tunelab.bpsim.shards import sample as shards_sample
 from tunelab.bpsim.shards import shards_error
 from tunelab.bpsim.stackdist import distance_histograms
-from tunelab.bpsim.traces import Trace, TraceFormatError, read_trace
+from tunelab.bpsim.traces import TraceFormatError, read_trace
 
 PROG = "tunelab bpsim"
 DEFAULT_POLICY_SIZES = "log:20"
@@ -147,7 +147,7 @@ def _shown_rows(curve: pd.DataFrame, marks: list[int | None]) -> pd.DataFrame:
     return curve[curve["pool_pages"].isin(keep)]
 
 
-def _report(trace_path: str, trace: Trace, curve: pd.DataFrame, info: dict, extra: list[str]):
+def _report(trace_path: str, curve: pd.DataFrame, info: dict, extra: list[str]) -> None:
     out = sys.stdout
     duration = info["duration_s"]
     pace = f", {duration:g} s" if duration else ", pace unknown (--duration)"
@@ -155,10 +155,14 @@ def _report(trace_path: str, trace: Trace, curve: pd.DataFrame, info: dict, extr
         f"trace {trace_path}: {info['references']} references ({info['logical_reads']} "
         f"getpages, {info['prefetch_requests']} prefetch){pace}\n"
     )
-    out.write(
-        f"distinct pages {info['distinct_pages']}; working set {info['working_set_pages']} "
-        f"pages (smallest pool with only the {info['compulsory_misses']} compulsory misses)\n"
-    )
+    if "shards" in info:
+        out.write(f"distinct pages ~{info['distinct_pages']} (estimated from the sample)\n")
+    else:
+        out.write(
+            f"distinct pages {info['distinct_pages']}; working set "
+            f"{info['working_set_pages']} pages (smallest pool with only the "
+            f"{info['compulsory_misses']} compulsory misses)\n"
+        )
     share = info["knee_share"]
     if info["knee_pages"] is not None:
         out.write(
@@ -197,9 +201,9 @@ def run(args) -> int:
             "references": len(trace),
             "logical_reads": sampled.logical,
             "prefetch_requests": sampled.prefetch_rows,
-            "distinct_pages": f"~{sampled.estimated_distinct}",
-            "compulsory_misses": "?",
-            "working_set_pages": "?",
+            "distinct_pages": sampled.estimated_distinct,
+            "compulsory_misses": None,
+            "working_set_pages": None,
             "knee_pages": knee(curve, args.knee_share),
             "knee_share": args.knee_share,
             "duration_s": duration,
@@ -209,7 +213,8 @@ def run(args) -> int:
             f"SHARDS rate {args.sample_rate:g}: {sinfo['sampled_references']} references to "
             f"{sinfo['sampled_pages']} sampled pages; sizes below "
             f"{sinfo['resolution_pages']} pages are unresolved; stated bound: the exact miss "
-            f"ratio lies within {sinfo['bound_se']:g} x miss_ratio_se at resolved sizes"
+            f"ratio lies within {sinfo['bound_se']:g} x miss_ratio_se at >= "
+            f"{sinfo['bound_coverage']:.0%} of resolved sizes"
         )
         if args.check_exact:
             hist, _ = distance_histograms(trace.pages, trace.prefetch)
@@ -251,7 +256,7 @@ def run(args) -> int:
             curve[CSV_COLUMNS].to_csv(index=False, lineterminator="\n", float_format="%.6f")
         )
     else:
-        _report(args.trace, trace, curve, info, extra)
+        _report(args.trace, curve, info, extra)
     return 0
 
 

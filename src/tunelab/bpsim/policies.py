@@ -240,6 +240,14 @@ def policy_curve(
 
 
 def naive_lru_misses(ids: np.ndarray, distinct: int, sizes) -> np.ndarray:
-    """Baseline: one plain LRU simulation per pool size (misses per size)."""
+    """Baseline: one plain LRU simulation per pool size (misses per size).
+
+    ``ids`` are dense page ids below ``distinct`` (as from ``dense_ids``).
+    """
+    ids = np.ascontiguousarray(ids, dtype=np.int32)
+    if ids.size and (ids.min() < 0 or ids.max() >= distinct):
+        raise ValueError("ids must be dense page ids in [0, distinct)")
+    if min(sizes, default=1) < 1:
+        raise ValueError("pool sizes must be >= 1")
     flags = np.zeros(0, np.uint8)
     return np.array([sum(_lru_one(ids, flags, distinct, int(s))) for s in sizes], np.int64)

@@ -13,13 +13,16 @@ Standard error per size, from two sources:
 1. which pages the hash happens to pick: with k_i(C) the misses of sampled page i at size C,
    Var(misses) ~ (1 - R) / R**2 * sum_i k_i(C)**2 (a Horvitz-Thompson total);
 2. the distance scale: the sample holds Ms pages instead of exactly R * M, which stretches
-   every sampled distance by a relative error of about sqrt((1 - R) / Ms); its effect on the
-   miss ratio is that error times C |dm/dC|, the slope read off the sampled curve.
+   every sampled distance by a relative error of about sqrt((1 - R) / Ms), and the hit
+   threshold moves in steps of 1/R pages (a relative error of 1 / (R C sqrt(12))); the effect
+   on the miss ratio is that error times C |dm/dC|, the slope read off the sampled curve.
 
 The two add in quadrature into ``miss_ratio_se``. The stated bound: at pool sizes of at
-least ``10 / R`` pages (below that the sample cannot resolve sizes) the exact miss ratio lies
-within ``BOUND_SE`` standard errors of the sampled one. ``shards_error`` measures that
-against an exact curve.
+least ``RESOLUTION / R`` pages (below that the sample cannot resolve sizes) the exact miss
+ratio lies within ``BOUND_SE`` standard errors of the sampled one at no less than
+``BOUND_COVERAGE`` of the sizes. (Validation on 192 Zipf curves: 99.99% of 37 944 sizes
+within 4 SE, 99.8% within 3 SE, 97.0% within 2 SE; the largest 4.45 SE.) ``shards_error``
+measures it against an exact curve.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from tunelab.bpsim.stackdist import as_pages, dense_ids, stack_distances
 from tunelab.bpsim.traces import Trace
 
 BOUND_SE = 4.0
+BOUND_COVERAGE = 0.99
 RESOLUTION = 10.0  # sizes below RESOLUTION / R pages are below the sample's resolution
 _SLOPE_STEP = 0.05  # relative size step for the slope of the sampled curve
 
@@ -106,6 +110,7 @@ class ShardsSample:
             "estimated_distinct_pages": self.estimated_distinct,
             "resolution_pages": self.resolution_pages,
             "bound_se": BOUND_SE,
+            "bound_coverage": BOUND_COVERAGE,
         }
 
     def _miss_ratio(self, sizes: np.ndarray) -> np.ndarray:
@@ -151,7 +156,12 @@ class ShardsSample:
         lo = np.maximum(sizes * (1 - _SLOPE_STEP), 1)
         hi = sizes * (1 + _SLOPE_STEP)
         slope = (self._miss_ratio(lo) - self._miss_ratio(hi)) / (2 * _SLOPE_STEP)
-        var_scale = slope**2 * (1 - rate) / self.sampled_pages
+        # relative scale error: the sample's page count, plus the rounding of the hit
+        # threshold to whole sampled distances (steps of 1/R pages; uniform error)
+        rel2 = (1 - rate) / self.sampled_pages
+        if rate < 1:  # at rate 1 thresholds are whole pages, exact
+            rel2 = rel2 + 1 / (12 * (rate * sizes) ** 2)
+        var_scale = slope**2 * rel2
         frame["miss_ratio"] = np.minimum(self._miss_ratio(sizes), 1.0)
         frame["miss_ratio_se"] = np.sqrt(var_pages + var_scale)
         frame["resolved"] = sizes >= RESOLUTION / rate
@@ -205,6 +215,7 @@ def shards_error(sampled: pd.DataFrame, exact: pd.DataFrame) -> dict:
             "max_z": np.nan,
             "within_bound": np.nan,
             "bound_se": BOUND_SE,
+            "bound_coverage": BOUND_COVERAGE,
         }
     err = np.abs(both["miss_ratio"].to_numpy() - exact_mr.loc[both["pool_pages"]].to_numpy())
     se = both["miss_ratio_se"].to_numpy()
@@ -216,4 +227,5 @@ def shards_error(sampled: pd.DataFrame, exact: pd.DataFrame) -> dict:
         "max_z": float(z.max()),
         "within_bound": float(np.mean(err <= BOUND_SE * se + 1e-12)),
         "bound_se": BOUND_SE,
+        "bound_coverage": BOUND_COVERAGE,
     }

@@ -85,12 +85,14 @@ def _rehash32(table, bits):
 
 
 @njit(cache=True)
-def _lru_scan(pages, flags, dist_out):
+def _lru_scan(pages, flags, dist_out, hist):
     """Distance histograms by reference class; optional per-reference distances.
 
     ``pages`` are uint32 page keys. ``flags`` is either empty (every reference is class 0) or
     one uint8 per reference (non-zero: class 1, a page brought in by prefetch). ``dist_out``
-    is either empty or gets one distance per reference, 0 meaning a first reference. Returns
+    is either empty or gets one distance per reference, 0 meaning a first reference. ``hist``
+    is a zeroed (2, L) array whose dtype the counts take (int32 keeps the histogram small in
+    cache; int64 for traces of 2**31 references or more); it is grown as needed. Returns
     ``(hist, distinct)`` where ``hist[c, d]`` counts class-c references at distance d and
     ``hist[c, 0]`` counts first references.
     """
@@ -114,7 +116,6 @@ def _lru_scan(pages, flags, dist_out):
     fen = np.zeros(nlines + 1, np.int32)  # Fenwick tree of set bits per line (1-based)
 
     nid = 0
-    hist = np.zeros((2, 1026), np.int64)
     t = 0
 
     for k in range(n):
@@ -217,7 +218,7 @@ def _lru_scan(pages, flags, dist_out):
             hist[cls, 0] += 1
             nid += 1
             if nid + 1 >= hist.shape[1]:
-                grown = np.zeros((2, 2 * hist.shape[1]), np.int64)
+                grown = np.zeros((2, 2 * hist.shape[1]), hist.dtype)
                 grown[:, : hist.shape[1]] = hist
                 hist = grown
             if 2 * nid > hmask + 1:  # keep the load factor at most one half
@@ -302,6 +303,11 @@ def _keys32(pages) -> np.ndarray:
     return ids.astype(np.uint32)
 
 
+def _new_hist(keys: np.ndarray) -> np.ndarray:
+    dtype = np.int32 if keys.size < 2**31 else np.int64
+    return np.zeros((2, 1026), dtype)
+
+
 def _as_flags(prefetch, n: int) -> np.ndarray:
     if prefetch is None:
         return _NO_FLAGS
@@ -319,10 +325,10 @@ def distance_histograms(pages, prefetch=None) -> tuple[np.ndarray, int]:
     references and column d references at stack distance d.
     """
     keys = _keys32(pages)
-    hist, distinct = _lru_scan(keys, _as_flags(prefetch, keys.size), _NO_DIST)
+    hist, distinct = _lru_scan(keys, _as_flags(prefetch, keys.size), _NO_DIST, _new_hist(keys))
     if distinct > MAX_DISTINCT:
         raise ValueError(f"more than {MAX_DISTINCT} distinct pages are not supported")
-    return hist, int(distinct)
+    return hist.astype(np.int64), int(distinct)
 
 
 def stack_distances(pages) -> np.ndarray:
@@ -330,7 +336,7 @@ def stack_distances(pages) -> np.ndarray:
     keys = _keys32(pages)
     out = np.empty(keys.size, np.int64)
     if keys.size:
-        _lru_scan(keys, _NO_FLAGS, out)
+        _lru_scan(keys, _NO_FLAGS, out, _new_hist(keys))
     return out
 
 
