@@ -85,6 +85,7 @@ def test_policies_and_sampling(zipf_file, capsys):
         (["--check-exact"], "--check-exact needs --sample-rate"),
         (["--duration", "-1"], "--duration -1.0"),
         (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--policy", "clock", "--sizes", "1:2000"], "choose fewer (e.g. --sizes log:50)"),
     ],
 )
 def test_bad_arguments_fail_with_one_line(zipf_file, capsys, args, message):

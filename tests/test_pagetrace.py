@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from tunelab.bpsim.curves import lru_curve
-from tunelab.pagetrace import capture, capture_trace, traced_connection
+from tunelab.bpsim.traces import read_trace, write_trace
+from tunelab.pagetrace import beside, capture, capture_trace, traced_connection
 
 
 @pytest.fixture()
@@ -83,3 +84,13 @@ def test_trace_matches_sqlite_cache_misses_and_vfs_is_removed(db):
 def test_missing_database(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such database file"):
         capture(tmp_path / "none.db", scan)
+
+
+def test_trace_written_beside_the_results(db, tmp_path):
+    trace = capture_trace(db, scan)
+    path = write_trace(beside(tmp_path / "results" / "p-3.csv"), trace)
+    assert path == tmp_path / "results" / "p-3.trace.npz"
+    back = read_trace(path)
+    assert back.pages.tolist() == trace.pages.tolist()
+    assert back.meta["page_count"] == trace.meta["page_count"]
+    assert path.stat().st_size < 4 * trace.pages.size  # smaller than raw 32-bit pages

@@ -156,6 +156,12 @@ def capture_trace(
     return Trace(pages, None, meta)
 
 
+def beside(result_path: str | os.PathLike) -> Path:
+    """Where a point's trace goes: next to its result file, ``<stem>.trace.npz``."""
+    result = Path(result_path)
+    return result.with_name(f"{result.stem}.trace.npz")
+
+
 def capture(
     db_path: str | os.PathLike,
     run: Callable[[apsw.Connection], object],

@@ -33,6 +33,7 @@ from tunelab.bpsim.traces import TraceFormatError, read_trace
 
 PROG = "tunelab bpsim"
 DEFAULT_POLICY_SIZES = "log:20"
+MAX_POLICY_SIZES = 1000
 _SHOWN_ROWS = 12
 
 
@@ -233,6 +234,11 @@ def run(args) -> int:
         else:
             spec = args.sizes if args.sizes is not None else DEFAULT_POLICY_SIZES
             sizes = parse_sizes(spec, distinct)
+            if sizes.size > MAX_POLICY_SIZES:
+                raise UsageError(
+                    f"--policy {args.policy} simulates every size separately; {sizes.size} "
+                    f"sizes is more than {MAX_POLICY_SIZES}: choose fewer (e.g. --sizes log:50)"
+                )
             curve = policy_curve(trace, sizes, args.policy, args.seq_threshold, duration)
             extra.append(
                 f"policy {args.policy}"
