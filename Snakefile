@@ -27,6 +27,7 @@ except pipeline.SweepFilesInvalid as exc:
 include: "workflows/common.smk"
 include: "workflows/calibrate.smk"
 include: "workflows/data.smk"
+include: "workflows/bpsim.smk"
 include: "workflows/measure.smk"
 include: "workflows/report.smk"
 

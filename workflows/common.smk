@@ -22,6 +22,11 @@ def point_dataset(wildcards):
     return f"{config['data_dir']}/{key}.csv"
 
 
+def sweep_dataset(wildcards):
+    key = PLAN.sweeps[wildcards.sweep][0].dataset.key
+    return f"{config['data_dir']}/{key}.csv"
+
+
 def sweep_reports(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.html" for s in PLAN.sweeps]
 
@@ -42,3 +47,14 @@ def calibration_for_points(wildcards):
     if not PLAN.uses_calibration(wildcards.sweep):
         return []
     return [calibration_config.output_path(config)]
+
+
+def sweep_trace_name(sweep):
+    return f"{sweep}.{ENGINE}"
+
+
+def sweep_bpsim_curve(wildcards):
+    """The simulated curve of the sweep's trace, when the sweep asks for one (trace: true)."""
+    if not PLAN.traces(wildcards.sweep):
+        return []
+    return [f"{RESULTS}/bpsim/{sweep_trace_name(wildcards.sweep)}.csv"]

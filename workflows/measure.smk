@@ -37,3 +37,27 @@ rule merge_sweep:
         f"{LOGS}/{ENGINE}/{{sweep}}.merge.log",
     shell:
         "tunelab merge {input} --out {output.csv} > {log} 2>&1"
+
+
+rule trace_sweep:
+    """The page-reference trace of a sweep's first point, for the buffer-pool simulator."""
+    input:
+        sweep=lambda wc: ancient(sweep_file(wc)),
+        data=lambda wc: ancient(sweep_dataset(wc)),
+    output:
+        trace=f"{config['traces_dir']}/{{sweep}}.{ENGINE}.trace.npz",
+    conda:
+        "../environment.yml"
+    log:
+        f"{LOGS}/{ENGINE}/{{sweep}}.trace.log",
+    params:
+        engine=ENGINE,
+        point=lambda wc: PLAN.point_ids(wc.sweep)[0],
+        workdir=config["workdir"],
+        data_dir=config["data_dir"],
+    resources:
+        bench_slot=1,
+    shell:
+        "tunelab trace-point {input.sweep} {params.point} --engine {params.engine}"
+        " --out {output.trace} --workdir {params.workdir} --data-dir {params.data_dir}"
+        " > {log} 2>&1"

@@ -5,6 +5,7 @@ rule sweep_report:
         sweep=lambda wc: ancient(sweep_file(wc)),
         template=f"{workflow.basedir}/reports/sweep_report.py",
         calibration=calibration_input,
+        bpsim=sweep_bpsim_curve,
     output:
         html=f"{REPORTS}/{ENGINE}/{{sweep}}.html",
     conda:
@@ -15,9 +16,11 @@ rule sweep_report:
         calibration=lambda wc, input: (
             f"--calibration {input.calibration}" if input.calibration else ""
         ),
+        bpsim=lambda wc, input: f"--bpsim {input.bpsim}" if input.bpsim else "",
     shell:
         "tunelab report --results {input.results} --sweep {input.sweep}"
-        " --template {input.template} {params.calibration} --out {output.html} > {log} 2>&1"
+        " --template {input.template} {params.calibration} {params.bpsim}"
+        " --out {output.html} > {log} 2>&1"
 
 
 rule report_index:

@@ -100,28 +100,51 @@ def cmd_engines(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    for e in errors:
+        _err(str(e))
+    if errors:
+        return None, EXIT_USAGE
+    chosen = [p for p in points if p.point_id == args.point]
+    if not chosen:
+        _err(f"{args.file}: no point with id {args.point!r} (see `tunelab plan {args.file}`)")
+        return None, EXIT_USAGE
+    return chosen[0], 0
+
+
 def cmd_run_point(args: argparse.Namespace) -> int:
     from tunelab import runner
     from tunelab.engines.base import EngineError
     from tunelab.results import ResultExistsError
 
-    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
-    for e in errors:
-        _err(str(e))
-    if errors:
-        return EXIT_USAGE
-    chosen = [p for p in points if p.point_id == args.point]
-    if not chosen:
-        _err(f"{args.file}: no point with id {args.point!r} (see `tunelab plan {args.file}`)")
-        return EXIT_USAGE
+    point, code = _one_point(args)
+    if point is None:
+        return code
     try:
-        runner.run_point(chosen[0], Path(args.out), Path(args.workdir), Path(args.data_dir))
+        runner.run_point(point, Path(args.out), Path(args.workdir), Path(args.data_dir))
     except ResultExistsError as exc:
         _err(str(exc))
         return EXIT_USAGE
     except EngineError as exc:
         _err(f"{args.file}: point {args.point}: {exc}")
         return EXIT_FAILED
+    return 0
+
+
+def cmd_trace_point(args: argparse.Namespace) -> int:
+    from tunelab import runner
+    from tunelab.engines.base import EngineError
+
+    point, code = _one_point(args)
+    if point is None:
+        return code
+    try:
+        path = runner.trace_point(point, Path(args.out), Path(args.workdir), Path(args.data_dir))
+    except EngineError as exc:
+        _err(f"{args.file}: point {args.point}: {exc}")
+        return EXIT_FAILED
+    print(f"{path}")
     return 0
 
 
@@ -181,6 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
     common(sp)
     sp.set_defaults(func=cmd_run_point)
+
+    sp = sub.add_parser("trace-point", help="capture a point's page-reference trace (SQLite)")
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("point", metavar="POINT_ID")
+    sp.add_argument("--out", required=True, help="trace file to write (.npz, .npy or text)")
+    sp.add_argument("--workdir", default=".tunelab")
+    sp.add_argument("--data-dir", default="data")
+    common(sp)
+    sp.set_defaults(func=cmd_trace_point)
 
     sp = sub.add_parser("datagen", help="generate and cache a data set by its key")
     sp.add_argument("key", help="e.g. accounts-v1-r100000-s42")

@@ -33,6 +33,15 @@ class Plan:
         doc, _ = spec.load_yaml(Path(self.files[sweep]))
         return spec.CALIBRATED in str(doc)
 
+    def traces(self, sweep: str) -> bool:
+        """True when the sweep asks for a page trace and its engine can capture one."""
+        from tunelab import engines
+        from tunelab.engines.base import Engine
+
+        first = self.sweeps[sweep][0]
+        can = engines.engine_class(self.engine).capture_trace is not Engine.capture_trace
+        return first.trace and can
+
     def datasets(self) -> list[str]:
         return sorted({p.dataset.key for pts in self.sweeps.values() for p in pts})
 

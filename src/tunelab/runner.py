@@ -14,6 +14,7 @@ import math
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,15 +97,40 @@ def _prepare_cache(eng: Engine, w: workloads.Workload, point: Point, run: Any) -
     return conns, CacheState("warm", "warm", "untimed warm-up run", resident, total)
 
 
-def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) -> list[dict]:
-    """Run every repetition of ``point``; each finished row is appended to ``rows_sink`` at
-    once, so a later failure loses nothing already measured."""
+@dataclass
+class Setup:
+    """An engine provisioned for a point, its table built (reads) and what the point needs."""
+
+    engine: Engine
+    workload: workloads.Workload
+    plan: Any
+    data_rows: list[tuple]
+    applied: dict[str, Any]
+    table_lock: bool
+
+
+@contextlib.contextmanager
+def provisioned(point: Point, workdir: Path, data_dir: Path) -> Iterator[Setup]:
+    """Provision the point's engine, check its knobs, build the table; tear down after."""
     frame = dataset.read(point.dataset, data_dir)
     data_rows = dataset.rows_of(frame)
     w = point.workload
     plan = w.index_plan(point.knobs.get("index", "none"))
-    table_lock = point.knobs.get("lock_granularity") == "table"
-    run_id = uuid.uuid4().hex[:12]
+    eng = engines.create(point.engine, workdir / "engine", uuid.uuid4().hex[:12])
+    with eng:
+        eng.provision(point.knobs)
+        applied = eng.applied_knobs()
+        check_applied(point, applied)
+        if not w.writes:
+            _prepare_table(eng, w, plan, data_rows)
+        table_lock = point.knobs.get("lock_granularity") == "table"
+        yield Setup(eng, w, plan, data_rows, applied, table_lock)
+
+
+def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) -> list[dict]:
+    """Run every repetition of ``point``; each finished row is appended to ``rows_sink`` at
+    once, so a later failure loses nothing already measured."""
+    w = point.workload
     base = {
         "sweep": point.sweep,
         "sweep_file": point.sweep_file,
@@ -119,16 +145,12 @@ def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) 
         **provenance.host(),
         **provenance.code(),
     }
-    eng = engines.create(point.engine, workdir / "engine", run_id)
-    with eng:
-        eng.provision(point.knobs)
-        applied = eng.applied_knobs()
-        check_applied(point, applied)
+    with provisioned(point, workdir, data_dir) as setup:
+        eng, plan, data_rows, applied = setup.engine, setup.plan, setup.data_rows, setup.applied
+        table_lock = setup.table_lock
         base["engine_version"] = eng.version()
         base["host_fs"] = provenance.filesystem(eng.workdir)
         base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
-        if not w.writes:
-            _prepare_table(eng, w, plan, data_rows)
         page_size = applied.get("page_size") or point.knobs.get("page_size")
         for rep in range(point.repetitions):
             if w.writes:
@@ -187,3 +209,19 @@ def run_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
             results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)
         raise
     return results.write_rows(rows, out)
+
+
+def trace_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
+    """Capture the page-reference trace of the point's workload (untimed) for the buffer-pool
+    simulator, on an engine that can trace (SQLite), and write it to ``out``."""
+    from tunelab.bpsim.traces import write_trace
+
+    workdir = Path(workdir).resolve()
+    with bench_slot(workdir), provisioned(point, workdir / "trace" / point.point_id, data_dir) as s:
+        if s.workload.writes:
+            _prepare_table(s.engine, s.workload, s.plan, s.data_rows)
+        run = workloads.runner(s.engine, s.workload, s.data_rows, point.dataset.rows,
+                               point.dataset.seed, s.table_lock)  # fmt: skip
+        trace = s.engine.capture_trace(run)
+    trace.meta.update({"sweep": point.sweep, "point_id": point.point_id})
+    return write_trace(out, trace)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-TRACE_SUFFIXES = (".trace.npy", ".trace.npz", ".trace.txt")
+TRACE_SUFFIXES = (".trace.npz", ".trace.npy", ".trace.txt")  # compact, metadata inside
 
 
 class TraceFormatError(ValueError):

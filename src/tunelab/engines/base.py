@@ -224,6 +224,10 @@ class Engine(abc.ABC):
         """Bytes of table (and index) pages, for MB/s figures; None if unknown."""
         return None
 
+    def capture_trace(self, run: Any) -> Any:
+        """The page-reference trace (tunelab.bpsim.traces.Trace) of ``run(conns)``."""
+        raise EngineError(f"{self.info.name} cannot capture page-reference traces")
+
     # -- review ---------------------------------------------------------------------------------
     def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
         """Every statement/command a point would run, for `tunelab plan --sql`."""

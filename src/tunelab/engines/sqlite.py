@@ -162,6 +162,14 @@ class SQLiteEngine(Engine):
         # The index layout is structural: create_table/create_index verify it in the schema.
         return {"page_size": page, "buffer_pool": pool}
 
+    def capture_trace(self, run: Any) -> Any:
+        # Through a VFS shim with the smallest page cache, so (nearly) every page the
+        # workload asks for reaches the file and the trace (tunelab.pagetrace).
+        from tunelab import pagetrace
+
+        self.make_cold()
+        return pagetrace.capture_trace(self.path, lambda raw: run([_DBAPIConnection(raw=raw)]))
+
     def version(self) -> str:
         return f"SQLite {apsw.sqlite_lib_version()} (apsw {apsw.apsw_version()})"
 
@@ -191,8 +199,8 @@ class _DBAPIConnection:
     """The slice of DB-API the workloads use, over an apsw connection (apsw itself is not
     DB-API: it autocommits and has no commit())."""
 
-    def __init__(self, filename: str):
-        self.raw = apsw.Connection(filename)
+    def __init__(self, filename: str = "", raw: apsw.Connection | None = None):
+        self.raw = raw if raw is not None else apsw.Connection(filename)
         self._in_tx = False
 
     def cursor(self) -> _Cursor:

@@ -323,6 +323,14 @@ def _calibration_source(cal: Any, path: str) -> str:
     return "; ".join(bits) + "."
 
 
+def _measured_reads(rows: pd.DataFrame) -> pd.DataFrame:
+    """Physical reads per pool size of the cold runs: the simulator starts from an empty pool."""
+    pool = "applied_buffer_pool" if "applied_buffer_pool" in rows else "knob_buffer_pool"
+    if "cache_requested" in rows:
+        rows = rows[rows["cache_requested"] == "cold"]
+    return pd.DataFrame({"pool_pages": rows[pool], "physical_reads": rows["c_physical_reads"]})
+
+
 def simulator_html(data: ReportData, bpsim_csv: str) -> str | None:
     """The buffer-pool simulator's predicted curve beside the measured points."""
     if not bpsim_csv:
@@ -335,7 +343,7 @@ def simulator_html(data: ReportData, bpsim_csv: str) -> str | None:
     if not Path(bpsim_csv).is_file():
         return head + note(f"{html.escape(bpsim_csv)}: simulator curve not found.", "warn")
     try:
-        frame = predicted_vs_measured(pd.read_csv(bpsim_csv), data.results)
+        frame = predicted_vs_measured(pd.read_csv(bpsim_csv), _measured_reads(data.results))
         with plots.style():
             fig, (ax,) = plots._figure(1)
             fig.set_size_inches(plots.PANEL_W * 1.6, plots.PANEL_H * 1.2)
