@@ -163,3 +163,30 @@ def test_a_knob_the_engine_did_not_apply_fails_the_point(write_sweep, tmp_path, 
     monkeypatch.setattr(SQLiteEngine, "applied_knobs", lambda self: {"buffer_pool": 2000})
     with pytest.raises(EngineError, match="buffer_pool: asked 50, engine reports 2000"):
         runner.run_point(points[0], tmp_path / "p.csv", tmp_path / "w", tmp_path / "d")
+
+
+def test_a_points_trace_predicts_its_measured_physical_reads(write_sweep, tmp_path):
+    from tunelab.bpsim.curves import lru_curve
+    from tunelab.bpsim.traces import read_trace
+
+    path = write_sweep(
+        f"""
+        name: t
+        dataset: {{rows: {ROWS}, seed: 5}}
+        knobs: {{buffer_pool: [100, 400]}}
+        fixed: {{index: nonclustered}}
+        workloads: [{{type: point, lookups: 2000}}]
+        repetitions: 1
+        trace: true
+        """
+    )
+    points, _ = spec.expand(path)
+    trace = read_trace(runner.trace_point(points[0], tmp_path / "t.trace.npz", tmp_path / "w",
+                                          tmp_path / "d"))  # fmt: skip
+    assert len(trace.pages) > 2000 and trace.meta["point_id"] == points[0].point_id
+    for p in points:
+        out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d")
+        measured = pd.read_csv(out)["c_physical_reads"].iloc[0]
+        curve = lru_curve(trace.pages, sizes=[p.knobs["buffer_pool"]])
+        predicted = curve["misses"].iloc[0]
+        assert predicted == pytest.approx(measured, rel=0.05)
