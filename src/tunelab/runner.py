@@ -11,6 +11,7 @@ import contextlib
 import datetime as dt
 import fcntl
 import math
+import shutil
 import time
 import uuid
 from collections.abc import Iterator
@@ -201,13 +202,16 @@ def run_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
     go to ``<out>.partial.csv`` and the error is raised again."""
     rows: list[dict] = []
     workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
+    point_dir = workdir / "points" / point.point_id
     try:
         with bench_slot(workdir):
-            measure(point, workdir / "points" / point.point_id, data_dir, rows)
+            measure(point, point_dir, data_dir, rows)
     except BaseException:
         if rows:
             results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)
         raise
+    finally:
+        shutil.rmtree(point_dir, ignore_errors=True)  # the engine removed its data already
     return results.write_rows(rows, out)
 
 
@@ -217,11 +221,13 @@ def trace_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
     from tunelab.bpsim.traces import write_trace
 
     workdir = Path(workdir).resolve()
-    with bench_slot(workdir), provisioned(point, workdir / "trace" / point.point_id, data_dir) as s:
+    trace_dir = workdir / "trace" / point.point_id
+    with bench_slot(workdir), provisioned(point, trace_dir, data_dir) as s:
         if s.workload.writes:
             _prepare_table(s.engine, s.workload, s.plan, s.data_rows)
         run = workloads.runner(s.engine, s.workload, s.data_rows, point.dataset.rows,
                                point.dataset.seed, s.table_lock)  # fmt: skip
         trace = s.engine.capture_trace(run)
+    shutil.rmtree(trace_dir, ignore_errors=True)
     trace.meta.update({"sweep": point.sweep, "point_id": point.point_id})
     return write_trace(out, trace)
