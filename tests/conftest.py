@@ -18,3 +18,17 @@ def write_sweep(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The lab's MariaDB image (built from Debian's packages when missing); skips with the
+    reason when no Docker engine is reachable."""
+    from tunelab import containers
+
+    reason = containers.docker_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from tunelab.images import ensure_image
+
+    return ensure_image("mariadb")

@@ -20,16 +20,6 @@ from tunelab.containers import ContainerError, ContainerSpec
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture(scope="session")
-def image() -> str:
-    reason = containers.docker_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    from tunelab.images import ensure_image
-
-    return ensure_image("mariadb")
-
-
 @pytest.fixture
 def run_id() -> str:
     rid = f"test-{uuid.uuid4().hex[:8]}"

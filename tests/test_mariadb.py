@@ -17,16 +17,6 @@ pytestmark = pytest.mark.docker
 ROWS = 50_000
 
 
-@pytest.fixture(scope="session")
-def image() -> str:
-    reason = containers.docker_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    from tunelab.images import ensure_image
-
-    return ensure_image("mariadb")
-
-
 @pytest.fixture(scope="module")
 def rows() -> list[tuple]:
     return dataset.rows_of(dataset.generate(dataset.Dataset(ROWS, 7)))

@@ -174,7 +174,6 @@ def test_engines_lists_knobs_and_says_sqlite_locks_the_database(capsys):
 
 def test_the_default_sweep_pack_is_valid():
     from tests.conftest import REPO
-
     from tunelab import pipeline
 
     pattern = str(REPO / "workflows" / "sweeps" / "*.yaml")

@@ -11,13 +11,13 @@ order), and padding so a row is about 100 bytes. Rows are stored in key order, s
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from tunelab import atomic
 
 COLUMNS: tuple[str, ...] = ("id", "name", "hundreds1", "hundreds2", "lat", "balance", "filler")
 # Column types in portable terms; each engine maps them to its own DDL.
@@ -82,17 +82,7 @@ def materialise(ds: Dataset, data_dir: Path) -> Path:
     path = cached_path(ds, data_dir)
     if path.exists():
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame = generate(ds)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        frame.to_csv(tmp, index=False, lineterminator="\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic.write_csv(generate(ds), path)
 
 
 def read(ds: Dataset, data_dir: Path) -> pd.DataFrame:

@@ -81,7 +81,9 @@ def plan(pattern: str | list[str], engine: str, calibration: str | Path | None =
         if points:
             name = points[0].sweep
             if name in names:
-                errors.append(SpecError(str(f), "name", f"'{name}' is also the name of {names[name]}"))
+                errors.append(
+                    SpecError(str(f), "name", f"'{name}' is also the name of {names[name]}")
+                )
             names[name] = str(f)
             sweeps[name] = points
     if errors:

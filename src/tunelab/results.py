@@ -16,12 +16,12 @@ Column groups (a row is a flat dict):
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
+
+from tunelab import atomic
 
 KNOB_PREFIX = "knob_"
 APPLIED_PREFIX = "applied_"
@@ -38,17 +38,7 @@ def write_rows(rows: Iterable[dict], path: Path, overwrite: bool = False) -> Pat
     path = Path(path)
     if path.exists() and not overwrite:
         raise ResultExistsError(f"{path}: results exist already; remove the file to measure again")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame = pd.DataFrame(list(rows))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        frame.to_csv(tmp, index=False, lineterminator="\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic.write_csv(pd.DataFrame(list(rows)), path)
 
 
 def read_results(paths: Iterable[Path | str]) -> pd.DataFrame:

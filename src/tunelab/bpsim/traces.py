@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from tunelab import atomic
 
 TRACE_SUFFIXES = (".trace.npz", ".trace.npy", ".trace.txt")  # compact, metadata inside
 
@@ -104,9 +105,9 @@ def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".npy":
-        _atomic(path, lambda f: np.save(f, _npy_array(trace), allow_pickle=False))
+        atomic.write(path, lambda f: np.save(f, _npy_array(trace), allow_pickle=False))
         if trace.meta:
-            _atomic(sidecar_path(path), lambda f: f.write(_meta_json(trace.meta).encode()))
+            atomic.write(sidecar_path(path), lambda f: f.write(_meta_json(trace.meta).encode()))
     elif path.suffix == ".npz":
         arrays: dict[str, np.ndarray] = {
             "pages": trace.pages.astype(smallest_unsigned(trace.pages), copy=False)
@@ -114,9 +115,9 @@ def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
         if trace.prefetch is not None:
             arrays["prefetch"] = trace.prefetch.astype(np.uint8)
         arrays["meta"] = np.array(_meta_json(trace.meta))
-        _atomic(path, lambda f: np.savez_compressed(f, **arrays))
+        atomic.write(path, lambda f: np.savez_compressed(f, **arrays))
     else:
-        _atomic(path, lambda f: _write_text(f, trace))
+        atomic.write(path, lambda f: _write_text(f, trace))
     return path
 
 
@@ -132,24 +133,6 @@ def _npy_array(trace: Trace) -> np.ndarray:
 
 def _meta_json(meta: dict[str, Any]) -> str:
     return json.dumps(meta, sort_keys=True, default=str)
-
-
-def _atomic(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 def _write_text(f, trace: Trace) -> None:

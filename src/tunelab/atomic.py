@@ -1,0 +1,37 @@
+"""Atomic file writes: a temporary file in the same directory, then a rename, so a reader (or
+a rerun after a crash) sees either the old file or the whole new one, never a part."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import pandas as pd
+
+
+def write(path: str | os.PathLike, writer: Callable[[IO[bytes]], object]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            writer(f)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
+    return write(path, lambda f: frame.to_csv(f, index=False, lineterminator="\n"))
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
