@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 LABEL = "tunelab"  # value "1" on everything the lab starts
@@ -394,6 +395,9 @@ def clean_main(argv: list[str] | None = None) -> int:
         f"({LABEL}=1), including ones left by a killed run.",
     )
     parser.add_argument("--run", metavar="RUN", help="only those of this run id")
+    parser.add_argument(
+        "--workdir", default=".tunelab", help="also remove engine data a killed run left here"
+    )
     args = parser.parse_args(argv)
     try:
         removed = clean(args.run)
@@ -405,4 +409,25 @@ def clean_main(argv: list[str] | None = None) -> int:
         print(f"removed {len(removed)}{scope}: {', '.join(removed)}")
     else:
         print(f"nothing to remove{scope}")
+    if not args.run:
+        print(_clean_workdir(Path(args.workdir)))
     return 0
+
+
+def _clean_workdir(workdir: Path) -> str:
+    """Remove leftover per-point engine data, unless a measurement holds the bench lock."""
+    import fcntl
+    import shutil
+
+    leftovers = [workdir / d for d in ("points", "trace") if (workdir / d).exists()]
+    if not leftovers:
+        return f"no engine data left in {workdir}"
+    with open(workdir / "bench.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return f"a measurement is running: engine data in {workdir} left alone"
+        for d in leftovers:
+            shutil.rmtree(d, ignore_errors=True)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return f"removed engine data left in {', '.join(map(str, leftovers))}"
