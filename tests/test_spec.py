@@ -132,7 +132,7 @@ def test_every_error_of_every_file_is_reported_in_one_call(write_sweep, capsys):
 def test_duplicate_sweep_names_are_refused(write_sweep):
     body = "name: same\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n"
     a, b = write_sweep(body, "a.yaml"), write_sweep(body, "b.yaml")
-    _, errors = spec.validate_files([a, b])
+    errors = spec.validate_files([a, b]).errors
     assert [str(e) for e in errors] == [f"{b}: name: 'same' is also the name of {a}"]
 
 

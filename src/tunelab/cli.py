@@ -37,22 +37,20 @@ def _calibration(path: str | None):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    files = [Path(f) for f in args.files]
-    if args.skip_other_engines and args.engine:
-        kept = []
-        for f in files:
-            doc, errs = spec.load_yaml(f)
-            if not errs and isinstance(doc, dict) and args.engine not in spec.engines_of(doc):
-                print(f"{f}: skipped (runs on {', '.join(spec.engines_of(doc))})")
-            else:
-                kept.append(f)
-        files = kept
-    _, errors = spec.validate_files(files, args.engine, _calibration(args.calibration))
-    for e in errors:
+    found = spec.validate_files(
+        [Path(f) for f in args.files],
+        args.engine,
+        _calibration(args.calibration),
+        skip_other_engines=args.skip_other_engines,
+    )
+    for f, why in found.skipped.items():
+        print(f"{f}: skipped ({why})")
+    for e in found.errors:
         _err(str(e))
-    if errors:
+    if found.errors:
         return EXIT_USAGE
-    print(f"{len(files)} sweep file(s) valid" + (f" for {args.engine}" if args.engine else ""))
+    n = len(args.files) - len(found.skipped)
+    print(f"{n} sweep file(s) valid" + (f" for {args.engine}" if args.engine else ""))
     return 0
 
 

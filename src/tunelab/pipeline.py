@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tunelab import dataset, spec
-from tunelab.spec import Point, SpecError
+from tunelab.spec import Point
 
 
 class SweepFilesInvalid(Exception):
@@ -63,32 +63,19 @@ def load_calibration(path: str | Path | None):
 def plan(pattern: str | list[str], engine: str, calibration: str | Path | None = None) -> Plan:
     """Validate every sweep file matched; sweeps that do not list ``engine`` are skipped
     (and said so), every other error is raised together."""
-    cal = load_calibration(calibration)
     files = sweep_files(pattern)
     if not files:
         raise SweepFilesInvalid(f"no sweep files match {pattern}")
-    sweeps: dict[str, list[Point]] = {}
-    names: dict[str, str] = {}
-    skipped: dict[str, str] = {}
-    errors: list[SpecError] = []
-    for f in files:
-        doc, errs = spec.load_yaml(f)
-        if not errs and isinstance(doc, dict) and engine not in spec.engines_of(doc):
-            skipped[str(f)] = f"runs on {', '.join(spec.engines_of(doc))}"
-            continue
-        points, errs = spec.expand(f, engine, cal, defer_calibrated=True)
-        errors.extend(errs)
-        if points:
-            name = points[0].sweep
-            if name in names:
-                errors.append(
-                    SpecError(str(f), "name", f"'{name}' is also the name of {names[name]}")
-                )
-            names[name] = str(f)
-            sweeps[name] = points
-    if errors:
-        raise SweepFilesInvalid("\n".join(map(str, errors)))
-    return Plan(engine, sweeps, names, skipped)
+    found = spec.validate_files(
+        files,
+        engine,
+        load_calibration(calibration),
+        skip_other_engines=True,
+        defer_calibrated=True,
+    )
+    if found.errors:
+        raise SweepFilesInvalid("\n".join(map(str, found.errors)))
+    return Plan(engine, found.points, found.files, found.skipped)
 
 
 def dataset_of_key(key: str) -> dataset.Dataset:

@@ -345,22 +345,38 @@ def expand(
     return points, []
 
 
+@dataclass
+class Validated:
+    points: dict[str, list[Point]]  # sweep name -> points
+    files: dict[str, str]  # sweep name -> sweep file
+    skipped: dict[str, str]  # sweep file -> why it does not run on the engine
+    errors: list[SpecError]
+
+
 def validate_files(
-    paths: list[Path], engine: str | None = None, calibration: Any = None
-) -> tuple[dict[str, list[Point]], list[SpecError]]:
-    """Validate every file (all errors, not just the first); sweep names must be unique."""
-    all_points: dict[str, list[Point]] = {}
-    errors: list[SpecError] = []
-    names: dict[str, str] = {}
-    for p in paths:
-        pts, errs = expand(Path(p), engine, calibration)
-        errors.extend(errs)
+    paths: list[Path],
+    engine: str | None = None,
+    calibration: Any = None,
+    *,
+    skip_other_engines: bool = False,
+    defer_calibrated: bool = False,
+) -> Validated:
+    """Validate every file (all errors, not just the first); sweep names must be unique.
+    With ``skip_other_engines``, a sweep that does not list ``engine`` is skipped, not wrong."""
+    out = Validated({}, {}, {}, [])
+    for p in map(Path, paths):
+        if skip_other_engines and engine:
+            doc, errs = load_yaml(p)
+            if not errs and isinstance(doc, dict) and engine not in engines_of(doc):
+                out.skipped[str(p)] = f"runs on {', '.join(engines_of(doc))}"
+                continue
+        pts, errs = expand(p, engine, calibration, defer_calibrated)
+        out.errors.extend(errs)
         if pts:
             name = pts[0].sweep
-            if name in names:
-                errors.append(
-                    SpecError(str(p), "name", f"'{name}' is also the name of {names[name]}")
-                )
-            names[name] = str(p)
-            all_points[name] = pts
-    return all_points, errors
+            if name in out.files:
+                msg = f"'{name}' is also the name of {out.files[name]}"
+                out.errors.append(SpecError(str(p), "name", msg))
+            out.files[name] = str(p)
+            out.points[name] = pts
+    return out
