@@ -189,3 +189,13 @@ def test_engines_table_prints_every_engine(capsys):
     assert main(["engines"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in ("sqlite", "mariadb", "db2"))
+
+
+def test_preflight_says_what_an_engine_lacks_before_anything_starts(capsys):
+    assert main(["preflight", "sqlite"]) == 0
+    code = main(["preflight", "db2"])
+    out, err = capsys.readouterr()
+    if code == 2:  # no DB2 image on this host: the line names it and how to get it
+        assert "docker pull icr.io/db2_community/db2:" in err and "Traceback" not in err
+    else:
+        assert code == 0 and "engine db2: ready" in out

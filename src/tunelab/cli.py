@@ -146,6 +146,18 @@ def cmd_trace_point(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from tunelab.engines.base import EngineError
+
+    try:
+        engines.engine_class(args.engine).preflight()
+    except EngineError as exc:
+        _err(f"engine {args.engine}: {exc}")
+        return EXIT_USAGE
+    print(f"engine {args.engine}: ready to run here")
+    return 0
+
+
 def cmd_datagen(args: argparse.Namespace) -> int:
     from tunelab import dataset
     from tunelab.pipeline import dataset_of_key
@@ -211,6 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--data-dir", default="data")
     common(sp)
     sp.set_defaults(func=cmd_trace_point)
+
+    sp = sub.add_parser("preflight", help="check this host can run an engine, before starting")
+    sp.add_argument("engine", choices=engines.names())
+    sp.set_defaults(func=cmd_preflight)
 
     sp = sub.add_parser("datagen", help="generate and cache a data set by its key")
     sp.add_argument("key", help="e.g. accounts-v1-r100000-s42")

@@ -133,6 +133,10 @@ class Engine(abc.ABC):
         self.knobs: dict[str, Any] = {}
         self.starts = 0  # how many engine starts this point needed
 
+    @classmethod
+    def preflight(cls) -> None:
+        """Raise EngineError, before anything starts, if this host cannot run the engine."""
+
     # -- lifecycle -------------------------------------------------------------------
     @abc.abstractmethod
     def provision(self, knobs: dict[str, Any]) -> None:

@@ -496,6 +496,10 @@ class DB2Engine(Engine):
     paramstyle = "qmark"
     check_point = staticmethod(check_point)
 
+    @classmethod
+    def preflight(cls) -> None:
+        require_image(image())
+
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
         self.host_dir = self.workdir / "db2-data"

@@ -139,6 +139,12 @@ class MariaDBEngine(Engine):
     info = INFO
     paramstyle = "format"
 
+    @classmethod
+    def preflight(cls) -> None:
+        reason = containers.docker_unavailable_reason()
+        if reason:
+            raise EngineError(f"mariadb runs in a container: {reason}")
+
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
         # The runner gives each point <points>/<point id>/engine; the label names the point.
