@@ -1,6 +1,8 @@
 # tunelab: sweep files -> one measured job per point -> merged results -> HTML reports.
 # Run through `./lab run` (which validates first and passes the profile), or directly:
 #   snakemake --profile workflows/profile [--config engine=mariadb]
+import uuid
+
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
@@ -22,6 +24,19 @@ try:
     )
 except pipeline.SweepFilesInvalid as exc:
     raise WorkflowError(f"invalid sweep files:\n{exc}") from None
+
+
+# Points of this run may share a server engine (restarted only when a knob needs it);
+# the run's end removes it, whatever the outcome.
+RUN_ID = uuid.uuid4().hex[:12]
+
+
+onsuccess:
+    shell(f"tunelab clean --run {RUN_ID} --workdir {config['workdir']} > /dev/null")
+
+
+onerror:
+    shell(f"tunelab clean --run {RUN_ID} --workdir {config['workdir']} > /dev/null")
 
 
 include: "workflows/common.smk"

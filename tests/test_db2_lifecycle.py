@@ -204,3 +204,39 @@ def test_a_point_measured_end_to_end_leaves_no_container(write_sweep, tmp_path):
         all=True, filters={"label": [f"{containers.POINT_LABEL}={points[0].point_id}"]}
     )
     assert left == []
+
+
+def test_points_of_a_run_share_one_server(write_sweep, tmp_path):
+    """In a workflow run the second point attaches to the kept server (no start), with its
+    own buffer pool and table space; the run's clean-up removes the server."""
+    import uuid
+
+    import pandas as pd
+
+    path = write_sweep(
+        """
+        name: db2-share
+        engines: [db2]
+        dataset: {rows: 5000, seed: 3}
+        knobs:
+          page_size: [4096, 8192]
+        fixed: {buffer_pool: 300, extent_size: 4, prefetch_size: 16}
+        workloads: [{type: scan}]
+        cache: warm
+        repetitions: 1
+        """
+    )
+    points, errors = spec.expand(path, "db2")
+    assert errors == [] and len(points) == 2
+    run_id = f"share-{uuid.uuid4().hex[:6]}"
+    try:
+        starts = []
+        for p in points:
+            out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
+                                   tmp_path / "d", run_id)  # fmt: skip
+            row = pd.read_csv(out).iloc[0]
+            assert row["applied_page_size"] == p.knobs["page_size"]
+            starts.append(int(row["engine_starts"]))
+        assert starts == [1, 0]
+    finally:
+        containers.clean(run_id)

@@ -640,3 +640,17 @@ def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_p
         all=True, filters={"label": [f"{containers.RUN_LABEL}=standin-run"]}
     )
     assert left == [] and not eng.host_dir.exists()
+
+
+def test_a_kept_server_is_left_without_the_points_objects():
+    stmts = db2.point_cleanup_sql("accounts", 8192)
+    assert stmts == [
+        "DROP TABLE ACCOUNTS",
+        "DROP TABLESPACE TL_TS_8K",
+        "DROP BUFFERPOOL TL_BP_8K",
+    ]
+    # the table space goes before the buffer pool it uses (Db2 refuses the other order)
+    assert db2.point_cleanup_sql(None, 4096) == [
+        "DROP TABLESPACE TL_TS_4K",
+        "DROP BUFFERPOOL TL_BP_4K",
+    ]

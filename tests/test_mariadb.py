@@ -266,3 +266,42 @@ def test_teardown_removes_container_even_after_a_failure(tmp_path, image):
     out = subprocess.run(["docker", "ps", "-aq", "--filter", f"id={cid}"],
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert out.strip() == ""
+
+
+def test_points_of_a_run_share_a_server_until_a_restart_knob_changes(image, tmp_path):
+    """Warm points with the same page size reuse the kept server (no start); a new page size
+    needs a new data directory, so a new server replaces the kept one."""
+    import pandas as pd
+
+    from tunelab import runner, spec
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        "name: share\nengines: [mariadb]\ndataset: {rows: 5000, seed: 3}\n"
+        "knobs: {page_size: [16384, 8192], buffer_pool: ['16MiB', '32MiB']}\n"
+        "workloads: [{type: scan}]\ncache: warm\nrepetitions: 1\n"
+    )
+    points, errors = spec.expand(sweep, "mariadb")
+    assert errors == [] and len(points) == 4
+    run_id = f"share-{uuid.uuid4().hex[:6]}"
+    starts, kept = [], []
+    try:
+        for p in points:
+            out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
+                                   tmp_path / "d", run_id)  # fmt: skip
+            row = pd.read_csv(out).iloc[0]
+            assert row["applied_buffer_pool"] == p.knobs["buffer_pool"]
+            starts.append(int(row["engine_starts"]))
+            kept.append([c.id for c in containers.client().containers.list(
+                filters={"label": f"{containers.RUN_LABEL}={run_id}"})])  # fmt: skip
+        assert starts == [1, 0, 1, 0]
+        assert all(len(k) == 1 for k in kept)
+        assert kept[0] == kept[1] and kept[2] == kept[3] and kept[1] != kept[2]
+    finally:
+        containers.clean(run_id)
+    assert (
+        containers.client().containers.list(
+            all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}
+        )
+        == []
+    )

@@ -14,6 +14,7 @@ rule measure_point:
         engine=ENGINE,
         workdir=config["workdir"],
         data_dir=config["data_dir"],
+        run_id=RUN_ID,
         calibration=lambda wc, input: (
             f"--calibration {input.calibration}" if input.calibration else ""
         ),
@@ -22,7 +23,7 @@ rule measure_point:
     shell:
         "tunelab run-point {input.sweep} {wildcards.point} --engine {params.engine}"
         " --out {output.csv} --workdir {params.workdir} --data-dir {params.data_dir}"
-        " {params.calibration} > {log} 2>&1"
+        " --run-id {params.run_id} {params.calibration} > {log} 2>&1"
 
 
 rule merge_sweep:

@@ -120,7 +120,8 @@ def cmd_run_point(args: argparse.Namespace) -> int:
     if point is None:
         return code
     try:
-        runner.run_point(point, Path(args.out), Path(args.workdir), Path(args.data_dir))
+        runner.run_point(point, Path(args.out), Path(args.workdir), Path(args.data_dir),
+                         args.run_id)  # fmt: skip
     except ResultExistsError as exc:
         _err(str(exc))
         return EXIT_USAGE
@@ -211,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("point", metavar="POINT_ID")
     sp.add_argument("--out", required=True, help="results CSV to write")
     sp.add_argument("--workdir", default=".tunelab", help="engine data and the bench lock")
+    sp.add_argument("--run-id", help="a workflow run whose points may share one server engine "
+                    "(kept until `tunelab clean --run RUN_ID`)")  # fmt: skip
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
     common(sp)
     sp.set_defaults(func=cmd_run_point)

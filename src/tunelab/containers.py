@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import datetime as dt
+import os
 import re
 import secrets
 import signal
@@ -27,6 +28,9 @@ from typing import Any
 LABEL = "tunelab"  # value "1" on everything the lab starts
 RUN_LABEL = "tunelab.run"
 POINT_LABEL = "tunelab.point"
+# A container kept across the points of a run carries the key of the knobs that decided its
+# creation (e.g. the page size); a later point with the same key attaches instead of starting.
+KEY_LABEL = "tunelab.key"
 
 _PORT_ATTEMPTS = 5
 _STOP_TIMEOUT_S = 30  # a database needs time to shut down cleanly before SIGKILL
@@ -35,6 +39,20 @@ _SECRET_KEY = re.compile(r"PASS|SECRET|TOKEN|KEY", re.I)
 
 class ContainerError(RuntimeError):
     """A container could not be created, started or made ready; the message is for the user."""
+
+
+def run_secret(run_dir: Path) -> str:
+    """The password of a workflow run's kept servers: generated once, kept in a file only the
+    owner may read, so the run's later points (other processes) can connect."""
+    path = Path(run_dir) / "secret"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as f:
+        f.write(generate_password())
+    return path.read_text().strip()
 
 
 def generate_password(nbytes: int = 18) -> str:
@@ -301,15 +319,22 @@ def _port_taken(exc: BaseException) -> bool:
     return "port is already allocated" in text or "address already in use" in text
 
 
-def start(spec: ContainerSpec, run_id: str, point_id: str) -> RunningContainer:
+def start(
+    spec: ContainerSpec, run_id: str, point_id: str, keep_key: str | None = None
+) -> RunningContainer:
     """Create and start a labelled container, publish ``spec.port`` on 127.0.0.1:<free port>,
     and wait until it is ready. On failure (or Ctrl-C) the container is removed and
-    ContainerError carries its status and last log lines, scrubbed of secrets."""
+    ContainerError carries its status and last log lines, scrubbed of secrets.
+
+    With ``keep_key`` the ready container outlives this process, for later points of the run
+    to ``attach`` to; the run's end (or `tunelab clean`) removes it."""
     from docker.errors import APIError, ImageNotFound
 
     c = client()
     _install_safety_net()
     labels = {LABEL: "1", RUN_LABEL: run_id, POINT_LABEL: point_id}
+    if keep_key:
+        labels[KEY_LABEL] = keep_key
     name = f"tunelab-{_slug(run_id)}-{_slug(point_id)}-{secrets.token_hex(3)}"
     binds = {host: {"bind": inside, "mode": "rw"} for host, inside in spec.volumes.items()}
     rc: RunningContainer | None = None
@@ -354,11 +379,35 @@ def start(spec: ContainerSpec, run_id: str, point_id: str) -> RunningContainer:
                     ) from None
         assert rc is not None
         rc._wait_ready()
+        if keep_key:
+            with _started_lock:
+                _started.pop(rc.id, None)  # kept for later points: not this process's to remove
         return rc
     except BaseException:
         if rc is not None:
             rc.remove()
         raise
+
+
+def attach(spec: ContainerSpec, run_id: str, keep_key: str) -> RunningContainer | None:
+    """The running container a previous point of ``run_id`` kept under ``keep_key``, if any."""
+    labels = [f"{LABEL}=1", f"{RUN_LABEL}={run_id}", f"{KEY_LABEL}={keep_key}"]
+    for container in client().containers.list(filters={"label": labels, "status": "running"}):
+        bindings = container.attrs["NetworkSettings"]["Ports"].get(f"{spec.port}/tcp") or []
+        if bindings:
+            return RunningContainer(container, spec, int(bindings[0]["HostPort"]))
+    return None
+
+
+def remove_kept(run_id: str, except_key: str | None = None) -> list[str]:
+    """Remove the containers ``run_id`` kept under other keys (one kept engine at a time)."""
+    removed = []
+    labels = [f"{LABEL}=1", f"{RUN_LABEL}={run_id}", KEY_LABEL]
+    for container in client().containers.list(all=True, filters={"label": labels}):
+        if container.labels.get(KEY_LABEL) != except_key:
+            container.remove(force=True, v=True)
+            removed.append(container.name)
+    return removed
 
 
 # -- clean-up of whatever the lab left behind -------------------------------------------
@@ -409,17 +458,18 @@ def clean_main(argv: list[str] | None = None) -> int:
         print(f"removed {len(removed)}{scope}: {', '.join(removed)}")
     else:
         print(f"nothing to remove{scope}")
-    if not args.run:
-        print(_clean_workdir(Path(args.workdir)))
+    print(_clean_workdir(Path(args.workdir), args.run))
     return 0
 
 
-def _clean_workdir(workdir: Path) -> str:
-    """Remove leftover per-point engine data, unless a measurement holds the bench lock."""
+def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
+    """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
+    measurement holds the bench lock."""
     import fcntl
     import shutil
 
-    leftovers = [workdir / d for d in ("points", "trace") if (workdir / d).exists()]
+    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs"]
+    leftovers = [workdir / d for d in names if (workdir / d).exists()]
     if not leftovers:
         return f"no engine data left in {workdir}"
     with open(workdir / "bench.lock", "a") as lock:

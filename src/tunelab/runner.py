@@ -111,13 +111,19 @@ class Setup:
 
 
 @contextlib.contextmanager
-def provisioned(point: Point, workdir: Path, data_dir: Path) -> Iterator[Setup]:
-    """Provision the point's engine, check its knobs, build the table; tear down after."""
+def provisioned(
+    point: Point, workdir: Path, data_dir: Path, run_dir: Path | None = None
+) -> Iterator[Setup]:
+    """Provision the point's engine, check its knobs, build the table; tear down after.
+    With ``run_dir`` (a workflow run's directory) a server engine may be kept for later
+    points and reused from earlier ones, restarted only when a knob needs it."""
     frame = dataset.read(point.dataset, data_dir)
     data_rows = dataset.rows_of(frame)
     w = point.workload
     plan = w.index_plan(point.knobs.get("index", "none"))
-    eng = engines.create(point.engine, workdir / "engine", uuid.uuid4().hex[:12])
+    run_id = run_dir.name if run_dir is not None else uuid.uuid4().hex[:12]
+    eng = engines.create(point.engine, workdir / "engine", run_id)
+    eng.run_dir = run_dir
     with eng:
         eng.provision(point.knobs)
         applied = eng.applied_knobs()
@@ -128,7 +134,9 @@ def provisioned(point: Point, workdir: Path, data_dir: Path) -> Iterator[Setup]:
         yield Setup(eng, w, plan, data_rows, applied, table_lock)
 
 
-def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) -> list[dict]:
+def measure(
+    point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict], run_dir: Path | None = None
+) -> list[dict]:
     """Run every repetition of ``point``; each finished row is appended to ``rows_sink`` at
     once, so a later failure loses nothing already measured."""
     w = point.workload
@@ -146,7 +154,7 @@ def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) 
         **provenance.host(),
         **provenance.code(),
     }
-    with provisioned(point, workdir, data_dir) as setup:
+    with provisioned(point, workdir, data_dir, run_dir) as setup:
         eng, plan, data_rows, applied = setup.engine, setup.plan, setup.data_rows, setup.applied
         table_lock = setup.table_lock
         base["engine_version"] = eng.version()
@@ -197,15 +205,19 @@ def measure(point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict]) 
     return rows_sink
 
 
-def run_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
+def run_point(
+    point: Point, out: Path, workdir: Path, data_dir: Path, run_id: str | None = None
+) -> Path:
     """Measure ``point`` and write its rows to ``out``. On failure the rows already measured
-    go to ``<out>.partial.csv`` and the error is raised again."""
+    go to ``<out>.partial.csv`` and the error is raised again. ``run_id`` names the workflow
+    run whose points may share a server engine (see ``provisioned``)."""
     rows: list[dict] = []
     workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
     point_dir = workdir / "points" / point.point_id
+    run_dir = workdir / "runs" / run_id if run_id else None
     try:
         with bench_slot(workdir):
-            measure(point, point_dir, data_dir, rows)
+            measure(point, point_dir, data_dir, rows, run_dir)
     except BaseException:
         if rows:
             results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)

@@ -132,6 +132,9 @@ class Engine(abc.ABC):
         self.run_id = run_id
         self.knobs: dict[str, Any] = {}
         self.starts = 0  # how many engine starts this point needed
+        # When set (by the runner, for a workflow run), a server engine may keep its server
+        # running here across the points of the run, restarting only when a knob needs it.
+        self.run_dir: Path | None = None
 
     @classmethod
     def preflight(cls) -> None:

@@ -483,6 +483,20 @@ def host_path(container_path: str, host_dir: Path) -> Path | None:
         return None
 
 
+KEEP_KEY = "db2"  # one kept server per run: no Db2 knob of the lab needs a new instance
+
+
+def point_cleanup_sql(table: str | None, page_size: int) -> list[str]:
+    """What a point leaves behind on a kept server: its table, table space and buffer pool
+    (the next point creates its own with its knobs)."""
+    stmts = [drop_table_sql(table)] if table else []
+    return [
+        *stmts,
+        f"DROP TABLESPACE {tablespace_name(page_size)}",
+        f"DROP BUFFERPOOL {bufferpool_name(page_size)}",
+    ]
+
+
 def image_missing_message(tag: str) -> str:
     return (
         f"DB2 Community image {tag} not present locally: run `docker pull {tag}` on a host "
@@ -519,10 +533,37 @@ class DB2Engine(Engine):
         for fld, msg, allowed in check_point(self.knobs):
             raise EngineError(f"db2: {fld}: {msg} (allowed: {allowed})")
         require_image(self.image)  # before anything starts
-        self.host_dir.mkdir(parents=True, exist_ok=True)
-        self.host_dir.chmod(0o777)  # the instance owner inside writes here
-        self._password = containers.generate_password()
-        spec = containers.ContainerSpec(
+        if self.run_dir is not None:
+            # A workflow run keeps one Db2 server for all its points: no knob needs a restart
+            # (each point gets its own buffer pool and table space, dropped when it ends).
+            self.host_dir = self.run_dir / "db2-data"
+            self._password = containers.run_secret(self.run_dir)
+            self.container = containers.attach(self._spec(), self.run_id, KEEP_KEY)
+        if self.container is None:
+            self.host_dir.mkdir(parents=True, exist_ok=True)
+            self.host_dir.chmod(0o777)  # the instance owner inside writes here
+            self._password = self._password or containers.generate_password()
+            keep = KEEP_KEY if self.run_dir is not None else None
+            try:
+                self.container = containers.start(
+                    self._spec(), self.run_id, self.workdir.parent.name, keep_key=keep
+                )
+            except containers.ContainerError as exc:
+                raise EngineError(f"db2: {exc}") from None
+            self.starts += 1
+        self._wait_connectable()
+        page = int(self.knobs["page_size"])
+        self.execute([bufferpool_ddl(self.knobs)])
+        if self._pool_pages() != int(self.knobs["buffer_pool"]):
+            self._restart_database()  # a deferred pool is allocated at the next activation
+        self.execute([tablespace_ddl(self.knobs)])
+        self._files = self._container_files(page)
+
+    def _spec(self) -> Any:
+        from tunelab import containers
+
+        assert self._password is not None
+        return containers.ContainerSpec(
             image=self.image,
             port=PORT,
             env=container_env(self._password),
@@ -533,18 +574,6 @@ class DB2Engine(Engine):
             ready_timeout_s=READY_TIMEOUT_S,
             secrets=(self._password,),
         )
-        try:
-            self.container = containers.start(spec, self.run_id, self.workdir.parent.name)
-        except containers.ContainerError as exc:
-            raise EngineError(f"db2: {exc}") from None
-        self.starts += 1
-        self._wait_connectable()
-        page = int(self.knobs["page_size"])
-        self.execute([bufferpool_ddl(self.knobs)])
-        if self._pool_pages() != int(self.knobs["buffer_pool"]):
-            self._restart_database()  # a deferred pool is allocated at the next activation
-        self.execute([tablespace_ddl(self.knobs)])
-        self._files = self._container_files(page)
 
     def connect(self) -> Any:
         import ibm_db_dbi
@@ -561,6 +590,13 @@ class DB2Engine(Engine):
             raise EngineError(f"db2: cannot connect to {DATABASE}: {_one_line(exc)}") from None
 
     def teardown(self) -> None:
+        if self.run_dir is not None and self.container is not None:
+            try:
+                self.execute(point_cleanup_sql(self._table, int(self.knobs["page_size"])))
+                self.container = None  # kept for the run's next point
+                return
+            except EngineError:
+                pass  # a server in an unknown state is not kept: removed below
         rc, self.container = self.container, None
         try:
             if rc is not None:

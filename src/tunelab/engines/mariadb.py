@@ -14,6 +14,8 @@ passed with ``--defaults-extra-file``: a restart (cold run) keeps what was set i
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import re
 import secrets
 import shutil
@@ -221,8 +223,35 @@ class MariaDBEngine(Engine):
             secrets=(self._password,),
         )
 
+    def _keep_key(self, knobs: dict[str, Any]) -> str:
+        """Points of a run whose restart knobs agree share one server (and data directory)."""
+        decisive = {k: knobs[k] for k in sorted({"page_size", *RESTART_KNOBS}) if k in knobs}
+        return hashlib.sha1(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:10]
+
+    def _attach_kept(self, full: dict[str, Any]) -> None:
+        """In a workflow run: reuse the server an earlier point kept for these restart knobs
+        (its last knobs are read back from its home), or set up this point's home to keep."""
+        assert self.run_dir is not None
+        key = self._keep_key(full)
+        self._home = self.run_dir / f"mariadb-{key}"
+        self._password = containers.run_secret(self.run_dir)
+        if self.image is None:
+            from tunelab.images import ensure_image
+
+            self.image = ensure_image("mariadb")
+        found = containers.attach(self._spec(), self.run_id, key)
+        if found is not None and (self._home / "knobs.json").exists():
+            self.container = found
+            self.knobs = json.loads((self._home / "knobs.json").read_text())
+            self._tables.clear()
+            return
+        containers.remove_kept(self.run_id)  # one kept server per run at a time
+        shutil.rmtree(self._home, ignore_errors=True)
+
     def provision(self, knobs: dict[str, Any]) -> None:
         full = self._full(knobs)
+        if self.run_dir is not None and self.container is None:
+            self._attach_kept(full)
         changed = {k for k in full if full[k] != self.knobs.get(k)}
         if self.container is None or "page_size" in changed:
             # InnoDB fixes the page size when it creates the system tablespace: new datadir.
@@ -235,7 +264,10 @@ class MariaDBEngine(Engine):
                     from tunelab.images import ensure_image
 
                     self.image = ensure_image("mariadb")
-                self.container = containers.start(self._spec(), self.run_id, self.point_id)
+                keep = self._keep_key(full) if self.run_dir is not None else None
+                self.container = containers.start(
+                    self._spec(), self.run_id, self.point_id, keep_key=keep
+                )
             except containers.ContainerError as exc:
                 raise EngineError(f"mariadb did not start: {exc}") from None
             self.starts += 1
@@ -295,10 +327,26 @@ class MariaDBEngine(Engine):
             self.container = None
 
     def teardown(self) -> None:
+        if self.run_dir is not None and self.container is not None:
+            self._release_kept()
+            return
         try:
             self._remove_container()
         finally:
             shutil.rmtree(self._home, ignore_errors=True)
+
+    def _release_kept(self) -> None:
+        """Leave the server running for the next point: its tables dropped, its knobs noted."""
+        try:
+            cur = self._admin().cursor()
+            for table in sorted(self._tables):
+                cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{table}")
+            (self._home / "knobs.json").write_text(json.dumps(self.knobs))
+        except Exception:
+            self._remove_container()  # a server in an unknown state is not kept
+            raise
+        finally:
+            self._close_admin()
 
     # -- connections ------------------------------------------------------------------------
     def _connect(self, database: str | None, autocommit: bool) -> Any:
