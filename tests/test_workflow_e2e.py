@@ -106,3 +106,10 @@ def test_an_invalid_sweep_stops_the_workflow_before_anything_runs(tmp_path):
     assert proc.returncode != 0
     assert "bad.yaml: cache: 'hot' not allowed (allowed: cold, warm, both)" in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+def test_provenance_counts_the_engine_starts_the_sweep_needed(lab):
+    html = (lab / "reports" / "sqlite" / "tiny.html").read_text()
+    provenance = dict((row[0], row[-1]) for row in tables_of(html)["provenance"] if row)
+    # SQLite starts (a fresh database file) once per point, whatever the repetitions
+    assert provenance["engine starts (whole sweep)"] == "8"
