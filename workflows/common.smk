@@ -22,11 +22,6 @@ def point_dataset(wildcards):
     return f"{config['data_dir']}/{key}.csv"
 
 
-def sweep_dataset(wildcards):
-    key = PLAN.sweeps[wildcards.sweep][0].dataset.key
-    return f"{config['data_dir']}/{key}.csv"
-
-
 def sweep_reports(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.html" for s in PLAN.sweeps]
 
@@ -38,7 +33,7 @@ def other_engine_reports(wildcards):
 
 wildcard_constraints:
     sweep=r"[a-z0-9][a-z0-9_-]*",
-    point=r"[^/]+",
+    point=r"[a-z0-9_-]+",
     key=r"[a-z]+-v\d+-r\d+-s\d+",
 
 
@@ -49,12 +44,9 @@ def calibration_for_points(wildcards):
     return [calibration_config.output_path(config)]
 
 
-def sweep_trace_name(sweep):
-    return f"{sweep}.{ENGINE}"
-
-
 def sweep_bpsim_curve(wildcards):
-    """The simulated curve of the sweep's trace, when the sweep asks for one (trace: true)."""
+    """The simulated curve of the sweep's first point, when the sweep asks (trace: true)."""
     if not PLAN.traces(wildcards.sweep):
         return []
-    return [f"{RESULTS}/bpsim/{sweep_trace_name(wildcards.sweep)}.csv"]
+    first = PLAN.point_ids(wildcards.sweep)[0]
+    return [f"{RESULTS}/{ENGINE}/{wildcards.sweep}/{first}.bpsim.csv"]

@@ -40,25 +40,42 @@ rule merge_sweep:
         "tunelab merge {input} --out {output.csv} > {log} 2>&1"
 
 
-rule trace_sweep:
-    """The page-reference trace of a sweep's first point, for the buffer-pool simulator."""
+rule trace_point:
+    """The page-reference trace of one point's workload (untimed), beside its results: for
+    the buffer-pool simulator. Sweeps with `trace: true` ask for their first point's; any
+    point's can be asked for as a target."""
     input:
         sweep=lambda wc: ancient(sweep_file(wc)),
-        data=lambda wc: ancient(sweep_dataset(wc)),
+        data=lambda wc: ancient(point_dataset(wc)),
     output:
-        trace=f"{config['traces_dir']}/{{sweep}}.{ENGINE}.trace.npz",
+        trace=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.trace.npz",
     conda:
         "../environment.yml"
     log:
-        f"{LOGS}/{ENGINE}/{{sweep}}.trace.log",
+        f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.trace.log",
     params:
         engine=ENGINE,
-        point=lambda wc: PLAN.point_ids(wc.sweep)[0],
         workdir=config["workdir"],
         data_dir=config["data_dir"],
     resources:
         bench_slot=1,
     shell:
-        "tunelab trace-point {input.sweep} {params.point} --engine {params.engine}"
+        "tunelab trace-point {input.sweep} {wildcards.point} --engine {params.engine}"
         " --out {output.trace} --workdir {params.workdir} --data-dir {params.data_dir}"
+        " > {log} 2>&1"
+
+
+rule simulate_point:
+    """Exact LRU curve over every pool size from a point's trace (`tunelab bpsim`)."""
+    input:
+        trace=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.trace.npz",
+    output:
+        curve=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.bpsim.csv",
+        summary=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.bpsim.json",
+    conda:
+        "../environment.yml"
+    log:
+        f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.bpsim.log",
+    shell:
+        "tunelab bpsim {input.trace} --out {output.curve} --summary {output.summary}"
         " > {log} 2>&1"
