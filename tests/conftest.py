@@ -32,3 +32,17 @@ def image() -> str:
     from tunelab.images import ensure_image
 
     return ensure_image("mariadb")
+
+
+def tiny_fio_plan():
+    """A short calibration plan: every kind of fio measurement, two repetitions, about 5 s."""
+    from tunelab.calibrate import measure
+
+    return measure.Plan(
+        file_bytes=16 << 20,
+        runtime_ms=100,
+        repetitions=2,
+        random_pages=(4096, 8192),
+        seq_pages=(4096, 32768),
+        write_pages=(1, 8, 64),
+    )

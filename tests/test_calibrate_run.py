@@ -12,20 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import tiny_fio_plan
 from tunelab.calibrate import cli, fio, load, measure, save
 from tunelab.calibrate.calibration import Calibration
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
-# A short plan: every kind of measurement, two repetitions, about 5 s.
-TINY = measure.Plan(
-    file_bytes=16 << 20,
-    runtime_ms=100,
-    repetitions=2,
-    random_pages=(4096, 8192),
-    seq_pages=(4096, 32768),
-    write_pages=(1, 8, 64),
-)
+TINY = tiny_fio_plan()
 
 
 def odirect_accepted(directory: Path) -> bool:

@@ -20,16 +20,10 @@ needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not i
 
 @pytest.fixture(scope="module")
 def calibration(tmp_path_factory):
+    from tests.conftest import tiny_fio_plan
     from tunelab.calibrate import measure, save
 
-    plan = measure.Plan(
-        file_bytes=16 << 20,
-        runtime_ms=100,
-        repetitions=2,
-        random_pages=(4096, 8192),
-        seq_pages=(4096, 32768),
-        write_pages=(1, 8, 64),
-    )
+    plan = tiny_fio_plan()
     directory = tmp_path_factory.mktemp("fio")
     cal = measure.calibrate(directory, plan, quick=True)
     return cal, save(cal, directory / "calibration.json")

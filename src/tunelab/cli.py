@@ -111,8 +111,9 @@ def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
     return chosen[0], 0
 
 
-def cmd_run_point(args: argparse.Namespace) -> int:
-    from tunelab import runner
+def _on_point(args: argparse.Namespace, action) -> int:
+    """Run ``action(point)`` on the point named by the arguments; engine failures and
+    existing results become one line on stderr."""
     from tunelab.engines.base import EngineError
     from tunelab.results import ResultExistsError
 
@@ -120,8 +121,7 @@ def cmd_run_point(args: argparse.Namespace) -> int:
     if point is None:
         return code
     try:
-        runner.run_point(point, Path(args.out), Path(args.workdir), Path(args.data_dir),
-                         args.run_id)  # fmt: skip
+        action(point)
     except ResultExistsError as exc:
         _err(str(exc))
         return EXIT_USAGE
@@ -131,20 +131,18 @@ def cmd_run_point(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run_point(args: argparse.Namespace) -> int:
+    from tunelab import runner
+
+    dirs = (Path(args.workdir), Path(args.data_dir))
+    return _on_point(args, lambda p: runner.run_point(p, Path(args.out), *dirs, args.run_id))
+
+
 def cmd_trace_point(args: argparse.Namespace) -> int:
     from tunelab import runner
-    from tunelab.engines.base import EngineError
 
-    point, code = _one_point(args)
-    if point is None:
-        return code
-    try:
-        path = runner.trace_point(point, Path(args.out), Path(args.workdir), Path(args.data_dir))
-    except EngineError as exc:
-        _err(f"{args.file}: point {args.point}: {exc}")
-        return EXIT_FAILED
-    print(f"{path}")
-    return 0
+    dirs = (Path(args.workdir), Path(args.data_dir))
+    return _on_point(args, lambda p: print(runner.trace_point(p, Path(args.out), *dirs)))
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
