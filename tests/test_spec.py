@@ -80,7 +80,7 @@ SCAN = "workloads: [{type: scan}]\n"
     ("body", "expected"),
     [
         ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncolour: red\n",
-         "x.yaml: colour: unknown key (allowed: cache, dataset, description, engines"),
+         "x.yaml: colour: unknown key (allowed: access, cache, dataset, description, engines"),
         ("name: x\ndataset: {rows: many}\nworkloads: [{type: scan}]\n",
          "x.yaml: dataset.rows: 'many' has the wrong type (allowed: integer)"),
         ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\nrepetitions: 0\n",
@@ -90,7 +90,7 @@ SCAN = "workloads: [{type: scan}]\n"
         ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: sort}]\n",
          "x.yaml: workloads[0].type: 'sort' not allowed (allowed: insert, update, scan"),
         ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan, rows: 5}]\n",
-         "x.yaml: workloads[0].rows: unknown key (allowed: type)"),
+         "x.yaml: workloads[0].rows: unknown key (allowed: fetch, type)"),
         ("name: x\nworkloads: [{type: scan}]\n", "x.yaml: dataset: missing"),
         (H + "knobs: {page_size: [3000]}\n" + SCAN,
          "x.yaml: knobs.page_size: 3000 must be a power of two (allowed: integer 512..65536"),

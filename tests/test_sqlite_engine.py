@@ -40,6 +40,11 @@ def query_plan(eng, w):
     return text
 
 
+def runner_of(eng, w, rows, index="none", access="optimizer"):
+    stmts = workloads.statements(eng, w, w.index_plan(index), access, ROWS, 5)
+    return workloads.runner(eng, w, rows, stmts, False)
+
+
 def test_knobs_are_read_back_from_the_engine(engine, tmp_path):
     engine.provision({"page_size": 16384, "buffer_pool": 321, "index": "none"})
     assert engine.applied_knobs() == {"page_size": 16384, "buffer_pool": 321}
@@ -69,7 +74,7 @@ def test_clustered_layout_keeps_equal_keys_on_few_pages(engine, tmp_path):
     reads = {}
     for index in ("nonclustered", "clustered"):
         w, rows = build(engine, tmp_path, "multipoint", index, pool=10, queries=1)
-        run = workloads.runner(engine, w, rows, ROWS, 5, False)
+        run = runner_of(engine, w, rows, index)
         engine.make_cold()
         conn = engine.connect()
         before = engine.counters([conn])
@@ -81,7 +86,7 @@ def test_clustered_layout_keeps_equal_keys_on_few_pages(engine, tmp_path):
 
 def test_cold_scan_reads_from_the_device_and_warm_scan_does_not(engine, tmp_path):
     w, rows = build(engine, tmp_path, "scan", pool=100_000)
-    run = workloads.runner(engine, w, rows, ROWS, 5, False)
+    run = runner_of(engine, w, rows)
     state = engine.make_cold()
     assert state.achieved == "cold" and state.resident_pages_after == 0
     conn = engine.connect()

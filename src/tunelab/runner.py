@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import json
 import math
 import shutil
 import time
@@ -19,8 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache, dataset, engines, provenance, results, workloads
-from tunelab.engines.base import CacheState, Engine, EngineError
+import numpy as np
+import pandas as pd
+
+from tunelab import atomic, cache, dataset, engines, provenance, results, workloads
+from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
 from tunelab.spec import Point
 
 
@@ -82,6 +86,37 @@ def _prepare_table(eng: Engine, w: workloads.Workload, plan: Any, rows: list[tup
     eng.create_index(workloads.TABLE, plan)
 
 
+def check_access(point: Point, eng: Engine, plans: list[AccessPath], expected: str) -> str:
+    """The point's access path as one string; with ``access: forced`` every plan must be the
+    one the index knob built, or the point fails (a curve of scans labelled 'index' misleads)."""
+    paths = list(dict.fromkeys(p.path for p in plans))
+    wrong = sorted({p.base for p in plans if p.base != expected})
+    if point.access == "forced" and expected != "insert" and wrong:
+        raise EngineError(
+            f"{point.engine} did not use the access path the index knob built "
+            f"(access: forced): expected {expected}, the plan is {' | '.join(wrong)}"
+        )
+    return " | ".join(paths)
+
+
+def _query_times(times_ns: list[int]) -> dict[str, float]:
+    """Per-statement figures of one repetition: the first statement (the only really cold
+    one in a cold repetition) apart from the rest, and percentiles for many lookups."""
+    if not times_ns:
+        return {}
+    t = np.asarray(times_ns, dtype=float) / 1e9
+    p50, p95, p99 = np.percentile(t, [50, 95, 99])
+    return {
+        "queries": len(t),
+        "q_first_s": t[0],
+        "q_rest_median_s": float(np.median(t[1:])) if len(t) > 1 else math.nan,
+        "q_p50_s": p50,
+        "q_p95_s": p95,
+        "q_p99_s": p99,
+        "q_max_s": t.max(),
+    }
+
+
 def _prepare_cache(eng: Engine, w: workloads.Workload, point: Point, run: Any) -> tuple:
     threads = w.params.get("threads", 1)
     if point.cache == "cold":
@@ -108,6 +143,11 @@ class Setup:
     data_rows: list[tuple]
     applied: dict[str, Any]
     table_lock: bool
+    statements: workloads.Statements
+
+    def runner(self) -> workloads.Run:
+        return workloads.runner(self.engine, self.workload, self.data_rows, self.statements,
+                                self.table_lock)  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -131,14 +171,42 @@ def provisioned(
         if not w.writes:
             _prepare_table(eng, w, plan, data_rows)
         table_lock = point.knobs.get("lock_granularity") == "table"
-        yield Setup(eng, w, plan, data_rows, applied, table_lock)
+        stmts = workloads.statements(eng, w, plan, point.access, point.dataset.rows,
+                                     point.dataset.seed)  # fmt: skip
+        yield Setup(eng, w, plan, data_rows, applied, table_lock, stmts)
+
+
+def _explained(setup: Setup, point: Point) -> tuple[list[AccessPath], dict[str, Any]]:
+    """Plans of the timed statements, captured before any timing; the row's access columns."""
+    eng, w = setup.engine, setup.workload
+    expected = "insert" if w.type == "insert" else eng.expected_access(workloads.TABLE, setup.plan)
+    conn = eng.connect()
+    try:
+        plans = workloads.explain(eng, conn, w, setup.statements)
+    finally:
+        conn.close()
+    path = check_access(point, eng, plans, expected)
+    matches = all(p.base == expected for p in plans)
+    return plans, {
+        "access_mode": point.access,
+        "access_path": path,
+        "access_expected": expected,
+        "access_matches": matches,
+    }
 
 
 def measure(
-    point: Point, workdir: Path, data_dir: Path, rows_sink: list[dict], run_dir: Path | None = None
+    point: Point,
+    workdir: Path,
+    data_dir: Path,
+    rows_sink: list[dict],
+    run_dir: Path | None = None,
+    plans_sink: list[dict] | None = None,
+    times_sink: list[dict] | None = None,
 ) -> list[dict]:
     """Run every repetition of ``point``; each finished row is appended to ``rows_sink`` at
-    once, so a later failure loses nothing already measured."""
+    once, so a later failure loses nothing already measured. The plans of the timed
+    statements go to ``plans_sink``, each statement's time to ``times_sink``."""
     w = point.workload
     base = {
         "sweep": point.sweep,
@@ -156,22 +224,29 @@ def measure(
     }
     with provisioned(point, workdir, data_dir, run_dir) as setup:
         eng, plan, data_rows, applied = setup.engine, setup.plan, setup.data_rows, setup.applied
-        table_lock = setup.table_lock
         base["engine_version"] = eng.version()
         base["host_fs"] = provenance.filesystem(eng.workdir)
         base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
         page_size = applied.get("page_size") or point.knobs.get("page_size")
+        run = setup.runner()
         for rep in range(point.repetitions):
             if w.writes:
                 _prepare_table(eng, w, plan, data_rows)
-            run = workloads.runner(eng, w, data_rows, point.dataset.rows, point.dataset.seed,
-                                   table_lock)  # fmt: skip
+            if rep == 0:
+                plans, access = _explained(setup, point)
+                base.update(access)
+                if plans_sink is not None:
+                    plans_sink.extend(
+                        {"statement": sql, "args": list(args), "access_path": p.path, "plan": p.raw}
+                        for (sql, args), p in zip(setup.statements.to_explain(), plans)
+                    )
             started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
             conns, state = _prepare_cache(eng, w, point, run)
+            times: list[int] = []
             try:
                 before = eng.counters(conns)
                 t0 = time.perf_counter_ns()
-                touched = run(conns)
+                touched = run(conns, times)
                 t1 = time.perf_counter_ns()
                 after = eng.counters(conns)
             finally:
@@ -179,6 +254,7 @@ def measure(
                     c.close()
             elapsed = (t1 - t0) / 1e9
             delta = _delta(before, after)
+            engine_s = delta.get("engine_time_ns", math.nan) / 1e9
             data_bytes = eng.data_bytes(workloads.TABLE)
             row = {
                 **base,
@@ -190,6 +266,9 @@ def measure(
                 "timed_start_ns": t0,
                 "timed_end_ns": t1,
                 "throughput_rows_s": touched / elapsed if elapsed else math.nan,
+                "engine_elapsed_s": engine_s,
+                "client_share": 1 - engine_s / elapsed if elapsed else math.nan,
+                **_query_times(times),
                 "cache_achieved": state.achieved,
                 "cache_method": state.method,
                 "resident_fraction": state.resident_fraction,
@@ -202,7 +281,21 @@ def measure(
                 **derived(delta, elapsed, page_size),
             }
             rows_sink.append(row)
+            if times_sink is not None:
+                times_sink.extend(
+                    {"rep": rep, "query": i, "elapsed_s": ns / 1e9} for i, ns in enumerate(times)
+                )
     return rows_sink
+
+
+def plans_path(out: Path) -> Path:
+    """The raw plans of a point's timed statements, beside its results."""
+    return Path(out).with_suffix(".plans.json")
+
+
+def queries_path(out: Path) -> Path:
+    """Each timed statement's time (rep, query, elapsed_s), beside the point's results."""
+    return Path(out).with_suffix(".queries.csv")
 
 
 def run_point(
@@ -212,18 +305,25 @@ def run_point(
     go to ``<out>.partial.csv`` and the error is raised again. ``run_id`` names the workflow
     run whose points may share a server engine (see ``provisioned``)."""
     rows: list[dict] = []
+    plans: list[dict] = []
+    times: list[dict] = []
     workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
     point_dir = workdir / "points" / point.point_id
     run_dir = workdir / "runs" / run_id if run_id else None
     try:
         with bench_slot(workdir):
-            measure(point, point_dir, data_dir, rows, run_dir)
+            measure(point, point_dir, data_dir, rows, run_dir, plans, times)
     except BaseException:
         if rows:
             results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)
         raise
     finally:
         shutil.rmtree(point_dir, ignore_errors=True)  # the engine removed its data already
+        if plans:  # the plans explain a failure too (e.g. access: forced refused)
+            text = json.dumps(plans, indent=1, default=str)
+            atomic.write(plans_path(out), lambda f: f.write(text.encode()))
+    if times:
+        atomic.write_csv(pd.DataFrame(times), queries_path(out))
     return results.write_rows(rows, out)
 
 
@@ -237,9 +337,7 @@ def trace_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
     with bench_slot(workdir), provisioned(point, trace_dir, data_dir) as s:
         if s.workload.writes:
             _prepare_table(s.engine, s.workload, s.plan, s.data_rows)
-        run = workloads.runner(s.engine, s.workload, s.data_rows, point.dataset.rows,
-                               point.dataset.seed, s.table_lock)  # fmt: skip
-        trace = s.engine.capture_trace(run)
+        trace = s.engine.capture_trace(s.runner())
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace.meta.update({"sweep": point.sweep, "point_id": point.point_id})
     return write_trace(out, trace)

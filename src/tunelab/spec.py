@@ -26,6 +26,7 @@ from tunelab.engines.base import EngineInfo
 
 DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
+DEFAULT_ACCESS = "optimizer"
 CALIBRATED = "calibrated"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|K|M|G|KB|MB|GB)\s*$")
 _UNITS = {"B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
@@ -68,6 +69,7 @@ class Point:
     dataset: Dataset
     trace: bool = False
     swept: tuple[str, ...] = field(default=())
+    access: str = "optimizer"  # or "forced": the plan must be what the index knob built
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,6 +79,7 @@ class Point:
             "knobs": self.knobs,
             "workload": {"type": self.workload.type, **self.workload.params},
             "cache": self.cache,
+            "access": self.access,
             "repetitions": self.repetitions,
             "dataset": {"rows": self.dataset.rows, "seed": self.dataset.seed},
         }
@@ -125,6 +128,10 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
             for k in extra
         ]
     if err.validator in ("oneOf", "anyOf"):
+        named = [v for alt in err.validator_value for v in alt.get("enum", ())]
+        if named:
+            allowed = ", ".join(map(str, named)) + ", or a list of them"
+            return [SpecError(file, path, f"{err.instance!r} not allowed", allowed)]
         kinds = [_KIND.get(alt.get("type"), str(alt.get("type"))) for alt in err.validator_value]
         return [SpecError(file, path, f"{err.instance!r} is not valid", " or ".join(kinds))]
     if err.validator == "enum":
@@ -306,6 +313,10 @@ def expand(
         if len({json.dumps(w.params[k]) for w in wls if w.type == t}) > 1
     }
 
+    access = doc.get("access", DEFAULT_ACCESS)
+    if access not in info.access_modes:
+        errors.append(SpecError(file, "access", f"{engine} cannot honour access: {access}",
+                                ", ".join(info.access_modes)))  # fmt: skip
     caches = ["cold", "warm"] if doc.get("cache", "cold") == "both" else [doc.get("cache", "cold")]
     reps = doc.get("repetitions", DEFAULT_REPETITIONS)
     points: list[Point] = []
@@ -332,7 +343,8 @@ def expand(
             for c in caches:
                 pid = point_id(swept, w, c, varied)
                 points.append(Point(str(doc.get("name")), file, pid, engine, knobs, w, c, reps, ds,
-                                    bool(doc.get("trace", False)), tuple(names)))  # fmt: skip
+                                    bool(doc.get("trace", False)), tuple(names),
+                                    access))  # fmt: skip
     if errors:
         return [], errors
     if not points:

@@ -9,25 +9,28 @@ and every engine sees the same queries.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tunelab.dataset import COLUMNS, DISTINCT_HUNDREDS
-from tunelab.engines.base import Engine, IndexPlan
+from tunelab.dataset import COLUMN_TYPES, COLUMNS, DISTINCT_HUNDREDS
+from tunelab.engines.base import AccessPath, Engine, IndexPlan
 
 TABLE = "accounts"
-FETCH_BATCH = 10_000
+FETCH_BATCH = 10_000  # rows per fetchmany in untimed full reads (warm-up of writes)
+FETCH_MODES = ("all", "count")
+EXPLAIN_MAX = 20  # distinct argument sets explained per point (a plan may depend on them)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "insert": {"rows": 100_000, "threads": 1, "commit_every": 1_000},
     "update": {"rows": 100_000, "threads": 1, "commit_every": 1_000},
-    "scan": {},
-    "multipoint": {"queries": 5},
-    "range": {"selectivity": 0.01, "queries": 1},
-    "point": {"lookups": 1_000},
+    "scan": {"fetch": "all"},
+    "multipoint": {"queries": 5, "fetch": "all"},
+    "range": {"selectivity": 0.01, "queries": 1, "fetch": "all"},
+    "point": {"lookups": 1_000, "fetch": "all"},
 }
 # The predicate column(s) an index on this workload is built on, and what the query selects.
 PREDICATE: dict[str, tuple[str, ...]] = {
@@ -70,6 +73,8 @@ def check_params(wtype: str, params: dict[str, Any], dataset_rows: int) -> list[
         errors.append(("rows", f"{params['rows']} exceeds dataset.rows ({dataset_rows})"))
     if wtype in WRITES and params["commit_every"] > params["rows"]:
         errors.append(("commit_every", "larger than rows"))
+    if "fetch" in params and params["fetch"] not in FETCH_MODES:
+        errors.append(("fetch", f"{params['fetch']!r} not allowed (allowed: all, count)"))
     if wtype == "range" and not 0 < params["selectivity"] <= 1:
         errors.append(
             ("selectivity", f"{params['selectivity']} out of range (allowed: 0 < s <= 1)")
@@ -99,18 +104,65 @@ def query_args(w: Workload, rows: int, seed: int) -> list[tuple]:
     return []
 
 
-def query_sql(w: Workload, ph: str) -> str:
+def _aggregates(columns: Sequence[str]) -> str:
+    """COUNT(*) plus an aggregate of every selected column, so the engine still reads each
+    row's values (an aggregate of nothing could be answered from a smaller index)."""
+    aggs = [f"{'SUM' if COLUMN_TYPES[c] == 'integer' else 'MAX'}({c})" for c in columns]
+    return ", ".join(["COUNT(*)", *aggs])
+
+
+def query_sql(w: Workload, ph: str, table_ref: str = TABLE) -> str:
+    """The timed statement in portable SQL; ``table_ref`` is the engine's FROM item (with its
+    access hint). ``fetch: count`` returns one row of aggregates instead of every row."""
+    count = w.params.get("fetch") == "count"
     if w.type == "scan":
-        return f"SELECT * FROM {TABLE}"
+        what = _aggregates(COLUMNS) if count else "*"
+        return f"SELECT {what} FROM {table_ref}"
     if w.type == "multipoint":
-        return f"SELECT hundreds2, lat, balance FROM {TABLE} WHERE hundreds2 = {ph}"
+        what = _aggregates(SELECTED["multipoint"]) if count else "hundreds2, lat, balance"
+        return f"SELECT {what} FROM {table_ref} WHERE hundreds2 = {ph}"
     if w.type == "range":
-        return f"SELECT id, lat, balance FROM {TABLE} WHERE lat BETWEEN {ph} AND {ph}"
+        what = _aggregates(SELECTED["range"]) if count else "id, lat, balance"
+        return f"SELECT {what} FROM {table_ref} WHERE lat BETWEEN {ph} AND {ph}"
     if w.type == "point":
-        return f"SELECT * FROM {TABLE} WHERE id = {ph}"
+        what = _aggregates(SELECTED["point"]) if count else "*"
+        return f"SELECT {what} FROM {table_ref} WHERE id = {ph}"
     if w.type == "update":
-        return f"UPDATE {TABLE} SET balance = balance + 1 WHERE id = {ph}"
+        return f"UPDATE {table_ref} SET balance = balance + 1 WHERE id = {ph}"
     raise ValueError(w.type)
+
+
+@dataclass
+class Statements:
+    """A point's timed statements, bound the engine's way before anything is timed."""
+
+    sql: str  # as written, with placeholders (shown in plans)
+    bound: list[tuple[str, tuple]]  # (statement, arguments) in the order they run
+    fetch: str = "all"
+
+    def to_explain(self) -> list[tuple[str, tuple]]:
+        """The distinct statements whose plans are captured (at most EXPLAIN_MAX)."""
+        return list(dict.fromkeys(self.bound))[:EXPLAIN_MAX]
+
+
+def statements(
+    engine: Engine, w: Workload, index: IndexPlan, access: str, rows: int, seed: int
+) -> Statements:
+    if w.writes:  # one prepared statement for executemany; the plan is recorded, not forced
+        sql = query_sql(w, engine.placeholder) if w.type == "update" else engine.insert_sql(TABLE)
+        return Statements(sql, [(sql, a) for a in query_args(w, rows, seed)])
+    sql = query_sql(w, engine.placeholder, engine.table_ref(TABLE, index, access))
+    args = query_args(w, rows, seed) or [()]
+    return Statements(sql, [engine.bind(sql, a) for a in args], w.params["fetch"])
+
+
+def explain(engine: Engine, conn: Any, w: Workload, stmts: Statements) -> list[AccessPath]:
+    """The plan of every distinct timed statement (untimed, before the repetitions)."""
+    if w.type == "insert":
+        return [AccessPath("insert", "")]
+    plans = [engine.explain(conn, sql, args) for sql, args in stmts.to_explain()]
+    conn.commit()
+    return plans
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -123,19 +175,29 @@ def _fetch_count(cur: Any) -> int:
     return n
 
 
-def run_reads(w: Workload, conns: Sequence[Any], sql: str, args: list[tuple]) -> int:
+def run_reads(
+    engine: Engine, conns: Sequence[Any], stmts: Statements, times: list[int] | None = None
+) -> int:
+    """Run the statements one after another on the first connection; the rows go through
+    the driver's own fetch path. ``times`` receives each statement's nanoseconds."""
     cur = conns[0].cursor()
+    clock = time.perf_counter_ns
     n = 0
-    if not args:
-        cur.execute(sql)
-        n = _fetch_count(cur)
-    for a in args:
-        cur.execute(sql, a)
-        n += _fetch_count(cur)
+    for sql, args in stmts.bound:
+        t0 = clock()
+        if args:
+            cur.execute(sql, args)
+        else:
+            cur.execute(sql)
+        if stmts.fetch == "count":
+            n += int(cur.fetchone()[0])
+        else:
+            n += engine.fetch(cur)
+        if times is not None:
+            times.append(clock() - t0)
     cur.close()
-    conns[
-        0
-    ].commit()  # ends the read transaction (releases share locks where the engine holds them)
+    # Ends the read transaction (releases share locks where the engine holds them).
+    conns[0].commit()
     return n
 
 
@@ -179,20 +241,24 @@ def run_writes(
     return len(args)
 
 
+Run = Callable[..., int]  # run(conns, times=None) -> rows touched
+
+
 def runner(
-    engine: Engine, w: Workload, insert_rows: list[tuple], rows: int, seed: int, table_lock: bool
-) -> Callable[[Sequence[Any]], int]:
+    engine: Engine, w: Workload, insert_rows: list[tuple], stmts: Statements | None,
+    table_lock: bool,
+) -> Run:  # fmt: skip
     """The timed callable for this workload; everything it needs is prepared here, untimed."""
-    ph = engine.placeholder
     if w.type == "insert":
         sql = engine.insert_sql(TABLE)
         data = insert_rows[: w.params["rows"]]
-        return lambda conns: run_writes(engine, w, conns, sql, data, table_lock)
-    sql = query_sql(w, ph)
-    args = query_args(w, rows, seed)
+        return lambda conns, times=None: run_writes(engine, w, conns, sql, data, table_lock)
+    assert stmts is not None
     if w.type == "update":
-        return lambda conns: run_writes(engine, w, conns, sql, args, table_lock)
-    return lambda conns: run_reads(w, conns, sql, args)
+        args = [a for _, a in stmts.bound]
+        sql = stmts.bound[0][0]
+        return lambda conns, times=None: run_writes(engine, w, conns, sql, args, table_lock)
+    return lambda conns, times=None: run_reads(engine, conns, stmts, times)
 
 
 def warm_up(w: Workload, conns: Sequence[Any], run: Callable[[Sequence[Any]], int]) -> None:

@@ -2,8 +2,14 @@
 
 Workloads are written once against this interface; all engine-specific SQL lives in the
 engine's own module. A point's life: ``provision(knobs)`` → ``create_table`` → ``load`` →
-``create_index`` → per repetition (``reset_table`` for writes) → ``make_cold`` or a warm-up
-→ counters before → timed workload → counters after → ``teardown``.
+``create_index`` → ``explain`` of every timed statement → per repetition (the table rebuilt
+for writes) → ``make_cold`` or a warm-up → counters before → timed workload → counters after
+→ ``teardown``.
+
+What makes a timed number the engine's work lives here too: ``table_ref`` (the hint that
+forces the access path the ``index`` knob built), ``explain`` (the plan that really ran,
+normalised), ``bind`` (how arguments reach the optimizer), ``fetch`` (the driver's native
+row path, no per-row Python) and the ``engine_time_ns`` counter (the engine's own time).
 """
 
 from __future__ import annotations
@@ -112,6 +118,24 @@ class IndexPlan:
     include: tuple[str, ...] = ()  # extra columns for covering indexes
 
 
+ACCESS_MODES = ("optimizer", "forced")
+
+
+@dataclass(frozen=True)
+class AccessPath:
+    """A timed statement's plan: ``path`` normalised as ``scan`` (full table scan),
+    ``index:<name>`` (an index, then the table), ``index-only:<name>`` (a covering index),
+    ``insert`` (no read access), with engine detail after a ``;``; ``raw`` as the engine
+    printed it."""
+
+    path: str
+    raw: str
+
+    @property
+    def base(self) -> str:
+        return self.path.split(";", 1)[0].strip()
+
+
 @dataclass
 class EngineInfo:
     name: str
@@ -119,6 +143,10 @@ class EngineInfo:
     knobs: dict[str, Knob]
     notes: dict[str, str] = field(default_factory=dict)  # knob -> why it is refused/limited
     needs_container: bool = False
+    # Which `access:` values the engine honours: 'forced' needs hints that pin the plan.
+    access_modes: tuple[str, ...] = ACCESS_MODES
+    # Where engine_time_ns comes from ("" when the engine exposes no statement time).
+    engine_time: str = ""
 
 
 class Engine(abc.ABC):
@@ -188,6 +216,40 @@ class Engine(abc.ABC):
         finally:
             conn.close()
 
+    # -- timed statements -------------------------------------------------------------------
+    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
+        """The FROM item of a timed query. With ``access == "forced"`` it carries the hint
+        that makes the engine use exactly what the index plan built (or no index)."""
+        return table
+
+    def index_name(self, table: str, index: IndexPlan) -> str:
+        """The name of the structure an index plan builds, as the engine's plans name it."""
+        return f"{table}_{index.kind}"
+
+    def expected_access(self, table: str, index: IndexPlan) -> str:
+        """The normalised access path the index plan built (what 'forced' demands): a scan
+        without an index, the index then the table, or the covering index alone."""
+        if index.kind == "none" or not index.key:
+            return "scan"
+        name = self.index_name(table, index)
+        if index.kind in ("covering", "covering_wrong_order"):
+            return f"index-only:{name}"
+        return f"index:{name}"
+
+    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
+        """The plan the engine chooses for this statement, before it is timed."""
+        raise EngineError(f"{self.info.name} cannot explain statements")
+
+    def bind(self, sql: str, args: Sequence[Any]) -> tuple[str, tuple]:
+        """The statement and arguments as the engine should receive them. Engines whose
+        optimizer would otherwise plan once for every value inline literals here."""
+        return sql, tuple(args)
+
+    def fetch(self, cursor: Any) -> int:
+        """Consume the executed statement's rows through the driver's own path (no per-row
+        Python work in the lab) and return how many there were."""
+        return len(cursor.fetchall())
+
     def insert_sql(self, table: str) -> str:
         cols = ", ".join(COLUMNS)
         return (
@@ -214,7 +276,9 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def counters(self, conns: Sequence[Any]) -> dict[str, float]:
-        """Cumulative engine counters (take deltas around the timed section)."""
+        """Cumulative engine counters (take deltas around the timed section). Where the
+        engine exposes it, ``engine_time_ns`` is its own time for the statements run on
+        ``conns`` (the runner reports it as engine_elapsed_s beside the client's clock)."""
 
     @abc.abstractmethod
     def applied_knobs(self) -> dict[str, Any]:

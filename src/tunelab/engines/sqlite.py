@@ -9,7 +9,11 @@ write, so lock granularity has a single value, ``database``. It has no prefetch 
 
 from __future__ import annotations
 
+import collections
+import itertools
+import re
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,15 @@ import apsw
 
 from tunelab import cache
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
-from tunelab.engines.base import CacheState, Engine, EngineError, EngineInfo, IndexPlan, Knob
+from tunelab.engines.base import (
+    AccessPath,
+    CacheState,
+    Engine,
+    EngineError,
+    EngineInfo,
+    IndexPlan,
+    Knob,
+)
 
 _TYPES = {"integer": "INTEGER", "char20": "TEXT", "char40": "TEXT"}
 
@@ -57,6 +69,9 @@ INFO = EngineInfo(
         "transferrate_ms": "SQLite's planner has no I/O cost knobs",
     },
     needs_container=False,
+    engine_time="apsw's statement hooks (exec trace to profile callback): each statement from "
+    "its start to its reset; SQLite runs in the client process, so this includes apsw "
+    "turning its rows into Python tuples between steps",
 )  # fmt: skip
 
 
@@ -127,6 +142,30 @@ class SQLiteEngine(Engine):
             if not want <= have:
                 raise EngineError(f"sqlite: index {sorted(want - have)} missing after CREATE INDEX")
 
+    # -- timed statements ----------------------------------------------------------------------
+    def index_name(self, table: str, index: IndexPlan) -> str:
+        # A WITHOUT ROWID table is its primary-key b-tree: the clustered "index" is the table.
+        return "PRIMARY" if index.kind == "clustered" else f"{table}_{index.kind}"
+
+    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
+        if access != "forced" or index.kind == "clustered":
+            return table  # no hint names a primary key; explain() still checks the plan
+        if index.kind == "none" or not index.key:
+            return f"{table} NOT INDEXED"
+        return f"{table} INDEXED BY {self.index_name(table, index)}"
+
+    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
+        rows = conn.raw.execute(f"EXPLAIN QUERY PLAN {sql}", tuple(args)).fetchall()
+        raw = "\n".join(str(r[-1]) for r in rows)
+        return AccessPath(_normalise_plan(raw), raw)
+
+    def fetch(self, cursor: Any) -> int:
+        # apsw builds each row in C; zip + a zero-length deque count them without one
+        # Python bytecode per row (the bare `for row in cursor` loop is the slower baseline).
+        counter = itertools.count()
+        collections.deque(zip(cursor.rows, counter), maxlen=0)
+        return next(counter)
+
     # -- cache and counters ---------------------------------------------------------------------
     def make_cold(self) -> CacheState:
         # SQLite's page cache lives in each connection: with every connection closed the pool
@@ -138,10 +177,11 @@ class SQLiteEngine(Engine):
         return CacheState("cold", achieved, method, resident, total)
 
     def counters(self, conns: Sequence[Any]) -> dict[str, float]:
-        hits = misses = 0
+        hits = misses = engine_ns = 0
         for c in conns:
             hits += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_HIT)[0]
             misses += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_MISS)[0]
+            engine_ns += c.statement_ns
         # A miss reads the page from the file: SQLite's physical read (it may still be served
         # by the OS page cache; os_read_bytes says what really came from the device).
         return {
@@ -150,6 +190,7 @@ class SQLiteEngine(Engine):
             "prefetch_reads": 0,
             "os_read_bytes": _proc_io("read_bytes"),
             "os_write_bytes": _proc_io("write_bytes"),
+            "engine_time_ns": engine_ns,
         }
 
     def applied_knobs(self) -> dict[str, Any]:
@@ -186,6 +227,36 @@ class SQLiteEngine(Engine):
         ]
 
 
+_PLAN = re.compile(
+    r"^(?P<op>SCAN|SEARCH) (?P<table>\S+)(?: AS \S+)?"
+    r"(?: USING (?P<how>COVERING INDEX|INDEX|PRIMARY KEY|INTEGER PRIMARY KEY)"
+    r"(?: (?P<name>[^\s(]\S*))?)?"
+)
+
+
+def _normalise_plan(raw: str) -> str:
+    """EXPLAIN QUERY PLAN lines -> scan | index:<name> | index-only:<name>, with ;full (the
+    whole structure is walked) or ;search (a key range of it) as detail."""
+    paths = []
+    for line in raw.splitlines():
+        m = _PLAN.match(line.strip())
+        if not m:
+            continue  # e.g. USE TEMP B-TREE: not an access to the table
+        how, name = m["how"], m["name"]
+        detail = "full" if m["op"] == "SCAN" else "search"
+        if how is None:
+            paths.append("scan")  # a table scan (a WITHOUT ROWID table scans its primary key)
+        elif how == "COVERING INDEX":
+            paths.append(f"index-only:{name};{detail}")
+        elif how == "INDEX":
+            paths.append(f"index:{name};{detail}")
+        elif how == "PRIMARY KEY":
+            paths.append(f"index:PRIMARY;{detail}")
+        else:
+            paths.append(f"index:rowid;{detail}")
+    return " + ".join(paths) if paths else "unknown"
+
+
 def _proc_io(field: str) -> float:
     """This process's storage I/O from /proc/self/io (all threads; the engine is in-process)."""
     for line in Path("/proc/self/io").read_text().splitlines():
@@ -202,6 +273,19 @@ class _DBAPIConnection:
     def __init__(self, filename: str = "", raw: apsw.Connection | None = None):
         self.raw = raw if raw is not None else apsw.Connection(filename)
         self._in_tx = False
+        # The engine's own time: from a statement's start (exec trace) to its reset (profile
+        # hook), on the lab's clock. SQLite's own profile figure has a 1 ms resolution.
+        self.statement_ns = 0
+        self._started = 0
+        self.raw.set_exec_trace(self._starts)
+        self.raw.set_profile(self._ends)
+
+    def _starts(self, _cursor: Any, _sql: str, _bindings: Any) -> bool:
+        self._started = time.perf_counter_ns()
+        return True
+
+    def _ends(self, _sql: str, _nanoseconds: int) -> None:
+        self.statement_ns += time.perf_counter_ns() - self._started
 
     def cursor(self) -> _Cursor:
         return _Cursor(self)
@@ -241,6 +325,17 @@ class _Cursor:
         self.conn._begin()
         for _ in self._cur.executemany(sql, seq):
             pass
+
+    @property
+    def rows(self) -> Any:
+        """The apsw cursor's own row iterator (the engine's native fetch path)."""
+        return self._rows
+
+    def fetchone(self) -> tuple | None:
+        return next(self._rows, None)
+
+    def fetchall(self) -> list[tuple]:
+        return list(self._rows)
 
     def fetchmany(self, size: int) -> list[tuple]:
         out = []
