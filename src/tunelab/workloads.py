@@ -139,6 +139,7 @@ class Statements:
     sql: str  # as written, with placeholders (shown in plans)
     bound: list[tuple[str, tuple]]  # (statement, arguments) in the order they run
     fetch: str = "all"
+    rows: int | None = None  # rows they return, counted by the engine (see result_rows)
 
     def to_explain(self) -> list[tuple[str, tuple]]:
         """The distinct statements whose plans are captured (at most EXPLAIN_MAX)."""
@@ -154,6 +155,21 @@ def statements(
     sql = query_sql(w, engine.placeholder, engine.table_ref(TABLE, index, access))
     args = query_args(w, rows, seed) or [()]
     return Statements(sql, [engine.bind(sql, a) for a in args], w.params["fetch"])
+
+
+def result_rows(conn: Any, stmts: Statements) -> int:
+    """How many rows the statements return, counted by the engine, untimed and once: for a
+    driver whose fastest fetch path does not count (see Engine.fetch)."""
+    if stmts.rows is None:
+        cur = conn.cursor()
+        n = 0
+        for sql, args in stmts.bound:
+            cur.execute(f"SELECT COUNT(*) FROM ({sql}) q", args)
+            n += int(cur.fetchone()[0])
+        cur.close()
+        conn.commit()
+        stmts.rows = n
+    return stmts.rows
 
 
 def explain(engine: Engine, conn: Any, w: Workload, stmts: Statements) -> list[AccessPath]:
@@ -179,10 +195,11 @@ def run_reads(
     engine: Engine, conns: Sequence[Any], stmts: Statements, times: list[int] | None = None
 ) -> int:
     """Run the statements one after another on the first connection; the rows go through
-    the driver's own fetch path. ``times`` receives each statement's nanoseconds."""
+    the driver's own fetch path. ``times`` receives each statement's nanoseconds. Returns
+    the rows touched, or None when the fetch path does not count them (result_rows does)."""
     cur = conns[0].cursor()
     clock = time.perf_counter_ns
-    n = 0
+    n: int | None = 0
     for sql, args in stmts.bound:
         t0 = clock()
         if args:
@@ -190,11 +207,12 @@ def run_reads(
         else:
             cur.execute(sql)
         if stmts.fetch == "count":
-            n += int(cur.fetchone()[0])
+            got: int | None = int(cur.fetchone()[0])
         else:
-            n += engine.fetch(cur)
+            got = engine.fetch(cur)
         if times is not None:
             times.append(clock() - t0)
+        n = None if n is None or got is None else n + got
     cur.close()
     # Ends the read transaction (releases share locks where the engine holds them).
     conns[0].commit()

@@ -245,9 +245,11 @@ class Engine(abc.ABC):
         optimizer would otherwise plan once for every value inline literals here."""
         return sql, tuple(args)
 
-    def fetch(self, cursor: Any) -> int:
+    def fetch(self, cursor: Any) -> int | None:
         """Consume the executed statement's rows through the driver's own path (no per-row
-        Python work in the lab) and return how many there were."""
+        Python work in the lab) and return how many there were, or None when counting would
+        cost the timed section more than the driver's fetch (the runner then has the engine
+        count them, untimed)."""
         return len(cursor.fetchall())
 
     def insert_sql(self, table: str) -> str:
