@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tunelab import engines, spec
+from tunelab import engines, spec, workloads
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -65,7 +65,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             eng = engines.engine_class(p.engine)
             print(f"-- point {p.point_id}")
             plan = p.workload.index_plan(p.knobs.get("index", "none"))
-            for stmt in eng(Path("/nonexistent"), "plan").planned_sql(p.knobs, p.dataset, plan):
+            offline = eng(Path("/nonexistent"), "plan")
+            for stmt in offline.planned_sql(p.knobs, p.dataset, plan):
+                print(stmt)
+            for stmt in workloads.timed_sql(offline, p.workload, plan, p.access, p.dataset):
                 print(stmt)
         else:
             print(json.dumps(p.to_json(), sort_keys=True))

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tunelab.dataset import COLUMN_TYPES, COLUMNS, DISTINCT_HUNDREDS
+from tunelab.dataset import COLUMN_TYPES, COLUMNS, DISTINCT_HUNDREDS, Dataset
 from tunelab.engines.base import AccessPath, Engine, IndexPlan
 
 TABLE = "accounts"
@@ -155,6 +155,19 @@ def statements(
     sql = query_sql(w, engine.placeholder, engine.table_ref(TABLE, index, access))
     args = query_args(w, rows, seed) or [()]
     return Statements(sql, [engine.bind(sql, a) for a in args], w.params["fetch"])
+
+
+def timed_sql(engine: Engine, w: Workload, index: IndexPlan, access: str, ds: Dataset) -> list[str]:
+    """The timed statements as the engine receives them, for `tunelab plan --sql`."""
+    stmts = statements(engine, w, index, access, ds.rows, ds.seed)
+    if w.writes:
+        p = w.params
+        return [f"-- timed: {stmts.sql}  -- executemany over {p['rows']} rows, "
+                f"{p['threads']} thread(s), a commit every {p['commit_every']}"]  # fmt: skip
+    shown = [f"{sql}  -- {list(args)}" if args else sql for sql, args in stmts.bound[:3]]
+    more = len(stmts.bound) - len(shown)
+    head = f"-- timed (access: {access}, fetch: {stmts.fetch}), {len(stmts.bound)} statement(s):"
+    return [head, *shown, *([f"-- ... and {more} more"] if more > 0 else [])]
 
 
 def result_rows(conn: Any, stmts: Statements) -> int:
