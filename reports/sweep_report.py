@@ -26,6 +26,7 @@ from tunelab.report import sections as s
 
 data = report_data.load(results_csv, sweep_file, sweep_name)
 s.show(s.header_html(data, title))
+s.show(s.checks_html(data))
 
 # %% [markdown]
 # ## What was measured
@@ -44,6 +45,12 @@ s.show(s.figures_html(data))
 
 # %%
 s.show(s.summary_html(data))
+
+# %%
+s.show(s.engine_time_html(data))
+
+# %%
+s.show(s.per_query_html(data))
 
 # %% [markdown]
 # ## I/O: physical reads, their rate, and hit ratios

@@ -121,3 +121,14 @@ def test_index_screenshot_shows_the_table(chromium, pages, tmp_path):
     assert (gray < 80).sum() > 1000  # text
     link_blue = np.array([0x0B, 0x5C, 0xAD], dtype=float)
     assert (np.abs(rgb - link_blue).max(axis=2) < 40).sum() > 200  # the links to the reports
+
+
+def test_plan_warning_is_on_screen_at_the_top_of_the_page(chromium, tmp_path_factory, tmp_path):
+    """The engine sweep's real mismatch (a scan where the knob built an index) shows as the
+    warning call-out's yellow above the first figure, not somewhere further down."""
+    report, _ = rendered("engine", tmp_path_factory)
+    rgb = screenshot(chromium, report, tmp_path / "engine.png")
+    warn = np.array([0xFF, 0xF7, 0xE0], dtype=float)
+    rows = np.nonzero((np.abs(rgb - warn).max(axis=2) < 4).sum(axis=1) > 600)[0]
+    assert rows.size and rows.min() < 300, "no warning call-out near the top"
+    assert palette_pixels(rgb) > 2000  # the figures below it still render

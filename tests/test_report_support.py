@@ -5,6 +5,9 @@ hits and misses from SQLite's own per-connection counters (apsw db_status), the 
 bytes from /proc/self/io, and the cold state from posix_fadvise DONTNEED plus a mincore
 residency check (no global drop_caches: other work on the machine keeps its cache).
 The rows carry the columns described in tunelab.results.
+
+The "engine" sweep is measured by tunelab.runner itself, so its rows also carry the plan of
+every point, the engine's own time and the per-statement times.
 """
 
 from __future__ import annotations
@@ -52,6 +55,25 @@ RANGE_SWEEP = {
     "knobs": {"index": ["none", "secondary"]},
     "workloads": [{"type": "range", "selectivity": [0.001, 0.01, 0.1]}],
     "cache": "warm",
+    "repetitions": REPS,
+}
+
+
+# Range queries and point lookups, the optimizer choosing the plan: at 90 % of the rows
+# SQLite's planner scans instead of using the non-clustered index the knob built.
+ENGINE_SWEEP = {
+    "name": "sqlite-engine-bound",
+    "description": "Range queries and point lookups with and without a non-clustered index, "
+    "cold and warm; the optimizer picks the plan.",
+    "engines": ["sqlite"],
+    "dataset": {"rows": ROWS, "seed": SEED},
+    "knobs": {"index": ["none", "nonclustered"]},
+    "fixed": {"buffer_pool": 2000},
+    "workloads": [
+        {"type": "range", "selectivity": [0.01, 0.9], "queries": 3},
+        {"type": "point", "lookups": 200},
+    ],
+    "cache": "both",
     "repetitions": REPS,
 }
 
@@ -267,6 +289,27 @@ def measure_range(workdir: Path) -> tuple[Path, Path]:
     return out, sweep_file
 
 
+def measure_engine(workdir: Path) -> tuple[Path, Path]:
+    """Run the engine sweep point by point through tunelab.runner (what `tunelab run-point`
+    does) and merge the points' rows; returns (results CSV, sweep YAML)."""
+    from tunelab import runner, spec
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    sweep_file = workdir / "sqlite-engine-bound.yaml"
+    sweep_file.write_text(yaml.safe_dump(ENGINE_SWEEP, sort_keys=False))
+    points, errors = spec.expand(sweep_file, "sqlite")
+    assert not errors, errors
+    frames = []
+    for point in points:
+        out = workdir / "points" / f"{point.point_id}.csv"
+        runner.run_point(point, out, workdir / "work", workdir / "data")
+        frames.append(pd.read_csv(out))
+    out = workdir / "sqlite-engine-bound.csv"
+    pd.concat(frames, ignore_index=True).to_csv(out, index=False)
+    return out, sweep_file
+
+
+MEASURE = {"scan": measure_scan, "range": measure_range, "engine": measure_engine}
 _MEASURED: dict[str, tuple[Path, Path]] = {}
 
 
@@ -274,7 +317,7 @@ def measured(kind: str, tmp_path_factory) -> tuple[Path, Path]:
     """Measure once per test session and share between the report test modules."""
     if kind not in _MEASURED:
         workdir = tmp_path_factory.mktemp(f"report-{kind}")
-        _MEASURED[kind] = (measure_scan if kind == "scan" else measure_range)(workdir)
+        _MEASURED[kind] = MEASURE[kind](workdir)
     return _MEASURED[kind]
 
 
@@ -304,6 +347,22 @@ def test_range_rows_are_real_measurements(tmp_path_factory):
     assert len(frame) == 2 * 3 * REPS
     expected = (frame["wl_selectivity"] * ROWS).round().astype(int)
     assert (frame["rows_touched"] == expected).all()
+
+
+def test_engine_rows_come_from_the_runner_with_plans_and_engine_time(tmp_path_factory):
+    csv, _ = measured("engine", tmp_path_factory)
+    frame = pd.read_csv(csv)
+    assert len(frame) == 2 * 3 * 2 * REPS
+    assert frame["access_mode"].eq("optimizer").all()
+    # The planner's own choice: a scan for 90 % of the rows, the index for 1 %.
+    wide = (frame["knob_index"] == "nonclustered") & (frame["wl_selectivity"] == 0.9)
+    assert frame.loc[wide, "access_path"].eq("scan").all()
+    assert not frame.loc[wide, "access_matches"].any()
+    assert frame.loc[~wide, "access_matches"].all()
+    assert (frame["engine_elapsed_s"] > 0).all()
+    assert (frame["engine_elapsed_s"] <= frame["elapsed_s"]).all()
+    assert frame.loc[frame["workload"] == "point", "queries"].eq(200).all()
+    assert frame.loc[frame["workload"] == "range", "queries"].eq(3).all()
 
 
 _RENDERED: dict[str, tuple[Path, float]] = {}

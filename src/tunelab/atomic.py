@@ -28,7 +28,9 @@ def write(path: str | os.PathLike, writer: Callable[[IO[bytes]], object]) -> Pat
 
 
 def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
-    return write(path, lambda f: frame.to_csv(f, index=False, lineterminator="\n"))
+    # A handle carries no name to infer compression from; mtime 0 keeps .gz reproducible.
+    gz = {"method": "gzip", "mtime": 0} if str(path).endswith(".gz") else None
+    return write(path, lambda f: frame.to_csv(f, index=False, lineterminator="\n", compression=gz))
 
 
 def _umask() -> int:

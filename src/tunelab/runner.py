@@ -300,8 +300,9 @@ def plans_path(out: Path) -> Path:
 
 
 def queries_path(out: Path) -> Path:
-    """Each timed statement's time (rep, query, elapsed_s), beside the point's results."""
-    return Path(out).with_suffix(".queries.csv")
+    """Each timed statement's time (rep, query, elapsed_s), beside the point's results
+    (compressed, and not matching ``*.csv``, which names the point files)."""
+    return Path(out).with_suffix(".queries.csv.gz")
 
 
 def run_point(

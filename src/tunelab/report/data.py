@@ -17,7 +17,7 @@ from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_co
 
 REQUIRED = ("elapsed_s",)
 # Dimensions that are not knobs but still separate points when they vary in a sweep.
-GROUPING = ("workload", "cache_requested")
+GROUPING = ("workload", "cache_requested", "access_mode")
 
 
 class ReportInputError(ValueError):

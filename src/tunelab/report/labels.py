@@ -28,6 +28,17 @@ METRICS: dict[str, str] = {
     "written_bytes": "bytes written",
     "data_bytes": "data size (bytes)",
     "page_size_bytes": "page size (bytes)",
+    "engine_elapsed_s": "engine time (s)",
+    "client_share": "client share of the response time",
+    "queries": "timed statements",
+    "q_first_s": "first query (s)",
+    "q_rest_median_s": "later queries, median (s)",
+    "q_p50_s": "p50 (s)",
+    "q_p95_s": "p95 (s)",
+    "q_p99_s": "p99 (s)",
+    "q_max_s": "slowest (s)",
+    "time_s": "time (s)",
+    "time_ms": "time (ms)",
 }
 
 # Knobs of the design table; an engine's own Knob.unit wins when the engine can be imported.
@@ -48,6 +59,7 @@ WORKLOAD_PARAMS: dict[str, str] = {
     "commit_every": "rows per commit",
     "queries": "queries per run",
     "lookups": "lookups per run",
+    "fetch": "rows to the client (all, or only a count)",
 }
 
 OTHER: dict[str, str] = {
@@ -56,6 +68,9 @@ OTHER: dict[str, str] = {
     "workload": "workload",
     "ratio": "hit ratio seen by",
     "engine": "engine",
+    "access_mode": "access",
+    "access_path": "access path",
+    "access_expected": "access path the index knob built",
 }
 
 
@@ -92,7 +107,7 @@ def label(column: str, engine: str | None = None) -> str:
 
 
 def is_ratio(column: str) -> bool:
-    return column.startswith("hit_ratio") or column == "resident_fraction"
+    return column.startswith("hit_ratio") or column in ("resident_fraction", "client_share")
 
 
 def fmt(value: object) -> str:

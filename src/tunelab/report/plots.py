@@ -25,6 +25,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.path import Path
 from matplotlib.ticker import (
     FuncFormatter,
     MaxNLocator,
@@ -33,7 +34,7 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from tunelab.report import stats
+from tunelab.report import checks, stats
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import fmt, is_ratio, label
 
@@ -50,6 +51,21 @@ LOG_SPAN = 20.0  # a positive axis spanning this ratio or more is drawn in log s
 PERFORMANCE = ("elapsed_s", "throughput_rows_s")
 IO_COUNTS = ("c_physical_reads", "physical_reads_per_s")
 HIT_RATIOS = {"hit_ratio_app": "application", "hit_ratio_sys": "system"}
+CLOCKS = {"elapsed_s": "response time (client clock)", "engine_elapsed_s": "engine time"}
+FIRST_REST = {"q_first_s": "first query", "q_rest_median_s": "later queries (median)"}
+PERCENTILES = {"q_p50_s": "p50", "q_p95_s": "p95", "q_p99_s": "p99"}
+MISMATCH_COLOR = "#1a1a1a"
+MISMATCH_LABEL = "plan ≠ what the index knob built"
+
+
+def _crossed_ring() -> Path:
+    """A hollow ring with a thin cross: it sits on a median without hiding its colour."""
+    d = math.sqrt(0.5)
+    cross = Path([(-d, -d), (d, d), (-d, d), (d, -d)], [Path.MOVETO, Path.LINETO] * 2)
+    return Path.make_compound_path(Path.unit_circle(), cross)
+
+
+MISMATCH_MARKER = _crossed_ring()
 
 
 @contextmanager
@@ -145,6 +161,17 @@ def draw_metric(
     combos = [
         (h, s) for h in levels for s in styles if ((d["_hue"] == h) & (d["_style"] == s)).any()
     ]
+    # Points whose plan differs from what the index knob built get a ringed cross on their
+    # median, so a curve labelled "index" is never read as index access when it was not.
+    bad = d.loc[checks.row_mismatch(d), [x, "_hue", "_style"]]
+    flagged = set(bad.itertuples(index=False, name=None))
+    marks: list[tuple[float, float]] = []
+
+    def mark(xvalues: Sequence[Any], px: np.ndarray, med: np.ndarray, h: str, s: str) -> None:
+        for value, at, m in zip(xvalues, px, med, strict=True):
+            if (value, h, s) in flagged and np.isfinite(m):
+                marks.append((float(at), float(m)))
+
     rng = np.random.default_rng(seed)
     numeric = is_numeric(d[x])
     xs = sorted(pd.unique(d[x]), key=order_key(orders, x))
@@ -180,6 +207,7 @@ def draw_metric(
                 gx, med, color=colors[h], ls=line_of[s], marker=marker_of[s], ms=5,
                 lw=1.8, label=legend_text(h, s), gid=f"median|{h}|{s}", zorder=5,
             )  # fmt: skip
+            mark(list(g[x]), gx, med, h, s)
         shift = np.array([offset[(h, s)] for h, s in zip(d["_hue"], d["_style"], strict=True)])
         spread = 0.3 * slot if slot else 0.012 * span
         raw_x = shifted(d[x].to_numpy(float), shift + rng.uniform(-1.0, 1.0, len(d)) * spread)
@@ -204,6 +232,7 @@ def draw_metric(
                 capsize=4, lw=1.6, label=legend_text(h, s), zorder=4,
             )  # fmt: skip
             bars.lines[0].set_gid(f"median|{h}|{s}")
+            mark(list(g[x]), px, med, h, s)
         base = d[x].map(position).to_numpy(float)
         shift = np.array([offset[(h, s)] for h, s in zip(d["_hue"], d["_style"], strict=True)])
         raw_x = base + shift + rng.uniform(-1.0, 1.0, len(d)) * 0.28 * slot
@@ -217,6 +246,12 @@ def draw_metric(
     if len(styles) > 1:  # legend-only entries for the line styles (no data, no autoscale)
         for st in styles:
             ax.plot([], [], color="#555555", ls=line_of[st], marker=marker_of[st], label=st)
+    if marks:
+        mx, my = zip(*sorted(marks))
+        ax.plot(
+            mx, my, ls="none", marker=MISMATCH_MARKER, ms=15, mfc="none", mec=MISMATCH_COLOR,
+            mew=1.3, label=MISMATCH_LABEL, gid="mismatch", zorder=7,
+        )  # fmt: skip
     sns.scatterplot(
         x=np.asarray(raw_x, float), y=d[metric].to_numpy(float), hue=d["_hue"].to_numpy(),
         hue_order=levels, palette=colors, ax=ax, legend=False, s=16, alpha=0.55, lw=0, zorder=3,
@@ -305,8 +340,15 @@ def _legend(fig: Figure, axes: Sequence[Axes], title: str) -> None:
     if seen:
         fig.legend(
             list(seen.values()), list(seen), title=title or None, loc="outside lower center",
-            ncol=min(len(seen), 4 if len(seen) <= 8 else 6), frameon=False,
+            ncol=_legend_columns(fig, list(seen)), frameon=False,
         )  # fmt: skip
+
+
+def _legend_columns(fig: Figure, texts: Sequence[str]) -> int:
+    """As many columns as fit the figure's width with its longest entry (about 0.07 inch a
+    character at the legend's font size, 0.5 inch for the handle and the gap)."""
+    fits = int(fig.get_figwidth() // (0.5 + 0.07 * max(map(len, texts))))
+    return max(1, min(len(texts), 4 if len(texts) <= 8 else 6, fits))
 
 
 def knob_figure(data: ReportData, x: str) -> Figure:
@@ -388,6 +430,84 @@ def device_figure(data: ReportData) -> Figure:
         if len(dims) == 1:
             _legend(fig, axes, hue_title(data.hue_for(dims[0]), data.engine))
     return fig
+
+
+def _long(frame: pd.DataFrame, columns: dict[str, str], value: str, var: str) -> pd.DataFrame:
+    """Several measured columns as one (``value``), named in ``var`` by ``columns``."""
+    present = [c for c in columns if _has(frame, c)]
+    long = frame.melt(
+        id_vars=[c for c in frame.columns if c not in present], value_vars=present,
+        var_name=var, value_name=value,
+    )  # fmt: skip
+    long[var] = long[var].map(columns)
+    return long
+
+
+def engine_time_figure(data: ReportData, x: str) -> Figure | None:
+    """The client's clock beside the engine's own time, and the share between them, versus
+    one swept dimension; None when the rows carry no engine time."""
+    frame = data.results.copy()
+    if not checks.engine_time_recorded(frame):
+        return None
+    frame["client_share"] = checks.row_client_share(frame)
+    hue = data.hue_for(x)
+    with style():
+        fig, axes = _figure(2)
+        long = _long(frame, CLOCKS, "time_s", "clock")
+        draw_metric(axes[0], long, x, "time_s", hue, style_col="clock", engine=data.engine,
+                    orders=data.orders)  # fmt: skip
+        axes[0].set_title("Response time and the engine's time")
+        draw_metric(axes[1], frame, x, "client_share", hue, engine=data.engine,
+                    orders=data.orders)  # fmt: skip
+        axes[1].axhline(checks.CLIENT_BOUND, color="#555555", ls="--", lw=1.0, zorder=2)
+        axes[1].annotate("client-bound above", (1.0, checks.CLIENT_BOUND),
+                         xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                         fontsize="small", color="#555555")  # fmt: skip
+        axes[1].set_title("Client share of the response time")
+        _legend(fig, axes, hue_title(hue, data.engine))
+    return fig
+
+
+def _query_x(data: ReportData, frame: pd.DataFrame) -> tuple[str, list[str]] | None:
+    """x and hue for a figure of a subset of the points (cold ones, lookups): the point
+    columns that still vary there; the workload when none does."""
+    varying = [c for c in data.point_columns if c in frame and frame[c].nunique(dropna=False) > 1]
+    if varying:
+        return varying[0], varying[1:]
+    return ("workload", []) if "workload" in frame else None
+
+
+def _query_figure(
+    data: ReportData, rows: pd.DataFrame, columns: dict[str, str], var: str, title: str
+) -> Figure | None:
+    axes_of = _query_x(data, rows)
+    if rows.empty or axes_of is None:
+        return None
+    x, hue = axes_of
+    ms = rows.copy()
+    for c in columns:  # per-statement times read better in milliseconds
+        ms[c] = pd.to_numeric(ms[c], errors="coerce") * 1e3
+    long = _long(ms, columns, "time_ms", var)
+    with style():
+        fig, (ax,) = _figure(1)
+        fig.set_size_inches(PANEL_W * 1.25, PANEL_H + 0.5)
+        draw_metric(ax, long, x, "time_ms", hue, style_col=var, engine=data.engine,
+                    orders=data.orders)  # fmt: skip
+        ax.set_title(title)
+        _legend(fig, [ax], hue_title(hue, data.engine))
+    return fig
+
+
+def first_query_figure(data: ReportData) -> Figure | None:
+    """Cold repetitions of several statements: the first statement apart from the others."""
+    rows = checks.first_query_rows(data.results)
+    return _query_figure(data, rows, FIRST_REST, "query", "Cold: first query vs the later ones")
+
+
+def lookup_figure(data: ReportData) -> Figure | None:
+    """Point lookups: each repetition's p50, p95 and p99 of the single lookups."""
+    rows = checks.lookup_rows(data.results)
+    return _query_figure(data, rows, PERCENTILES, "percentile", "Lookup time percentiles")
 
 
 def _has(frame: pd.DataFrame, column: str) -> bool:

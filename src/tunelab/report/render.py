@@ -65,7 +65,7 @@ figure.tl-figure figcaption {
 }
 .jp-RenderedHTMLCommon table.tl-table th { background: #f6f8fa; }
 .jp-RenderedHTMLCommon table.tl-table td, .jp-RenderedHTMLCommon table.tl-table th {
-  padding: 4px 10px; border-bottom: 1px solid #eceef1;
+  padding: 4px 8px; border-bottom: 1px solid #eceef1;
 }
 .jp-RenderedHTMLCommon table.tl-table td { white-space: nowrap; }
 .jp-RenderedHTMLCommon table.tl-kv th {
@@ -73,6 +73,8 @@ figure.tl-figure figcaption {
 }
 .jp-RenderedHTMLCommon table.tl-kv td { text-align: left; white-space: normal; }
 .jp-RenderedHTMLCommon table.tl-kv table.tl-table { margin: 0; }
+.tl-wrap { display: block; white-space: normal; max-width: 11rem; text-align: left; }
+.tl-wide { overflow-x: auto; }
 .tl-scroll { overflow: auto; max-height: 520px; border: 1px solid #eceef1; border-radius: 4px; }
 .jp-RenderedHTMLCommon table.tl-raw td { font-family: monospace; font-size: 11px;
   white-space: nowrap; }

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.report import plots, stats, tables
+from tunelab.report import checks, plots, stats, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.labels import fmt, fmt_percent, label
 
@@ -103,6 +103,216 @@ def header_html(data: ReportData, title: str = "") -> str:
     )
 
 
+# -- does the time measure the engine ----------------------------------------------------------
+def _records(data: ReportData, points: pd.DataFrame) -> list[dict]:
+    return tables.sort_points(points, data.point_columns, data.orders).to_dict("records")
+
+
+def _points_list(data: ReportData, points: pd.DataFrame, detail) -> str:
+    items = "".join(
+        f"<li>{html.escape(checks.point_name(data, r))}: {detail(r)}</li>"
+        for r in _records(data, points)
+    )
+    return f"<ul>{items}</ul>"
+
+
+def access_note(data: ReportData) -> str:
+    """Did every point run the access path its index knob built? One line when it did."""
+    frame = data.results
+    if not checks.plans_recorded(frame):
+        return note(
+            "Plans were not recorded in these results (they predate plan capture): whether "
+            "each point ran the access path its index knob built is unknown."
+        )
+    modes = checks.access_modes(frame)
+    mode = f" (access: {html.escape(' | '.join(modes))})" if modes else ""
+    bad = checks.mismatched_points(data)
+    if not bad.empty:
+        mark = checks.MISMATCH_MARK
+        listed = _points_list(
+            data,
+            bad,
+            lambda r: (
+                f"ran <code>{esc(r['access_path'])}</code>, the knob built "
+                f"<code>{esc(r['access_expected'])}</code>"
+            ),
+        )
+        text = (
+            f"<b>{mark} These points did not run the access path their index knob built"
+            f"</b>{mode}:{listed}Their times measure the plan the engine chose, not the index "
+            f"type they are shown at; the figures mark them with {mark}."
+        )
+        if "optimizer" in modes:
+            text += (
+                " With <code>access: optimizer</code> the engine's optimizer picks the plan; "
+                "<code>access: forced</code> pins the plan the knob built (a point whose plan "
+                "still differs then fails instead of measuring something else)."
+            )
+        return note(text, "warn")
+    access = checks.point_access(data)
+    unknown = access[access["matches"].map(lambda v: v is None or v != v)]
+    if not unknown.empty:
+        return note(
+            f"Every point whose plan was recorded ran the access path its index knob built"
+            f"{mode}; plans were not recorded for {len(unknown)} point(s): "
+            + html.escape("; ".join(checks.point_name(data, r) for r in _records(data, unknown)))
+            + "."
+        )
+    return note(f"Every point ran the access path its index knob built{mode}.")
+
+
+def client_note(data: ReportData) -> str | None:
+    """Points whose response time went mostly to the client; None without engine times."""
+    if not checks.engine_time_recorded(data.results):
+        return None
+    bound = checks.client_bound_points(data)
+    limit = fmt_percent(checks.CLIENT_BOUND)
+    if bound.empty:
+        return note(
+            f"At every point with an engine time, the engine's own time is at least half of "
+            f"the response time (median client share at most {limit})."
+        )
+    fetch = bound["fetch"].map(lambda v: v if isinstance(v, str) else "")
+    listed = _points_list(
+        data,
+        bound.assign(fetch=fetch),
+        lambda r: (
+            f"client share {fmt_percent(r['client_share'])}"
+            + (f", rows to the client: {esc(r['fetch'])}" if r["fetch"] else "")
+        ),
+    )
+    text = (
+        f"<b>Client-bound:</b> at these points more than {limit} of the response time went "
+        "to the client, not to the engine — fetching rows and building them in the driver "
+        f"and in Python, or preparing and sending statements:{listed}Their response time "
+        "says more about the client than about the engine's access path or buffer pool."
+    )
+    if fetch.str.contains("all").any():
+        text += (
+            " To time the engine's work, let the engine aggregate: <code>fetch: count</code> "
+            "in the workload still reads every row but returns only a count."
+        )
+    if fetch.eq("count").any():
+        text += (
+            " Points that already fetch only a count spend their client time per statement "
+            "(round trips, preparing and stepping each statement): many short statements, "
+            "such as single lookups, are dominated by it."
+        )
+    return note(text, "warn")
+
+
+def checks_html(data: ReportData) -> str:
+    """Call-outs for the top of the page: plans against the index knob, client-bound points."""
+    return "".join(n for n in (access_note(data), client_note(data)) if n)
+
+
+def _engine_time_source(engine: str) -> str:
+    """Where an engine's own statement time comes from ("" when it exposes none)."""
+    try:
+        from tunelab import engines
+
+        return engines.info(engine).engine_time or ""
+    except Exception:  # engine drivers are optional; a sentence is not worth failing for
+        return ""
+
+
+def engine_time_html(data: ReportData) -> str:
+    head = "<h2>Engine time and client time</h2>"
+    frame = data.results
+    if "engine_elapsed_s" not in frame:
+        return head + note(
+            "The engine's own time was not recorded in these results (they predate it): only "
+            "the client's clock is shown and the client share is unknown."
+        )
+    parts = [head]
+    explain = (
+        "Response time is the client's clock around the timed statements; engine time is the "
+        "engine's own time for the same statements. The client share, 1 − engine time / "
+        "response time, went to the client: the driver fetching rows, turning them into "
+        f"Python objects, round trips. A point is client-bound when its median client share "
+        f"exceeds {fmt_percent(checks.CLIENT_BOUND)}."
+    )
+    sources = []
+    for engine in _unique(frame, "engine"):
+        source = _engine_time_source(engine)
+        if source:
+            sources.append(f"{html.escape(engine)}: {html.escape(source)}")
+    if sources:
+        explain += " Engine time, " + "; ".join(sources) + "."
+    parts.append(note(explain))
+    engines = frame["engine"].astype(str) if "engine" in frame else pd.Series("", frame.index)
+    for engine in sorted(set(engines)):
+        rows = frame[engines == engine]
+        if not checks.engine_time_recorded(rows):
+            who = html.escape(engine or data.engine or "The engine")
+            parts.append(
+                note(
+                    f"{who} does not expose its own time for the timed statements: only the "
+                    "client's clock is shown for its points, and their client share is unknown.",
+                    "warn",
+                )
+            )
+    if not checks.engine_time_recorded(frame):
+        return "".join(parts)
+    caption = html.escape(figure_caption(data))
+    for x in data.dims:
+        fig = plots.engine_time_figure(data, x)
+        if fig is not None:
+            name = label(x, data.engine)
+            parts.append(f"<h3>Versus {html.escape(name)}</h3>")
+            parts.append(plots.figure_html(fig, f"engine time and client share vs {name}", caption))
+    table = tables.engine_time_html(data)
+    if table:
+        parts.append("<h3>Medians per point</h3>" + table)
+    return "".join(parts)
+
+
+def per_query_html(data: ReportData) -> str | None:
+    """The first query of cold repetitions apart from the rest; lookup percentiles. None
+    when every point runs a single statement."""
+    head = "<h2>Per query</h2>"
+    if checks.multi_query_without_timings(data.results):
+        return head + note(
+            "Per-query times were not recorded in these results (they predate them): the "
+            "response time of a repetition is the sum of its queries, the cold first one "
+            "included."
+        )
+    first, lookups = tables.first_query_html(data), tables.lookups_html(data)
+    if first is None and lookups is None:
+        return None
+    parts = [head]
+    caption = html.escape(figure_caption(data))
+    if first is not None:
+        parts.append("<h3>First query of a cold repetition versus the later ones</h3>")
+        parts.append(
+            note(
+                "Only the first query of a cold repetition meets a cold cache: it reads the "
+                "pages (index root and inner pages, table pages) the later queries of the same "
+                "repetition then find in memory. A cold repetition's response time mixes one "
+                "cold query with warmer ones; here they are apart. First: median over "
+                "repetitions of the first query's time; later: median over repetitions of the "
+                "median of the other queries."
+            )
+        )
+        fig = plots.first_query_figure(data)
+        if fig is not None:
+            parts.append(plots.figure_html(fig, "first query vs later queries, cold", caption))
+        parts.append(first)
+    if lookups is not None:
+        parts.append("<h3>Lookup time percentiles</h3>")
+        parts.append(
+            note(
+                "Per repetition, the 50th, 95th and 99th percentiles and the maximum of the "
+                "single lookups' times; shown: their medians over the repetitions."
+            )
+        )
+        fig = plots.lookup_figure(data)
+        if fig is not None:
+            parts.append(plots.figure_html(fig, "lookup time percentiles", caption))
+        parts.append(lookups)
+    return "".join(parts)
+
+
 # -- what was measured -------------------------------------------------------------------------
 def _inline(value: Any) -> str:
     if isinstance(value, list):
@@ -185,11 +395,17 @@ def warnings(data: ReportData) -> list[str]:
 def figure_caption(data: ReportData) -> str:
     reps = reps_per_point(data)
     cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
-    return (
+    text = (
         "Line or marker: median over repetitions; band or bar: order-statistic interval "
         f"for the median (coverage {fmt_percent(cov)} with n = {int(reps.min())}); "
         "dots: every repetition (jittered sideways)."
     )
+    if checks.row_mismatch(data.results).any():
+        text += (
+            f" {checks.MISMATCH_MARK}: the plan differed from what the index knob built "
+            "(see the warning at the top)."
+        )
+    return text
 
 
 def figures_html(data: ReportData) -> str:
@@ -211,7 +427,18 @@ def figures_html(data: ReportData) -> str:
 
 
 def summary_html(data: ReportData) -> str:
-    return note(html.escape("Per point: " + stats.METHOD + ".")) + tables.summary_html(data)
+    text = html.escape("Per point: " + stats.METHOD + ".")
+    if checks.plans_recorded(data.results):
+        text += (
+            " Access path: the plan of the timed statements as the engine reported it "
+            f"({checks.MISMATCH_MARK}: not what the index knob built)."
+        )
+    if checks.engine_time_recorded(data.results):
+        text += (
+            " Client share: 1 − engine time / response time; client-bound above "
+            f"{fmt_percent(checks.CLIENT_BOUND)}."
+        )
+    return note(text) + tables.summary_html(data)
 
 
 def prefetch_on(data: ReportData) -> bool:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from tunelab.report import stats
+from tunelab.report import checks, stats
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import fmt, fmt_percent, is_ratio, label
 
@@ -27,10 +27,23 @@ IO_COLUMNS = (
 )
 
 
-def html_table(frame: pd.DataFrame, table_id: str, classes: str = "tl-table") -> str:
-    return frame.to_html(
-        index=False, escape=True, table_id=table_id, classes=classes, border=0, na_rep="—"
-    )
+def html_table(
+    frame: pd.DataFrame, table_id: str, classes: str = "tl-table", wrap: Sequence[str] = ()
+) -> str:
+    """``wrap``: text columns that may break over lines (plans), so a wide table still fits."""
+    if not wrap:
+        return frame.to_html(
+            index=False, escape=True, table_id=table_id, classes=classes, border=0, na_rep="—"
+        )
+    cells = frame.map(lambda v: "—" if v is None or v != v else html.escape(str(v)))
+    for col in wrap:
+        cells[col] = cells[col].map(
+            lambda t: (
+                f'<span class="tl-wrap">{t.replace(";", ";<wbr>").replace(":", ":<wbr>")}</span>'
+            )
+        )
+    cells.columns = [html.escape(str(c)) for c in cells.columns]
+    return cells.to_html(index=False, escape=False, table_id=table_id, classes=classes, border=0)
 
 
 def key_value(rows: Iterable[tuple[str, str]], table_id: str) -> str:
@@ -76,9 +89,50 @@ def summary_frame(data: ReportData) -> pd.DataFrame:
     return sort_points(s, by, data.orders)
 
 
+def _attach(s: pd.DataFrame, extra: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Per-point columns of ``extra`` beside the sorted per-point rows of ``s``."""
+    if extra.empty:
+        return s
+    extra = extra.drop(columns=[c for c in extra if c in s and c not in by])
+    if by:
+        return s.merge(extra, on=list(by), how="left")
+    return s.assign(**{c: extra[c].iloc[0] for c in extra})
+
+
+def access_cell(path: object, expected: object, matches: object) -> str:
+    if path is None or (isinstance(path, float) and pd.isna(path)):
+        return "not recorded"
+    if checks.is_false(matches):
+        return f"{checks.MISMATCH_MARK} {path} (the knob built {expected})"
+    return str(path)
+
+
+def share_cell(share: float, bound: bool) -> str:
+    return fmt_percent(share) + (" client-bound" if bound else "")
+
+
 def summary_html(data: ReportData) -> str:
     s = summary_frame(data)
+    by = data.point_columns
+    frame = data.results
+    if checks.plans_recorded(frame):
+        s = _attach(s, checks.point_access(data), by)
+    if checks.engine_time_recorded(frame):
+        s = _attach(s, checks.point_times(data)[[*by, "client_share", "client_bound"]], by)
     table = pd.DataFrame({label(c, data.engine): s[c].map(fmt) for c in data.point_columns})
+    # What ran, and whose time it was, stand beside the point's name: they say what the
+    # numbers that follow measure.
+    wrap = []
+    if "access_path" in s:
+        wrap.append("access path")
+        table["access path"] = [
+            access_cell(p, e, m)
+            for p, e, m in zip(s["access_path"], s["access_expected"], s["matches"], strict=True)
+        ]
+    if "client_share" in s:
+        table["client share: median"] = [
+            share_cell(v, b) for v, b in zip(s["client_share"], s["client_bound"], strict=True)
+        ]
     table["n"] = s["n"].map(fmt)
     table["response time (s): median"] = s["median"].map(fmt)
     table["95 % interval for the median (order statistics)"] = [
@@ -90,7 +144,64 @@ def summary_html(data: ReportData) -> str:
         table["throughput interval"] = [
             f"{fmt(lo)} – {fmt(hi)}" for lo, hi in zip(s["tp_low"], s["tp_high"], strict=True)
         ]
-    return html_table(table, "summary")
+    # Many swept dimensions can still make it wider than the page: it scrolls, not clips.
+    return f'<div class="tl-wide">{html_table(table, "summary", wrap=wrap)}</div>'
+
+
+def engine_time_html(data: ReportData) -> str | None:
+    """Per point: medians of the response time, the engine's time and the client share."""
+    t = checks.point_times(data)
+    if t.empty:
+        return None
+    by = data.point_columns
+    t = sort_points(t, by, data.orders)
+    table = pd.DataFrame({label(c, data.engine): t[c].map(fmt) for c in by})
+    table["n"] = t["n"].map(fmt)
+    table["response time (s): median"] = t["elapsed_s"].map(fmt)
+    table["engine time (s): median"] = t["engine_elapsed_s"].map(fmt)
+    table["client share: median"] = [
+        share_cell(v, b) for v, b in zip(t["client_share"], t["client_bound"], strict=True)
+    ]
+    if "wl_fetch" not in by and t["fetch"].notna().any():
+        table["rows to the client"] = t["fetch"].map(lambda v: "—" if v is None else v)
+    return html_table(table, "engine-time")
+
+
+def _query_table(data: ReportData, t: pd.DataFrame, columns: dict[str, str], table_id: str):
+    # Only the point columns that vary here: all cold, or all lookups, goes without saying.
+    by = [c for c in data.point_columns if t[c].nunique(dropna=False) > 1]
+    t = sort_points(t, by, data.orders)
+    table = pd.DataFrame({label(c, data.engine): t[c].map(fmt) for c in by})
+    table["n"] = t["n"].map(fmt)
+    table["timed statements"] = t["queries"].map(fmt)
+    for col, name in columns.items():
+        table[name] = (t[col] * 1e3).map(fmt) if col.startswith("q_") else t[col].map(fmt)
+    return html_table(table, table_id)
+
+
+def first_query_html(data: ReportData) -> str | None:
+    t = checks.first_vs_rest(data)
+    if t.empty:
+        return None
+    columns = {
+        "q_first_s": "first query (ms): median",
+        "q_rest_median_s": "later queries (ms): median",
+        "first_over_rest": "first / later",
+    }
+    return _query_table(data, t, columns, "first-query")
+
+
+def lookups_html(data: ReportData) -> str | None:
+    t = checks.lookup_percentiles(data)
+    if t.empty:
+        return None
+    columns = {
+        "q_p50_s": "p50 (ms)",
+        "q_p95_s": "p95 (ms)",
+        "q_p99_s": "p99 (ms)",
+        "q_max_s": "slowest (ms)",
+    }
+    return _query_table(data, t, columns, "lookups")
 
 
 def io_html(data: ReportData) -> str | None:
