@@ -2,19 +2,27 @@
 
 Two kinds of check: the statements the sqlfluff ``db2`` dialect covers (CREATE INDEX, ALTER
 TABLE, CALL, SELECT) are parsed by it; the rest (CREATE BUFFERPOOL, CREATE TABLESPACE,
-CREATE TABLE ... IN, LOCK TABLE), which that dialect does not parse, are matched against
-the clause order of IBM's syntax diagrams written out below. On top, the rules the IBM
-documentation states: table space and buffer pool page sizes equal, EXTENTSIZE 2..256,
+CREATE TABLE ... IN, LOCK TABLE, EXPLAIN), which that dialect does not parse, are matched
+against the clause order of IBM's syntax diagrams written out below. On top, the rules the
+IBM documentation states: table space and buffer pool page sizes equal, EXTENTSIZE 2..256,
 PREFETCHSIZE a multiple of EXTENTSIZE, INCLUDE only on unique indexes, a clustering index
-followed by REORG TABLE ... INDEX of that index and RUNSTATS, LOCKSIZE ROW|TABLE.
+followed by REORG TABLE ... INDEX of that index and RUNSTATS, LOCKSIZE ROW|TABLE, one
+embedded optimization guideline after the SQL portion of a statement.
+
+The timed statements (integer literals, the guideline), the EXPLAIN statements and the
+normalisation of plans from explain rows shaped as IBM documents EXPLAIN_OPERATOR,
+EXPLAIN_STREAM and EXPLAIN_ARGUMENT, the engine time from MON_GET_CONNECTION and the fetch
+path are checked here too, with stand-in connections.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import stat
 import subprocess
+import xml.etree.ElementTree as ET
 from decimal import Decimal
 from pathlib import Path
 
@@ -654,3 +662,518 @@ def test_a_kept_server_is_left_without_the_points_objects():
         "DROP TABLESPACE TL_TS_4K",
         "DROP BUFFERPOOL TL_BP_4K",
     ]
+
+
+# -- timed statements: literals, guideline, plans, engine time, fetch -----------------------------
+# EXPLAIN has no rule in the sqlfluff db2 dialect: IBM's syntax diagram, written out.
+# EXPLAIN {PLAN SELECTION | ALL | PLAN} [{FOR | WITH} SNAPSHOT] [WITH REOPT ONCE]
+#   [SET QUERYNO = integer] [SET QUERYTAG = string-constant] FOR explainable-sql-statement
+EXPLAIN = re.compile(
+    r"^EXPLAIN (?:PLAN SELECTION|ALL|PLAN)(?: (?:FOR|WITH) SNAPSHOT)?(?: WITH REOPT ONCE)?"
+    r"(?: SET QUERYNO = (?P<no>\d+))?(?: SET QUERYTAG = '(?P<tag>[^']{0,20})')?"
+    r" FOR (?P<stmt>(?:SELECT|UPDATE|INSERT|DELETE) .+)$",
+    re.DOTALL,
+)
+READS = ("scan", "multipoint", "range", "point")
+KINDS = workloads.INDEX_KINDS
+OFFLINE = db2.DB2Engine(Path("/nonexistent"), "plan")
+
+
+def parse(sql: str) -> None:
+    sqlfluff = pytest.importorskip("sqlfluff")
+    sqlfluff.parse(sql, dialect="db2")
+
+
+def read_statements(wtype: str, kind: str, access: str, fetch: str = "all", rows: int = 5000):
+    w = workloads.Workload(wtype, {**workloads.DEFAULTS[wtype], "fetch": fetch})
+    plan = w.index_plan(kind)
+    return w, plan, workloads.statements(OFFLINE, w, plan, access, rows, 11)
+
+
+def guideline_of(sql: str) -> ET.Element:
+    m = re.search(r"/\* (<OPTGUIDELINES>.*</OPTGUIDELINES>) \*/$", sql)
+    assert m, sql
+    return ET.fromstring(m[1])  # well-formed XML, or this raises
+
+
+@pytest.mark.parametrize("access", ["optimizer", "forced"])
+@pytest.mark.parametrize("fetch", ["all", "count"])
+@pytest.mark.parametrize("wtype", READS)
+def test_timed_reads_reach_db2_with_their_integer_literals(wtype, fetch, access):
+    w, plan, stmts = read_statements(wtype, "nonclustered", access, fetch)
+    args = workloads.query_args(w, 5000, 11) or [()]
+    assert len(stmts.bound) == len(args)
+    for (sql, bound_args), values in zip(stmts.bound, args, strict=True):
+        assert bound_args == () and "?" not in sql  # nothing left for a marker
+        where = sql.split(" WHERE ", 1)[1].split(" /*")[0] if values else ""
+        literals = re.findall(r"(?:=|BETWEEN|AND) (-?\d+)", where)
+        assert [int(v) for v in literals] == [int(v) for v in values]
+        if fetch == "count":
+            assert "SUM(CAST(" in sql and not re.search(r"SUM\(\w+\)", sql)
+        assert ("OPTGUIDELINES" in sql) is (access == "forced")
+    for sql, _ in stmts.bound[:3]:  # the rest differ only in their literals
+        parse(sql)
+
+
+def test_each_statement_is_compiled_for_its_own_range():
+    # Two ranges of different width are two statement texts: Db2 plans each for its values.
+    narrow = db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 19))
+    wide = db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 200_009))
+    assert narrow == "SELECT id FROM accounts WHERE lat BETWEEN 10 AND 19"
+    assert wide.endswith("BETWEEN 10 AND 200009") and wide != narrow
+
+
+@pytest.mark.parametrize(
+    "bad", [1.5, "1", "1; DROP TABLE accounts", True, None, b"7", Decimal("3")]
+)
+def test_only_integers_are_written_into_statements(bad):
+    with pytest.raises(EngineError, match="only integers"):
+        db2.bind_sql("SELECT id FROM accounts WHERE id = ?", (bad,))
+
+
+def test_numpy_and_negative_integers_are_formatted_by_int():
+    np = pytest.importorskip("numpy")
+    sql = db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (np.int64(-3), 7))
+    assert sql.endswith("BETWEEN -3 AND 7")
+
+
+def test_markers_and_arguments_must_match():
+    with pytest.raises(EngineError, match="markers"):
+        db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (1,))
+    with pytest.raises(EngineError, match="markers"):
+        db2.bind_sql("SELECT id FROM accounts", (1,))
+
+
+def test_binding_twice_changes_nothing():
+    _, _, stmts = read_statements("range", "nonclustered", "forced", "count")
+    sql = stmts.bound[0][0]
+    assert db2.bind_sql(sql, ()) == sql
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("wtype", ["multipoint", "range", "point"])
+def test_forced_statements_end_with_a_guideline_naming_the_index_built(wtype, kind):
+    _, plan, stmts = read_statements(wtype, kind, "forced")
+    created = [INDEX.match(s) for s in db2.index_ddl(TABLE, plan) if s.startswith("CREATE")]
+    for sql, _ in stmts.bound:
+        assert sql.count("OPTGUIDELINES") == 2  # one guideline, after the SQL portion
+        root = guideline_of(sql)
+        assert root.tag == "OPTGUIDELINES" and len(root) == 1
+        (request,) = root
+        assert request.get("TABLE") == TABLE.upper()
+        if kind == "none":
+            assert request.tag == "TBSCAN" and request.get("INDEX") is None
+        else:
+            assert request.tag == "IXSCAN"
+            assert request.get("INDEX") == created[0]["name"] == OFFLINE.index_name(TABLE, plan)
+
+
+def test_the_scan_workload_is_forced_to_a_table_scan():
+    _, _, stmts = read_statements("scan", "nonclustered", "forced")
+    (request,) = guideline_of(stmts.bound[0][0])
+    assert request.tag == "TBSCAN"
+
+
+def test_an_extra_guideline_is_refused_since_db2_would_ignore_both():
+    g = db2.optguideline(TABLE, IndexPlan("none"))
+    with pytest.raises(EngineError, match="more than one"):
+        db2.bind_sql(f"SELECT id FROM accounts {g} WHERE id = 1 {g}", ())
+
+
+@pytest.mark.parametrize(
+    ("wtype", "kind", "expected"),
+    [
+        ("range", "none", "scan"),
+        ("range", "nonclustered", "index:IX_ACCOUNTS_NONCLUSTERED"),
+        ("range", "clustered", "index:IX_ACCOUNTS_CLUSTERED"),
+        ("range", "covering", "index-only:IX_ACCOUNTS_COVERING"),
+        ("range", "covering_wrong_order", "index-only:IX_ACCOUNTS_COVERING_WRONG_ORDER"),
+        ("point", "covering", "index-only:IX_ACCOUNTS_COVERING"),
+        # an update's "covering" index covers nothing: a plain index, the row is fetched
+        ("update", "covering", "index:IX_ACCOUNTS_COVERING"),
+        ("update", "covering_wrong_order", "index:IX_ACCOUNTS_COVERING_WRONG_ORDER"),
+        ("scan", "nonclustered", "scan"),
+    ],
+)
+def test_expected_access_names_the_index_as_db2_folds_it(wtype, kind, expected):
+    plan = workloads.Workload(wtype, workloads.DEFAULTS[wtype]).index_plan(kind)
+    assert OFFLINE.expected_access(TABLE, plan) == expected
+
+
+def test_explain_statements_follow_the_syntax_diagram():
+    _, _, stmts = read_statements("range", "covering", "forced")
+    for n, (sql, _) in enumerate(stmts.to_explain(), 1):
+        m = EXPLAIN.match(db2.explain_sql(sql, n))
+        assert m, db2.explain_sql(sql, n)
+        assert int(m["no"]) == n and m["tag"] == db2.QUERYTAG
+        assert m["stmt"] == sql  # the text that is executed, guideline at its end
+        parse(m["stmt"])
+
+
+def explain_support_sql() -> list[str]:
+    return [
+        *db2.plan_sql(7).values(),
+        *db2.explain_tables_sql().values(),
+        db2.connection_sql([17, 18]),
+        db2.APPLICATION_HANDLE_SQL,
+    ]
+
+
+@pytest.mark.parametrize("sql", explain_support_sql())
+def test_plan_monitor_and_install_statements_parse_with_the_db2_dialect(sql):
+    parse(sql)
+
+
+def test_plan_queries_read_the_latest_statement_of_their_tag():
+    for part, sql in db2.plan_sql(7).items():
+        assert sql.count("QUERYNO = 7") == 2 and sql.count(f"QUERYTAG = '{db2.QUERYTAG}'") == 2
+        assert "MAX(EXPLAIN_TIME)" in sql and "EXPLAIN_LEVEL = 'P'" in sql
+        for key in ("EXPLAIN_REQUESTER", "EXPLAIN_TIME", "SOURCE_NAME", "STMTNO", "SECTNO"):
+            assert f"X.{key} = S.{key}" in sql, part
+    assert "SYSINSTALLOBJECTS('EXPLAIN', 'C'" in db2.explain_tables_sql()["create"]
+
+
+# Plans as IBM documents the explain tables: EXPLAIN_OPERATOR (OPERATOR_ID, OPERATOR_TYPE
+# CHAR(6), TOTAL_COST), EXPLAIN_STREAM (STREAM_ID, SOURCE_TYPE 'O'|'D', SOURCE_ID (-1 for a
+# data object), TARGET_TYPE, TARGET_ID, OBJECT_SCHEMA and OBJECT_NAME (NULL between two
+# operators), STREAM_COUNT) and EXPLAIN_ARGUMENT (OPERATOR_ID, ARGUMENT_TYPE CHAR(8), VALUE).
+def op_to_op(sid, source, target, rows):
+    return (sid, "O", source, "O", target, None, None, rows)
+
+
+def data_to_op(sid, name, target, rows):
+    return (sid, "D", -1, "O", target, "DB2INST1", name, rows)
+
+
+PLANS = {
+    "tbscan": (
+        [(1, "RETURN", 3512.4), (2, "TBSCAN", 3512.1)],
+        [op_to_op(1, 2, 1, 400.0), data_to_op(2, "ACCOUNTS", 2, 400000.0)],
+        [],
+        "scan;tbscan",
+    ),
+    "ixscan+fetch": (
+        [(1, "RETURN", 41.0), (2, "FETCH ", 40.9), (3, "IXSCAN", 15.2)],
+        [op_to_op(1, 2, 1, 400.0), op_to_op(2, 3, 2, 400.0),
+         data_to_op(3, "IX_ACCOUNTS_NONCLUSTERED", 3, 400000.0),
+         data_to_op(4, "ACCOUNTS", 2, 400000.0)],
+        [(3, "PREFETCH", "NONE"), (1, "STMTPROF", "Embedded guideline")],
+        "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch;guideline",
+    ),
+    "list prefetch": (
+        [(1, "RETURN", 900.0), (2, "FETCH ", 899.0), (3, "RIDSCN", 30.0), (4, "SORT  ", 29.0),
+         (5, "IXSCAN", 25.0)],
+        [op_to_op(1, 2, 1, 8000.0), op_to_op(2, 3, 2, 8000.0), op_to_op(3, 4, 3, 8000.0),
+         op_to_op(4, 5, 4, 8000.0), data_to_op(5, "IX_ACCOUNTS_NONCLUSTERED", 5, 400000.0),
+         data_to_op(6, "ACCOUNTS", 2, 400000.0)],
+        [],
+        "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch;list-prefetch",
+    ),
+    "index-only, count": (
+        [(1, "RETURN", 20.0), (2, "GRPBY ", 19.9), (3, "IXSCAN", 19.5)],
+        [op_to_op(1, 2, 1, 1.0), op_to_op(2, 3, 2, 4000.0),
+         data_to_op(3, "IX_ACCOUNTS_COVERING", 3, 400000.0)],
+        [],
+        "index-only:IX_ACCOUNTS_COVERING;ixscan",
+    ),
+    "sorted through a temp table": (
+        [(1, "RETURN", 70.0), (2, "TBSCAN", 69.0), (3, "SORT  ", 68.0), (4, "FETCH ", 60.0),
+         (5, "IXSCAN", 10.0)],
+        [op_to_op(1, 2, 1, 400.0), op_to_op(2, 3, 2, 400.0), op_to_op(3, 4, 3, 400.0),
+         op_to_op(4, 5, 4, 400.0), data_to_op(5, "IX_ACCOUNTS_CLUSTERED", 5, 400000.0),
+         data_to_op(6, "ACCOUNTS", 4, 400000.0)],
+        [],
+        "index:IX_ACCOUNTS_CLUSTERED;ixscan+fetch",  # that TBSCAN reads the sort, not a table
+    ),
+    "update by key": (
+        [(1, "RETURN", 15.0), (2, "UPDATE", 14.0), (3, "FETCH ", 7.6), (4, "IXSCAN", 7.5)],
+        [op_to_op(1, 2, 1, 1.0), op_to_op(2, 3, 2, 1.0), op_to_op(3, 4, 3, 1.0),
+         data_to_op(4, "IX_ACCOUNTS_NONCLUSTERED", 4, 400000.0),
+         data_to_op(5, "ACCOUNTS", 3, 400000.0),
+         (6, "O", 2, "D", -1, "DB2INST1", "ACCOUNTS", 1.0)],
+        [],
+        "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch",
+    ),
+    "nothing recognised": ([(1, "RETURN", 0.0)], [], [], "unknown"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PLANS)
+def test_plans_normalise_from_the_explain_rows(name):
+    operators, streams, arguments, expected = PLANS[name]
+    ops = db2.plan_graph(operators, streams, arguments)
+    assert db2.normalise_plan(ops) == expected
+    text = db2.plan_text(ops)
+    assert text.startswith("RETURN (1)")
+    for _, otype, _ in operators:
+        assert f"{otype.strip()} (" in text
+    for s in streams:
+        if s[1] == "D":
+            assert f"DB2INST1.{s[6]}" in text
+
+
+def test_the_plan_text_is_the_operator_tree():
+    operators, streams, arguments, _ = PLANS["ixscan+fetch"]
+    lines = db2.plan_text(db2.plan_graph(operators, streams, arguments)).splitlines()
+    assert lines == [
+        "RETURN (1)  cost=41.00  [STMTPROF=Embedded guideline]",
+        "  FETCH (2)  cost=40.90  rows=400",
+        "    IXSCAN (3)  cost=15.20  rows=400  [PREFETCH=NONE]",
+        "      index DB2INST1.IX_ACCOUNTS_NONCLUSTERED  rows=400000",
+        "    table DB2INST1.ACCOUNTS  rows=400000",
+    ]
+
+
+class FakeCursor:
+    """A DB-API cursor that answers the plan queries with canned explain rows."""
+
+    def __init__(self, log: list[str], answers: dict[str, list[tuple]]):
+        self.log, self.answers, self.rows = log, answers, []
+
+    def execute(self, sql, args=None):
+        self.log.append(sql)
+        self.rows = next((r for key, r in self.answers.items() if key in sql), [])
+
+    def fetchall(self):
+        return list(self.rows)
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+    def close(self):
+        pass
+
+
+class FakeConn:
+    def __init__(self, answers=None):
+        self.log: list[str] = []
+        self.answers = answers or {}
+        self.commits = 0
+
+    def cursor(self):
+        return FakeCursor(self.log, self.answers)
+
+    def commit(self):
+        self.commits += 1
+
+
+def test_explain_runs_explain_plan_then_reads_that_statement_back():
+    operators, streams, arguments, expected = PLANS["ixscan+fetch"]
+    conn = FakeConn({"EXPLAIN_OPERATOR X": operators, "EXPLAIN_STREAM X": streams,
+                     "EXPLAIN_ARGUMENT X": arguments})  # fmt: skip
+    eng = db2.DB2Engine(Path("/nonexistent"), "t")
+    _, plan, stmts = read_statements("multipoint", "nonclustered", "forced")
+    sql, args = stmts.to_explain()[0]
+    got = eng.explain(conn, sql, args)
+    assert got.path == expected and got.base == eng.expected_access(TABLE, plan)
+    first, *reads = conn.log
+    m = EXPLAIN.match(first)
+    assert m and m["stmt"] == sql and int(m["no"]) == 1
+    assert [r for r in reads if "QUERYNO = 1 " in r] == reads and len(reads) == 3
+    assert got.raw.splitlines()[0] == sql and "IXSCAN (3)" in got.raw
+    eng.explain(conn, sql, args)
+    assert "QUERYNO = 2 " in conn.log[4]  # each explain has its own number
+
+
+def test_an_update_is_explained_with_its_key_written_in():
+    conn = FakeConn({"EXPLAIN_OPERATOR X": PLANS["update by key"][0],
+                     "EXPLAIN_STREAM X": PLANS["update by key"][1]})  # fmt: skip
+    eng = db2.DB2Engine(Path("/nonexistent"), "t")
+    got = eng.explain(conn, "UPDATE accounts SET balance = balance + 1 WHERE id = ?", (42,))
+    assert EXPLAIN.match(conn.log[0])["stmt"].endswith("WHERE id = 42")
+    assert got.path == "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch"
+
+
+def test_a_failing_explain_names_the_statement():
+    class Broken(FakeConn):
+        def cursor(self):
+            cur = super().cursor()
+
+            def fail(sql, args=None):
+                raise RuntimeError("SQL0219N  The required Explain table does not exist.")
+
+            cur.execute = fail
+            return cur
+
+    with pytest.raises(EngineError, match="EXPLAIN of SELECT .*SQL0219N"):
+        db2.DB2Engine(Path("/nonexistent"), "t").explain(Broken(), "SELECT id FROM accounts", ())
+
+
+def test_explain_tables_are_created_only_when_missing(monkeypatch):
+    for present, creates in ((len(db2.EXPLAIN_TABLES), 0), (0, 1)):
+        eng = db2.DB2Engine(Path("/nonexistent"), "t")
+        state = {"n": present}
+        done: list[list[str]] = []
+
+        def execute(stmts, conn=None, state=state, done=done):
+            done.append(list(stmts))
+            state["n"] = len(db2.EXPLAIN_TABLES)
+
+        monkeypatch.setattr(eng, "query", lambda sql, state=state: [(state["n"],)])
+        monkeypatch.setattr(eng, "execute", execute)
+        eng._ensure_explain_tables()
+        assert done == [[db2.explain_tables_sql()["create"]]] * creates
+
+
+def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
+    eng = db2.DB2Engine(Path("/nonexistent"), "t")
+    eng.knobs = knobs()
+    asked: list[str] = []
+    conn_row = (250, 200, 30, 120, 9000, 14, 180_000)
+
+    def query(sql):
+        asked.append(sql)
+        if "MON_GET_CONNECTION" in sql:
+            return [conn_row]
+        if "MON_GET_BUFFERPOOL" in sql:
+            return [(0,) * len(db2.BUFFERPOOL_COUNTERS)]
+        return [(0,) * len(db2.DATABASE_COUNTERS)]
+
+    monkeypatch.setattr(eng, "query", query)
+    conns = [FakeConn({"MON_GET_APPLICATION_HANDLE": [(41,)]}),
+             FakeConn({"MON_GET_APPLICATION_HANDLE": [(42,)]})]  # fmt: skip
+    first = eng.counters(conns)
+    again = eng.counters(conns)
+    assert first["engine_time_ns"] == again["engine_time_ns"] == 250 * 1_000_000
+    assert first["db2_conn_total_compile_time"] == 30
+    assert first["db2_conn_client_idle_wait_time"] == 9000
+    # The handle is asked once per connection, on it, and committed before any counter.
+    for c in conns:
+        assert c.log == [db2.APPLICATION_HANDLE_SQL] and c.commits == 1
+    monitor = [s for s in asked if "MON_GET_CONNECTION" in s]
+    assert monitor == [db2.connection_sql([41, 42])] * 2
+    assert "IN (41, 42)" in monitor[0]
+    nobody = eng.counters([])
+    assert nobody["engine_time_ns"] == 0
+
+
+def test_engine_time_counters_map_to_keys():
+    out = db2.engine_time_from([None] * len(db2.CONNECTION_COUNTERS))
+    assert out["engine_time_ns"] == 0
+    assert set(out) == {"engine_time_ns"} | {
+        f"db2_conn_{c.lower()}" for c in db2.CONNECTION_COUNTERS
+    }
+    assert db2.INFO.engine_time and "TOTAL_RQST_TIME" in db2.INFO.engine_time
+    assert "forced" in db2.INFO.access_modes
+
+
+class BatchCursor:
+    """ibm_db_dbi's Cursor surface the fetch uses: fetchmany(size) and FIX_RETURN_TYPE."""
+
+    def __init__(self, rows: int):
+        self.left, self.FIX_RETURN_TYPE, self.sizes = rows, 1, []
+
+    def fetchmany(self, size=0):
+        self.sizes.append(size)
+        n = min(size, self.left)
+        self.left -= n
+        return [(i,) for i in range(n)]
+
+
+@pytest.mark.parametrize("rows", [0, 1, db2.FETCH_ROWS, 3 * db2.FETCH_ROWS + 7])
+def test_fetch_counts_batches_from_the_drivers_c_loop(rows):
+    cur = BatchCursor(rows)
+    assert OFFLINE.fetch(cur) == rows
+    assert cur.FIX_RETURN_TYPE == 0  # no per-row Python type fix-up in ibm_db_dbi
+    assert set(cur.sizes) == {db2.FETCH_ROWS}
+    assert len(cur.sizes) == -(-rows // db2.FETCH_ROWS) + 1  # the last one comes back empty
+
+
+def test_ibm_db_dbi_fetchmany_is_the_c_loop_plus_an_optional_python_fix_up():
+    # What fetch relies on, checked in the installed driver: fetchmany hands the whole batch
+    # to ibm_db.fetchmany (C) and only revisits rows in Python when FIX_RETURN_TYPE is set.
+    import inspect
+
+    dbi = pytest.importorskip("ibm_db_dbi")
+    src = inspect.getsource(dbi.Cursor.fetchmany)
+    assert "ibm_db.fetchmany(self.stmt_handler, size)" in src
+    assert "if self.FIX_RETURN_TYPE == 1" in src
+    assert "FIX_RETURN_TYPE" in inspect.getsource(dbi.Cursor.__init__)
+
+
+def fake_clp(tmp_path: Path, optprofile: str, activate_rc: int = 0) -> dict[str, str]:
+    """db2set, db2, db2stop and db2start that log their arguments; db2set keeps its value."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    state = tmp_path / "optprofile"
+    state.write_text(optprofile)
+    log = tmp_path / "calls"
+    scripts = {
+        "db2set": f'echo "db2set $*" >> {log}\n'
+        f'case "$1" in *=*) echo "${{1#*=}}" > {state} ;; *) cat {state} ;; esac\n',
+        "db2": f'echo "db2 $*" >> {log}\n'
+        f'case "$*" in "activate db "*) exit {activate_rc} ;; esac\nexit 0\n',
+        "db2stop": f'echo "db2stop $*" >> {log}\n',
+        "db2start": f'echo "db2start $*" >> {log}\n',
+    }
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_guidelines_are_enabled_once_with_an_instance_restart(tmp_path):
+    env = fake_clp(tmp_path, "")
+    script = db2.optprofile_script()
+    proc = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0 and "restarted" in proc.stdout
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert "db2set DB2_OPTPROFILE=YES" in calls
+    assert calls.index("db2set DB2_OPTPROFILE=YES") < calls.index("db2stop force")
+    assert calls.index("db2stop force") < calls.index("db2start ")
+    assert calls[-2:] == [f"db2 activate db {db2.DATABASE}", "db2set DB2_OPTPROFILE"]
+    # A server that has it already (a kept one) is left running.
+    (tmp_path / "calls").unlink()
+    again = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and "restarted" not in again.stdout
+    assert (tmp_path / "calls").read_text().splitlines() == ["db2set DB2_OPTPROFILE"]
+
+
+def test_enabling_guidelines_fails_when_the_database_does_not_come_back(tmp_path):
+    env = fake_clp(tmp_path, "NO", activate_rc=4)
+    proc = subprocess.run(["sh", "-c", db2.optprofile_script()], env=env, capture_output=True)
+    assert proc.returncode == 1
+
+
+def test_plan_sql_prints_guideline_explain_and_engine_time_statements(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    plan = workloads.Workload("range", workloads.DEFAULTS["range"]).index_plan("nonclustered")
+    lines = OFFLINE.planned_sql(knobs(index="nonclustered"), Dataset(1000, 1), plan)
+    text = "\n".join(lines)
+    assert db2.optguideline(TABLE, plan) in text
+    assert 'INDEX="IX_ACCOUNTS_NONCLUSTERED"' in text
+    assert shlex.join(db2.clp(db2.optprofile_script())) in text
+    for stmt in (*db2.explain_tables_sql().values(), *db2.plan_sql("<n>").values(),
+                 db2.APPLICATION_HANDLE_SQL):  # fmt: skip
+        assert stmt in text
+    assert any(EXPLAIN.match(line.split("  --")[0].replace("<n>", "1").replace(
+        "<statement>", "SELECT 1")) for line in lines)  # fmt: skip
+    # The explain tables exist before the first plan is read, guidelines before any statement.
+    assert text.index("DB2_OPTPROFILE") < text.index("SYSINSTALLOBJECTS") < text.index(
+        "CREATE BUFFERPOOL")  # fmt: skip
+
+
+def test_tunelab_plan_prints_the_timed_statements_as_db2_receives_them(write_sweep, capsys):
+    from tunelab import cli
+
+    path = write_sweep(
+        """
+        name: db2-plan
+        engines: [db2]
+        dataset: {rows: 1000, seed: 3}
+        knobs:
+          index: [nonclustered]
+        workloads:
+          - type: range
+            selectivity: [0.5]
+        access: forced
+        """
+    )
+    assert cli.main(["plan", str(path), "--engine", "db2", "--sql"]) == 0
+    out = capsys.readouterr().out
+    timed = [line for line in out.splitlines() if line.startswith("SELECT id, lat, balance")]
+    assert timed, out
+    for line in timed:
+        assert re.search(r"BETWEEN \d+ AND \d+ /\* <OPTGUIDELINES><IXSCAN", line)
+        assert line.endswith("</OPTGUIDELINES> */") and "?" not in line
+    assert "EXPLAIN PLAN SET QUERYNO = <n> SET QUERYTAG = 'TUNELAB' FOR" in out

@@ -22,23 +22,42 @@ against the documented syntax without a server, and ``tunelab plan --sql`` print
 Cold: FLUSH BUFFERPOOLS only writes dirty pages, it does not empty the pool. The lab forces
 the applications off and deactivates the database through the CLP inside the container,
 evicts the table space container files from the host's page cache, then activates again.
+
+Timed statements reach Db2 with their integer values written in (``bind``), so each is
+compiled for its own selectivity; ``access: forced`` ends each with an embedded optimization
+guideline (IXSCAN of the index the knob built, or TBSCAN). Every distinct statement is
+explained first (EXPLAIN PLAN into the explain tables, read back from EXPLAIN_OPERATOR,
+EXPLAIN_STREAM and EXPLAIN_ARGUMENT) and normalised to scan / index:<IX> / index-only:<IX>.
+The engine time is MON_GET_CONNECTION's TOTAL_RQST_TIME of the timed connections.
 """
 
 from __future__ import annotations
 
+import math
+import operator
 import os
 import re
 import shlex
 import shutil
 import time
+import weakref
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache
+from tunelab import cache, workloads
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
-from tunelab.engines.base import CacheState, Engine, EngineError, EngineInfo, IndexPlan, Knob
+from tunelab.engines.base import (
+    AccessPath,
+    CacheState,
+    Engine,
+    EngineError,
+    EngineInfo,
+    IndexPlan,
+    Knob,
+)
 
 # Pinned image (see containers/db2/README.md); TUNELAB_DB2_IMAGE selects another local tag.
 IMAGE = "icr.io/db2_community/db2:12.1.5.0"
@@ -57,6 +76,7 @@ CONNECT_ATTEMPTS_S = 120
 # After activation Db2 reads container tags and space maps: allow this many extents per
 # container file to be resident and still call the cache cold.
 COLD_ALLOWANCE_EXTENTS = 2
+FETCH_ROWS = 10_000  # rows per fetchmany of a timed read (the per-row loop is the driver's C)
 
 PAGE_SIZES = (4096, 8192, 16384, 32768)
 INDEX_KINDS = ("none", "nonclustered", "clustered", "covering", "covering_wrong_order")
@@ -122,6 +142,11 @@ INFO = EngineInfo(
         "random_read_ahead": "Db2 prefetch is set per table space: use prefetch_size",
     },
     needs_container=True,
+    engine_time="MON_GET_CONNECTION's TOTAL_RQST_TIME for each timed connection (found by "
+    "SYSPROC.MON_GET_APPLICATION_HANDLE()): the server's time on the lab's requests "
+    "(compilation of each literal statement, section execution, fetch, commit, and their "
+    "I/O and lock waits), without CLIENT_IDLE_WAIT_TIME, the time it waits for the client; "
+    "reported in ms",
 )  # fmt: skip
 
 
@@ -414,6 +439,287 @@ def index_kind(key: Sequence[str], rows: Sequence[Sequence[str]]) -> str | None:
     return None
 
 
+# -- timed statements: literals, guidelines, plans ------------------------------------------------
+# The optimizer sees each statement's own values: bind() writes the integer arguments into the
+# text, so every distinct statement is compiled with them. REOPT ALWAYS would re-plan at each
+# execution too, but EXPLAIN of a statement with parameter markers plans for unknown values
+# (EXPLAIN offers only WITH REOPT ONCE), so the captured plan could differ from the one run;
+# with literals EXPLAIN PLAN FOR compiles exactly the text that is executed.
+_MARKER = re.compile(r"\?")
+# SUM of an INTEGER column is an INTEGER in Db2 (SQL0802N on overflow, IBM's SUM reference);
+# the aggregates of `fetch: count` sum up to 10^7 x rows, so they are summed as BIGINT.
+_SUM = re.compile(r"\bSUM\((\w+)\)", re.IGNORECASE)
+_GUIDELINE = re.compile(r"\s*/\* <OPTGUIDELINES>.*?</OPTGUIDELINES> \*/", re.DOTALL)
+
+QUERYTAG = "TUNELAB"  # EXPLAIN_STATEMENT.QUERYTAG is CHAR(20)
+EXPLAIN_SCHEMA = SCHEMA  # EXPLAIN writes to the session user's tables before SYSTOOLS'
+EXPLAIN_TABLES = (
+    "EXPLAIN_INSTANCE", "EXPLAIN_STATEMENT", "EXPLAIN_OPERATOR", "EXPLAIN_STREAM",
+    "EXPLAIN_ARGUMENT",
+)  # fmt: skip
+# The columns that identify one explained statement in every explain table.
+_EXPLAIN_KEY = (
+    "EXPLAIN_REQUESTER", "EXPLAIN_TIME", "SOURCE_NAME", "SOURCE_SCHEMA", "SOURCE_VERSION",
+    "EXPLAIN_LEVEL", "STMTNO", "SECTNO",
+)  # fmt: skip
+_ACCESS_OPERATORS = ("TBSCAN", "IXSCAN", "FETCH", "RIDSCN")
+
+
+def sql_int(value: Any) -> str:
+    """An integer argument as a literal; anything else is refused (nothing but int() output
+    ever reaches the statement text)."""
+    if isinstance(value, bool):
+        raise EngineError(f"db2: only integers are written into statements, got {value!r}")
+    try:
+        return str(int(operator.index(value)))
+    except TypeError:
+        raise EngineError(
+            f"db2: only integers are written into statements, got {value!r}"
+        ) from None
+
+
+def bind_sql(sql: str, args: Sequence[Any]) -> str:
+    """The statement as Db2 receives it: each parameter marker replaced by its integer
+    literal, SUMs widened to BIGINT, and an optimization guideline moved to the end, the only
+    place Db2 reads an embedded guideline."""
+    guidelines = [g.strip() for g in _GUIDELINE.findall(sql)]
+    if len(guidelines) > 1:  # Db2 ignores every guideline of a statement that has several
+        raise EngineError(f"db2: more than one optimization guideline in {sql[:120]!r}")
+    text = _GUIDELINE.sub("", sql)
+    values = [sql_int(a) for a in args]
+    if len(_MARKER.findall(text)) != len(values):
+        raise EngineError(f"db2: {len(values)} arguments for the markers of {text[:120]!r}")
+    literals = iter(values)
+    text = _MARKER.sub(lambda _m: next(literals), text)
+    text = _SUM.sub(r"SUM(CAST(\1 AS BIGINT))", text)
+    return f"{text} {guidelines[0]}" if guidelines else text
+
+
+def optguideline(table: str, index: IndexPlan) -> str:
+    """The statement-level optimization guideline that pins the access the index plan built:
+    IXSCAN of its index (INDEX is the unqualified index name, TABLE the exposed table name)
+    or TBSCAN without one. A guideline Db2 cannot apply is ignored with SQL0437W reason 13,
+    which is why every forced plan is explained and checked."""
+    t = ident(table)
+    if expected_kind(index) == "none":
+        request = f'<TBSCAN TABLE="{t}"/>'
+    else:
+        request = f'<IXSCAN TABLE="{t}" INDEX="{index_name(table, index.kind)}"/>'
+    return f"/* <OPTGUIDELINES>{request}</OPTGUIDELINES> */"
+
+
+def optprofile_script(database: str = DATABASE) -> str:
+    """CLP script (instance owner) that enables optimization guidelines: DB2_OPTPROFILE=YES,
+    which takes effect at the next instance start. IBM's 11.1+ page on embedded guidelines
+    names no registry setting, an IBM support note says releases before 11.1 needed this one; the
+    lab sets it on either reading. Prints 'restarted' when it had to restart the instance."""
+    db = ident(database)
+    on = "db2set DB2_OPTPROFILE | grep -qiw YES"
+    return (
+        f"{on} && exit 0; "
+        "db2set DB2_OPTPROFILE=YES || exit 1; "
+        "db2 force application all >/dev/null; db2stop force >/dev/null; db2start >/dev/null; "
+        f"db2 activate db {db} >/dev/null; rc=$?; "
+        f"{on} || exit 1; "
+        "echo restarted; exit $(( rc >= 4 ))"
+    )
+
+
+def explain_tables_sql() -> dict[str, str]:
+    """Whether the explain tables exist, and the call that creates them (SYSINSTALLOBJECTS,
+    which IBM prefers to EXPLAIN.DDL; in SYSTOOLSPACE, outside the point's table space)."""
+    names = ", ".join(f"'{t}'" for t in EXPLAIN_TABLES)
+    return {
+        "check": "SELECT COUNT(*) FROM SYSCAT.TABLES "
+        f"WHERE TABSCHEMA = '{EXPLAIN_SCHEMA}' AND TABNAME IN ({names})",
+        "create": "CALL SYSPROC.SYSINSTALLOBJECTS('EXPLAIN', 'C', "
+        f"CAST(NULL AS VARCHAR(128)), '{EXPLAIN_SCHEMA}')",
+    }
+
+
+def explain_sql(statement: str, queryno: int | str) -> str:
+    """EXPLAIN PLAN (clauses in the order of IBM's syntax diagram), tagged so that the rows
+    of this statement can be found again."""
+    n = queryno if isinstance(queryno, str) else int(queryno)
+    tags = f"SET QUERYNO = {n} SET QUERYTAG = '{QUERYTAG}'"
+    return f"EXPLAIN PLAN {tags} FOR {statement}"
+
+
+def plan_sql(queryno: int | str) -> dict[str, str]:
+    """The operators, streams and operator arguments of the latest statement explained with
+    this QUERYNO (level P, plan selection), joined on the explain tables' common key."""
+    n = queryno if isinstance(queryno, str) else int(queryno)
+    s = f"{EXPLAIN_SCHEMA}.EXPLAIN_STATEMENT"
+    tagged = f"QUERYTAG = '{QUERYTAG}' AND QUERYNO = {n} AND EXPLAIN_LEVEL = 'P'"
+    latest = (
+        f"WITH S AS (SELECT {', '.join(_EXPLAIN_KEY)} FROM {s} WHERE {tagged} "
+        f"AND EXPLAIN_TIME = (SELECT MAX(EXPLAIN_TIME) FROM {s} WHERE {tagged})) "
+    )
+    on = " AND ".join(f"X.{k} = S.{k}" for k in _EXPLAIN_KEY)
+
+    def of(table: str, cols: str, order: str) -> str:
+        joined = f"{EXPLAIN_SCHEMA}.{table} X JOIN S ON {on}"
+        return f"{latest}SELECT {cols} FROM {joined} ORDER BY {order}"
+
+    return {
+        "operators": of("EXPLAIN_OPERATOR", "X.OPERATOR_ID, X.OPERATOR_TYPE, X.TOTAL_COST",
+                        "X.OPERATOR_ID"),
+        "streams": of("EXPLAIN_STREAM", "X.STREAM_ID, X.SOURCE_TYPE, X.SOURCE_ID, "
+                      "X.TARGET_TYPE, X.TARGET_ID, X.OBJECT_SCHEMA, X.OBJECT_NAME, "
+                      "X.STREAM_COUNT", "X.STREAM_ID"),
+        "arguments": of("EXPLAIN_ARGUMENT", "X.OPERATOR_ID, X.ARGUMENT_TYPE, X.ARGUMENT_VALUE",
+                        "X.OPERATOR_ID, X.ARGUMENT_TYPE"),
+    }  # fmt: skip
+
+
+@dataclass
+class PlanOperator:
+    """One EXPLAIN_OPERATOR row with its streams (EXPLAIN_STREAM) and arguments."""
+
+    id: int
+    type: str
+    cost: float
+    inputs: list[tuple[str, Any, float]] = field(default_factory=list)  # ("O", id | "D", name)
+    outputs: list[int] = field(default_factory=list)  # operators this one feeds
+    writes: list[str] = field(default_factory=list)  # data objects it writes (UPDATE)
+    rows: float | None = None  # estimated rows it produces
+    args: list[tuple[str, str]] = field(default_factory=list)
+
+
+def plan_graph(
+    operators: Sequence[Sequence[Any]],
+    streams: Sequence[Sequence[Any]],
+    arguments: Sequence[Sequence[Any]] = (),
+) -> dict[int, PlanOperator]:
+    """Operators keyed by OPERATOR_ID from the explain rows as IBM documents them:
+    EXPLAIN_STREAM's SOURCE_TYPE/TARGET_TYPE are 'O' (operator, its id) or 'D' (data object,
+    id -1, named by OBJECT_SCHEMA/OBJECT_NAME); STREAM_COUNT is the estimated cardinality."""
+    ops = {int(i): PlanOperator(int(i), str(t).strip(), float(c or 0)) for i, t, c in operators}
+    for _sid, stype, source, ttype, target, schema, name, count in streams:
+        stype, ttype = str(stype).strip(), str(ttype).strip()
+        obj = f"{(schema or '').strip()}.{(name or '').strip()}".strip(".")
+        rows = float(count) if count is not None else math.nan
+        if ttype == "O" and int(target) in ops:
+            dest = ops[int(target)]
+            if stype == "O":
+                dest.inputs.append(("O", int(source), rows))
+            else:
+                dest.inputs.append(("D", obj, rows))
+        if stype == "O" and int(source) in ops:
+            src = ops[int(source)]
+            src.rows = rows
+            if ttype == "O":
+                src.outputs.append(int(target))
+            else:
+                src.writes.append(obj)
+    for op_id, atype, value in arguments:
+        if int(op_id) in ops:
+            ops[int(op_id)].args.append((str(atype).strip(), "" if value is None else str(value)))
+    return ops
+
+
+def _unqualified(obj: str) -> str:
+    return obj.rsplit(".", 1)[-1]
+
+
+def normalise_plan(ops: dict[int, PlanOperator]) -> str:
+    """scan (TBSCAN of a table) | index:<IX> (IXSCAN whose RIDs reach a FETCH of the table) |
+    index-only:<IX> (IXSCAN with no FETCH), detail after ';': tbscan, ixscan+fetch,
+    list-prefetch (RIDs sorted through RIDSCN before the FETCH), ixscan; guideline when the
+    RETURN operator names a statement profile (STMTPROF), i.e. a guideline was applied."""
+    paths = []
+    for op in sorted(ops.values(), key=lambda o: o.id):
+        data = [name for kind, name, _ in op.inputs if kind == "D"]
+        if op.type == "TBSCAN" and data:
+            paths.append("scan;tbscan")  # a TBSCAN fed by an operator reads a temp table
+        elif op.type == "IXSCAN" and data:
+            index = _unqualified(data[0])
+            seen, todo, fetch = set(), list(op.outputs), False
+            while todo:
+                nxt = todo.pop(0)
+                if nxt in seen or nxt not in ops:
+                    continue
+                seen.add(nxt)
+                if ops[nxt].type == "FETCH":
+                    fetch = True
+                    break
+                todo.extend(ops[nxt].outputs)
+            if not fetch:
+                paths.append(f"index-only:{index};ixscan")
+            elif any(ops[i].type == "RIDSCN" for i in seen):
+                paths.append(f"index:{index};ixscan+fetch;list-prefetch")
+            else:
+                paths.append(f"index:{index};ixscan+fetch")
+    if not paths:
+        return "unknown"
+    if any(a == "STMTPROF" for o in ops.values() for a, _ in o.args):
+        paths = [f"{p};guideline" for p in paths]
+    return " + ".join(dict.fromkeys(paths))
+
+
+def plan_text(ops: dict[int, PlanOperator]) -> str:
+    """The operator tree as text, from RETURN down to the data objects (db2exfmt's order):
+    type (id), cumulative cost in timerons, estimated rows, and the access operators'
+    arguments."""
+    lines: list[str] = []
+
+    def rows(n: float | None) -> str:
+        return "" if n is None or math.isnan(n) else f"  rows={n:.0f}"
+
+    def walk(op: PlanOperator, depth: int, seen: set[int]) -> None:
+        pad = "  " * depth
+        args = ""
+        if op.type in _ACCESS_OPERATORS or op.type == "RETURN":
+            shown = [f"{a}={v}" for a, v in op.args if op.type != "RETURN" or a == "STMTPROF"]
+            args = f"  [{', '.join(shown)}]" if shown else ""
+        lines.append(f"{pad}{op.type} ({op.id})  cost={op.cost:.2f}{rows(op.rows)}{args}")
+        for obj in op.writes:
+            lines.append(f"{pad}  -> table {obj}")
+        for kind, ref, n in op.inputs:
+            if kind == "O" and ref in ops and ref not in seen:
+                walk(ops[ref], depth + 1, seen | {ref})
+            elif kind == "D":
+                what = "index" if op.type == "IXSCAN" else "table"
+                lines.append(f"{pad}  {what} {ref}{rows(n)}")
+
+    roots = [o for o in ops.values() if not o.outputs]
+    for root in sorted(roots, key=lambda o: o.id):
+        walk(root, 0, {root.id})
+    return "\n".join(lines)
+
+
+# -- engine time ----------------------------------------------------------------------------------
+APPLICATION_HANDLE_SQL = "VALUES SYSPROC.MON_GET_APPLICATION_HANDLE()"
+# Request metrics of the lab's own connections (MON_GET_CONNECTION, collected at the default
+# mon_req_metrics BASE). TOTAL_RQST_TIME is the engine time: all time the server spent on the
+# connection's requests, processing and waits (I/O, locks) included, compile, section execution,
+# fetch and commit alike; the time it waits for the client's next request is
+# CLIENT_IDLE_WAIT_TIME, outside it. TOTAL_SECTION_TIME would leave out the compilation of each
+# literal statement, which the client's clock does see. Milliseconds, TOTAL_CPU_TIME in µs.
+CONNECTION_COUNTERS = (
+    "TOTAL_RQST_TIME", "TOTAL_SECTION_TIME", "TOTAL_COMPILE_TIME", "TOTAL_WAIT_TIME",
+    "CLIENT_IDLE_WAIT_TIME", "RQSTS_COMPLETED_TOTAL", "TOTAL_CPU_TIME",
+)  # fmt: skip
+
+
+def connection_sql(handles: Sequence[int]) -> str:
+    ids = ", ".join(str(int(h)) for h in handles)
+    sums = ", ".join(f"SUM(C.{c})" for c in CONNECTION_COUNTERS)
+    return (
+        f"SELECT {sums} FROM TABLE(MON_GET_CONNECTION(CAST(NULL AS BIGINT), -2)) AS C "
+        f"WHERE C.APPLICATION_HANDLE IN ({ids})"
+    )
+
+
+def engine_time_from(row: Sequence[Any]) -> dict[str, float]:
+    """engine_time_ns (TOTAL_RQST_TIME, ms -> ns) and every connection metric as
+    db2_conn_<column>."""
+    c = {k: float(v or 0) for k, v in zip(CONNECTION_COUNTERS, row, strict=True)}
+    out = {"engine_time_ns": c["TOTAL_RQST_TIME"] * 1_000_000}
+    out.update({f"db2_conn_{k.lower()}": v for k, v in c.items()})
+    return out
+
+
 # -- container and CLP ----------------------------------------------------------------------------
 def container_env(password: str) -> dict[str, str]:
     """Environment of the db2_community image: licence, instance, database, and the documented
@@ -523,6 +829,9 @@ class DB2Engine(Engine):
         self._files: list[Path] = []
         self._table: str | None = None
         self._version: str | None = None
+        # Application handle of each lab connection, for its request metrics (engine time).
+        self._handles: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._queryno = 0  # QUERYNO of the last statement this engine explained
 
     # -- lifecycle ---------------------------------------------------------------------------
     def provision(self, knobs: dict[str, Any]) -> None:
@@ -552,6 +861,9 @@ class DB2Engine(Engine):
                 raise EngineError(f"db2: {exc}") from None
             self.starts += 1
         self._wait_connectable()
+        if "restarted" in self._clp(optprofile_script(), "enable optimization guidelines"):
+            self._wait_connectable()
+        self._ensure_explain_tables()
         page = int(self.knobs["page_size"])
         self.execute([bufferpool_ddl(self.knobs)])
         if self._pool_pages() != int(self.knobs["buffer_pool"]):
@@ -651,6 +963,14 @@ class DB2Engine(Engine):
                     raise
                 time.sleep(2)
 
+    def _ensure_explain_tables(self) -> None:
+        q = explain_tables_sql()
+        if int(self.query(q["check"])[0][0]) >= len(EXPLAIN_TABLES):
+            return
+        self.execute([q["create"]])
+        if int(self.query(q["check"])[0][0]) < len(EXPLAIN_TABLES):
+            raise EngineError(f"db2: explain tables missing in {EXPLAIN_SCHEMA} after creation")
+
     def _pool_pages(self) -> int | None:
         rows = self.query(pool_size_sql(int(self.knobs["page_size"])))
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
@@ -714,6 +1034,61 @@ class DB2Engine(Engine):
         if got != expected_kind(index):
             raise EngineError(f"db2: catalog shows index kind {got!r}, asked {index.kind!r}")
 
+    # -- timed statements ----------------------------------------------------------------------
+    def index_name(self, table: str, index: IndexPlan) -> str:
+        return index_name(table, index.kind)  # upper case, as the plans name it
+
+    def expected_access(self, table: str, index: IndexPlan) -> str:
+        # What the catalog holds, not the kind's name: a covering index with nothing to
+        # cover (an update's key) is a plain index, read with a FETCH of the row.
+        kind = expected_kind(index)
+        if kind == "none":
+            return "scan"
+        name = self.index_name(table, index)
+        if kind in ("covering", "covering_wrong_order"):
+            return f"index-only:{name}"
+        return f"index:{name}"
+
+    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
+        # Db2 has no index hint in the FROM clause: the guideline rides here and bind() moves
+        # it to the end of the statement.
+        if access != "forced":
+            return table
+        return f"{table} {optguideline(table, index)}"
+
+    def bind(self, sql: str, args: Sequence[Any]) -> tuple[str, tuple]:
+        return bind_sql(sql, args), ()
+
+    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
+        # Writes run with markers (executemany); their key is unique, so the plan of the
+        # statement with the literal is the plan of the marker form.
+        text = bind_sql(sql, args)
+        self._queryno += 1
+        queries = plan_sql(self._queryno)
+        cur = conn.cursor()
+        try:
+            cur.execute(explain_sql(text, self._queryno))
+            rows = {}
+            for part in ("operators", "streams", "arguments"):
+                cur.execute(queries[part])
+                rows[part] = [tuple(r) for r in cur.fetchall()]
+        except Exception as exc:
+            raise EngineError(f"db2: EXPLAIN of {text[:120]}: {_one_line(exc)}") from None
+        finally:
+            cur.close()
+        ops = plan_graph(rows["operators"], rows["streams"], rows["arguments"])
+        return AccessPath(normalise_plan(ops), f"{text}\n{plan_text(ops)}")
+
+    def fetch(self, cursor: Any) -> int:
+        # ibm_db_dbi's fetchmany calls ibm_db.fetchmany, whose row loop (SQLFetch and the row
+        # tuple) is C. With FIX_RETURN_TYPE on, ibm_db_dbi then revisits every row in Python
+        # to convert DECIMAL and BLOB columns, which the lab's result sets do not have.
+        cursor.FIX_RETURN_TYPE = 0
+        n = 0
+        while batch := cursor.fetchmany(FETCH_ROWS):
+            n += len(batch)
+        return n
+
     # -- locking -------------------------------------------------------------------------------
     def lock_table(self, cursor: Any, table: str) -> None:
         cursor.execute(lock_sql(table))  # released by the commit that ends the transaction
@@ -737,7 +1112,24 @@ class DB2Engine(Engine):
         q = counter_sql(page)
         bp = self.query(q["bufferpool"])[0]
         db = self.query(q["database"])[0]
-        return counters_from(bp, db, page)
+        out = counters_from(bp, db, page)
+        handles = [self._application_handle(c) for c in conns]
+        conn_row = self.query(connection_sql(handles))[0] if handles else ()
+        out.update(engine_time_from(conn_row or [0] * len(CONNECTION_COUNTERS)))
+        return out
+
+    def _application_handle(self, conn: Any) -> int:
+        """The connection's application handle, asked once on the connection itself (before
+        any counters are read, so the question is outside every delta)."""
+        handle = self._handles.get(conn)
+        if handle is None:
+            cur = conn.cursor()
+            cur.execute(APPLICATION_HANDLE_SQL)
+            handle = int(cur.fetchone()[0])
+            cur.close()
+            conn.commit()
+            self._handles[conn] = handle
+        return handle
 
     def applied_knobs(self) -> dict[str, Any]:
         page = int(self.knobs["page_size"])
@@ -790,11 +1182,16 @@ class DB2Engine(Engine):
         cmds = cold_commands()
         env = {k: ("<generated>" if "PASSWORD" in k else v) for k, v in container_env("").items()}
         caps = "--privileged" if _privileged() else "--cap-add IPC_LOCK --cap-add IPC_OWNER"
+        explain_tables = explain_tables_sql()
         lines = [
             f"-- container: {image()} {caps} -p 127.0.0.1:<free>:{PORT} "
             f"-v <workdir>/db2-data:{DATA_MOUNT} "
             + " ".join(f"-e {k}={v}" for k, v in env.items()),
             f"-- ready when the log says '{READY_LOG}' (timeout {READY_TIMEOUT_S // 60} min)",
+            f"-- optimization guidelines on: docker exec <container> "
+            f"{shlex.join(clp(optprofile_script()))}",
+            f"{explain_tables['check']}  -- explain tables present?",
+            f"{explain_tables['create']}  -- only if they are not",
             bufferpool_ddl(knobs),
             tablespace_ddl(knobs),
             drop_table_sql(table) + "  -- if it exists",
@@ -807,10 +1204,18 @@ class DB2Engine(Engine):
         if knobs.get("lock_granularity") == "table":
             lines.append(f"{lock_sql(table)}  -- at the start of every write transaction")
         lines += [
+            f"-- access: forced ends every timed read with {optguideline(table, index)}",
+            f"{explain_sql('<statement>', '<n>')}  -- before timing, for "
+            f"each distinct timed statement (at most {workloads.EXPLAIN_MAX}) as Db2 receives it",
+            *plan_sql("<n>").values(),
+        ]
+        lines += [
             f"-- cold points: docker exec <container> {shlex.join(clp(cmds['stop']))}",
             "-- cold points: evict the table space container files from the host page cache",
             f"-- cold points: docker exec <container> {shlex.join(clp(cmds['start']))}",
+            f"{APPLICATION_HANDLE_SQL}  -- once on each timed connection",
             *counter_sql(page).values(),
+            f"{connection_sql([0])}  -- the timed connections' handles; engine time",
             *applied_sql(page).values(),
             *table_sql(table).values(),
         ]
