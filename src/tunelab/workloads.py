@@ -47,6 +47,8 @@ SELECTED: dict[str, tuple[str, ...]] = {
     "point": tuple(c for c in COLUMNS if c != "id"),
 }
 WRITES = ("insert", "update")
+# Whose best plan depends on the argument values (how many rows match), not only the query.
+VALUE_DEPENDENT = ("multipoint", "range")
 INDEX_KINDS = ("none", "nonclustered", "clustered", "covering", "covering_wrong_order")
 
 
@@ -154,7 +156,9 @@ def statements(
         return Statements(sql, [(sql, a) for a in query_args(w, rows, seed)])
     sql = query_sql(w, engine.placeholder, engine.table_ref(TABLE, index, access))
     args = query_args(w, rows, seed) or [()]
-    return Statements(sql, [engine.bind(sql, a) for a in args], w.params["fetch"])
+    values_matter = w.type in VALUE_DEPENDENT
+    bound = [engine.bind(sql, a, values_matter) for a in args]
+    return Statements(sql, bound, w.params["fetch"])
 
 
 def timed_sql(engine: Engine, w: Workload, index: IndexPlan, access: str, ds: Dataset) -> list[str]:

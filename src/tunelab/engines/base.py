@@ -240,8 +240,9 @@ class Engine(abc.ABC):
         """The plan the engine chooses for this statement, before it is timed."""
         raise EngineError(f"{self.info.name} cannot explain statements")
 
-    def bind(self, sql: str, args: Sequence[Any]) -> tuple[str, tuple]:
-        """The statement and arguments as the engine should receive them. Engines whose
+    def bind(self, sql: str, args: Sequence[Any], values_matter: bool = True) -> tuple[str, tuple]:
+        """The statement and arguments as the engine should receive them. Where the plan may
+        depend on the values (``values_matter``: a range's selectivity), engines whose
         optimizer would otherwise plan once for every value inline literals here."""
         return sql, tuple(args)
 

@@ -478,14 +478,17 @@ def sql_int(value: Any) -> str:
         ) from None
 
 
-def bind_sql(sql: str, args: Sequence[Any]) -> str:
+def bind_sql(sql: str, args: Sequence[Any], inline: bool = True) -> str:
     """The statement as Db2 receives it: each parameter marker replaced by its integer
-    literal, SUMs widened to BIGINT, and an optimization guideline moved to the end, the only
-    place Db2 reads an embedded guideline."""
+    literal (unless ``inline`` is false), SUMs widened to BIGINT, and an optimization
+    guideline moved to the end, the only place Db2 reads an embedded guideline."""
     guidelines = [g.strip() for g in _GUIDELINE.findall(sql)]
     if len(guidelines) > 1:  # Db2 ignores every guideline of a statement that has several
         raise EngineError(f"db2: more than one optimization guideline in {sql[:120]!r}")
     text = _GUIDELINE.sub("", sql)
+    if not inline:
+        text = _SUM.sub(r"SUM(CAST(\1 AS BIGINT))", text)
+        return f"{text} {guidelines[0]}" if guidelines else text
     values = [sql_int(a) for a in args]
     if len(_MARKER.findall(text)) != len(values):
         raise EngineError(f"db2: {len(values)} arguments for the markers of {text[:120]!r}")
@@ -1056,7 +1059,9 @@ class DB2Engine(Engine):
             return table
         return f"{table} {optguideline(table, index)}"
 
-    def bind(self, sql: str, args: Sequence[Any]) -> tuple[str, tuple]:
+    def bind(self, sql: str, args: Sequence[Any], values_matter: bool = True) -> tuple[str, tuple]:
+        if not values_matter:  # e.g. unique-key lookups: one plan fits all, compiled once
+            return bind_sql(sql, args, inline=False), tuple(args)
         return bind_sql(sql, args), ()
 
     def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
