@@ -158,3 +158,19 @@ def test_bad_access_or_fetch_is_refused_at_validation(write_sweep, body, expecte
     path = write_sweep(text, "x.yaml")
     _, errors = spec.expand(path, "sqlite")
     assert any(str(e).startswith(f"{path}: {expected}") for e in errors), errors
+
+
+def test_a_refused_forced_point_keeps_its_plans_to_explain_why(write_sweep, tmp_path, monkeypatch):
+    # A hint that does not reach the engine: at 90 % SQLite's own choice is a scan.
+    from tunelab.engines.sqlite import SQLiteEngine
+
+    monkeypatch.setattr(SQLiteEngine, "table_ref", lambda self, table, index, access: table)
+    path = sweep(write_sweep, "{index: [nonclustered]}", "{type: range, selectivity: 0.9}",
+                 "access: forced")  # fmt: skip
+    point = spec.expand(path)[0][0]
+    out = tmp_path / "p.csv"
+    with pytest.raises(EngineError, match="access: forced"):
+        runner.run_point(point, out, tmp_path / "w", tmp_path / "d")
+    assert not out.exists()
+    (plan,) = json.loads(runner.plans_path(out).read_text())
+    assert plan["access_path"] == "scan" and plan["plan"] == "SCAN accounts"

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import uuid
 
-import pymysql
+import MySQLdb
+import pandas as pd
 import pytest
 
-from tunelab import containers, dataset
+from tunelab import containers, dataset, runner, spec, workloads
 from tunelab.engines.base import EngineError, IndexPlan
-from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine
+from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine, _normalise_plan
 
 pytestmark = pytest.mark.docker
 
@@ -106,8 +109,8 @@ def test_password_never_shown(loaded):
     ]
     assert not any(pw in text for text in shown)
     # ...and it is what TCP logins need.
-    with pytest.raises(pymysql.err.OperationalError):
-        pymysql.connect(host="127.0.0.1", port=loaded.container.host_port, user="root",
+    with pytest.raises(MySQLdb.OperationalError):
+        MySQLdb.connect(host="127.0.0.1", port=loaded.container.host_port, user="root",
                         password=pw + "x")  # fmt: skip
 
 
@@ -118,7 +121,7 @@ def test_table_lock_blocks_other_writers_until_unlock(loaded):
         cb.execute("SET SESSION lock_wait_timeout = 1")
         loaded.lock_table(ca, "accounts")
         ca.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
-        with pytest.raises(pymysql.err.OperationalError) as err:
+        with pytest.raises(MySQLdb.OperationalError) as err:
             cb.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 2")
         assert err.value.args[0] == 1205  # lock wait timeout
         a.commit()
@@ -271,10 +274,6 @@ def test_teardown_removes_container_even_after_a_failure(tmp_path, image):
 def test_points_of_a_run_share_a_server_until_a_restart_knob_changes(image, tmp_path):
     """Warm points with the same page size reuse the kept server (no start); a new page size
     needs a new data directory, so a new server replaces the kept one."""
-    import pandas as pd
-
-    from tunelab import runner, spec
-
     sweep = tmp_path / "s.yaml"
     sweep.write_text(
         "name: share\nengines: [mariadb]\ndataset: {rows: 5000, seed: 3}\n"
@@ -305,3 +304,237 @@ def test_points_of_a_run_share_a_server_until_a_restart_knob_changes(image, tmp_
         )
         == []
     )
+
+
+# -- timed statements: access paths, engine time, fetch -------------------------------------
+
+SWEEP_HEAD = (
+    "engines: [mariadb]\ndataset: {rows: 50000, seed: 7}\nfixed: {buffer_pool: '64MiB'}\n"
+    "cache: warm\nrepetitions: 2\n"
+)
+# What each index kind builds on InnoDB, for multipoint and range alike: the clustered index
+# is PRIMARY (the rows themselves), a covering index in the wrong order is scanned whole.
+BUILT = {
+    "none": ("scan", "scan"),
+    "nonclustered": ("index:accounts_nonclustered;ref", "index:accounts_nonclustered;range"),
+    "clustered": ("index:PRIMARY;ref", "index:PRIMARY;range"),
+    "covering": ("index-only:accounts_covering;ref", "index-only:accounts_covering;range"),
+    "covering_wrong_order": (
+        "index-only:accounts_covering_wrong_order;full",
+        "index-only:accounts_covering_wrong_order;full",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, image):
+    """One workflow run (its kept server shared by the points below): workdir, data, run id."""
+    base = tmp_path_factory.mktemp("mdb-run")
+    run_id = f"mdb-{uuid.uuid4().hex[:6]}"
+    try:
+        yield base / "w", base / "d", run_id
+    finally:
+        containers.clean(run_id)
+
+
+@pytest.fixture(scope="module")
+def explained(run, tmp_path_factory):
+    """Every index kind x (multipoint, range at 0.1 % and 50 %): what the runner records as
+    the access columns under each access mode, and the plans themselves."""
+    workdir, data_dir, run_id = run
+    sweep = tmp_path_factory.mktemp("access") / "access.yaml"
+    sweep.write_text(
+        "name: access\n" + SWEEP_HEAD
+        + "knobs: {index: [none, nonclustered, clustered, covering, covering_wrong_order]}\n"
+        "workloads:\n  - {type: multipoint, queries: 2}\n"
+        "  - {type: range, selectivity: [0.001, 0.5]}\n"
+    )  # fmt: skip
+    points, errors = spec.expand(sweep, "mariadb")
+    assert errors == [] and len(points) == 15
+    out = {}
+    for p in points:
+        with runner.provisioned(p, workdir / "points" / p.point_id, data_dir,
+                                workdir / "runs" / run_id) as setup:  # fmt: skip
+            for access in ("optimizer", "forced"):
+                point = dataclasses.replace(p, access=access)
+                stmts = workloads.statements(setup.engine, setup.workload, setup.plan, access,
+                                             p.dataset.rows, p.dataset.seed)  # fmt: skip
+                plans, cols = runner._explained(dataclasses.replace(setup, statements=stmts),
+                                                point)  # fmt: skip
+                key = (p.knobs["index"], p.workload.type, p.workload.params.get("selectivity"))
+                out[(*key, access)] = (cols, plans, stmts)
+    return out
+
+
+@pytest.mark.parametrize("kind", list(BUILT))
+@pytest.mark.parametrize("access", ["forced", "optimizer"])
+def test_access_path_per_index_kind(explained, kind, access):
+    multipoint, range_ = BUILT[kind]
+    expected = multipoint.split(";")[0]
+    for wtype, sel, built in (
+        ("multipoint", None, multipoint),
+        ("range", 0.001, range_),
+        ("range", 0.5, range_),
+    ):
+        cols, plans, stmts = explained[(kind, wtype, sel, access)]
+        # Half the table through a secondary index: the optimizer prefers a scan, and the
+        # point records that instead of labelling a scan 'index'.
+        scans_instead = access == "optimizer" and kind == "nonclustered" and sel == 0.5
+        assert cols["access_path"] == ("scan" if scans_instead else built), (wtype, sel)
+        assert cols["access_expected"] == expected
+        assert cols["access_matches"] is (not scans_instead)
+        assert cols["access_mode"] == access
+        assert len(plans) == len(set(stmts.bound))
+        assert all("query_block" in json.loads(p.raw) for p in plans)  # the JSON as printed
+    sql = explained[(kind, "range", 0.5, access)][2].sql
+    if access == "optimizer":
+        assert "INDEX" not in sql
+    elif kind == "none":
+        assert "accounts IGNORE INDEX (PRIMARY) WHERE" in sql
+    else:
+        assert f"accounts FORCE INDEX ({expected.split(':')[1]}) WHERE" in sql
+
+
+def test_half_the_table_runs_through_the_index_only_when_forced(explained):
+    """At 50 % selectivity MariaDB scans; with access: forced the range query really runs
+    through the non-clustered index, and EXPLAIN says so."""
+    cols, plans, _ = explained[("nonclustered", "range", 0.5, "optimizer")]
+    assert [p.path for p in plans] == ["scan"]
+    assert cols["access_expected"] == "index:accounts_nonclustered"
+    assert cols["access_matches"] is False
+    cols, plans, _ = explained[("nonclustered", "range", 0.5, "forced")]
+    assert [p.path for p in plans] == ["index:accounts_nonclustered;range"]
+    table = json.loads(plans[0].raw)["query_block"]["nested_loop"][0]["table"]
+    assert table["access_type"] == "range" and table["key"] == "accounts_nonclustered"
+    assert cols["access_matches"] is True
+
+
+def _range_point(tmp_path, access: str, selectivity: float = 0.5):
+    path = tmp_path / f"range-{access}.yaml"
+    path.write_text(f"name: forced\n{SWEEP_HEAD}access: {access}\n"
+                    "knobs: {index: [nonclustered]}\n"
+                    f"workloads: [{{type: range, selectivity: {selectivity}}}]\n")  # fmt: skip
+    points, errors = spec.expand(path, "mariadb")
+    assert errors == [] and len(points) == 1
+    return points[0]
+
+
+def test_check_access_refuses_a_forced_point_whose_plan_differs(explained, tmp_path):
+    _, scan_plans, _ = explained[("nonclustered", "range", 0.5, "optimizer")]
+    eng = MariaDBEngine(tmp_path, "unused")
+    forced = _range_point(tmp_path, "forced")
+    with pytest.raises(EngineError) as err:
+        runner.check_access(forced, eng, scan_plans, "index:accounts_nonclustered")
+    assert str(err.value) == (
+        "mariadb did not use the access path the index knob built (access: forced): "
+        "expected index:accounts_nonclustered, the plan is scan"
+    )
+    # Under the optimizer the same plan is recorded, not refused.
+    optimizer = _range_point(tmp_path, "optimizer")
+    assert runner.check_access(optimizer, eng, scan_plans, "index:accounts_nonclustered") == "scan"
+
+
+def test_forced_point_fails_when_the_hint_is_lost(run, tmp_path, monkeypatch):
+    """A forced point whose statement reaches the server without its hint: the optimizer
+    scans, and the point fails before anything is timed."""
+    workdir, data_dir, run_id = run
+    monkeypatch.setattr(MariaDBEngine, "table_ref", lambda self, table, index, access: table)
+    point = _range_point(tmp_path, "forced")
+    out = tmp_path / "forced.csv"
+    with pytest.raises(EngineError, match="expected index:accounts_nonclustered, the plan is scan"):
+        runner.run_point(point, out, workdir, data_dir, run_id)
+    assert not out.exists() and not out.with_suffix(".partial.csv").exists()
+
+
+def test_engine_time_and_rows_of_measured_points(run, tmp_path):
+    """Each row: the server's own time beside the client's, rows as counted by the engine."""
+    workdir, data_dir, run_id = run
+    sweep = tmp_path / "timed.yaml"
+    sweep.write_text(
+        "name: timed\n" + SWEEP_HEAD + "access: forced\nknobs: {index: [nonclustered]}\n"
+        "workloads:\n  - {type: scan, fetch: [all, count]}\n"
+        "  - {type: range, selectivity: 0.01, queries: 2, fetch: [all, count]}\n"
+    )
+    points, errors = spec.expand(sweep, "mariadb")
+    assert errors == [] and len(points) == 4
+    rows = {}
+    for p in points:
+        out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", workdir, data_dir, run_id)
+        rows[(p.workload.type, p.workload.params["fetch"])] = pd.read_csv(out)
+    for (wtype, fetch), df in rows.items():
+        assert (df["rows_touched"] == (50_000 if wtype == "scan" else 2 * 500)).all(), wtype
+        assert (df["engine_elapsed_s"] > 0).all()
+        assert df["access_matches"].all()
+        # The server's figure ends when it has finished a statement, just after the reply
+        # left: on a busy host that may be a scheduling delay after the client's clock stops.
+        assert (df["engine_elapsed_s"] <= df["elapsed_s"] + 0.002).all(), (wtype, fetch)
+    assert (rows[("range", "all")]["access_path"] == "index:accounts_nonclustered;range").all()
+    # Rows built in Python are client time; with fetch: count the scan is the engine's work.
+    scan = rows[("scan", "all")]
+    assert (scan["engine_elapsed_s"] < scan["elapsed_s"]).all()
+    assert (scan["client_share"] > 0).all()
+    share = rows[("scan", "count")]["client_share"]
+    assert (share.abs() < 0.1).all(), share.tolist()
+
+
+def test_engine_time_counts_the_given_connections_only(loaded):
+    conn, other = loaded.connect(), loaded.connect()
+    try:
+        first = loaded.counters([conn])["engine_time_ns"]
+        assert loaded.counters([conn])["engine_time_ns"] == first  # reading is not counted
+        cur = other.cursor()
+        cur.execute("SELECT SLEEP(0.05)")
+        cur.fetchall()
+        assert loaded.counters([conn])["engine_time_ns"] == first
+        cur = conn.cursor()
+        cur.execute("SELECT SLEEP(0.05)")
+        assert cur.fetchone() == (0,)
+        spent = loaded.counters([conn])["engine_time_ns"] - first
+        assert 50e6 <= spent < 1e9
+        both = loaded.counters([conn, other])["engine_time_ns"]
+        assert both >= loaded.counters([conn])["engine_time_ns"] + 50e6
+    finally:
+        conn.close()
+        other.close()
+    assert loaded.counters([])["engine_time_ns"] == 0
+    # Only the statement instruments run: nothing else is timed.
+    timed = loaded._query(
+        "SELECT NAME FROM performance_schema.setup_instruments "
+        "WHERE ENABLED = 'YES' AND TIMED = 'YES' AND NAME NOT LIKE 'statement/%'"
+    )
+    assert timed == []
+    assert loaded._variables("performance_schema") == {"performance_schema": "ON"}
+
+
+def test_fetch_counts_rows_of_the_buffered_cursor(loaded):
+    conn = loaded.connect()
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT id, lat, balance FROM accounts WHERE lat < %s", (1234,))
+        assert loaded.fetch(cur) == 1234
+        cur.execute(workloads.query_sql(workloads.Workload("scan", {"fetch": "count"}), "%s"))
+        count, *sums = cur.fetchone()
+        assert count == ROWS and all(s is not None for s in sums)
+    finally:
+        conn.close()
+
+
+def test_plan_normalisation():
+    def table(**t):
+        return {"query_block": {"select_id": 1, "nested_loop": [{"table": t}]}}
+
+    assert _normalise_plan(table(table_name="t", access_type="ALL")) == "scan"
+    assert _normalise_plan(table(table_name="t", access_type="index", key="PRIMARY")) == (
+        "scan;PRIMARY"
+    )
+    assert (
+        _normalise_plan(table(table_name="t", access_type="range", key="PRIMARY", using_index=True))
+        == "index:PRIMARY;range"
+    )
+    assert _normalise_plan(table(table_name="t", access_type="eq_ref", key="k")) == "index:k;eq_ref"
+    merge = {"sort_union": [{"range": {"key": "a"}}, {"range": {"key": "b"}}]}
+    assert _normalise_plan(table(table_name="t", access_type="index_merge", index_merge=merge)) == (
+        "index:a+b;index_merge"
+    )
+    impossible = {"query_block": {"select_id": 1, "table": {"message": "Impossible WHERE"}}}
+    assert _normalise_plan(impossible) == "none;Impossible WHERE"

@@ -176,8 +176,9 @@ def provisioned(
         yield Setup(eng, w, plan, data_rows, applied, table_lock, stmts)
 
 
-def _explained(setup: Setup, point: Point) -> tuple[list[AccessPath], dict[str, Any]]:
-    """Plans of the timed statements, captured before any timing; the row's access columns."""
+def _explained(setup: Setup, point: Point, plans_sink: list[dict] | None) -> dict[str, Any]:
+    """Plans of the timed statements, captured before any timing and kept (a refused plan
+    too, it explains the failure); the row's access columns."""
     eng, w = setup.engine, setup.workload
     expected = "insert" if w.type == "insert" else eng.expected_access(workloads.TABLE, setup.plan)
     conn = eng.connect()
@@ -185,9 +186,14 @@ def _explained(setup: Setup, point: Point) -> tuple[list[AccessPath], dict[str, 
         plans = workloads.explain(eng, conn, w, setup.statements)
     finally:
         conn.close()
+    if plans_sink is not None:
+        plans_sink.extend(
+            {"statement": sql, "args": list(args), "access_path": p.path, "plan": p.raw}
+            for (sql, args), p in zip(setup.statements.to_explain(), plans)
+        )
     path = check_access(point, eng, plans, expected)
     matches = all(p.base == expected for p in plans)
-    return plans, {
+    return {
         "access_mode": point.access,
         "access_path": path,
         "access_expected": expected,
@@ -233,13 +239,7 @@ def measure(
             if w.writes:
                 _prepare_table(eng, w, plan, data_rows)
             if rep == 0:
-                plans, access = _explained(setup, point)
-                base.update(access)
-                if plans_sink is not None:
-                    plans_sink.extend(
-                        {"statement": sql, "args": list(args), "access_path": p.path, "plan": p.raw}
-                        for (sql, args), p in zip(setup.statements.to_explain(), plans)
-                    )
+                base.update(_explained(setup, point, plans_sink))
             started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
             conns, state = _prepare_cache(eng, w, point, run)
             times: list[int] = []

@@ -1,5 +1,5 @@
 """Engine registry: name -> module path and class, imported lazily so that an engine's
-driver (ibm_db, pymysql, docker) is only needed when that engine is used."""
+driver (ibm_db, mysqlclient, docker) is only needed when that engine is used."""
 
 from __future__ import annotations
 

@@ -9,6 +9,12 @@ runs can evict its files from the OS page cache and check their residency.
 
 Server options live in an option file in a host directory mounted into the container and
 passed with ``--defaults-extra-file``: a restart (cold run) keeps what was set in place.
+
+Timed statements: ``FORCE INDEX`` / ``IGNORE INDEX`` pin the access path the ``index`` knob
+built (``access: forced``), ``EXPLAIN FORMAT=JSON`` says which path each statement takes, the
+engine's own time of each statement comes from performance_schema (statement instruments
+only), and rows arrive through mysqlclient's buffered cursor: the C client library reads the
+whole result at once, so the server never waits for the lab between rows.
 """
 
 from __future__ import annotations
@@ -26,7 +32,15 @@ from typing import Any
 
 from tunelab import cache, containers
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
-from tunelab.engines.base import CacheState, Engine, EngineError, EngineInfo, IndexPlan, Knob
+from tunelab.engines.base import (
+    AccessPath,
+    CacheState,
+    Engine,
+    EngineError,
+    EngineInfo,
+    IndexPlan,
+    Knob,
+)
 
 PORT = 3306
 DATABASE = "tunelab"
@@ -112,6 +126,11 @@ INFO = EngineInfo(
         "transferrate_ms": "MariaDB 10.11's optimizer has no I/O cost knobs",
     },
     needs_container=True,
+    engine_time="performance_schema: SUM_TIMER_WAIT of the statements the measured "
+    "connections ran (events_statements_summary_by_thread_by_event_name, read on a separate "
+    "connection once they are idle), each from the server reading it to the server finishing "
+    "it, just after its reply left; the C client reads every result whole (mysql_store_result), "
+    "so the server never waits for the lab",
 )  # fmt: skip
 
 
@@ -119,10 +138,26 @@ def _dedup(cols: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(cols))
 
 
-def _server_options(knobs: dict[str, Any]) -> dict[str, str]:
+# performance_schema gives each statement's own time (engine_time_ns). Only the statement
+# instruments run: the default table-I/O and file-I/O waits would be timed per row and per
+# read, and history or digests are not needed for the per-thread summary.
+_PERFORMANCE_SCHEMA = {
+    "performance_schema": "ON",
+    "performance_schema_instrument": ("'%=OFF'", "'statement/%=ON'"),  # the specific one wins
+    "performance_schema_consumer_events_statements_current": "OFF",
+    "performance_schema_consumer_statements_digest": "OFF",
+}
+
+
+def _option_pairs(opts: dict[str, str | tuple[str, ...]]) -> list[tuple[str, str]]:
+    """(name, value) per option-file line; a tuple value is an option given several times."""
+    return [(k, x) for k, v in opts.items() for x in ((v,) if isinstance(v, str) else v)]
+
+
+def _server_options(knobs: dict[str, Any]) -> dict[str, str | tuple[str, ...]]:
     """The option-file lines a set of knobs means (plus the lab's fixed settings)."""
     page = int(knobs["page_size"])
-    opts = {
+    opts: dict[str, str | tuple[str, ...]] = {
         "innodb_page_size": str(page),
         "innodb_read_ahead_threshold": str(int(knobs["read_ahead_threshold"])),
         "innodb_random_read_ahead": "ON" if knobs["random_read_ahead"] else "OFF",
@@ -130,11 +165,59 @@ def _server_options(knobs: dict[str, Any]) -> dict[str, str]:
         # A cold start must find an empty pool: never dump or reload its page list.
         "innodb_buffer_pool_dump_at_shutdown": "OFF",
         "innodb_buffer_pool_load_at_startup": "OFF",
-        "performance_schema": "OFF",
+        **_PERFORMANCE_SCHEMA,
     }
     if knobs.get("buffer_pool") is not None:
         opts["innodb_buffer_pool_size"] = str(int(knobs["buffer_pool"]) * page)
     return opts
+
+
+def _tables(node: Any) -> list[dict[str, Any]]:
+    """The table accesses of an EXPLAIN FORMAT=JSON document, in the order it prints them."""
+    if isinstance(node, list):
+        return [t for x in node for t in _tables(x)]
+    if not isinstance(node, dict):
+        return []
+    if "table_name" in node or ("message" in node and len(node) == 1):
+        return [node]
+    return [t for v in node.values() for t in _tables(v)]
+
+
+def _normalise_plan(doc: dict[str, Any]) -> str:
+    """EXPLAIN FORMAT=JSON -> scan | index:<key> | index-only:<key>, with the access type as
+    detail (ref, range, eq_ref, const, index_merge...; full: the whole index in key order)."""
+    paths = []
+    for t in _tables(doc):
+        access = t.get("access_type")
+        if access is None:  # e.g. "Impossible WHERE": no row is read at all
+            paths.append(f"none;{t.get('message', 'no access')}")
+            continue
+        if access == "ALL":
+            paths.append("scan")
+            continue
+        keys = [t["key"]] if "key" in t else _keys(t.get("index_merge"))
+        name = "+".join(dict.fromkeys(keys)) or "?"
+        detail = "full" if access == "index" else access
+        if name == "PRIMARY":
+            # InnoDB's rows live in the primary key's b-tree: through PRIMARY the rows come
+            # from the clustered index itself, never "then the table" nor "index-only" (EXPLAIN
+            # may say using_index). Its full walk in key order is the table scan.
+            paths.append("scan;PRIMARY" if access == "index" else f"index:PRIMARY;{detail}")
+        elif t.get("using_index"):
+            paths.append(f"index-only:{name};{detail}")
+        else:
+            paths.append(f"index:{name};{detail}")
+    return " + ".join(paths) if paths else "unknown"
+
+
+def _keys(node: Any) -> list[str]:
+    """Every index an index_merge reads."""
+    if isinstance(node, list):
+        return [k for x in node for k in _keys(x)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["key"]] if isinstance(node.get("key"), str) else []
+    return own + [k for v in node.values() for k in _keys(v)]
 
 
 class MariaDBEngine(Engine):
@@ -206,7 +289,7 @@ class MariaDBEngine(Engine):
 
     def _write_options(self, knobs: dict[str, Any]) -> None:
         self._conf_dir.mkdir(parents=True, exist_ok=True)
-        lines = ["[mariadbd]"] + [f"{k} = {v}" for k, v in _server_options(knobs).items()]
+        lines = ["[mariadbd]"] + [f"{k} = {v}" for k, v in _option_pairs(_server_options(knobs))]
         tmp = self._conf_dir / f".{CONF_FILE}.tmp"
         tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(self._conf_dir / CONF_FILE)  # the directory is mounted: renames show
@@ -350,25 +433,27 @@ class MariaDBEngine(Engine):
 
     # -- connections ------------------------------------------------------------------------
     def _connect(self, database: str | None, autocommit: bool) -> Any:
-        import pymysql
+        import MySQLdb.cursors
 
         if self.container is None:
             raise EngineError("mariadb: not provisioned")
         deadline = time.monotonic() + 15
         while True:
             try:
-                return pymysql.connect(
-                    host="127.0.0.1",
+                return MySQLdb.connect(
+                    host="127.0.0.1",  # TCP to the published port, never a local socket
                     port=self.container.host_port,
                     user="root",
                     password=self._password,
-                    database=database,
                     autocommit=autocommit,
                     charset="utf8mb4",
-                    cursorclass=pymysql.cursors.SSCursor,  # scans stream, not buffered
+                    # Buffered: the C client reads each whole result as it arrives (the server
+                    # never waits for the lab mid-statement) and builds the rows in C.
+                    cursorclass=MySQLdb.cursors.Cursor,
                     connect_timeout=10,
+                    **({"database": database} if database else {}),
                 )
-            except pymysql.err.OperationalError as exc:
+            except MySQLdb.OperationalError as exc:
                 if time.monotonic() > deadline:
                     raise EngineError(f"mariadb: cannot connect: {exc.args[-1]}") from None
                 time.sleep(0.2)
@@ -471,9 +556,47 @@ class MariaDBEngine(Engine):
         if pk:
             want["PRIMARY"] = pk.group(1).split(", ")
         if index.kind not in ("none", "primary", "clustered"):
-            want[f"{table}_{index.kind}"] = list(self._index_columns(index))
+            want[self.index_name(table, index)] = list(self._index_columns(index))
         if have != want:
             raise EngineError(f"mariadb: {table} has indexes {have}, the plan needs {want}")
+
+    def _indexes(self, table: str, index: IndexPlan) -> list[str]:
+        """Every index the plan gives the table, as InnoDB names them."""
+        names = ["PRIMARY"] if "PRIMARY KEY" in self.table_ddl(table, index) else []
+        if index.kind not in ("none", "primary", "clustered"):
+            names.append(f"{table}_{index.kind}")
+        return names
+
+    # -- timed statements ----------------------------------------------------------------------
+    def index_name(self, table: str, index: IndexPlan) -> str:
+        # InnoDB stores the rows in the primary key's b-tree: the clustered index is PRIMARY.
+        # With that name the base rule of expected_access holds for every kind on InnoDB:
+        # clustered -> index:PRIMARY, covering and covering_wrong_order (a full scan of the
+        # covering index) -> index-only, nonclustered -> index, none -> scan.
+        return "PRIMARY" if index.kind == "clustered" else f"{table}_{index.kind}"
+
+    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
+        if access != "forced":
+            return table
+        if index.kind == "none" or not index.key:
+            # No key access at all: IGNORE every index (a scan; an empty list is a syntax error).
+            names = self._indexes(table, index)
+            return f"{table} IGNORE INDEX ({', '.join(names)})" if names else table
+        # FORCE INDEX makes a table scan the last resort: the index is used whenever it can be
+        # (a covering index in the wrong order by a full scan of it).
+        return f"{table} FORCE INDEX ({self.index_name(table, index)})"
+
+    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
+        cur = conn.cursor()
+        cur.execute(f"EXPLAIN FORMAT=JSON {sql}", tuple(args) or None)
+        raw = cur.fetchone()[0]
+        cur.close()
+        return AccessPath(_normalise_plan(json.loads(raw)), raw)
+
+    def fetch(self, cursor: Any) -> int:
+        # The buffered cursor's execute() already read the whole result (mysql_store_result)
+        # and built its rows in C; fetchall hands that tuple over without a copy.
+        return len(cursor.fetchall())
 
     # -- locking ---------------------------------------------------------------------------------
     def lock_table(self, cursor: Any, table: str) -> None:
@@ -510,7 +633,42 @@ class MariaDBEngine(Engine):
 
     def counters(self, conns: Sequence[Any]) -> dict[str, float]:
         values = self._status_values(*_STATUS)
-        return {name: float(values.get(var, "nan")) for var, name in _STATUS.items()}
+        out = {name: float(values.get(var, "nan")) for var, name in _STATUS.items()}
+        out["engine_time_ns"] = self._statement_ns([c.thread_id() for c in conns])
+        return out
+
+    def _statement_ns(self, connection_ids: Sequence[int], timeout_s: float = 10) -> float:
+        """The server's own time in ns (performance_schema) of every statement the
+        given connections ran, summed; read on the admin connection, so not counted."""
+        if not connection_ids:
+            return 0.0
+        ids = tuple(connection_ids)
+        marks = ", ".join(["%s"] * len(ids))
+        # The server records a statement's end after its reply has left: wait until every
+        # connection is back to Sleep (set right after the record), or its last statement
+        # would count in the next reading instead.
+        deadline = time.monotonic() + timeout_s
+        while self._query(
+            f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID IN ({marks}) "
+            "AND COMMAND <> 'Sleep'",
+            ids,
+        )[0][0]:
+            if time.monotonic() > deadline:
+                raise EngineError(f"mariadb: connections {ids} still busy after {timeout_s:g} s")
+            time.sleep(0.001)
+        threads, picoseconds = self._query(
+            "SELECT COUNT(DISTINCT t.THREAD_ID), COALESCE(SUM(s.SUM_TIMER_WAIT), 0) "
+            "FROM performance_schema.threads t "
+            "LEFT JOIN performance_schema.events_statements_summary_by_thread_by_event_name s "
+            f"ON s.THREAD_ID = t.THREAD_ID WHERE t.PROCESSLIST_ID IN ({marks})",
+            ids,
+        )[0]
+        if threads != len(set(ids)):
+            raise EngineError(
+                f"mariadb: performance_schema shows {threads} of the {len(set(ids))} "
+                "measured connections (is performance_schema on?)"
+            )
+        return int(picoseconds) / 1000
 
     def applied_knobs(self) -> dict[str, Any]:
         v = self._variables(
@@ -568,7 +726,7 @@ class MariaDBEngine(Engine):
 
     def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
         full = self._full(knobs)
-        opts = " ".join(f"--{k}={v}" for k, v in _server_options(full).items())
+        opts = " ".join(f"--{k}={v}" for k, v in _option_pairs(_server_options(full)))
         table = dataset.table
         out = [
             f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}",
