@@ -106,3 +106,16 @@ def test_warnings_name_knobs_the_engine_did_not_apply(tmp_path_factory, tmp_path
         "cache size: the engine applied other values than asked in 1 row" in w for w in found
     )
     assert any("1 of 48 rows did not achieve the cache state asked" in w for w in found)
+
+
+def test_an_engines_note_in_the_sweep_is_shown_in_its_report_only(tmp_path_factory, tmp_path):
+    import yaml
+
+    csv, sweep = measured("scan", tmp_path_factory)
+    doc = yaml.safe_load(sweep.read_text())
+    doc["notes"] = {"sqlite": "Pages come from the OS cache <fast>.", "db2": "Not this one."}
+    noted = tmp_path / "noted.yaml"
+    noted.write_text(yaml.safe_dump(doc))
+    page = sections.measured_html(load(csv, noted))
+    assert "<b>On sqlite:</b> Pages come from the OS cache &lt;fast&gt;." in page
+    assert "Not this one" not in page

@@ -327,6 +327,10 @@ def measured_html(data: ReportData) -> str:
     parts = []
     if sw.get("description"):
         parts.append(f'<p class="tl-lead">{html.escape(str(sw["description"]).strip())}</p>')
+    engine_note = (sw.get("notes") or {}).get(data.engine)
+    if engine_note:  # where this engine legitimately differs from the experiment's expectation
+        text = html.escape(str(engine_note).strip())
+        parts.append(f'<p class="tl-lead"><b>On {esc(data.engine)}:</b> {text}</p>')
     rows: list[tuple[str, str]] = [
         ("sweep", f"{esc(data.name)} <code>{esc(data.sweep_file)}</code>")
     ]
