@@ -1,6 +1,7 @@
 # tunelab: sweep files -> one measured job per point -> merged results -> HTML reports.
 # Run through `./lab run` (which validates first and passes the profile), or directly:
 #   snakemake --profile workflows/profile [--config engine=mariadb]
+import os
 import uuid
 
 from snakemake.exceptions import WorkflowError
@@ -25,6 +26,13 @@ try:
 except pipeline.SweepFilesInvalid as exc:
     raise WorkflowError(f"invalid sweep files:\n{exc}") from None
 
+
+# Every job of the run appends the span it held the host-wide bench lock (one JSON line:
+# job, kind, pid, CLOCK_MONOTONIC start and end; see tunelab.benchlock) to this log, unless
+# the caller names another file.
+os.environ.setdefault(
+    "TUNELAB_JOB_LOG", os.path.abspath(os.path.join(config["logs_dir"], "jobs.jsonl"))
+)
 
 # Points of this run may share a server engine (restarted only when a knob needs it);
 # the run's end removes it, whatever the outcome.

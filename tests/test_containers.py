@@ -236,16 +236,3 @@ def _non_loopback_ip() -> str | None:
     except OSError:
         return None
     return None if ip.startswith("127.") else ip
-
-
-def test_clean_removes_engine_data_a_killed_run_left_unless_a_measurement_runs(tmp_path):
-    import fcntl
-
-    (tmp_path / "points" / "p1" / "engine").mkdir(parents=True)
-    (tmp_path / "points" / "p1" / "engine" / "ibdata1").write_bytes(b"x")
-    with open(tmp_path / "bench.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # as a running measurement holds it
-        assert "left alone" in containers._clean_workdir(tmp_path)
-        assert (tmp_path / "points").exists()
-    assert "removed engine data" in containers._clean_workdir(tmp_path)
-    assert not (tmp_path / "points").exists()

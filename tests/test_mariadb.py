@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tunelab import containers, dataset, runner, spec, workloads
-from tunelab.engines.base import EngineError, IndexPlan
+from tunelab.engines.base import AccessPath, EngineError, IndexPlan
 from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine, _normalise_plan
 
 pytestmark = pytest.mark.docker
@@ -359,8 +359,10 @@ def explained(run, tmp_path_factory):
                 point = dataclasses.replace(p, access=access)
                 stmts = workloads.statements(setup.engine, setup.workload, setup.plan, access,
                                              p.dataset.rows, p.dataset.seed)  # fmt: skip
-                plans, cols = runner._explained(dataclasses.replace(setup, statements=stmts),
-                                                point)  # fmt: skip
+                sink: list[dict] = []
+                cols = runner._explained(dataclasses.replace(setup, statements=stmts), point,
+                                         sink)  # fmt: skip
+                plans = [AccessPath(d["access_path"], d["plan"]) for d in sink]
                 key = (p.knobs["index"], p.workload.type, p.workload.params.get("selectivity"))
                 out[(*key, access)] = (cols, plans, stmts)
     return out

@@ -4,12 +4,13 @@ engine failures exit 1 with the engine's message; neither prints a traceback."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
 from pathlib import Path
 
-from tunelab import engines, spec, workloads
+from tunelab import benchlock, engines, spec, workloads
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -21,6 +22,18 @@ DELEGATED = {
     "report": "tunelab.report.cli:report_main",
     "index": "tunelab.report.cli:index_main",
     "clean": "tunelab.containers:clean_main",
+}
+
+# How the commands Snakemake runs hold the host-wide bench lock (tunelab.benchlock) for
+# their whole run: measurements alone, every other job beside the others but never beside a
+# measurement. run-point and trace-point hold it around the measurement (runner.bench_slot).
+BENCH_LOCK = {
+    "calibrate": benchlock.exclusive,
+    "datagen": benchlock.shared,
+    "merge": benchlock.shared,
+    "bpsim": benchlock.shared,
+    "report": benchlock.shared,
+    "index": benchlock.shared,
 }
 
 
@@ -212,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("point", metavar="POINT_ID")
     sp.add_argument("--out", required=True, help="results CSV to write")
-    sp.add_argument("--workdir", default=".tunelab", help="engine data and the bench lock")
+    sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
     sp.add_argument("--run-id", help="a workflow run whose points may share one server engine "
                     "(kept until `tunelab clean --run RUN_ID`)")  # fmt: skip
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
@@ -249,15 +262,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    hold = BENCH_LOCK.get(argv[0]) if argv else None
+    if hold is None or {"-h", "--help"} & set(argv):  # help never waits for a measurement
+        lock = contextlib.nullcontext()
+    else:
+        lock = hold(benchlock.job_name(argv))
+    try:
+        with lock:
+            return _dispatch(argv)
+    except KeyboardInterrupt:  # also while waiting for the lock
+        _err("interrupted")
+        return 130
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] in DELEGATED:
         module, _, func = DELEGATED[argv[0]].partition(":")
         return getattr(importlib.import_module(module), func)(argv[1:])
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        _err("interrupted")
-        return 130
+    return args.func(args)
 
 
 if __name__ == "__main__":

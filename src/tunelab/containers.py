@@ -464,20 +464,18 @@ def clean_main(argv: list[str] | None = None) -> int:
 
 def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
     """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
-    measurement holds the bench lock."""
-    import fcntl
+    measurement holds the host-wide bench lock (removing would disturb its timed sections)."""
     import shutil
+
+    from tunelab import benchlock
 
     names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs"]
     leftovers = [workdir / d for d in names if (workdir / d).exists()]
     if not leftovers:
         return f"no engine data left in {workdir}"
-    with open(workdir / "bench.lock", "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return f"a measurement is running: engine data in {workdir} left alone"
+    if benchlock.held_exclusively():
+        return f"a measurement is running: engine data in {workdir} left alone"
+    with benchlock.shared("clean"):  # no measurement starts while the data goes
         for d in leftovers:
             shutil.rmtree(d, ignore_errors=True)
-        fcntl.flock(lock, fcntl.LOCK_UN)
     return f"removed engine data left in {', '.join(map(str, leftovers))}"

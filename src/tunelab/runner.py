@@ -1,15 +1,15 @@
 """Measure one point: provision the engine, build the table, then per repetition reset,
 make cold or warm, read counters, time only the workload, read counters again.
 
-Timed sections of different points never overlap: the measurement holds an exclusive
-lock on ``<workdir>/bench.lock`` (Snakemake also gives timed jobs one shared resource).
+Timed sections never overlap anything else of the lab: the measurement holds the
+host-wide bench lock exclusively (``tunelab.benchlock``; Snakemake also gives timed jobs one
+shared resource).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import json
 import math
 import shutil
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic, cache, dataset, engines, provenance, results, workloads
+from tunelab import atomic, benchlock, cache, dataset, engines, provenance, results, workloads
 from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
 from tunelab.spec import Point
 
@@ -31,12 +31,8 @@ from tunelab.spec import Point
 @contextlib.contextmanager
 def bench_slot(workdir: Path) -> Iterator[None]:
     workdir.mkdir(parents=True, exist_ok=True)
-    with open(workdir / "bench.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with benchlock.exclusive(benchlock.this_job("measure")):
+        yield
 
 
 def _same(asked: Any, got: Any) -> bool:

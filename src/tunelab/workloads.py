@@ -236,26 +236,38 @@ def run_reads(
     return n
 
 
+Steps = list[tuple[str, Sequence[Any] | None]]  # (statement, executemany rows or None)
+
+
+def write_plan(engine: Engine, w: Workload, sql: str, args: list[tuple]) -> list[list[Steps]]:
+    """Per client thread, per transaction: the statements as the engine will receive them,
+    rendered once and untimed (see Engine.write_steps), so the timed section only sends."""
+    n, every = w.params["threads"], w.params["commit_every"]
+    shares = [args[i::n] for i in range(n)]
+    return [
+        [engine.write_steps(sql, share[s : s + every]) for s in range(0, len(share), every)]
+        for share in shares
+    ]
+
+
 def run_writes(
-    engine: Engine,
-    w: Workload,
-    conns: Sequence[Any],
-    sql: str,
-    args: list[tuple],
-    table_lock: bool,
+    engine: Engine, conns: Sequence[Any], plan: list[list[Steps]], table_lock: bool, rows: int
 ) -> int:
-    """Split ``args`` over the connections, one thread each, committing every N statements."""
-    every = w.params["commit_every"]
-    shares = [args[i :: len(conns)] for i in range(len(conns))]
+    """One thread per connection, each running its transactions of the plan; ``rows`` is
+    what the plan writes."""
     errors: list[BaseException] = []
 
-    def work(conn: Any, share: list[tuple]) -> None:
+    def work(conn: Any, transactions: list[Steps]) -> None:
         try:
             cur = conn.cursor()
-            for start in range(0, len(share), every):
+            for steps in transactions:
                 if table_lock:
                     engine.lock_table(cur, TABLE)
-                cur.executemany(sql, share[start : start + every])
+                for stmt, rows in steps:
+                    if rows is None:
+                        cur.execute(stmt)
+                    else:
+                        cur.executemany(stmt, rows)
                 conn.commit()
                 if table_lock:
                     engine.unlock_tables(cur)
@@ -264,16 +276,16 @@ def run_writes(
             errors.append(exc)
 
     if len(conns) == 1:
-        work(conns[0], shares[0])
+        work(conns[0], plan[0])
     else:
-        threads = [threading.Thread(target=work, args=(c, s)) for c, s in zip(conns, shares)]
+        threads = [threading.Thread(target=work, args=(c, t)) for c, t in zip(conns, plan)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     if errors:
         raise errors[0]
-    return len(args)
+    return rows
 
 
 Run = Callable[..., int]  # run(conns, times=None) -> rows touched
@@ -284,15 +296,13 @@ def runner(
     table_lock: bool,
 ) -> Run:  # fmt: skip
     """The timed callable for this workload; everything it needs is prepared here, untimed."""
-    if w.type == "insert":
-        sql = engine.insert_sql(TABLE)
-        data = insert_rows[: w.params["rows"]]
-        return lambda conns, times=None: run_writes(engine, w, conns, sql, data, table_lock)
+    if w.writes:
+        assert stmts is not None
+        rows = insert_rows[: w.params["rows"]]
+        args = rows if w.type == "insert" else [a for _, a in stmts.bound]
+        plan = write_plan(engine, w, stmts.sql, args)
+        return lambda conns, times=None: run_writes(engine, conns, plan, table_lock, len(args))
     assert stmts is not None
-    if w.type == "update":
-        args = [a for _, a in stmts.bound]
-        sql = stmts.bound[0][0]
-        return lambda conns, times=None: run_writes(engine, w, conns, sql, args, table_lock)
     return lambda conns, times=None: run_reads(engine, conns, stmts, times)
 
 

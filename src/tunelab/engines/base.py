@@ -253,6 +253,12 @@ class Engine(abc.ABC):
         count them, untimed)."""
         return len(cursor.fetchall())
 
+    def write_steps(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
+        """One transaction of a write workload as (statement, rows for executemany, or None
+        for a statement sent as it is). Rendered before timing: an engine whose driver would
+        build the statements row by row in Python renders them here instead."""
+        return [(sql, rows)]
+
     def insert_sql(self, table: str) -> str:
         cols = ", ".join(COLUMNS)
         return (
