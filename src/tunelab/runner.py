@@ -269,7 +269,9 @@ def measure(
                 "timed_end_ns": t1,
                 "throughput_rows_s": touched / elapsed if elapsed else math.nan,
                 "engine_elapsed_s": engine_s,
-                "client_share": 1 - engine_s / elapsed if elapsed else math.nan,
+                # Engine time is summed over the client connections: compare it with the
+                # connections' wall time, so several threads cannot push the share below 0.
+                "client_share": 1 - engine_s / (elapsed * len(conns)) if elapsed else math.nan,
                 **_query_times(times),
                 "cache_achieved": state.achieved,
                 "cache_method": state.method,
