@@ -218,3 +218,49 @@ def test_no_job_runs_beside_a_timed_section(pack):
     # (d) and shared jobs did run in parallel (the two data sets, released together)
     datagens = [s for s in shared if s["job"].startswith("datagen")]
     assert len(datagens) == 2 and overlap(*datagens)
+
+
+@pytest.mark.slow
+def test_two_checkouts_on_one_host_never_measure_at_once(tmp_path):
+    """Two runs in two directories (two checkouts: their own workdir, results and logs),
+    started together with the lock's default place: their timed sections never overlap."""
+    import pandas as pd
+    from test_workflow_e2e import snakemake
+
+    checkouts = [tmp_path / "one", tmp_path / "two"]
+    for n, work in enumerate(checkouts):
+        (work / "sweeps").mkdir(parents=True)
+        text = SWEEP.format(name=f"scans{n}", seed=31 + n, workload="scan", extra="")
+        (work / "sweeps" / f"scans{n}.yaml").write_text(text)
+    done: dict = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TUNELAB_LOCK_DIR", raising=False)  # host-wide: /run/lock or /var/lock
+        mp.delenv("TUNELAB_JOB_LOG", raising=False)
+        runs = [
+            threading.Thread(target=lambda w=w: done.update({w: snakemake(w, "--cores", "2")}))
+            for w in checkouts
+        ]
+        for run in runs:
+            run.start()
+        for run in runs:
+            run.join()
+    for work in checkouts:
+        assert done[work].returncode == 0, done[work].stderr[-3000:]
+    held = {w: [s for s in spans(w / "logs" / "jobs.jsonl") if s["kind"] == "exclusive"]
+            for w in checkouts}  # fmt: skip
+    timed = {}
+    for n, work in enumerate(checkouts):
+        rows = pd.read_csv(work / "results" / "sqlite" / f"scans{n}.csv")
+        timed[work] = [
+            {"start_ns": a, "end_ns": b}
+            for a, b in zip(rows["timed_start_ns"], rows["timed_end_ns"])
+        ]
+        assert len(held[work]) == 3 and len(timed[work]) == 6
+    one, two = checkouts
+    # the two runs did run at the same time (their spans interleave) ...
+    first_end = min(max(s["end_ns"] for s in held[w]) for w in checkouts)
+    last_start = max(min(s["start_ns"] for s in held[w]) for w in checkouts)
+    assert last_start < first_end, "the runs did not overlap: nothing was shown"
+    # ... yet no measurement of one overlapped a measurement or timed section of the other
+    assert not any(overlap(a, b) for a in held[one] for b in held[two])
+    assert not any(overlap(a, b) for a in timed[one] for b in timed[two])
