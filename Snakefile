@@ -4,7 +4,6 @@
 import os
 import uuid
 
-from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 from tunelab import pipeline
@@ -19,12 +18,10 @@ validate(config, f"{workflow.basedir}/workflows/schemas/config.schema.yaml")
 
 from tunelab.calibrate import workflow as calibration_config
 
-try:
-    PLAN = pipeline.plan(
-        config["sweeps"], config["engine"], calibration_config.output_path(config)
-    )
-except pipeline.SweepFilesInvalid as exc:
-    raise WorkflowError(f"invalid sweep files:\n{exc}") from None
+# Invalid sweep files end the run here: one line per error, exit code 2.
+PLAN = pipeline.plan_or_exit(
+    config["sweeps"], config["engine"], calibration_config.output_path(config)
+)
 
 
 # Every job of the run appends the span it held the host-wide bench lock (one JSON line:
@@ -33,6 +30,10 @@ except pipeline.SweepFilesInvalid as exc:
 os.environ.setdefault(
     "TUNELAB_JOB_LOG", os.path.abspath(os.path.join(config["logs_dir"], "jobs.jsonl"))
 )
+# What the run's jobs start names this process as its owner, so `tunelab recover` tells a
+# killed run's leftovers from a live run's (see tunelab.recovery).
+os.environ.setdefault("TUNELAB_OWNER_PID", str(os.getpid()))
+os.environ.setdefault("TUNELAB_WORKDIR", os.path.realpath(config["workdir"]))
 
 # Points of this run may share a server engine (restarted only when a knob needs it);
 # the run's end removes it, whatever the outcome.
@@ -40,11 +41,11 @@ RUN_ID = uuid.uuid4().hex[:12]
 
 
 onsuccess:
-    shell(f"tunelab clean --run {RUN_ID} --workdir {config['workdir']} > /dev/null")
+    pipeline.clean_run(RUN_ID, config["workdir"])
 
 
 onerror:
-    shell(f"tunelab clean --run {RUN_ID} --workdir {config['workdir']} > /dev/null")
+    pipeline.clean_run(RUN_ID, config["workdir"])
 
 
 include: "workflows/common.smk"
@@ -58,5 +59,6 @@ include: "workflows/report.smk"
 rule all:
     default_target: True
     input:
+        every_point,
         sweep_reports,
         f"{REPORTS}/index.html",

@@ -35,6 +35,12 @@ s.show(s.checks_html(data))
 s.show(s.measured_html(data))
 
 # %% [markdown]
+# ## Methods
+
+# %%
+s.show(s.methods_html(data, calibration_json))
+
+# %% [markdown]
 # ## Response time and throughput
 
 # %%

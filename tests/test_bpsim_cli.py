@@ -109,6 +109,24 @@ def test_bad_trace_fails_with_one_line(tmp_path, capsys):
     assert "no such trace file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("name", "body", "message"),
+    [
+        ("e.txt", b"", "trace has no references"),
+        ("c.txt", b"# duration_s=1\n\n", "trace has no references"),
+        ("e.npz", b"", "empty file (0 bytes), not a .npz trace"),
+        ("e.npy", b"", "empty file (0 bytes), not a .npy trace"),
+        ("j.npz", b"junk", "not a readable .npz trace (not a zip archive)"),
+        ("j.npy", b"junk", "not a readable .npy trace (not a NumPy array file)"),
+    ],
+)
+def test_empty_or_junk_trace_is_bad_input(tmp_path, capsys, name, body, message):
+    path = tmp_path / name
+    path.write_bytes(body)
+    assert main([str(path)]) == 2
+    assert capsys.readouterr().err == f"tunelab bpsim: error: {path}: {message}\n"
+
+
 def test_module_entry_point(zipf_file):
     path, _ = zipf_file
     done = subprocess.run(

@@ -3,7 +3,9 @@ plain shell commands where a database is not needed)."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -14,7 +16,7 @@ import uuid
 
 import pytest
 
-from tunelab import containers
+from tunelab import containers, recovery
 from tunelab.containers import ContainerError, ContainerSpec
 
 pytestmark = pytest.mark.docker
@@ -37,6 +39,11 @@ def _shell(image: str, script: str, **kw) -> ContainerSpec:
     return ContainerSpec(image=image, port=3306, command=["sh", "-c", script], **kw)
 
 
+def _networks(run_id: str) -> list:
+    name = containers.network_name(run_id)
+    return [n for n in containers.client().networks.list(names=[name]) if n.name == name]
+
+
 def test_generate_password_is_fresh_and_plain():
     pws = {containers.generate_password() for _ in range(50)}
     assert len(pws) == 50
@@ -44,14 +51,26 @@ def test_generate_password_is_fresh_and_plain():
         assert pw.isalnum() and len(pw) >= 24
 
 
-def test_start_labels_port_exec_remove(image, run_id):
-    rc = containers.start(_shell(image, "echo up; sleep 300", ready_log="^up$"), run_id, "p1")
+def test_start_labels_port_exec_remove(image, run_id, tmp_path, monkeypatch):
+    monkeypatch.setenv(recovery.OWNER_PID_ENV, str(os.getppid()))  # as the workflow exports
+    run_dir = tmp_path / "w" / "runs" / run_id
+    spec = _shell(image, "echo up; sleep 300", ready_log="^up$")
+    rc = containers.start(spec, run_id, "p1", run_dir=run_dir)
     try:
         attrs = containers.client().api.inspect_container(rc.id)
         labels = attrs["Config"]["Labels"]
         assert labels[containers.LABEL] == "1"
         assert labels[containers.RUN_LABEL] == run_id
         assert labels[containers.POINT_LABEL] == "p1"
+        # The owner: the workflow's process (as it started: a reused pid is not it), the
+        # host and its boot, the checkout's work directory; the same in the run directory.
+        assert labels[recovery.PID_LABEL] == str(os.getppid())
+        assert labels[recovery.START_LABEL] == str(recovery.start_time(os.getppid()))
+        assert labels[recovery.HOST_LABEL] == socket.gethostname()
+        assert labels[recovery.BOOT_LABEL] == recovery.boot_id()
+        assert labels[recovery.WORKDIR_LABEL] == str((tmp_path / "w").resolve())
+        assert recovery.Owner.read(run_dir) == recovery.Owner.from_labels(labels)
+        assert list(attrs["NetworkSettings"]["Networks"]) == [containers.network_name(run_id)]
         bindings = attrs["NetworkSettings"]["Ports"]["3306/tcp"]
         assert bindings and all(b["HostIp"] == "127.0.0.1" for b in bindings)
         assert {int(b["HostPort"]) for b in bindings} == {rc.host_port}
@@ -61,6 +80,7 @@ def test_start_labels_port_exec_remove(image, run_id):
         rc.remove()
     rc.remove()  # idempotent
     assert _lab_containers(run_id) == []
+    assert _networks(run_id) == []  # the run's last container took its network along
 
 
 def test_two_containers_get_different_ports(image, run_id):
@@ -176,6 +196,7 @@ def test_interrupted_run_removes_its_container(image, run_id, sig):
     proc.send_signal(sig)
     proc.wait(timeout=60)
     assert _lab_containers(run_id) == []
+    assert _networks(run_id) == []
 
 
 def test_killed_run_is_cleaned(image, run_id):
@@ -185,8 +206,9 @@ def test_killed_run_is_cleaned(image, run_id):
     left = _lab_containers(run_id)
     assert [c.id for c in left] == [cid]  # nothing could remove it
     removed = containers.clean(run_id)
-    assert removed == [left[0].name]
+    assert removed == [left[0].name, f"network:{containers.network_name(run_id)}"]
     assert _lab_containers(run_id) == []
+    assert _networks(run_id) == []
 
 
 def test_clean_main_scoped_to_a_run(image, run_id, capsys):
@@ -236,3 +258,96 @@ def _non_loopback_ip() -> str | None:
     except OSError:
         return None
     return None if ip.startswith("127.") else ip
+
+
+def test_clean_without_run_touches_only_this_checkout(image, run_id, tmp_path, capsys):
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    other = f"{run_id}-theirs"
+    spec = _shell(image, "echo up; exec sleep 300", ready_log="^up$")
+    keep = containers.start(spec, other, "k", keep_key="k", run_dir=theirs / "runs" / other)
+    try:
+        gone = containers.start(spec, run_id, "g", keep_key="k", run_dir=mine / "runs" / run_id)
+        (mine / "points" / "p1").mkdir(parents=True)
+        assert containers.clean_main(["--workdir", str(mine)]) == 0
+        out = capsys.readouterr().out
+        assert gone.name in out and f"network:{containers.network_name(run_id)}" in out
+        assert "removed engine data" in out
+        assert _lab_containers(run_id) == [] and _networks(run_id) == []
+        assert not (mine / "runs").exists() and not (mine / "points").exists()
+        assert [c.id for c in _lab_containers(other)] == [keep.id]
+        assert (theirs / "runs" / other / "owner.json").exists()
+    finally:
+        containers.clean(other)
+
+
+def test_clean_all_asks_first_and_refuses_without_a_terminal(image, run_id, monkeypatch, capsys):
+    rc = containers.start(_shell(image, "echo up; exec sleep 300", ready_log="^up$"), run_id, "p")
+    try:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # not a terminal
+        assert containers.clean_main(["--all"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--yes" in err[0]
+
+        class Terminal(io.StringIO):
+            def isatty(self) -> bool:
+                return True
+
+        monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
+        assert containers.clean_main(["--all"]) == 2
+        assert "every checkout on this host" in capsys.readouterr().out
+        assert [c.id for c in _lab_containers(run_id)] == [rc.id]  # declined: all still there
+    finally:
+        rc.remove()
+
+
+_LISTEN = "echo up; exec socat TCP-LISTEN:3306,fork,reuseaddr SYSTEM:'echo hello'"
+
+
+def _connects(ip: str) -> list[str]:
+    return ["timeout", "2", "bash", "-c", f"exec 3<>/dev/tcp/{ip}/3306"]
+
+
+def test_each_run_has_a_network_of_its_own(image, run_id):
+    """A run's container is reachable on its published 127.0.0.1 port only: not from another
+    run's container, nor from one outside the lab, nor from one attached to its network."""
+    c = containers.client()
+    other = f"{run_id}-other"
+    server = containers.start(_shell(image, _LISTEN, ready_log="^up$"), run_id, "s", keep_key="k")
+    intruder = containers.start(
+        _shell(image, "echo up; exec sleep 300", ready_log="^up$"), other, "i"
+    )
+    outsider = None
+    try:
+        attrs = c.api.inspect_container(server.id)
+        name = containers.network_name(run_id)
+        assert list(attrs["NetworkSettings"]["Networks"]) == [name]  # not the default bridge
+        bindings = attrs["NetworkSettings"]["Ports"]["3306/tcp"]
+        assert bindings == [{"HostIp": "127.0.0.1", "HostPort": str(server.host_port)}]
+        (network,) = _networks(run_id)
+        network.reload()
+        assert [x.id for x in network.containers] == [server.id]
+        assert network.attrs["Labels"][containers.RUN_LABEL] == run_id
+        ip = attrs["NetworkSettings"]["Networks"][name]["IPAddress"]
+
+        # The probe works: the server reaches itself, the host its published port.
+        assert server.exec(_connects(ip))[0] == 0
+        with socket.create_connection(("127.0.0.1", server.host_port), timeout=5) as s:
+            assert s.recv(5) == b"hello"
+        assert intruder.exec(_connects(ip))[0] != 0  # another run's container
+        outsider = c.containers.run(image, _connects(ip), detach=True)  # the default bridge
+        assert outsider.wait(timeout=30)["StatusCode"] != 0
+
+        # Attached by hand, a foreign container still reaches nothing (no traffic between
+        # containers on a run's network) and is disconnected when the run attaches again.
+        network.connect(intruder.id)
+        assert intruder.exec(_connects(ip))[0] != 0
+        spec = _shell(image, _LISTEN, ready_log="^up$")
+        assert containers.attach(spec, run_id, "k").id == server.id
+        network.reload()
+        assert [x.id for x in network.containers] == [server.id]
+    finally:
+        if outsider is not None:
+            outsider.remove(force=True)
+        intruder.remove()
+        containers.clean(run_id)
+    assert _networks(run_id) == [] and _networks(other) == []

@@ -468,8 +468,10 @@ def test_engine_time_and_rows_of_measured_points(run, tmp_path):
         assert (df["engine_elapsed_s"] > 0).all()
         assert df["access_matches"].all()
         # The server's figure ends when it has finished a statement, just after the reply
-        # left: on a busy host that may be a scheduling delay after the client's clock stops.
-        assert (df["engine_elapsed_s"] <= df["elapsed_s"] + 0.002).all(), (wtype, fetch)
+        # left: on a busy host that may be a scheduling delay after the client's clock stops
+        # (seen: 2.2 ms on a 21 ms scan with both cores loaded), never a whole statement.
+        slack = 0.005 + 0.1 * df["elapsed_s"]
+        assert (df["engine_elapsed_s"] <= df["elapsed_s"] + slack).all(), (wtype, fetch)
     assert (rows[("range", "all")]["access_path"] == "index:accounts_nonclustered;range").all()
     # Rows built in Python are client time; with fetch: count the scan is the engine's work.
     scan = rows[("scan", "all")]

@@ -95,3 +95,143 @@ def test_png_is_deterministic_and_valid(scan):
     assert pixels.std() > 10  # not a blank canvas
     html = plots.figure_html(plots.knob_figure(scan[0], "knob_cache_size"), "alt text")
     assert html.startswith('<figure class="tl-figure"><img src="data:image/png;base64,')
+
+
+# -- knob order, bytes beside pages, the table's size, crossovers, negative hit ratios ----------
+def _pool_variant(rows: pd.DataFrame, tmp_path, page_size: int | None = 4096):
+    """The measured scan rows as a buffer-pool sweep: the rows carry pages (16..8192) while the
+    sweep lists sizes, out of order, as a MariaDB sweep does; one page size unless None."""
+    import yaml
+
+    rows = rows.rename(
+        columns={"knob_cache_size": "knob_buffer_pool", "applied_cache_size": "applied_buffer_pool"}
+    )
+    if page_size is not None:
+        rows = rows[rows["knob_page_size"] == page_size].drop(columns="knob_page_size")
+    sweep = {
+        "name": "sqlite-cache-scan",
+        "knobs": {"buffer_pool": ["32MiB", "64KiB", "4MiB", "512KiB"]},
+        "workloads": [{"type": "scan"}],
+        "cache": "both",
+    }
+    if page_size is None:
+        sweep["knobs"]["page_size"] = [1024, 4096]
+    (tmp_path / "pool.yaml").write_text(yaml.safe_dump(sweep))
+    rows.to_csv(tmp_path / "pool.csv", index=False)
+    return load(tmp_path / "pool.csv", tmp_path / "pool.yaml"), rows
+
+
+def test_buffer_pools_are_ordered_as_numbers_not_text(scan, tmp_path):
+    data, rows = _pool_variant(scan[1], tmp_path)
+    assert data.orders["knob_buffer_pool"] == [16, 128, 1024, 8192]
+    fig = plots.knob_figure(data, "knob_buffer_pool")
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["16", "128", "1024", "8192"]
+    # every median line runs left to right through the pools in ascending order
+    for xs, _ in plots.plotted_medians(fig.axes[0]).values():
+        assert list(xs) == sorted(xs)
+
+
+def test_sizes_and_numeric_text_sort_by_magnitude():
+    from tunelab.report.data import numeric_order, order_key
+
+    assert numeric_order(["256MiB", "64MiB", "1GiB"]) == ["64MiB", "256MiB", "1GiB"]
+    assert numeric_order([16384, 2048, 384, 1024]) == [384, 1024, 2048, 16384]
+    assert numeric_order(["none", "clustered"]) is None  # categories keep the sweep's order
+    assert sorted(["16384", "2048", "384"], key=order_key({}, "x")) == ["384", "2048", "16384"]
+
+
+def test_legend_lists_buffer_pools_in_numeric_order(scan, tmp_path):
+    data, _ = _pool_variant(scan[1], tmp_path, page_size=None)
+    fig = plots.knob_figure(data, "knob_page_size")
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    pools = list(dict.fromkeys(int(t.split(" · ")[0]) for t in texts))
+    assert pools == [16, 128, 1024, 8192]
+
+
+def test_pool_axis_shows_bytes_on_top_and_the_table_size(scan, tmp_path):
+    data, rows = _pool_variant(scan[1], tmp_path)
+    fig = plots.knob_figure(data, "knob_buffer_pool")
+    ax = fig.axes[0]
+    (top,) = [c for c in ax.child_axes if c.get_gid() == "pool-bytes"]
+    # 16..8192 pages of 4 KiB in one unit, MiB: 0.0625 .. 32
+    assert [t.get_text() for t in top.get_xticklabels()] == ["0.0625", "0.5", "4", "32"]
+    assert top.get_xlabel() == "size (MiB = 2²⁰ B), at 4 KiB pages"
+    pages = int(np.ceil(rows["data_bytes"].median() / 4096))
+    lines = [ln for ln in ax.get_lines() if str(ln.get_gid()).startswith("table|")]
+    assert [ln.get_gid() for ln in lines] == [f"table|4096|{pages}"]
+    assert lines[0].get_xdata()[0] == pages
+    labels = [t.get_text() for t in ax.texts]
+    assert any(t.startswith(f"table + indexes: {pages} pages / ") for t in labels), labels
+
+
+def test_pool_axis_without_one_page_size_has_no_byte_axis(scan, tmp_path):
+    data, _ = _pool_variant(scan[1], tmp_path, page_size=None)
+    ax = plots.knob_figure(data, "knob_buffer_pool").axes[0]
+    assert not [c for c in ax.child_axes if c.get_gid() == "pool-bytes"]
+    tables = {ln.get_gid().split("|")[1] for ln in ax.get_lines() if "table|" in str(ln.get_gid())}
+    assert tables == {"1024", "4096"}  # one table line per page size
+
+
+def test_crossings_interpolate_on_the_log_axis():
+    from tunelab.report.marks import crossings
+
+    # index 1, 2, 5 against scan 2, 2.5, 3: a − b goes −0.5 -> +2 between 0.1 and 1
+    assert crossings([0.01, 0.1, 1.0], [1, 2, 5], [2, 2.5, 3]) == pytest.approx([10**-0.8])
+    assert crossings([0.01, 0.1, 1.0], [1, 2, 5], [2, 2.5, 3], log=False) == pytest.approx([0.28])
+    assert crossings([0.1, 1.0], [1, 1], [2, 2]) == []
+    assert crossings([0.1, 1.0, 10.0], [1, 2, 3], [2, 2, 2]) == [1.0]  # equal at a point
+
+
+def _known_medians(rows: pd.DataFrame, tmp_path):
+    """The measured range rows with response times set to known medians: warm, the index
+    costs 0.1, 0.5, 2 s at selectivity 0.001, 0.01, 0.1 against the scan's 1 s (they meet at
+    10^(−2 + 1/3)); cold, the index costs 2 s throughout (never faster)."""
+    warm = rows.copy()
+    cold = rows.assign(cache_requested="cold", cache_achieved="cold")
+    index = {0.001: 0.1, 0.01: 0.5, 0.1: 2.0}
+    spread = warm.groupby(["knob_index", "wl_selectivity"]).cumcount().map({0: 0.9, 1: 1.0, 2: 1.2})
+    base = np.where(warm["knob_index"] == "none", 1.0, warm["wl_selectivity"].map(index))
+    warm["elapsed_s"] = base * spread
+    cold["elapsed_s"] = np.where(cold["knob_index"] == "none", 1.0, 2.0) * spread
+    frame = pd.concat([warm, cold], ignore_index=True)
+    frame["throughput_rows_s"] = frame["rows_touched"] / frame["elapsed_s"]
+    frame.to_csv(tmp_path / "known.csv", index=False)
+    csv, sweep = tmp_path / "known.csv", tmp_path / "sweep.yaml"
+    import yaml
+
+    doc = {"name": "sqlite-index-range", "knobs": {"index": ["none", "secondary"]},
+           "workloads": [{"type": "range", "selectivity": [0.001, 0.01, 0.1]}]}  # fmt: skip
+    sweep.write_text(yaml.safe_dump(doc))
+    return load(csv, sweep)
+
+
+def test_crossover_of_index_and_scan_is_marked_per_cache_state(ranged, tmp_path):
+    from tunelab.report import marks
+
+    data = _known_medians(ranged[1], tmp_path)
+    found = {c.group: c for c in marks.crossovers(data)}
+    assert found["warm"].at == pytest.approx([10 ** (-2 + 1 / 3)])  # 0.0215
+    assert found["warm"].faster_first == "index"
+    assert found["cold"].at == [] and found["cold"].faster_first == "scan"
+    fig = plots.knob_figure(data, "wl_selectivity")
+    for ax in fig.axes[:2]:
+        gids = [ln.get_gid() for ln in ax.get_lines() if "crossover|" in str(ln.get_gid())]
+        assert gids == [f"crossover|warm|{10 ** (-2 + 1 / 3):.6g}"]
+    caption = marks.crossover_caption(marks.crossovers(data))
+    assert "warm: at selectivity 0.022" in caption
+    assert "cold: none between 0.001 and 0.1 (the scan is faster throughout)" in caption
+
+
+def test_negative_system_hit_ratio_is_not_clipped(scan, tmp_path):
+    rows = scan[1].copy()
+    rows["hit_ratio_sys"] = rows["hit_ratio_app"]
+    rows.loc[rows.index[:5], "hit_ratio_sys"] = -0.4  # prefetch read pages never asked for
+    rows.to_csv(tmp_path / "neg.csv", index=False)
+    data = load(tmp_path / "neg.csv", scan[0].sweep_file)
+    fig = plots.io_figure(data, "knob_cache_size")
+    ax = [a for a in fig.axes if a.get_title().startswith("Hit ratio")][0]
+    low, high = ax.get_ylim()
+    assert low < -0.4 and high >= 1.0
+    assert any(ln.get_gid() == "zero" for ln in ax.get_lines())
+    drawn = [v for _, ys in plots.plotted_medians(ax).values() for v in ys]
+    assert min(drawn) >= low

@@ -159,7 +159,7 @@ def test_index_links_reports_with_one_line_each(tmp_path_factory, scan_report):
     body = next(iter(rows.values()))[1:]
     assert body[0][0].startswith("sqlite-cache-scan")
     assert body[1][0].startswith("sqlite-index-range")
-    assert body[0][3] == "16 × 3" and body[1][3] == "6 × 3"
+    assert body[0][4] == "16 × 3" and body[1][4] == "6 × 3"  # after the claims column
     assert f'href="reports/{path.name}"' in html
     assert read_summary(path)["rows"] == 48
 
@@ -214,3 +214,19 @@ def test_cli_renders_a_report(tmp_path_factory, tmp_path, capsys):
     assert summary["sweep"] == "sqlite-index-range" and summary["points"] == 6
     assert cli.index_main(["--out", str(tmp_path / "index.html"), str(out)]) == 0
     assert Path(tmp_path / "index.html").is_file()
+
+
+def test_page_has_a_methods_section_naming_the_engine_version(scan_report):
+    html, rows = scan_report[0], scan_report[1]
+    assert "<h2" in html and ">Methods<" in html
+    methods = re.search(r'<div id="methods">(.*?)</div>', html, re.S).group(1)
+    assert rows["engine_version"].iloc[0] in methods
+    assert f"The data set held {rows['dataset_rows'].iloc[0]:,} generated rows" in methods
+    # placed before the figures, right after what was measured
+    assert html.index('id="methods"') < html.index('class="tl-figure"')
+
+
+def test_every_mb_says_which_megabyte(scan_report):
+    header = tables_of(scan_report[0])["io"][0]
+    assert "read rate (MB/s, MB = 10⁶ B): median" in header
+    assert not [h for h in header if "MB/s" in h and "MB = " not in h]

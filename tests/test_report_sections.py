@@ -41,7 +41,8 @@ def test_device_section_puts_achieved_mb_s_against_the_calibrated_rate(
     rows = pd.read_csv(csv)
     rows["mb_s"] = rows["data_bytes"] / rows["elapsed_s"] / cal.mb_bytes
     medians = rows.groupby(["knob_cache_size", "knob_page_size", "cache_requested"])["mb_s"]
-    at = header.index("achieved (MB/s): median")
+    # The calibration's MB is IBM's, and the header says so.
+    at = header.index("achieved (MB/s, IBM MB = 1,024,000 B): median")
     frac = header.index("achieved / device limit: median")
     assert len(body) == 16
     for cells in body:
@@ -119,3 +120,68 @@ def test_an_engines_note_in_the_sweep_is_shown_in_its_report_only(tmp_path_facto
     page = sections.measured_html(load(csv, noted))
     assert "<b>On sqlite:</b> Pages come from the OS cache &lt;fast&gt;." in page
     assert "Not this one" not in page
+
+
+# -- methods --------------------------------------------------------------------------------------
+def test_methods_name_engine_version_protocol_and_what_was_achieved(tmp_path_factory):
+    csv, sweep = measured("engine", tmp_path_factory)
+    rows = pd.read_csv(csv)
+    setup, protocol, analysis = sections.methods_text(load(csv, sweep))
+    version = rows["engine_version"].iloc[0]
+    assert f"on {version}, embedded in the measuring process (no container)" in setup
+    assert (
+        f"tunelab {rows['tunelab_version'].iloc[0]} (commit {rows['git_commit'].iloc[0]})" in setup
+    )
+    assert f"{rows['host_cores'].iloc[0]} cores" in setup
+    cold = rows[rows["cache_requested"] == "cold"]
+    reached = int((cold["cache_achieved"] == "cold").sum())
+    assert (
+        f"Before each of the {len(cold)} cold repetitions, every connection was closed" in protocol
+    )
+    assert f"{reached} of {len(cold)} reached a cold cache" in protocol
+    assert "the same workload ran once, untimed, on the same connections" in protocol
+    assert "(access: optimizer)" in protocol and "(fetch: all)" in protocol
+    assert (
+        f"the {len(rows)} timed sections recorded in the rows (CLOCK_MONOTONIC) do not overlap"
+        in protocol
+    )
+    assert "No device calibration is part of this report." in analysis
+
+
+def test_methods_name_the_container_image_and_overlapping_timings(tmp_path_factory, tmp_path):
+    csv, sweep = measured("engine", tmp_path_factory)
+    rows = pd.read_csv(csv).sort_values("timed_start_ns").reset_index(drop=True)
+    rows["engine"] = "mariadb"
+    rows["engine_version"] = "MariaDB 11.8.2-MariaDB-deb13 (tunelab/mariadb:11.8)"
+    # the second timed section starts before the first one ended
+    rows.loc[1, "timed_start_ns"] = rows.loc[0, "timed_end_ns"] - 1
+    rows.to_csv(tmp_path / "changed.csv", index=False)
+    text = " ".join(sections.methods_text(load(tmp_path / "changed.csv", sweep)))
+    assert (
+        "on MariaDB 11.8.2-MariaDB-deb13, run from the container image tunelab/mariadb:11.8" in text
+    )
+    assert "overlap in 1 case(s)" in text
+
+
+def test_methods_without_recorded_timings_say_so(tmp_path_factory):
+    csv, sweep = measured("scan", tmp_path_factory)  # rows timed outside the runner
+    text = " ".join(sections.methods_text(load(csv, sweep)))
+    assert "do not record their timed intervals" in text
+    assert pd.read_csv(csv)["engine_version"].iloc[0] in text
+
+
+def test_summary_table_puts_the_pool_size_in_bytes_beside_its_pages(tmp_path_factory, tmp_path):
+    import yaml
+
+    csv, _ = measured("scan", tmp_path_factory)
+    rows = pd.read_csv(csv).rename(columns={"knob_cache_size": "knob_buffer_pool"})
+    rows = rows[rows["knob_page_size"] == 1024]
+    rows.to_csv(tmp_path / "pool.csv", index=False)
+    sweep = tmp_path / "pool.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "sqlite-cache-scan", "knobs": {"buffer_pool": [16]}}))
+    header, *body = tables_of(sections.summary_html(load(tmp_path / "pool.csv", sweep)))["summary"]
+    assert header[:3] == ["buffer pool (pages)", "buffer pool size (MiB = 2²⁰ B)", "cache"]
+    pools = [int(cells[0]) for cells in body]
+    assert pools == sorted(pools)  # numbers ascending, not as text
+    for cells in body:  # pages of 1 KiB, in MiB
+        assert float(cells[1]) == pytest.approx(int(cells[0]) * 1024 / 2**20, rel=5e-4)

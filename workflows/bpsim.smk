@@ -4,6 +4,7 @@
 #   knee, ...). Options from config: bpsim: {args: "...", <name>: "..."}.
 from tunelab.bpsim.cli import workflow_args
 from tunelab.bpsim.traces import find_trace
+from tunelab.pipeline import words
 
 BPSIM_TRACES = config.get("traces_dir", "traces")
 BPSIM_RESULTS = f"{config.get('results_dir', 'results')}/bpsim"
@@ -22,9 +23,9 @@ rule bpsim_curve:
     log:
         f"{BPSIM_LOGS}/{{name}}.log",
     params:
-        extra=lambda wc: workflow_args(config, wc.name),
+        extra=lambda wc: words(workflow_args(config, wc.name)),
     wildcard_constraints:
         name=r"[^/]+",
     shell:
         "tunelab bpsim {input.trace:q} --out {output.curve:q} --summary {output.summary:q}"
-        " {params.extra} > {log:q} 2>&1"
+        " {params.extra:q} > {log:q} 2>&1"

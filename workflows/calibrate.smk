@@ -25,5 +25,5 @@ rule calibrate:
         bench_slot=1,
     shell:
         "mkdir -p {params.workdir:q} && "
-        "tunelab calibrate --dir {params.workdir:q} {params.mode} --force "
+        "tunelab calibrate --dir {params.workdir:q} {params.mode:q} --force "
         "--out {output.calibration:q} > {log.calibrate:q} 2>&1"

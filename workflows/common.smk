@@ -13,6 +13,16 @@ def point_csvs(wildcards):
     )
 
 
+def every_point(wildcards):
+    """Every point of every sweep, as a target of its own: a point added to a sweep, or
+    whose file was deleted, is measured even when the sweep's merged file looks newer."""
+    return [
+        f"{RESULTS}/{ENGINE}/{sweep}/{point}.csv"
+        for sweep in PLAN.sweeps
+        for point in PLAN.point_ids(sweep)
+    ]
+
+
 def sweep_file(wildcards):
     return PLAN.files[wildcards.sweep]
 
@@ -24,6 +34,10 @@ def point_dataset(wildcards):
 
 def sweep_reports(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.html" for s in PLAN.sweeps]
+
+
+def sweep_verdicts(wildcards):
+    return [f"{REPORTS}/{ENGINE}/{s}.verdicts.json" for s in PLAN.sweeps]
 
 
 def other_engine_reports(wildcards):

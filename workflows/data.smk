@@ -12,4 +12,4 @@ rule generate_dataset:
     params:
         data_dir=lambda wc, output: os.path.dirname(output.csv),
     shell:
-        "tunelab datagen {wildcards.key} --data-dir {params.data_dir} > {log} 2>&1"
+        "tunelab datagen {wildcards.key:q} --data-dir {params.data_dir:q} > {log:q} 2>&1"

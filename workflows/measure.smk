@@ -1,3 +1,6 @@
+from tunelab import results
+
+
 rule measure_point:
     """One point of a sweep: all its repetitions, timed one at a time (bench_slot)."""
     input:
@@ -6,6 +9,8 @@ rule measure_point:
         calibration=calibration_for_points,
     output:
         csv=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
+        # written after the CSV: a CSV without it was never verified, so not measured
+        check=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.check.json",
     conda:
         "../environment.yml"
     log:
@@ -15,21 +20,22 @@ rule measure_point:
         workdir=config["workdir"],
         data_dir=config["data_dir"],
         run_id=RUN_ID,
-        calibration=lambda wc, input: (
-            f"--calibration {input.calibration}" if input.calibration else ""
-        ),
+        calibration=lambda wc, input: pipeline.option("--calibration", input.calibration),
     resources:
         bench_slot=1,
     shell:
-        "tunelab run-point {input.sweep} {wildcards.point} --engine {params.engine}"
-        " --out {output.csv} --workdir {params.workdir} --data-dir {params.data_dir}"
-        " --run-id {params.run_id} {params.calibration} > {log} 2>&1"
+        "tunelab run-point {input.sweep:q} {wildcards.point:q} --engine {params.engine:q}"
+        " --out {output.csv:q} --workdir {params.workdir:q} --data-dir {params.data_dir:q}"
+        " --run-id {params.run_id:q} {params.calibration:q} > {log:q} 2>&1"
 
 
 rule merge_sweep:
-    """Every repetition of every point of a sweep in one tidy file."""
+    """Every repetition of every point of a sweep in one tidy file. `tunelab merge` verifies
+    each point first; one that fails is set aside, so the next run measures it again."""
     input:
-        point_csvs,
+        # With the points' directory among the inputs, deleting a point file reruns the
+        # merge, hence that point (Snakemake does not rerun a job for a deleted input alone).
+        unpack(lambda wc: results.merge_inputs(point_csvs(wc), sweep_bpsim_curve(wc))),
     output:
         csv=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
     conda:
@@ -37,7 +43,7 @@ rule merge_sweep:
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}.merge.log",
     shell:
-        "tunelab merge {input} --out {output.csv} > {log} 2>&1"
+        "tunelab merge {input.points:q} --out {output.csv:q} > {log:q} 2>&1"
 
 
 rule trace_point:
@@ -60,9 +66,9 @@ rule trace_point:
     resources:
         bench_slot=1,
     shell:
-        "tunelab trace-point {input.sweep} {wildcards.point} --engine {params.engine}"
-        " --out {output.trace} --workdir {params.workdir} --data-dir {params.data_dir}"
-        " > {log} 2>&1"
+        "tunelab trace-point {input.sweep:q} {wildcards.point:q} --engine {params.engine:q}"
+        " --out {output.trace:q} --workdir {params.workdir:q} --data-dir {params.data_dir:q}"
+        " > {log:q} 2>&1"
 
 
 rule simulate_point:
@@ -77,5 +83,5 @@ rule simulate_point:
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.bpsim.log",
     shell:
-        "tunelab bpsim {input.trace} --out {output.curve} --summary {output.summary}"
-        " > {log} 2>&1"
+        "tunelab bpsim {input.trace:q} --out {output.curve:q} --summary {output.summary:q}"
+        " > {log:q} 2>&1"

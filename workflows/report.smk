@@ -13,20 +13,37 @@ rule sweep_report:
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}.report.log",
     params:
-        calibration=lambda wc, input: (
-            f"--calibration {input.calibration}" if input.calibration else ""
-        ),
-        bpsim=lambda wc, input: f"--bpsim {input.bpsim}" if input.bpsim else "",
+        calibration=lambda wc, input: pipeline.option("--calibration", input.calibration),
+        bpsim=lambda wc, input: pipeline.option("--bpsim", input.bpsim),
     shell:
-        "tunelab report --results {input.results} --sweep {input.sweep}"
-        " --template {input.template} {params.calibration} {params.bpsim}"
-        " --out {output.html} > {log} 2>&1"
+        "tunelab report --results {input.results:q} --sweep {input.sweep:q}"
+        " --template {input.template:q} {params.calibration:q} {params.bpsim:q}"
+        " --out {output.html:q} > {log:q} 2>&1"
+
+
+rule check_sweep:
+    """The sweep's claims (`expect:`) checked on its results, after its report: verdicts
+    for the index (a contradicted claim is a finding, not a failed run)."""
+    input:
+        results=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
+        sweep=lambda wc: ancient(sweep_file(wc)),
+        report=f"{REPORTS}/{ENGINE}/{{sweep}}.html",
+    output:
+        verdicts=f"{REPORTS}/{ENGINE}/{{sweep}}.verdicts.json",
+    conda:
+        "../environment.yml"
+    log:
+        f"{LOGS}/{ENGINE}/{{sweep}}.check.log",
+    shell:
+        "tunelab check --no-fail --sweep {input.sweep:q} --json {output.verdicts:q}"
+        " {input.results:q} > {log:q} 2>&1"
 
 
 rule report_index:
     """reports/index.html linking every sweep report."""
     input:
-        sweep_reports,
+        reports=sweep_reports,
+        verdicts=sweep_verdicts,
     output:
         html=f"{REPORTS}/index.html",
     conda:
@@ -37,5 +54,6 @@ rule report_index:
         results_dir=RESULTS,
         other_engines=other_engine_reports,
     shell:
-        "tunelab index --out {output.html} --results-dir {params.results_dir} {input}"
-        " {params.other_engines} > {log} 2>&1"
+        "tunelab index --out {output.html:q} --results-dir {params.results_dir:q}"
+        " {input.reports:q} {params.other_engines:q} --verdicts {input.verdicts:q}"
+        " > {log:q} 2>&1"

@@ -27,6 +27,15 @@ def write(path: str | os.PathLike, writer: Callable[[IO[bytes]], object]) -> Pat
     return path
 
 
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    return write(path, lambda f: f.write(data))
+
+
+def csv_bytes(frame: pd.DataFrame) -> bytes:
+    """The bytes ``write_csv`` writes for an uncompressed file (to checksum what is written)."""
+    return frame.to_csv(index=False, lineterminator="\n").encode()
+
+
 def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     # A handle carries no name to infer compression from; mtime 0 keeps .gz reproducible.
     gz = {"method": "gzip", "mtime": 0} if str(path).endswith(".gz") else None

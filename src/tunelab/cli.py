@@ -1,11 +1,21 @@
 """The `tunelab` command. Bad input gets one line per problem on stderr and exit code 2;
-engine failures exit 1 with the engine's message; neither prints a traceback."""
+engine failures exit 1 with the engine's message; neither prints a traceback.
+
+Every other failure also ends with one line on stderr, the last one, saying what happened
+and what to do, and exit code 1: a full disk, an unreachable Docker engine, or any other
+exception (``tunelab COMMAND: TYPE: MESSAGE``). Its traceback is printed before that line
+only when stderr is not a terminal (a job's log, where it helps whoever reads it later) or
+when ``TUNELAB_DEBUG=1``. Ctrl-C prints "interrupted" and exits 130; output cut short by a
+closed pipe (``tunelab plan FILE | head``) ends quietly with 141, as a command killed by
+SIGPIPE does, so ``set -o pipefail`` scripts see what they see with any other tool.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import importlib
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -21,7 +31,11 @@ DELEGATED = {
     "bpsim": "tunelab.bpsim.cli:main",
     "report": "tunelab.report.cli:report_main",
     "index": "tunelab.report.cli:index_main",
+    "compare": "tunelab.report.compare:compare_main",
+    "check": "tunelab.claims:check_main",
     "clean": "tunelab.containers:clean_main",
+    "recover": "tunelab.recovery:recover_main",
+    "progress": "tunelab.progress:progress_main",
 }
 
 # How the commands Snakemake runs hold the host-wide bench lock (tunelab.benchlock) for
@@ -34,6 +48,7 @@ BENCH_LOCK = {
     "bpsim": benchlock.shared,
     "report": benchlock.shared,
     "index": benchlock.shared,
+    "check": benchlock.shared,
 }
 
 
@@ -76,10 +91,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for p in points:
         if args.sql:
             eng = engines.engine_class(p.engine)
-            print(f"-- point {p.point_id}")
+            print(f"-- point {p.point_id} ({p.workload.type}, {p.cache}, {p.repetitions} reps)")
             plan = p.workload.index_plan(p.knobs.get("index", "none"))
             offline = eng(Path("/nonexistent"), "plan")
-            for stmt in offline.planned_sql(p.knobs, p.dataset, plan):
+            # The point's own order (an insert indexes the empty table and loads nothing) and
+            # only its cache state's steps, where the engine can tell them apart.
+            known = inspect.signature(offline.planned_sql).parameters
+            point = {"workload": p.workload.type, "cache": p.cache} if "cache" in known else {}
+            for stmt in offline.planned_sql(p.knobs, p.dataset, plan, **point):
                 print(stmt)
             for stmt in workloads.timed_sql(offline, p.workload, plan, p.access, p.dataset):
                 print(stmt)
@@ -190,9 +209,20 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from tunelab import results
 
-    frame = results.read_results(args.inputs)
+    # Verify every point before anything is written: a bad file is named, set aside (so the
+    # workflow sees its point as not measured) and the merged file is left as it was.
+    checked = results.verify_points(args.inputs)
+    bad = [c for c in checked if c.problem is not None]
+    for c in bad:
+        kept = results.set_aside(c.path)
+        where = f" (kept as {kept[0].name})" if kept else ""
+        _err(f"{c.path}: {c.problem}; it will be measured again on the next run{where}")
+    if bad:
+        _err(f"{args.out}: not written: {len(bad)} of {len(checked)} point file(s) failed")
+        return EXIT_FAILED
+    frame = results.concat(c.frame for c in checked)
     results.write_rows(frame.to_dict("records"), Path(args.out), overwrite=True)
-    print(f"{args.out}: {len(frame)} rows from {len(args.inputs)} point file(s)")
+    print(f"{args.out}: {len(frame)} rows from {len(args.inputs)} verified point file(s)")
     return 0
 
 
@@ -227,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", required=True, help="results CSV to write")
     sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
     sp.add_argument("--run-id", help="a workflow run whose points may share one server engine "
-                    "(kept until `tunelab clean --run RUN_ID`)")  # fmt: skip
+                    "(removed when the run ends; `tunelab recover` after a kill)")  # fmt: skip
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
     common(sp)
     sp.set_defaults(func=cmd_run_point)
@@ -250,7 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--data-dir", default="data")
     sp.set_defaults(func=cmd_datagen)
 
-    sp = sub.add_parser("merge", help="concatenate per-point result files into one CSV")
+    sp = sub.add_parser(
+        "merge",
+        help="verify per-point result files, then concatenate them into one CSV",
+        description="Verify every point file against its check file (<point>.check.json) "
+        "and the other points, then concatenate them. A file that fails is named, set aside "
+        "as <file>.rejected (its point is measured again on the next run) and nothing is "
+        "written: exit 1.",
+    )
     sp.add_argument("inputs", nargs="+", metavar="CSV")
     sp.add_argument("--out", required=True)
     sp.set_defaults(func=cmd_merge)
@@ -267,12 +304,163 @@ def main(argv: list[str] | None = None) -> int:
         lock = contextlib.nullcontext()
     else:
         lock = hold(benchlock.job_name(argv))
+    command = f"tunelab {argv[0]}" if argv and not argv[0].startswith("-") else "tunelab"
     try:
         with lock:
             return _dispatch(argv)
     except KeyboardInterrupt:  # also while waiting for the lock
         _err("interrupted")
         return 130
+    except BrokenPipeError as exc:
+        if not _stdout_gone():
+            return _failed(command, exc, _unexpected(exc))
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        return _failed(command, exc, _summary(exc, argv))
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a command killed by SIGPIPE
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (the BrokenPipeError came from the
+    output, not from a socket to an engine)."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(event & select.POLLERR for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # stdout replaced or closed
+        return False
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's final flush must not fail again."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from or while handling, outermost first."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    for i, arg in enumerate(argv):
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(name + "="):
+            return arg.partition("=")[2]
+    return None
+
+
+def _disk_full(exc: BaseException, argv: list[str]) -> str | None:
+    """What was being written when the disk filled up ("" when unknown), None when the
+    failure is not a full disk (or quota)."""
+    import errno
+
+    for e in _chain(exc):
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return str(e.filename or _option(argv, "--out") or "")
+        if type(e).__name__ == "FullError" and type(e).__module__ == "apsw":
+            return _option(argv, "--workdir") or ".tunelab"  # the engine's database file
+    return None
+
+
+def _docker_down(exc: BaseException) -> BaseException | None:
+    """The connection error of a call to the Docker engine (socket missing, daemon stopped,
+    no permission), if that is what the failure comes from."""
+    import traceback
+
+    for e in _chain(exc):
+        # requests' ConnectionError (what the SDK raises) or the built-in one
+        if type(e).__name__ != "ConnectionError" and not isinstance(e, ConnectionError):
+            continue
+        url = str(getattr(getattr(e, "request", None), "url", ""))
+        frames = traceback.extract_tb(e.__traceback__)
+        if url.startswith("http+docker") or any("/docker/" in f.filename for f in frames):
+            return e
+    return None
+
+
+def _os_reason(exc: BaseException) -> str:
+    """The operating system's words inside a wrapped connection error (e.g. "Connection
+    refused"), else its own message."""
+    todo: list[object] = [exc]
+    seen: set[int] = set()
+    while todo:
+        item = todo.pop(0)
+        if id(item) in seen or not isinstance(item, BaseException):
+            continue
+        seen.add(id(item))
+        if isinstance(item, OSError) and item.strerror:
+            return item.strerror
+        # urllib3 keeps the cause in .reason, requests in args, Python in the chain
+        todo += [*item.args, getattr(item, "reason", None), item.__cause__, item.__context__]
+    return _one_line(exc)
+
+
+def _summary(exc: Exception, argv: list[str]) -> str:
+    """The one line that ends a failure: what happened and what to do."""
+    from tunelab.containers import ContainerError
+    from tunelab.engines.base import EngineError
+
+    where = _disk_full(exc, argv)
+    if where is not None:
+        written = f" writing {where}" if where else ""
+        return f"disk full{written}: free space and run again; finished points are kept"
+    docker_error = _docker_down(exc)
+    if docker_error is not None:
+        return (
+            f"Docker engine not reachable ({_os_reason(docker_error)}): start it (or fix "
+            "DOCKER_HOST), run `tunelab clean` and run again; finished points are kept"
+        )
+    if isinstance(exc, ContainerError | EngineError):  # written for the user already
+        return _one_line(exc)
+    return _unexpected(exc)
+
+
+def _traceback_wanted() -> bool:
+    import os
+
+    if os.environ.get("TUNELAB_DEBUG") == "1":
+        return True
+    try:
+        return not sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return True
+
+
+def _unexpected(exc: BaseException) -> str:
+    hint = "full traceback in the log" if _traceback_wanted() else "TUNELAB_DEBUG=1 shows where"
+    return f"{type(exc).__name__}: {_one_line(exc)} ({hint})"
+
+
+def _failed(command: str, exc: BaseException, summary: str) -> int:
+    """Traceback (to a log, or with TUNELAB_DEBUG=1), then the one line; exit code 1."""
+    import traceback
+
+    with contextlib.suppress(OSError):  # stderr itself may be the closed pipe
+        if _traceback_wanted():
+            traceback.print_exception(exc, file=sys.stderr)
+        _err(f"{command}: {summary}")
+    return EXIT_FAILED
 
 
 def _dispatch(argv: list[str]) -> int:

@@ -1,16 +1,20 @@
 """The one container lifecycle every server engine uses (Docker SDK for Python).
 
-Every container carries the label ``tunelab=1`` plus the run and point it belongs to, publishes
-its engine port on 127.0.0.1 only, gets its secrets through the environment (never printed:
-log text shown to the user is scrubbed), waits for readiness the engine's own way, and is
-removed in every outcome: by the engine's teardown, by a safety net at interpreter exit (also
-after SIGTERM), and by ``tunelab clean`` for what a killed run left behind.
+Every container carries the label ``tunelab=1`` plus the run and point it belongs to and its
+owner (host, boot, pid and start time of the run's owning process, the checkout's work
+directory: see ``tunelab.recovery``), sits on a bridge network of its run alone
+(``tunelab-<run id>``, no traffic between its containers either), publishes its engine port on
+127.0.0.1 only, gets its secrets through the environment (never printed: log text shown to
+the user is scrubbed), waits for readiness the engine's own way, and is removed in every
+outcome: by the engine's teardown, by a safety net at interpreter exit (also after SIGTERM),
+and by ``tunelab recover`` (or ``tunelab clean``) for what a killed run left behind.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import datetime as dt
 import os
 import re
@@ -25,12 +29,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunelab import recovery
+
 LABEL = "tunelab"  # value "1" on everything the lab starts
 RUN_LABEL = "tunelab.run"
 POINT_LABEL = "tunelab.point"
 # A container kept across the points of a run carries the key of the knobs that decided its
 # creation (e.g. the page size); a later point with the same key attaches instead of starting.
 KEY_LABEL = "tunelab.key"
+NETWORK_PREFIX = "tunelab-"  # + the run id: one bridge network per run
+# No traffic between containers on the run's network: even one attached by hand reaches
+# nothing. Published ports still work (they enter through the host).
+_NETWORK_OPTIONS = {"com.docker.network.bridge.enable_icc": "false"}
 
 _PORT_ATTEMPTS = 5
 _STOP_TIMEOUT_S = 30  # a database needs time to shut down cleanly before SIGKILL
@@ -43,9 +53,10 @@ class ContainerError(RuntimeError):
 
 def run_secret(run_dir: Path) -> str:
     """The password of a workflow run's kept servers: generated once, kept in a file only the
-    owner may read, so the run's later points (other processes) can connect."""
+    owner may read, so the run's later points (other processes) can connect. The run's owner
+    is recorded beside it first (``owner.json``), so a killed run's directory can be reaped."""
     path = Path(run_dir) / "secret"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    recovery.claim(path.parent, run_owner(run_dir))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -53,6 +64,16 @@ def run_secret(run_dir: Path) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(generate_password())
     return path.read_text().strip()
+
+
+def run_owner(run_dir: Path | None) -> recovery.Owner:
+    """The owner of a run whose directory is ``<workdir>/runs/<run id>``; without one, the
+    work directory is ``$TUNELAB_WORKDIR``'s, if set."""
+    return recovery.Owner.current(Path(run_dir).resolve().parents[1] if run_dir else None)
+
+
+def network_name(run_id: str) -> str:
+    return f"{NETWORK_PREFIX}{_slug(run_id, 60)}"
 
 
 def generate_password(nbytes: int = 18) -> str:
@@ -174,6 +195,7 @@ class RunningContainer:
         self.host_port = host_port
         self._secrets = spec.secret_values()
         self._removed = False
+        self.run_id: str | None = (container.labels or {}).get(RUN_LABEL)
         # Timestamp (ns) of the last log line before the latest start: readiness is judged on
         # later lines only. (Not the daemon's StartedAt: a fast process logs before it.)
         self._log_mark: int | None = None
@@ -232,6 +254,8 @@ class RunningContainer:
             self._removed = True
         with _started_lock:
             _started.pop(self.id, None)
+        if self.run_id:
+            _drop_network(self.run_id)
 
     # -- readiness ------------------------------------------------------------------------
     def _wait_ready(self, timeout_s: float | None = None) -> None:
@@ -319,26 +343,123 @@ def _port_taken(exc: BaseException) -> bool:
     return "port is already allocated" in text or "address already in use" in text
 
 
+def _network_gone(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "network" in text and "not found" in text
+
+
+def _find_network(c: Any, name: str) -> Any:
+    # The API's name filter matches substrings: compare whole names.
+    return next((n for n in c.networks.list(names=[name]) if n.name == name), None)
+
+
+def run_network(run_id: str, owner: recovery.Owner) -> Any:
+    """The run's own bridge network, created (labelled like its containers) when missing;
+    any container of another run found on it is disconnected."""
+    from docker.errors import APIError
+
+    c = client()
+    name = network_name(run_id)
+    network = _find_network(c, name)
+    if network is None:
+        try:
+            network = c.networks.create(
+                name,
+                driver="bridge",
+                options=_NETWORK_OPTIONS,
+                labels={LABEL: "1", RUN_LABEL: run_id, **owner.labels()},
+                check_duplicate=True,
+            )
+        except APIError as exc:
+            network = _find_network(c, name)  # another point of the run made it meanwhile
+            if network is None:
+                raise ContainerError(
+                    f"cannot create network {name}: {_one_line(exc)} "
+                    "(`tunelab recover` removes what killed runs left)"
+                ) from None
+    _isolate(network, run_id)
+    return network
+
+
+def _isolate(network: Any, run_id: str) -> None:
+    network.reload()
+    for container in network.containers:
+        if container.labels.get(RUN_LABEL) != run_id:
+            network.disconnect(container, force=True)
+            print(
+                f"tunelab: disconnected container {container.name} (not of run {run_id}) "
+                f"from network {network.name}",
+                file=sys.stderr,
+            )
+
+
+def _drop_network(run_id: str) -> None:
+    """Remove the run's network once the run has no container left (a kept server keeps it)."""
+    from docker.errors import APIError
+
+    c = client()
+    with contextlib.suppress(APIError):
+        network = _find_network(c, network_name(run_id))
+        if network is None or (network.attrs.get("Labels") or {}).get(RUN_LABEL) != run_id:
+            return
+        of_run = [f"{LABEL}=1", f"{RUN_LABEL}={run_id}"]
+        if not c.containers.list(all=True, filters={"label": of_run}):
+            remove_network(network)
+
+
+def remove_network(network: Any, timeout_s: float = 15) -> None:
+    """Remove a network whose containers are gone. Docker releases a removed container's
+    endpoint a moment after the removal returns (seconds on a busy host), and refuses to
+    remove a network with an endpoint: disconnect what is still attached, and retry."""
+    from docker.errors import APIError, NotFound
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            network.reload()
+            for container_id in network.attrs.get("Containers") or {}:
+                with contextlib.suppress(NotFound):
+                    network.disconnect(container_id, force=True)
+            network.remove()
+            return
+        except NotFound:
+            return
+        except APIError as exc:
+            if "active endpoint" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def start(
-    spec: ContainerSpec, run_id: str, point_id: str, keep_key: str | None = None
+    spec: ContainerSpec,
+    run_id: str,
+    point_id: str,
+    keep_key: str | None = None,
+    run_dir: Path | None = None,
 ) -> RunningContainer:
-    """Create and start a labelled container, publish ``spec.port`` on 127.0.0.1:<free port>,
-    and wait until it is ready. On failure (or Ctrl-C) the container is removed and
-    ContainerError carries its status and last log lines, scrubbed of secrets.
+    """Create and start a labelled container on the run's network, publish ``spec.port`` on
+    127.0.0.1:<free port>, and wait until it is ready. On failure (or Ctrl-C) the container
+    is removed and ContainerError carries its status and last log lines, scrubbed of secrets.
 
     With ``keep_key`` the ready container outlives this process, for later points of the run
-    to ``attach`` to; the run's end (or `tunelab clean`) removes it."""
+    to ``attach`` to; the run's end (or `tunelab clean`) removes it. ``run_dir`` (the run's
+    directory under the work directory) names the checkout in the owner labels, and gets
+    the owner record too."""
     from docker.errors import APIError, ImageNotFound
 
     c = client()
     _install_safety_net()
-    labels = {LABEL: "1", RUN_LABEL: run_id, POINT_LABEL: point_id}
+    owner = run_owner(run_dir)
+    if run_dir is not None:
+        recovery.claim(Path(run_dir), owner)
+    labels = {LABEL: "1", RUN_LABEL: run_id, POINT_LABEL: point_id, **owner.labels()}
     if keep_key:
         labels[KEY_LABEL] = keep_key
     name = f"tunelab-{_slug(run_id)}-{_slug(point_id)}-{secrets.token_hex(3)}"
     binds = {host: {"bind": inside, "mode": "rw"} for host, inside in spec.volumes.items()}
     rc: RunningContainer | None = None
     try:
+        network = run_network(run_id, owner)
         for attempt in range(_PORT_ATTEMPTS):
             port = _free_port()
             try:
@@ -353,6 +474,7 @@ def start(
                     cap_add=spec.cap_add or None,
                     privileged=spec.privileged,
                     shm_size=spec.shm_size,
+                    network=network.name,  # and no other: not the default bridge
                     detach=True,
                 )
             except ImageNotFound:
@@ -361,6 +483,10 @@ def start(
                     "(see containers/README.md for how to get or build it)"
                 ) from None
             except APIError as exc:
+                if _network_gone(exc) and attempt < _PORT_ATTEMPTS - 1:
+                    # The run's last container went and took the network with it meanwhile.
+                    network = run_network(run_id, owner)
+                    continue
                 raise ContainerError(
                     f"cannot create container from {spec.image}: {_one_line(exc)}"
                 ) from None
@@ -395,6 +521,9 @@ def attach(spec: ContainerSpec, run_id: str, keep_key: str) -> RunningContainer 
     for container in client().containers.list(filters={"label": labels, "status": "running"}):
         bindings = container.attrs["NetworkSettings"]["Ports"].get(f"{spec.port}/tcp") or []
         if bindings:
+            network = _find_network(client(), network_name(run_id))
+            if network is not None:
+                _isolate(network, run_id)
             return RunningContainer(container, spec, int(bindings[0]["HostPort"]))
     return None
 
@@ -411,15 +540,37 @@ def remove_kept(run_id: str, except_key: str | None = None) -> list[str]:
 
 
 # -- clean-up of whatever the lab left behind -------------------------------------------
-def clean(run_id: str | None = None) -> list[str]:
-    """Remove every container (and volume) carrying the lab's label, or only one run's.
-    Returns the names of what was removed (volumes as ``volume:<name>``)."""
-    from docker.errors import NotFound
+def clean(
+    run_id: str | None = None, *, workdir: Path | None = None, everything: bool = False
+) -> list[str]:
+    """Remove the containers, volumes and networks carrying the lab's label: one run's, one
+    checkout's (labelled with its work directory, or of a run whose directory is in it), or,
+    with ``everything``, every checkout's on this host. Returns the names of what was
+    removed (volumes as ``volume:<name>``, networks as ``network:<name>``)."""
+    from docker.errors import APIError, NotFound
 
     c = client()
-    filters = [f"{LABEL}=1"] + ([f"{RUN_LABEL}={run_id}"] if run_id else [])
+    if run_id:
+        scopes = [[f"{LABEL}=1", f"{RUN_LABEL}={run_id}"]]
+    elif everything:
+        scopes = [[f"{LABEL}=1"]]
+    elif workdir is not None:
+        wd = Path(workdir).resolve()
+        runs = sorted(d.name for d in (wd / "runs").glob("*") if d.is_dir())
+        scopes = [[f"{LABEL}=1", f"{recovery.WORKDIR_LABEL}={wd}"]]
+        scopes += [[f"{LABEL}=1", f"{RUN_LABEL}={r}"] for r in runs]
+    else:
+        raise ValueError("clean: name a run, a work directory or everything")
+
+    def found(collection: Any, **kw: Any) -> list[Any]:
+        seen: dict[str, Any] = {}
+        for labels in scopes:
+            for obj in collection.list(filters={"label": labels}, **kw):
+                seen.setdefault(obj.id, obj)
+        return list(seen.values())
+
     removed = []
-    for container in c.containers.list(all=True, filters={"label": filters}):
+    for container in found(c.containers, all=True):
         try:
             container.remove(force=True, v=True)
         except NotFound:
@@ -427,39 +578,86 @@ def clean(run_id: str | None = None) -> list[str]:
         removed.append(container.name)
         with _started_lock:
             _started.pop(container.id, None)
-    for volume in c.volumes.list(filters={"label": filters}):
+    for volume in found(c.volumes):
         try:
             volume.remove(force=True)
         except NotFound:
             continue
         removed.append(f"volume:{volume.name}")
+    for network in found(c.networks):
+        try:
+            remove_network(network)
+        except NotFound:
+            continue
+        except APIError as exc:
+            print(f"tunelab: network {network.name} left: {_one_line(exc)}", file=sys.stderr)
+            continue
+        removed.append(f"network:{network.name}")
     return removed
 
 
 def clean_main(argv: list[str] | None = None) -> int:
-    """``tunelab clean [--run RUN]``: remove the lab's containers and volumes."""
+    """``tunelab clean [--run RUN | --all [--yes]] [--workdir DIR]``."""
     parser = argparse.ArgumentParser(
         prog="tunelab clean",
-        description="Remove every container and volume labelled by the lab "
-        f"({LABEL}=1), including ones left by a killed run.",
+        description="Remove this checkout's lab containers, networks and volumes (labelled "
+        f"{LABEL}=1 and with its work directory), live runs' too, and the engine data left in "
+        "its work directory. For what killed runs left, `tunelab recover` is enough: it "
+        "leaves live runs alone.",
     )
-    parser.add_argument("--run", metavar="RUN", help="only those of this run id")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--run", metavar="RUN", help="only that run's (and its engine data)")
+    scope.add_argument(
+        "--all",
+        action="store_true",
+        help="every checkout's on this host, live runs' too (asks first; --yes when not on a "
+        "terminal)",
+    )
+    parser.add_argument("--yes", action="store_true", help="with --all: do not ask")
     parser.add_argument(
-        "--workdir", default=".tunelab", help="also remove engine data a killed run left here"
+        "--workdir", default=".tunelab", help="this checkout's engine data directory"
     )
     args = parser.parse_args(argv)
+    workdir = Path(args.workdir)
     try:
-        removed = clean(args.run)
+        if args.all and not args.yes and not _confirm_all():
+            return 2
+        removed = clean(args.run, workdir=workdir, everything=args.all)
     except ContainerError as exc:
         print(f"tunelab clean: {exc}", file=sys.stderr)
         return 1
-    scope = f" of run {args.run}" if args.run else ""
-    if removed:
-        print(f"removed {len(removed)}{scope}: {', '.join(removed)}")
+    if args.run:
+        where = f" of run {args.run}"
+    elif args.all:
+        where = " on this host"
     else:
-        print(f"nothing to remove{scope}")
-    print(_clean_workdir(Path(args.workdir), args.run))
+        where = f" of the checkout working in {workdir.resolve()}"
+    if removed:
+        print(f"removed {len(removed)}{where}: {', '.join(removed)}")
+    else:
+        print(f"nothing to remove{where}")
+    print(_clean_workdir(workdir, args.run))
     return 0
+
+
+def _confirm_all() -> bool:
+    """Ask on a terminal; elsewhere refuse (one line) without ``--yes``."""
+    if not sys.stdin.isatty():
+        print(
+            "tunelab clean: --all removes every checkout's lab containers on this host, live "
+            "runs' too: add --yes to confirm",
+            file=sys.stderr,
+        )
+        return False
+    count = len(client().containers.list(all=True, filters={"label": f"{LABEL}=1"}))
+    answer = input(
+        f"remove the lab's {count} container(s), networks and volumes of every checkout on "
+        "this host, live runs' too? [y/N] "
+    )
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("nothing removed", file=sys.stderr)
+    return False
 
 
 def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:

@@ -1,14 +1,26 @@
 """What the Snakemake workflow asks of the package: which sweeps run on the chosen engine,
-their points, and the paths of every stage's files. Kept here so the .smk files stay thin."""
+their points, and the paths of every stage's files. Kept here so the .smk files stay thin.
+
+``python -m tunelab.pipeline SNAKEMAKE_ARGS...`` names the sweep files a run with those
+arguments will use (what `./lab run` validates before anything starts)."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
+import io
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tunelab import dataset, spec
 from tunelab.spec import Point
+
+EXIT_INVALID = 2
 
 
 class SweepFilesInvalid(Exception):
@@ -46,9 +58,19 @@ class Plan:
         return sorted({p.dataset.key for pts in self.sweeps.values() for p in pts})
 
 
-def sweep_files(pattern: str | list[str]) -> list[Path]:
+def sweep_files(pattern: str | list[str], root: str | Path | None = None) -> list[Path]:
+    """The files matched by a glob or a list of globs, relative to ``root`` (default: the
+    working directory). A pattern that names an existing file is that file, even when its
+    name holds characters a glob reads as wildcards ('[', '*', '?')."""
     patterns = [pattern] if isinstance(pattern, str) else list(pattern)
-    return sorted({Path(f) for p in patterns for f in glob.glob(p)})
+    base = Path(root) if root else Path()
+    found: set[Path] = set()
+    for p in patterns:
+        if (base / p).is_file():
+            found.add(base / p)
+        else:
+            found.update(base / f for f in glob.glob(p, root_dir=root))
+    return sorted(found)
 
 
 def load_calibration(path: str | Path | None):
@@ -78,6 +100,39 @@ def plan(pattern: str | list[str], engine: str, calibration: str | Path | None =
     return Plan(engine, found.points, found.files, found.skipped)
 
 
+def plan_or_exit(
+    pattern: str | list[str], engine: str, calibration: str | Path | None = None
+) -> Plan:
+    """plan() for the Snakefile: invalid sweep files end the run with their lines alone (one
+    per error) and exit code 2, as `tunelab validate` does, not a workflow error's frame."""
+    try:
+        return plan(pattern, engine, calibration)
+    except SweepFilesInvalid as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(EXIT_INVALID) from None
+
+
+def option(flag: str, value: str | Iterable[str] | None) -> list[str]:
+    """``[flag, value...]`` for a shell command's ``{params.x:q}``, or nothing when ``value``
+    is empty: each word is quoted on its own."""
+    values = [value] if isinstance(value, str) else list(value or [])
+    values = [v for v in values if v]
+    return [flag, *values] if values else []
+
+
+def words(text: str) -> list[str]:
+    """Options written as one string (a config value) as separate words, to be quoted one by
+    one with ``{params.x:q}`` rather than read by the shell."""
+    return shlex.split(text)
+
+
+def clean_run(run_id: str, workdir: str) -> None:
+    """Remove what this run left (its shared server engine), at the workflow's end. The
+    command gets its arguments as a list: no shell reads them."""
+    cmd = [sys.executable, "-m", "tunelab.cli", "clean", "--run", run_id, "--workdir", workdir]
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+
+
 def dataset_of_key(key: str) -> dataset.Dataset:
     """Inverse of Dataset.key (``accounts-v1-r1000-s42``)."""
     table, version, rows, seed = key.split("-")
@@ -91,3 +146,100 @@ def reports_of_other_engines(reports_dir: str | Path, engine: str) -> list[str]:
     return sorted(
         str(p) for p in root.glob("*/*.html") if p.parent.name != engine and p.parent.is_dir()
     )
+
+
+class RunArgsInvalid(Exception):
+    """Snakemake arguments (or the config they name) that the run would refuse."""
+
+
+@dataclass
+class Run:
+    engine: str
+    files: list[Path]  # relative to the caller's working directory
+    calibration: Path | None  # the measured calibration, if there is one already
+    directory: Path = Path(".")  # where Snakemake runs (its lock is there)
+    workdir: Path = Path(".tunelab")  # the engine data directory (relative to the caller)
+
+
+@contextlib.contextmanager
+def _prog(name: str):
+    """argparse names the program after sys.argv[0]: its errors then say ``name``."""
+    saved = list(sys.argv)
+    sys.argv[:1] = [name]
+    try:
+        yield
+    finally:
+        sys.argv[:] = saved
+
+
+def run_config(argv: list[str]) -> tuple[dict[str, Any], Path]:
+    """The config a ``snakemake --snakefile Snakefile ARGS`` run will see, and its working
+    directory, read the way Snakemake reads them: its own argument parser (so profiles too),
+    the Snakefile's config file, then ``--configfile`` files in order, then ``--config``."""
+    from snakemake.cli import parse_args, parse_config
+    from snakemake.common.configfile import load_configfile
+    from snakemake.utils import update_config
+
+    # Help and version print and exit; neither changes the config.
+    argv = [a for a in argv if a not in ("-h", "--help", "--version", "-v")]
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said), _prog("snakemake"):
+            _, args = parse_args(argv)
+        config: dict[str, Any] = {}
+        if not args.replace_workflow_config:  # the Snakefile's configfile: comes first
+            snakefile = Path(args.snakefile or "Snakefile")
+            config = load_configfile(str(snakefile.parent / "workflows" / "config.yaml"))
+        for f in args.configfile or []:
+            update_config(config, load_configfile(f))
+        update_config(config, parse_config(args.config))
+    except SystemExit:  # argparse has said why on stderr
+        lines = [ln for ln in said.getvalue().splitlines() if ln.strip()]
+        raise RunArgsInvalid(lines[-1] if lines else "snakemake: invalid arguments") from None
+    except Exception as exc:  # a config file or --config entry Snakemake would refuse too
+        raise RunArgsInvalid(f"snakemake: {' '.join(str(exc).split())}") from None
+    return config, Path(args.directory or ".")
+
+
+def resolve_run(argv: list[str]) -> Run:
+    """The engine and exactly the sweep files a run with these Snakemake arguments uses: the
+    same config, and the same expansion of its ``sweeps`` as the Snakefile's."""
+    from tunelab import engines
+    from tunelab.calibrate import workflow as calibration_config
+
+    config, workdir = run_config(argv)
+    engine, pattern = config.get("engine"), config.get("sweeps")
+    if engine not in engines.names():
+        raise RunArgsInvalid(f"config engine: {engine!r} not allowed (allowed: "
+                             f"{', '.join(engines.names())})")  # fmt: skip
+    is_text = isinstance(pattern, str) or (
+        isinstance(pattern, list) and pattern and all(isinstance(p, str) for p in pattern)
+    )
+    if not is_text:
+        raise RunArgsInvalid(f"config sweeps: {pattern!r} is not valid "
+                             "(allowed: a glob or a list of globs)")  # fmt: skip
+    files = sweep_files(pattern, workdir)
+    if not files:
+        raise RunArgsInvalid(f"config sweeps: no sweep files match {pattern!r}")
+    calibration = workdir / calibration_config.output_path(config)
+    data = workdir / str(config.get("workdir", ".tunelab"))
+    return Run(engine, files, calibration if calibration.is_file() else None, workdir, data)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the run's engine, its calibration file (or nothing), the directory Snakemake runs
+    in, its engine data directory and its sweep files, each ended by a NUL byte (a file name
+    may hold any other character); or one line and exit 2."""
+    try:
+        run = resolve_run(list(sys.argv[1:] if argv is None else argv))
+    except RunArgsInvalid as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_INVALID
+    fields = [run.engine, str(run.calibration or ""), str(run.directory), str(run.workdir),
+              *map(str, run.files)]  # fmt: skip
+    sys.stdout.write("".join(f"{f}\0" for f in fields))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,11 +12,21 @@ Column groups (a row is a flat dict):
 - sizes: page_size_bytes, data_bytes (table + index bytes), written_bytes
 - provenance: host_cpu, host_cores, host_mem_gib, host_kernel, host_fs, tunelab_version,
   git_commit, started_at, engine_starts
+
+A point's file has a check file beside it (``<point>.check.json``: sha256, bytes, rows,
+columns, repetitions), written after it; ``verify_points`` checks point files against their
+check files and each other before a merge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+import io
+import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +37,11 @@ KNOB_PREFIX = "knob_"
 APPLIED_PREFIX = "applied_"
 WORKLOAD_PREFIX = "wl_"
 COUNTER_PREFIX = "c_"
+CHECK_SUFFIX = ".check.json"
+REJECTED_SUFFIX = ".rejected"
+CHECK_FORMAT = 1
+# Columns every point's rows have, whatever the engine and workload.
+REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
 
 
 class ResultExistsError(FileExistsError):
@@ -42,11 +57,207 @@ def write_rows(rows: Iterable[dict], path: Path, overwrite: bool = False) -> Pat
 
 
 def read_results(paths: Iterable[Path | str]) -> pd.DataFrame:
-    frames = [pd.read_csv(p) for p in paths]
+    return concat(pd.read_csv(p) for p in paths)
+
+
+def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame()
     return pd.concat(frames, ignore_index=True, sort=False)
+
+
+# A point's checksum lives in a sidecar file, not in a trailer line of the CSV: every reader
+# of the CSV (pandas, the report, a spreadsheet) would have to skip a trailer, and a cut file
+# loses its trailer with its rows. The sidecar is written after the CSV, so a kill between
+# the two leaves a CSV without a check file: never verified, so not counted as measured.
+
+
+def check_path(csv: Path | str) -> Path:
+    """The check file of a point's results file."""
+    return Path(csv).with_suffix(CHECK_SUFFIX)
+
+
+def write_point(rows: Sequence[dict], path: Path | str, repetitions: int) -> Path:
+    """Write a finished point's rows at ``path``, then its check file, both atomically.
+    Verified results are never overwritten; a file that fails verification (e.g. left
+    without its check file) is set aside first, kept for inspection."""
+    path = Path(path)
+    if path.exists():
+        problem = verify_point(path).problem
+        if problem is None:
+            raise ResultExistsError(
+                f"{path}: results exist already; remove the file to measure again"
+            )
+        set_aside(path)
+    check = check_path(path)
+    check.unlink(missing_ok=True)  # a stale check file must never vouch for the new CSV
+    frame = pd.DataFrame(list(rows))
+    data = atomic.csv_bytes(frame)
+    atomic.write_bytes(path, data)
+    record = {
+        "format": CHECK_FORMAT,
+        "file": path.name,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "rows": len(frame),
+        "repetitions": repetitions,
+        "columns": [str(c) for c in frame.columns],
+        "point_id": _single(frame, "point_id"),
+    }
+    atomic.write_bytes(check, (json.dumps(record, indent=1) + "\n").encode())
+    return path
+
+
+def _single(frame: pd.DataFrame, column: str) -> str | None:
+    values = frame[column].dropna().unique() if column in frame.columns else []
+    return str(values[0]) if len(values) == 1 else None
+
+
+@dataclass
+class PointCheck:
+    """One point file's verification: its rows when they can be read, and what is wrong
+    (None when nothing is)."""
+
+    path: Path
+    frame: pd.DataFrame | None = None
+    problem: str | None = None
+
+
+def verify_point(path: Path | str) -> PointCheck:
+    """Check one point file against its check file: bytes and checksum, then that it parses,
+    has the recorded columns and the required ones, one row per repetition, repetitions
+    numbered 0..N-1 in order and one point id. Stops at the first problem."""
+    path = Path(path)
+    result = PointCheck(path)
+    result.problem = _verify(path, result)
+    return result
+
+
+def _verify(path: Path, result: PointCheck) -> str | None:
+    check = check_path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not check.exists():
+        return f"no check file {check.name}: it was never verified (an interrupted or older run)"
+    try:
+        record = json.loads(check.read_text())
+        sha, size = str(record["sha256"]), int(record["bytes"])
+        reps, rows = int(record["repetitions"]), int(record["rows"])
+        recorded = [str(c) for c in record["columns"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"check file {check.name} cannot be read ({type(exc).__name__}: {exc})"
+    if len(data) < size:
+        return f"truncated: {len(data)} of {size} bytes"
+    if len(data) != size:
+        return f"{len(data)} bytes, {size} were written"
+    if hashlib.sha256(data).hexdigest() != sha:
+        return "changed after it was written: its sha256 differs from its check file's"
+    try:
+        frame = pd.read_csv(io.BytesIO(data))
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser errors are ValueErrors
+        return f"cannot be parsed ({(str(exc).splitlines() or [type(exc).__name__])[0]})"
+    result.frame = frame
+    columns = [str(c) for c in frame.columns]
+    if columns != recorded:
+        return "columns differ from its check file's: " + _difference(columns, recorded)
+    missing = [c for c in REQUIRED_COLUMNS if c not in columns]
+    if missing:
+        return f"required column(s) missing: {', '.join(missing)}"
+    if len(frame) != rows or rows != reps:
+        return f"{len(frame)} rows, expected {reps} (one per repetition; check file: {rows})"
+    got = frame["rep"].tolist()
+    if got != list(range(reps)):
+        shown = ", ".join(str(r) for r in got[:12]) + (", ..." if len(got) > 12 else "")
+        return f"repetitions (rep) are {shown}; expected 0..{reps - 1} in order"
+    ids = frame["point_id"].dropna().unique()
+    if len(ids) != 1 or frame["point_id"].isna().any():
+        return f"rows of {len(ids)} point ids, expected one"
+    if record.get("point_id") not in (None, str(ids[0])):
+        return f"rows are of point {ids[0]}, its check file says {record['point_id']}"
+    return None
+
+
+def _difference(got: Iterable[str], usual: Iterable[str]) -> str:
+    got, usual = list(got), list(usual)
+    missing = [c for c in usual if c not in got]
+    extra = [c for c in got if c not in usual]
+    parts = [f"missing {', '.join(missing)}" if missing else "",
+             f"extra {', '.join(extra)}" if extra else ""]  # fmt: skip
+    return "; ".join(p for p in parts if p) or "same columns in another order"
+
+
+def verify_points(paths: Iterable[Path | str]) -> list[PointCheck]:
+    """Verify each point file (``verify_point``), then against the other points of the
+    sweep: one file per point id, and points of one workload type share their columns (a
+    file whose column set is not that of most of them is wrong; with no majority, all are)."""
+    checks = [verify_point(p) for p in paths]
+    seen: dict[str, Path] = {}
+    groups: dict[str, list[PointCheck]] = {}
+    for c in checks:
+        if c.problem is not None:
+            continue
+        point_id, workload = str(c.frame["point_id"].iloc[0]), str(c.frame["workload"].iloc[0])
+        if point_id in seen:
+            c.problem = f"point {point_id} is in {seen[point_id]} too"
+            continue
+        seen[point_id] = c.path
+        groups.setdefault(workload, []).append(c)
+    for workload, members in groups.items():
+        sets = Counter(frozenset(c.frame.columns) for c in members)
+        if len(sets) == 1:
+            continue
+        (usual, n), (_, runner_up) = sets.most_common(2)
+        for c in members:
+            if n == runner_up:
+                c.problem = f"columns differ between the {workload} points of the sweep " + (
+                    "(no column set is shared by most of them)"
+                )
+            elif frozenset(c.frame.columns) != usual:
+                c.problem = f"columns differ from the sweep's other {workload} points: " + (
+                    _difference(c.frame.columns, sorted(usual))
+                )
+    return checks
+
+
+def set_aside(csv: Path | str) -> list[Path]:
+    """Move a point file and its check file aside (``<name>.rejected``, then ``.rejected.2``
+    ...): kept for inspection, and the point counts as not measured. The CSV goes first:
+    once it is gone the point is not measured, whatever is left beside it."""
+    csv = Path(csv)
+    pair = (csv, check_path(csv))
+    n = 1
+    while True:
+        suffix = REJECTED_SUFFIX if n == 1 else f"{REJECTED_SUFFIX}.{n}"
+        targets = [p.with_name(p.name + suffix) for p in pair]
+        if not any(t.exists() for t in targets):
+            break
+        n += 1
+    moved = []
+    for src, dst in zip(pair, targets):
+        if src.exists():
+            os.replace(src, dst)
+            moved.append(dst)
+    return moved
+
+
+def merge_inputs(point_csvs: Sequence[str], after: Sequence[str] = ()) -> dict[str, list[str]]:
+    """The merge rule's inputs: every point file and its check file; the points' directory,
+    whose mtime changes when a file in it is deleted or set aside (Snakemake does not rerun
+    a job for a deleted input while its output is newer than every input left); and what
+    must be written into that directory before the merge (``after``), so its mtime then
+    says nothing new."""
+    directory = os.path.dirname(point_csvs[0]) if point_csvs else ""
+    return {
+        "points": list(point_csvs),
+        "checks": [str(check_path(p)) for p in point_csvs],
+        "point_dir": [directory] if directory and os.path.isdir(directory) else [],
+        "after": list(after),
+    }
 
 
 def knob_columns(frame: pd.DataFrame) -> list[str]:

@@ -306,30 +306,42 @@ def queries_path(out: Path) -> Path:
 def run_point(
     point: Point, out: Path, workdir: Path, data_dir: Path, run_id: str | None = None
 ) -> Path:
-    """Measure ``point`` and write its rows to ``out``. On failure the rows already measured
-    go to ``<out>.partial.csv`` and the error is raised again. ``run_id`` names the workflow
-    run whose points may share a server engine (see ``provisioned``)."""
+    """Measure ``point`` and write its rows to ``out``, then its check file
+    (``results.write_point``). On failure the rows already measured go to
+    ``<out>.partial.csv`` and the error is raised again. ``run_id`` names the workflow run
+    whose points may share a server engine (see ``provisioned``)."""
     rows: list[dict] = []
     plans: list[dict] = []
     times: list[dict] = []
     workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
     point_dir = workdir / "points" / point.point_id
     run_dir = workdir / "runs" / run_id if run_id else None
-    try:
-        with bench_slot(workdir):
-            measure(point, point_dir, data_dir, rows, run_dir, plans, times)
-    except BaseException:
-        if rows:
-            results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)
-        raise
-    finally:
-        shutil.rmtree(point_dir, ignore_errors=True)  # the engine removed its data already
-        if plans:  # the plans explain a failure too (e.g. access: forced refused)
+
+    def write_plans() -> None:  # the plans explain a failure too (e.g. access: forced refused)
+        if plans:
             text = json.dumps(plans, indent=1, default=str)
             atomic.write(plans_path(out), lambda f: f.write(text.encode()))
-    if times:
-        atomic.write_csv(pd.DataFrame(times), queries_path(out))
-    return results.write_rows(rows, out)
+
+    try:
+        try:
+            with bench_slot(workdir):
+                measure(point, point_dir, data_dir, rows, run_dir, plans, times)
+        finally:
+            # First, so that on a full disk the rows below find room again.
+            shutil.rmtree(point_dir, ignore_errors=True)  # the engine removed its data already
+        write_plans()
+        if times:
+            atomic.write_csv(pd.DataFrame(times), queries_path(out))
+        return results.write_point(rows, out, point.repetitions)
+    except BaseException:
+        # Keep what was measured (the workflow deletes a failed job's outputs, not this file);
+        # a failure to save it must not hide the error that stopped the point.
+        with contextlib.suppress(Exception):
+            if rows:
+                results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)
+        with contextlib.suppress(Exception):
+            write_plans()
+        raise
 
 
 def trace_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:

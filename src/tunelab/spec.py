@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -19,6 +21,12 @@ from typing import Any
 
 import jsonschema
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import AliasEvent
+from yaml.nodes import ScalarNode
+from yaml.reader import ReaderError
+from yaml.resolver import Resolver
 
 from tunelab import engines, workloads
 from tunelab.dataset import Dataset
@@ -28,6 +36,15 @@ DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
 DEFAULT_ACCESS = "optimizer"
 CALIBRATED = "calibrated"
+# Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply.
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 32  # nesting of mappings and lists; real sweeps need five
+DEFAULT_MAX_POINTS = 10_000
+MAX_POINTS_ENV = "TUNELAB_MAX_POINTS"
+# Data-set sizes: "quick" (dataset.rows) or the assignment's (dataset.assignment_rows where a
+# sweep gives it). The workflow sets the variable from its config, so every job agrees.
+SIZES = ("quick", "assignment")
+SIZE_ENV = "TUNELAB_SIZE"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|K|M|G|KB|MB|GB)\s*$")
 _UNITS = {"B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
           "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}  # fmt: skip
@@ -48,6 +65,19 @@ class SpecError:
         tail = f" (allowed: {self.allowed})" if self.allowed else ""
         where = f"{self.path}: " if self.path else ""
         return f"{self.file}: {where}{self.message}{tail}"
+
+
+@dataclass(frozen=True)
+class SpecWarning:
+    """Allowed, but against the engine maker's advice: printed, never refused."""
+
+    file: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.file}: {where}warning: {self.message}"
 
 
 class SweepInvalid(Exception):
@@ -108,8 +138,50 @@ def _path(parts: Any) -> str:
     return out
 
 
+def _show(value: Any, limit: int = 60) -> str:
+    """repr() cut short: a message stays one readable line whatever the file holds."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _clip(message: str, limit: int = 200) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= limit else message[: limit - 3] + "..."
+
+
+def _unique_key(item: Any) -> tuple:
+    if isinstance(item, bool):  # JSON's true is not 1
+        return ("bool", item)
+    if isinstance(item, (int, float)):
+        return ("number", item)
+    if isinstance(item, str) or item is None:
+        return ("scalar", item)
+    return ("json", json.dumps(item, sort_keys=True, default=str))
+
+
+def _unique_items(validator, unique, instance, _schema):
+    """uniqueItems in linear time: jsonschema's own compares every pair of a mixed list."""
+    if not (unique and validator.is_type(instance, "array")):
+        return
+    seen: set[tuple] = set()
+    for item in instance:
+        key = _unique_key(item)
+        if key in seen:
+            yield jsonschema.ValidationError(f"{_show(instance)} has non-unique elements")
+            return
+        seen.add(key)
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.extend(
+        jsonschema.Draft202012Validator, {"uniqueItems": _unique_items}
+    )
+    return cls(schema())
+
+
 def _schema_errors(file: str, doc: Any) -> list[SpecError]:
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = _validator()
     errors = []
     for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path))):
         errors.extend(_explain(file, err))
@@ -131,41 +203,182 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
         named = [v for alt in err.validator_value for v in alt.get("enum", ())]
         if named:
             allowed = ", ".join(map(str, named)) + ", or a list of them"
-            return [SpecError(file, path, f"{err.instance!r} not allowed", allowed)]
+            return [SpecError(file, path, f"{_show(err.instance)} not allowed", allowed)]
         kinds = [_KIND.get(alt.get("type"), str(alt.get("type"))) for alt in err.validator_value]
-        return [SpecError(file, path, f"{err.instance!r} is not valid", " or ".join(kinds))]
+        return [SpecError(file, path, f"{_show(err.instance)} is not valid", " or ".join(kinds))]
     if err.validator == "enum":
-        return [SpecError(file, path, f"{err.instance!r} not allowed",
+        return [SpecError(file, path, f"{_show(err.instance)} not allowed",
                           ", ".join(map(str, err.validator_value)))]  # fmt: skip
     if err.validator == "required":
         missing = re.findall(r"'([^']+)' is a required property", err.message)
         return [SpecError(file, _path([*err.absolute_path, m]), "missing") for m in missing]
     if err.validator == "type":
-        return [SpecError(file, path, f"{err.instance!r} has the wrong type",
+        return [SpecError(file, path, f"{_show(err.instance)} has the wrong type",
                           str(err.validator_value))]  # fmt: skip
     if err.validator in ("minimum", "maximum"):
         bound = ">=" if err.validator == "minimum" else "<="
-        return [SpecError(file, path, f"{err.instance!r} out of range",
+        return [SpecError(file, path, f"{_show(err.instance)} out of range",
                           f"{bound} {err.validator_value}")]  # fmt: skip
     if err.validator == "pattern":
-        return [SpecError(file, path, f"{err.instance!r} is not a valid name",
+        return [SpecError(file, path, f"{_show(err.instance)} is not a valid name",
                           "lower-case letters, digits, '-' and '_'")]  # fmt: skip
-    return [SpecError(file, path, err.message)]
+    return [SpecError(file, path, _clip(err.message))]
+
+
+class _Refused(yaml.YAMLError):
+    """What the loader refuses, with the field it was found in."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(message)
+        self.path, self.message = path, message
+
+
+if yaml.__with_libyaml__:
+    from yaml.cyaml import CParser as _Parser  # libyaml: a large file parses ten times faster
+else:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _Parser(Reader, Scanner, Parser):  # type: ignore[no-redef]
+        def __init__(self, stream: str):
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+
+
+class _SweepLoader(Composer, _Parser, SafeConstructor, Resolver):
+    """SafeLoader's composer and constructor that refuses, while composing and so before
+    anything is constructed, anchors and aliases (a few bytes of aliases expand into
+    gigabytes: 'billion laughs') and deep nesting. Errors name the field they occur in."""
+
+    def __init__(self, stream: str):
+        _Parser.__init__(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self._where = [""]
+
+    def compose_node(self, parent, index):
+        here = self._where[-1]
+        if isinstance(index, int):
+            here = f"{here}[{index}]"
+        elif index is not None:  # a mapping's value; index is its key
+            key = index.value[:40] if isinstance(index, ScalarNode) else "?"
+            here = f"{here}.{key}" if here else str(key)
+        event = self.peek_event()
+        if event.anchor is not None:
+            sigil = "*" if isinstance(event, AliasEvent) else "&"
+            name = _show(event.anchor, 30).strip("'")
+            raise _Refused(here, f"YAML anchors and aliases are not allowed (found {sigil}{name})")
+        if len(self._where) > MAX_DEPTH:
+            raise _Refused(here, f"nested more than {MAX_DEPTH} levels deep")
+        self._where.append(here)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._where.pop()
+
+
+def _read_text(path: Path) -> tuple[str | None, list[SpecError]]:
+    """The file as UTF-8 text, read no further than the size limit."""
+    file = str(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+            size = os.fstat(fh.fileno()).st_size
+    except OSError as exc:
+        return None, [SpecError(file, "", f"cannot read file: {exc.strerror}")]
+    if len(data) > MAX_FILE_BYTES:
+        got = f"{size} bytes" if size > MAX_FILE_BYTES else f"more than {MAX_FILE_BYTES} bytes"
+        return None, [SpecError(file, "", f"file too large: {got}", "at most 1 MiB")]
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 1].hex()
+        return None, [SpecError(file, f"byte {exc.start}", f"not UTF-8 text: {exc.reason} 0x{bad}")]
 
 
 def load_yaml(path: Path) -> tuple[Any, list[SpecError]]:
+    text, errors = _read_text(Path(path))
+    if errors:
+        return None, errors
+    file = str(path)
+    loader = _SweepLoader(text)
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        return None, [SpecError(str(path), "", f"cannot read file: {exc.strerror}")]
-    try:
-        return yaml.safe_load(text), []
+        return loader.get_single_data(), []
+    except _Refused as exc:
+        return None, [SpecError(file, exc.path, exc.message)]
+    except ReaderError as exc:
+        msg = f"not valid YAML: character #x{exc.character:04x}: {exc.reason}"
+        return None, [SpecError(file, f"position {exc.position}", msg)]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else ""
-        return None, [
-            SpecError(str(path), where, f"not valid YAML: {getattr(exc, 'problem', exc)}")
-        ]
+        problem = _clip(str(getattr(exc, "problem", None) or exc))
+        return None, [SpecError(file, where, f"not valid YAML: {problem}")]
+    except (ValueError, OverflowError) as exc:  # e.g. an integer of 5000 digits, 2024-13-45
+        why = _clip(str(exc).split(";")[0])  # not Python's advice on its own limits
+        return None, [SpecError(file, "", f"a value cannot be read: {why}")]
+    finally:
+        loader.dispose()
+
+
+def max_points() -> int:
+    """The most points one sweep may expand to: $TUNELAB_MAX_POINTS, else 10,000."""
+    raw = os.environ.get(MAX_POINTS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_POINTS
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{MAX_POINTS_ENV}={_show(raw)} is not a number of points")
+    return int(raw)
+
+
+def run_size(size: str | None = None) -> str:
+    """``size``, else $TUNELAB_SIZE, else "quick"; ValueError for anything but SIZES."""
+    value = size if size is not None else (os.environ.get(SIZE_ENV, "").strip() or SIZES[0])
+    if value not in SIZES:
+        where = "size" if size is not None else SIZE_ENV
+        raise ValueError(f"{where}={_show(value)} is not a data-set size")
+    return value
+
+
+def _limit_text(limit: int) -> str:
+    return f"at most {limit} points; {MAX_POINTS_ENV} sets the limit"
+
+
+def _long_list(doc: Any, limit: int, where: str = "") -> tuple[str, int] | None:
+    """The first list anywhere in ``doc`` longer than ``limit``: every list of a sweep either
+    multiplies the grid or adds points to it (or is engines, of three), so such a list means
+    too many points, and it is refused before the schema walks it."""
+    if isinstance(doc, list):
+        if len(doc) > limit:
+            return where, len(doc)
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(doc))
+    elif isinstance(doc, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in doc.items())
+    else:
+        return None
+    for path, value in items:
+        if isinstance(value, (list, dict)) and (found := _long_list(value, limit, path)):
+            return found
+    return None
+
+
+def _grid_size(
+    lists: dict[str, list], where: dict[str, str], entries: list[dict], caches: list[str]
+) -> tuple[int, str]:
+    """Points the sweep expands to, from the lengths of its lists (nothing is expanded), and
+    the path of its longest list."""
+    lengths = {where[k]: len(v) for k, v in lists.items()}
+    per_workload = []
+    for i, entry in enumerate(entries):
+        sizes = {f"workloads[{i}].{k}": len(v) for k, v in entry.items() if isinstance(v, list)}
+        lengths.update(sizes)
+        per_workload.append(math.prod(sizes.values()))
+    total = math.prod(lengths[where[k]] for k in lists) * sum(per_workload) * len(caches)
+    longest = max(lengths, key=lengths.__getitem__) if lengths else "knobs"
+    return total, longest
 
 
 def engines_of(doc: dict) -> list[str]:
@@ -230,7 +443,7 @@ def _normalise(
             allowed = knob.allowed_text()
             if name == "buffer_pool":
                 allowed += ", or a size such as 64MiB"
-            errors.append(SpecError(file, path, f"{value!r} {problem}", allowed))
+            errors.append(SpecError(file, path, f"{_show(value)} {problem}", allowed))
             continue
         out[name] = value
     return out, errors
@@ -268,18 +481,45 @@ def point_id(
 
 
 def expand(
-    path: Path, engine: str | None = None, calibration: Any = None, defer_calibrated: bool = False
+    path: Path,
+    engine: str | None = None,
+    calibration: Any = None,
+    defer_calibrated: bool = False,
+    point_limit: int | None = None,
+    *,
+    size: str | None = None,
+    warnings: list[SpecWarning] | None = None,
 ) -> tuple[list[Point], list[SpecError]]:
     """Validate one sweep file and expand it into points for ``engine`` (default: the first
     engine the sweep lists). Returns (points, errors); points is empty when errors exist.
     With ``defer_calibrated`` and no calibration, 'calibrated' knob values stay as they are
-    (the workflow measures the calibration before such points run)."""
+    (the workflow measures the calibration before such points run). A sweep of more than
+    ``point_limit`` points (default: max_points()) is refused before it is expanded.
+    ``size`` (default: run_size()) "assignment" takes ``dataset.assignment_rows`` where the
+    sweep gives it. Warnings (allowed, against the engine's advice) go to ``warnings``."""
     file = str(path)
+    limit = point_limit
+    if limit is None:
+        try:
+            limit = max_points()
+        except ValueError as exc:
+            return [], [SpecError(file, "", str(exc), "an integer >= 1")]
+    try:
+        size = run_size(size)
+    except ValueError as exc:
+        return [], [SpecError(file, "", str(exc), ", ".join(SIZES))]
+    if "{" in file or "}" in file:  # Snakemake would read them as wildcards in the file's path
+        msg = "a sweep file's path may not hold '{' or '}' (the workflow reads them as wildcards)"
+        return [], [SpecError(file, "", msg)]
     doc, errors = load_yaml(path)
     if errors:
         return [], errors
     if not isinstance(doc, dict):
         return [], [SpecError(file, "", "a sweep file must be a mapping of keys")]
+    if found := _long_list(doc, limit):
+        where, n = found
+        msg = f"{n} values: the sweep would expand to more than {limit} points"
+        return [], [SpecError(file, where, msg, _limit_text(limit))]
     errors = _schema_errors(file, doc)
     broken = {e.path.split(".")[0].split("[")[0] for e in errors}
     # Keep checking what the schema errors leave intact, so one call reports every error.
@@ -293,11 +533,19 @@ def expand(
         ]
     info = engines.info(engine)
     lists, fixed = _knob_lists(doc, engine)
-    ds = Dataset(rows=doc["dataset"]["rows"], seed=doc["dataset"].get("seed", DEFAULT_SEED))
+    rows = doc["dataset"]["rows"]
+    if size == "assignment":
+        rows = doc["dataset"].get("assignment_rows", rows)
+    ds = Dataset(rows=rows, seed=doc["dataset"].get("seed", DEFAULT_SEED))
     where = {k: f"knobs.{k}" for k in lists} | {k: f"fixed.{k}" for k in fixed}
     for src in ("knobs", "fixed"):
         for k in ((doc.get("overrides") or {}).get(engine) or {}).get(src) or {}:
             where[k] = f"overrides.{engine}.{src}.{k}"
+    caches = ["cold", "warm"] if doc.get("cache", "cold") == "both" else [doc.get("cache", "cold")]
+    total, longest = _grid_size(lists, where, doc["workloads"], caches)
+    if total > limit:
+        msg = f"the sweep expands to {total} points, more than the limit of {limit}"
+        return [], [*errors, SpecError(file, longest, msg, _limit_text(limit))]
 
     # Workloads first: their expansion decides which parameters vary.
     wls: list[workloads.Workload] = []
@@ -317,11 +565,13 @@ def expand(
     if access not in info.access_modes:
         errors.append(SpecError(file, "access", f"{engine} cannot honour access: {access}",
                                 ", ".join(info.access_modes)))  # fmt: skip
-    caches = ["cold", "warm"] if doc.get("cache", "cold") == "both" else [doc.get("cache", "cold")]
     reps = doc.get("repetitions", DEFAULT_REPETITIONS)
     points: list[Point] = []
     seen: set[str] = set()
+    warned: list[SpecWarning] = []
     names = list(lists)
+    check_point = getattr(engines.engine_class(engine), "check_point", None)
+    warn_point = getattr(engines.engine_class(engine), "warn_point", None)
     for combo in itertools.product(*(lists[k] for k in names)):
         asked = {**fixed, **dict(zip(names, combo))}
         knobs, errs = _normalise(info, asked, calibration, file, where, defer_calibrated)
@@ -332,12 +582,15 @@ def expand(
         if errs:
             continue
         knobs = {**_defaults(info), **knobs}
-        check_point = getattr(engines.engine_class(engine), "check_point", None)
         for fld, msg, allowed_text in check_point(knobs) if check_point else []:
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:
                 seen.add(str(e))
                 errors.append(e)
+        for fld, msg in warn_point(knobs) if warn_point else []:
+            w = SpecWarning(file, where.get(fld, f"knobs.{fld}"), msg)
+            if w not in warned:
+                warned.append(w)
         swept = dict(zip(names, combo))
         for w in wls:
             for c in caches:
@@ -345,6 +598,13 @@ def expand(
                 points.append(Point(str(doc.get("name")), file, pid, engine, knobs, w, c, reps, ds,
                                     bool(doc.get("trace", False)), tuple(names),
                                     access))  # fmt: skip
+    if warnings is not None:
+        warnings.extend(warned)
+    if not errors and "expect" not in broken and doc.get("expect"):
+        from tunelab import claims  # pandas: only for sweeps that state claims
+
+        for fld, msg, allowed_text in claims.validate(doc.get("expect"), points, engine):
+            errors.append(SpecError(file, fld, msg, allowed_text))
     if errors:
         return [], errors
     if not points:
@@ -363,6 +623,7 @@ class Validated:
     files: dict[str, str]  # sweep name -> sweep file
     skipped: dict[str, str]  # sweep file -> why it does not run on the engine
     errors: list[SpecError]
+    warnings: list[SpecWarning] = field(default_factory=list)
 
 
 def validate_files(
@@ -372,9 +633,11 @@ def validate_files(
     *,
     skip_other_engines: bool = False,
     defer_calibrated: bool = False,
+    size: str | None = None,
 ) -> Validated:
     """Validate every file (all errors, not just the first); sweep names must be unique.
-    With ``skip_other_engines``, a sweep that does not list ``engine`` is skipped, not wrong."""
+    With ``skip_other_engines``, a sweep that does not list ``engine`` is skipped, not wrong.
+    ``size``: as expand() takes it."""
     out = Validated({}, {}, {}, [])
     for p in map(Path, paths):
         if skip_other_engines and engine:
@@ -382,7 +645,8 @@ def validate_files(
             if not errs and isinstance(doc, dict) and engine not in engines_of(doc):
                 out.skipped[str(p)] = f"runs on {', '.join(engines_of(doc))}"
                 continue
-        pts, errs = expand(p, engine, calibration, defer_calibrated)
+        pts, errs = expand(p, engine, calibration, defer_calibrated, size=size,
+                           warnings=out.warnings)  # fmt: skip
         out.errors.extend(errs)
         if pts:
             name = pts[0].sweep

@@ -1,12 +1,15 @@
 """`tunelab bpsim TRACE`: buffer-pool curves from a page-reference trace.
 
 Self-contained: ``main(argv)`` parses its own arguments (without the leading ``bpsim``) and
-returns an exit status; errors are one line on stderr and status 2.
+returns an exit status; errors in the arguments or the trace are one line on stderr and
+status 2. A closed output pipe or a full disk is raised on to the caller: the `tunelab`
+command ends those (quietly, or "disk full" and status 1), also for ``python -m``.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -191,6 +194,8 @@ def _report(trace_path: str, curve: pd.DataFrame, info: dict, extra: list[str]) 
 
 def run(args) -> int:
     trace = read_trace(args.trace)
+    if not len(trace):  # every figure would be 0/0
+        raise TraceFormatError(f"{args.trace}: trace has no references")
     duration = args.duration if args.duration is not None else trace.duration_s
     extra: list[str] = []
     if args.sample_rate is not None:
@@ -276,18 +281,31 @@ def workflow_args(config: dict, name: str) -> str:
     return " ".join(value) if isinstance(value, list) else str(value)
 
 
+def _not_input(exc: BaseException) -> bool:
+    """A closed output pipe or a full disk is no fault of the input: `tunelab`'s own handling
+    of those (a quiet end, "disk full", exit 1) applies, not status 2."""
+    return isinstance(exc, BrokenPipeError) or (
+        isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _check_args(args)
         return run(args)
     except (UsageError, TraceFormatError, SizesError, ValueError, OSError) as exc:
+        if _not_input(exc):
+            raise
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         sys.stderr.write(f"{PROG}: error: {message}\n")
         return 2
     except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
         return 130
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tunelab import cli
+
+    sys.exit(cli.main(["bpsim", *sys.argv[1:]]))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,10 +155,25 @@ def _parse_meta_value(text: str) -> Any:
     return text
 
 
+_MAGIC = {".npy": (b"\x93NUMPY",), ".npz": (b"PK\x03\x04", b"PK\x05\x06")}  # npz is a zip
+
+
+def _check_magic(path: Path) -> None:
+    """Name an empty or foreign file plainly, before numpy says something about pickles."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if not head:
+        raise TraceFormatError(f"{path}: empty file (0 bytes), not a {path.suffix} trace")
+    if not head.startswith(_MAGIC[path.suffix]):
+        kind = "a NumPy array file" if path.suffix == ".npy" else "a zip archive"
+        raise TraceFormatError(f"{path}: not a readable {path.suffix} trace (not {kind})")
+
+
 def _read_npy(path: Path) -> Trace:
+    _check_magic(path)
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, EOFError) as exc:
         raise TraceFormatError(f"{path}: not a readable .npy array ({exc})") from None
     meta: dict[str, Any] = {}
     side = sidecar_path(path)
@@ -179,16 +195,26 @@ def _read_npy(path: Path) -> Trace:
 
 
 def _read_npz(path: Path) -> Trace:
+    _check_magic(path)
     try:
         with np.load(path, allow_pickle=False) as z:
             if "pages" not in z.files:
                 raise TraceFormatError(f"{path}: .npz trace needs an array named pages")
-            pages = z["pages"]
-            prefetch = z["prefetch"] if "prefetch" in z.files else None
-            meta = json.loads(str(z["meta"])) if "meta" in z.files else {}
-    except (ValueError, OSError) as exc:
+            arrays = {name: z[name] for name in ("pages", "prefetch", "meta") if name in z.files}
+    except TraceFormatError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise TraceFormatError(f"{path}: not a readable .npz trace ({exc})") from None
-    return _checked(path, pages, prefetch, meta)
+    for name, value in arrays.items():
+        if not isinstance(value, np.ndarray):  # a member that is not .npy data comes as bytes
+            raise TraceFormatError(f"{path}: {name} in the archive is not a NumPy array")
+    meta: Any = {}
+    if "meta" in arrays:
+        try:
+            meta = json.loads(str(arrays["meta"]))
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(f"{path}: meta is not valid JSON ({exc})") from None
+    return _checked(path, arrays["pages"], arrays.get("prefetch"), meta)
 
 
 def _checked(path: Path, pages, prefetch, meta) -> Trace:
@@ -201,6 +227,9 @@ def _checked(path: Path, pages, prefetch, meta) -> Trace:
         raise TraceFormatError(f"{path}: page numbers must be non-negative")
     if prefetch is not None:
         prefetch = np.asarray(prefetch)
+        if prefetch.dtype.kind not in "uib":
+            raise TraceFormatError(f"{path}: prefetch flags must be integers 0 or 1, got "
+                                   f"{prefetch.dtype}")  # fmt: skip
         if prefetch.shape != pages.shape:
             raise TraceFormatError(f"{path}: prefetch flags must have one entry per page")
         if prefetch.size and prefetch.max() > 1:

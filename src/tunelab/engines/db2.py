@@ -7,7 +7,8 @@ physical knob is a documented clause of CREATE BUFFERPOOL / CREATE TABLESPACE:
 - page_size      PAGESIZE of both (equal by construction: Db2 only pairs equal sizes)
 - buffer_pool    CREATE BUFFERPOOL ... SIZE n (pages)
 - extent_size    EXTENTSIZE (2..256 pages, the dft_extent_sz range)
-- prefetch_size  PREFETCHSIZE (pages; IBM: use a multiple of EXTENTSIZE, see ``check_point``)
+- prefetch_size  PREFETCHSIZE (pages, or AUTOMATIC; IBM advises a multiple of EXTENTSIZE,
+                 and the validator warns otherwise, see ``warn_point``)
 - overhead_ms / transferrate_ms  OVERHEAD / TRANSFERRATE (the optimizer's I/O costs;
                  INHERIT from the storage group when the point leaves them out)
 - direct_io      NO FILE SYSTEM CACHING / FILE SYSTEM CACHING
@@ -79,9 +80,26 @@ COLD_ALLOWANCE_EXTENTS = 2
 FETCH_ROWS = 10_000  # rows per fetchmany of a timed read (the per-row loop is the driver's C)
 
 PAGE_SIZES = (4096, 8192, 16384, 32768)
+AUTOMATIC = "automatic"  # PREFETCHSIZE AUTOMATIC: Db2 sizes it at each activation
 INDEX_KINDS = ("none", "nonclustered", "clustered", "covering", "covering_wrong_order")
 _SQL_TYPES = {"integer": "INTEGER", "char20": "CHAR(20)", "char40": "CHAR(40)"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def is_automatic(value: Any) -> bool:
+    return isinstance(value, str) and value.lower() == AUTOMATIC
+
+
+@dataclass(frozen=True)
+class PagesOrAutomatic(Knob):
+    """A number of pages in range, or the word ``automatic``."""
+
+    def check(self, value: Any) -> str | None:
+        return None if is_automatic(value) else super().check(value)
+
+    def allowed_text(self) -> str:
+        return f"{super().allowed_text()}, or {AUTOMATIC}"
+
 
 INFO = EngineInfo(
     name="db2",
@@ -102,10 +120,11 @@ INFO = EngineInfo(
             "extent_size", "integer", "table space EXTENTSIZE (pages)",
             minimum=2, maximum=256, unit="pages", default=32,
         ),
-        "prefetch_size": Knob(
+        "prefetch_size": PagesOrAutomatic(
             "prefetch_size", "integer",
-            "table space PREFETCHSIZE (pages, a multiple of extent_size)",
-            minimum=0, maximum=32767, unit="pages", default=32,
+            "table space PREFETCHSIZE (pages; IBM advises a multiple of extent_size), or "
+            "AUTOMATIC",
+            minimum=1, maximum=32767, unit="pages", default=32,
         ),
         "overhead_ms": Knob(
             "overhead_ms", "number",
@@ -190,17 +209,23 @@ def index_name(table: str, kind: str) -> str:
 
 # -- cross-knob rules (called by the sweep validator) --------------------------------------------
 def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(field, message, allowed) for combinations Db2 refuses or IBM's docs rule out."""
-    errors = []
+    """(field, message, allowed) for combinations Db2 refuses. None today: a prefetch size
+    that is not a multiple of the extent size is legal (``warn_point``)."""
+    return []
+
+
+def warn_point(knobs: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, message) for combinations Db2 accepts but IBM advises against: a prefetch size
+    that is not a multiple of the extent size (the assignment's 4 and 50 pages with 32)."""
     extent = knobs.get("extent_size", INFO.knobs["extent_size"].default)
     prefetch = knobs.get("prefetch_size", INFO.knobs["prefetch_size"].default)
-    if isinstance(extent, int) and isinstance(prefetch, int) and extent > 0 and prefetch % extent:
-        errors.append((
-            "prefetch_size",
-            f"{prefetch} is not a multiple of extent_size {extent}",
-            f"a multiple of extent_size ({extent}, {2 * extent}, {4 * extent}, ...)",
-        ))  # fmt: skip
-    return errors
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int) or not isinstance(extent, int):
+        return []
+    if extent > 0 and prefetch % extent:
+        advice = f"{extent}, {2 * extent}, {3 * extent}, ... or {AUTOMATIC}"
+        msg = f"{prefetch} is not a multiple of extent_size {extent} (IBM advises {advice})"
+        return [("prefetch_size", msg)]
+    return []
 
 
 # -- statements ----------------------------------------------------------------------------------
@@ -218,10 +243,12 @@ def tablespace_ddl(knobs: dict[str, Any]) -> str:
     overhead = knobs.get("overhead_ms")
     transfer = knobs.get("transferrate_ms")
     caching = "NO FILE SYSTEM CACHING" if knobs.get("direct_io", True) else "FILE SYSTEM CACHING"
+    prefetch = knobs["prefetch_size"]
+    prefetch = "AUTOMATIC" if is_automatic(prefetch) else int(prefetch)
     return (
         f"CREATE LARGE TABLESPACE {tablespace_name(page)} PAGESIZE {page_kb(page)}K "
         "MANAGED BY AUTOMATIC STORAGE "
-        f"EXTENTSIZE {int(knobs['extent_size'])} PREFETCHSIZE {int(knobs['prefetch_size'])} "
+        f"EXTENTSIZE {int(knobs['extent_size'])} PREFETCHSIZE {prefetch} "
         f"BUFFERPOOL {bufferpool_name(page)} "
         f"OVERHEAD {'INHERIT' if overhead is None else sql_number(overhead)} "
         f"{caching} "
@@ -818,6 +845,7 @@ class DB2Engine(Engine):
     info = INFO
     paramstyle = "qmark"
     check_point = staticmethod(check_point)
+    warn_point = staticmethod(warn_point)
 
     @classmethod
     def preflight(cls) -> None:
@@ -858,7 +886,11 @@ class DB2Engine(Engine):
             keep = KEEP_KEY if self.run_dir is not None else None
             try:
                 self.container = containers.start(
-                    self._spec(), self.run_id, self.workdir.parent.name, keep_key=keep
+                    self._spec(),
+                    self.run_id,
+                    self.workdir.parent.name,
+                    keep_key=keep,
+                    run_dir=self.run_dir,
                 )
             except containers.ContainerError as exc:
                 raise EngineError(f"db2: {exc}") from None
@@ -1149,7 +1181,8 @@ class DB2Engine(Engine):
             same_pool = bpname.strip() == bufferpool_name(page) and bp and int(bp[0][0]) == ps
             out["page_size"] = int(ps) if same_pool else f"{ps} (pool {bpname.strip()})"
             out["extent_size"] = int(extent)
-            out["prefetch_size"] = int(prefetch)
+            # The catalog's -1 is AUTOMATIC (Db2 sizes it itself).
+            out["prefetch_size"] = AUTOMATIC if int(prefetch) == -1 else int(prefetch)
             if "overhead_ms" in self.knobs:
                 out["overhead_ms"] = float(overhead)
             if "transferrate_ms" in self.knobs:
@@ -1180,10 +1213,18 @@ class DB2Engine(Engine):
         return int((rows[0][0] or 0) + (rows[0][1] or 0)) * 1024  # the function reports KB
 
     # -- review ----------------------------------------------------------------------------------
-    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
+    def planned_sql(
+        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
+        workload: str | None = None, cache: str | None = None,
+    ) -> list[str]:  # fmt: skip
+        """In the order a point runs them. ``workload`` (a type) puts the table's build where
+        the runner does it: once before a read's repetitions; before every repetition of a
+        write, and an insert's index on the empty table with no load. ``cache`` ("cold",
+        "warm") keeps only that state's steps; None lists both, each marked."""
         knobs = {**{k: v.default for k, v in INFO.knobs.items() if v.default is not None}, **knobs}
         page = int(knobs["page_size"])
         table = dataset.table
+        writes = workload in ("insert", "update")
         cmds = cold_commands()
         env = {k: ("<generated>" if "PASSWORD" in k else v) for k, v in container_env("").items()}
         caps = "--privileged" if _privileged() else "--cap-add IPC_LOCK --cap-add IPC_OWNER"
@@ -1199,29 +1240,50 @@ class DB2Engine(Engine):
             f"{explain_tables['create']}  -- only if they are not",
             bufferpool_ddl(knobs),
             tablespace_ddl(knobs),
+            *applied_sql(page).values(),
+        ]
+        if writes:
+            lines.append("-- every repetition, untimed: the table built again")
+        lines += [
             drop_table_sql(table) + "  -- if it exists",
             table_ddl(table, page),
             locksize_ddl(table, knobs.get("lock_granularity", "row")),
-            f"{self.insert_sql(table)}  -- {dataset.rows} rows, batches of 10000, commit each",
         ]
+        if workload != "insert":
+            lines.append(
+                f"{self.insert_sql(table)}  -- {dataset.rows} rows, batches of 10000, commit each"
+            )
         ddl = index_ddl(table, index)
         lines += [*ddl, runstats_sql(table, bool(ddl))]
+        if workload == "insert":
+            lines[-1] += "  -- the empty table: the timed inserts maintain the index"
         if knobs.get("lock_granularity") == "table":
             lines.append(f"{lock_sql(table)}  -- at the start of every write transaction")
+        if not writes:  # writes run one prepared statement, not forced
+            lines.append(
+                f"-- access: forced ends every timed read with {optguideline(table, index)}"
+            )
+        if workload != "insert":
+            lines += [
+                f"{explain_sql('<statement>', '<n>')}  -- before timing, for each distinct timed "
+                f"statement (at most {workloads.EXPLAIN_MAX}) as Db2 receives it",
+                *plan_sql("<n>").values(),
+            ]
+        if cache in (None, "cold"):
+            cold = "cold" if cache == "cold" else "cold points"
+            lines += [
+                f"-- {cold}: docker exec <container> {shlex.join(clp(cmds['stop']))}",
+                f"-- {cold}: evict the table space container files from the host page cache",
+                f"-- {cold}: docker exec <container> {shlex.join(clp(cmds['start']))}",
+            ]
+        lines.append(f"{APPLICATION_HANDLE_SQL}  -- once on each timed connection")
+        if cache in (None, "warm"):
+            what = f"SELECT * FROM {table}" if writes else "the timed statements"
+            warm = "warm" if cache == "warm" else "warm points"
+            lines.append(f"-- {warm}: {what} once, untimed, on the timed connections")
         lines += [
-            f"-- access: forced ends every timed read with {optguideline(table, index)}",
-            f"{explain_sql('<statement>', '<n>')}  -- before timing, for "
-            f"each distinct timed statement (at most {workloads.EXPLAIN_MAX}) as Db2 receives it",
-            *plan_sql("<n>").values(),
-        ]
-        lines += [
-            f"-- cold points: docker exec <container> {shlex.join(clp(cmds['stop']))}",
-            "-- cold points: evict the table space container files from the host page cache",
-            f"-- cold points: docker exec <container> {shlex.join(clp(cmds['start']))}",
-            f"{APPLICATION_HANDLE_SQL}  -- once on each timed connection",
             *counter_sql(page).values(),
             f"{connection_sql([0])}  -- the timed connections' handles; engine time",
-            *applied_sql(page).values(),
             *table_sql(table).values(),
         ]
         return lines

@@ -365,7 +365,7 @@ class MariaDBEngine(Engine):
                     self.image = ensure_image("mariadb")
                 keep = self._keep_key(full) if self.run_dir is not None else None
                 self.container = containers.start(
-                    self._spec(), self.run_id, self.point_id, keep_key=keep
+                    self._spec(), self.run_id, self.point_id, keep_key=keep, run_dir=self.run_dir
                 )
             except containers.ContainerError as exc:
                 raise EngineError(f"mariadb did not start: {exc}") from None
@@ -449,10 +449,18 @@ class MariaDBEngine(Engine):
 
     # -- connections ------------------------------------------------------------------------
     def _connect(self, database: str | None, autocommit: bool) -> Any:
+        import sys
+
         import MySQLdb.cursors
 
         if self.container is None:
             raise EngineError("mariadb: not provisioned")
+        # Called while Ctrl-C or SIGTERM unwinds (the teardown of a kept server stopped in
+        # mid-restart): one short try, then the interrupt goes on; retrying would wait 15 s
+        # and end in "Connection refused", which hides the interrupt.
+        unwinding = sys.exc_info()[1]
+        while unwinding is not None and not isinstance(unwinding, KeyboardInterrupt | SystemExit):
+            unwinding = unwinding.__context__
         deadline = time.monotonic() + 15
         while True:
             try:
@@ -466,10 +474,12 @@ class MariaDBEngine(Engine):
                     # Buffered: the C client reads each whole result as it arrives (the server
                     # never waits for the lab mid-statement) and builds the rows in C.
                     cursorclass=MySQLdb.cursors.Cursor,
-                    connect_timeout=10,
+                    connect_timeout=2 if unwinding else 10,
                     **({"database": database} if database else {}),
                 )
             except MySQLdb.OperationalError as exc:
+                if unwinding is not None:
+                    raise unwinding from None
                 if time.monotonic() > deadline:
                     raise EngineError(f"mariadb: cannot connect: {exc.args[-1]}") from None
                 time.sleep(0.2)
@@ -749,19 +759,40 @@ class MariaDBEngine(Engine):
         )
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
+    def planned_sql(
+        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
+        workload: str | None = None, cache: str | None = None,
+    ) -> list[str]:  # fmt: skip
+        """In the order a point runs them. ``workload`` (a type) puts the table's build where
+        the runner does it: once before a read's repetitions; before every repetition of a
+        write, and an insert's index on the empty table with no load. ``cache`` ("cold",
+        "warm") keeps only that state's steps; None lists both, each marked."""
         full = self._full(knobs)
         opts = " ".join(f"--{k}={v}" for k, v in _option_pairs(_server_options(full)))
         table = dataset.table
-        out = [
-            f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}",
-            self.table_ddl(table, index),
-            f"-- load {dataset.rows} rows: INSERT INTO {table} ... (batches of 10000)",
-            *self.index_ddl(table, index),
-            f"ANALYZE TABLE {table}",
-        ]
+        writes = workload in ("insert", "update")
+        out = [f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}"]
+        if writes:
+            out.append("-- every repetition, untimed: the table built again")
+        out += [f"DROP TABLE IF EXISTS {DATABASE}.{table}", self.table_ddl(table, index)]
+        if workload != "insert":
+            out.append(f"-- load {dataset.rows} rows: INSERT INTO {table} ... (batches of 10000)")
+        out += [*self.index_ddl(table, index), f"ANALYZE TABLE {table}"]
+        if workload == "insert":
+            out[-1] += "  -- the empty table: the timed inserts maintain the index"
+        if workload is not None and workload != "insert":
+            out.append("EXPLAIN FORMAT=JSON <statement>  -- before timing, each distinct one")
         if full.get("lock_granularity") == "table":
             out.append(f"SET autocommit = 0; LOCK TABLES {table} WRITE; ...; COMMIT; "
                        "UNLOCK TABLES  -- around every transaction")  # fmt: skip
-        out.append("-- cold: restart (no buffer pool dump/load), evict data files, check")
+        cold = "cold" if cache == "cold" else "cold points"
+        if cache in (None, "cold"):
+            out += [
+                f"SET GLOBAL innodb_max_purge_lag_wait = 0  -- {cold}: purge done first",
+                f"-- {cold}: restart (no buffer pool dump/load), evict data files, check",
+            ]
+        if cache in (None, "warm"):
+            what = f"SELECT * FROM {table}" if writes else "the timed statements"
+            warm = "warm" if cache == "warm" else "warm points"
+            out.append(f"-- {warm}: {what} once, untimed, on the timed connections")
         return out

@@ -219,11 +219,50 @@ class SQLiteEngine(Engine):
     def data_bytes(self, table: str) -> int | None:
         return self.path.stat().st_size if self.path.exists() else None
 
-    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
-        return [
+    def planned_sql(
+        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
+        workload: str | None = None, cache: str | None = None,
+    ) -> list[str]:  # fmt: skip
+        """In the order a point runs them. ``workload`` (a type) puts the table's build where
+        the runner does it: once before a read's repetitions; before every repetition of a
+        write, and an insert's index on the empty table with no load. ``cache`` ("cold",
+        "warm") keeps only that state's steps; None lists both, each marked."""
+        table = dataset.table
+        cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)
+        if index.kind == "clustered":  # as create_table builds it
+            key = ", ".join(dict.fromkeys((*index.key, "id")))
+            ddl = f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({key})) WITHOUT ROWID"
+        else:
+            ddl = f"CREATE TABLE {table} ({cols})"
+        lines = [
             f"PRAGMA page_size={knobs['page_size']}; VACUUM  -- fresh file",
             f"PRAGMA cache_size={knobs['buffer_pool']}  -- on every connection",
         ]
+        if workload in ("insert", "update"):
+            lines.append("-- every repetition, untimed: the table built again")
+        lines += [f"DROP TABLE IF EXISTS {table}", ddl]
+        if workload != "insert":
+            lines.append(f"{self.insert_sql(table)}  -- {dataset.rows} rows, batches of 10000")
+        lines += [*self.index_ddl(table, index), f"ANALYZE {table}"]
+        if workload == "insert":
+            lines[-1] += "  -- the empty table: the timed inserts maintain the index"
+        if workload != "insert":
+            lines.append("EXPLAIN QUERY PLAN <statement>  -- before timing, each distinct one")
+        cold = (
+            "close every connection (the page cache lives in it), evict lab.db* from the OS "
+            "page cache (fsync, posix_fadvise DONTNEED; drop_caches where permitted), check "
+            "residency (mincore)"
+        )
+        warm = (
+            f"SELECT * FROM {table} once, untimed, on each timed connection"
+            if workload in ("insert", "update")
+            else "the timed statements once, untimed, on the timed connections"
+        )
+        if cache in (None, "cold"):
+            lines.append(f"-- cold{' points' if cache is None else ''}: {cold}")
+        if cache in (None, "warm"):
+            lines.append(f"-- warm{' points' if cache is None else ''}: {warm}")
+        return lines
 
 
 _PLAN = re.compile(

@@ -52,6 +52,8 @@ def _index_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="index HTML to write")
     p.add_argument("--results-dir", type=Path, default=Path("results"), help="result CSVs")
     p.add_argument("reports", nargs="+", type=Path, help="rendered report pages")
+    p.add_argument("--verdicts", nargs="*", type=Path, default=[],
+                   help="verdict files of `tunelab check --json` (shown per sweep)")  # fmt: skip
     return p
 
 
@@ -109,7 +111,7 @@ def index_main(argv: Sequence[str] | None = None) -> int:
         missing = [str(r) for r in args.reports if not r.is_file()]
         if missing:
             raise ReportInputError(f"report(s) not found: {', '.join(missing)}")
-        out = write_index(args.reports, args.out, args.results_dir)
+        out = write_index(args.reports, args.out, args.results_dir, args.verdicts)
     except SystemExit as exc:
         return int(exc.code or 0)
     except (_UsageError, ReportInputError) as exc:

@@ -14,6 +14,7 @@ import pandas as pd
 import yaml
 
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
+from tunelab.spec import parse_size
 
 REQUIRED = ("elapsed_s",)
 # Dimensions that are not knobs but still separate points when they vary in a sweep.
@@ -45,19 +46,45 @@ class ReportData:
         return [c for c in self.point_columns if c != x]
 
 
+def magnitude(value: Any) -> tuple[str, float] | None:
+    """("number", x) for a number or numeric text, ("bytes", n) for a size such as "64MiB",
+    None for anything else (categories, missing values)."""
+    if isinstance(value, bool | np.bool_):
+        return None
+    if isinstance(value, numbers.Real):
+        return None if math.isnan(float(value)) else ("number", float(value))
+    if isinstance(value, str):
+        try:
+            x = float(value.replace(",", ""))
+        except ValueError:
+            nbytes = parse_size(value)
+            return None if nbytes is None else ("bytes", float(nbytes))
+        return None if math.isnan(x) else ("number", x)
+    return None
+
+
+def numeric_order(values: list[Any]) -> list[Any] | None:
+    """The values ascending when every one is a number, or every one a size; else None (a
+    listed order then stands). Text order would put 16384 before 2048 before 384."""
+    keyed = [magnitude(v) for v in values]
+    if not values or any(k is None for k in keyed) or len({k[0] for k in keyed}) > 1:
+        return None
+    return [v for _, v in sorted(zip(keyed, values, strict=True), key=lambda t: t[0][1])]
+
+
 def order_key(orders: dict[str, list[Any]], col: str):
-    """Sort key for one column's values: the sweep's listed order first, then numbers
-    ascending, then anything else as text."""
+    """Sort key for one column's values: the order of ``orders`` first, then numbers
+    ascending, then sizes ascending, then anything else as text."""
     order = orders.get(col)
     position = {v: i for i, v in enumerate(order)} if order else {}
 
     def key(value: Any) -> tuple:
         if value in position:
             return (0, position[value], "")
-        real = isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
-        if real and not math.isnan(float(value)):
-            return (1, float(value), "")
-        return (2, 0.0, str(value))
+        found = magnitude(value)
+        if found is not None:
+            return (1 if found[0] == "number" else 2, found[1], "")
+        return (3, 0.0, str(value))
 
     return key
 
@@ -115,7 +142,8 @@ def read_rows(path: Path | str) -> pd.DataFrame:
 
 def _orders(sweep: dict[str, Any], frame: pd.DataFrame, engine: str) -> dict[str, list[Any]]:
     """Category order as the sweep lists it (none < nonclustered < clustered reads better
-    than alphabetical); values only in the rows are appended sorted."""
+    than alphabetical), values only in the rows appended sorted; numbers and sizes
+    ascending."""
     orders: dict[str, list[Any]] = {}
     listed: dict[str, list[Any]] = {}
     for name, values in effective_knobs(sweep, engine)[0].items():
@@ -128,7 +156,12 @@ def _orders(sweep: dict[str, Any], frame: pd.DataFrame, engine: str) -> dict[str
                     listed.setdefault(WORKLOAD_PREFIX + key, []).extend(values)
     for col in frame.columns:
         present = [v for v in pd.unique(frame[col].dropna())]
-        if col in listed:
+        ascending = numeric_order(present) if col in listed or col in GROUPING else None
+        if ascending is not None:
+            # Numbers and sizes ascend whatever the sweep's listing (rows carry buffer
+            # pools in pages even where the sweep gave sizes, so the listing may not match).
+            orders[col] = ascending
+        elif col in listed:
             order = [v for v in dict.fromkeys(listed[col]) if v in set(present)]
             order += sorted((v for v in present if v not in set(order)), key=str)
             orders[col] = order

@@ -39,7 +39,49 @@ table.tl-index a.tl-sweep:hover { text-decoration: underline; }
 .tl-desc { color: #57606a; font-size: 13px; margin-top: 2px; max-width: 36rem; }
 .tl-muted { color: #57606a; }
 a { color: #0b5cad; }
+.tl-headline { font-size: 13px; margin-top: 4px; color: #1f2328; }
+.tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
+  border-radius: 9px; margin: 0 4px 3px 0; white-space: nowrap; }
+.tl-holds { background: #dafbe1; color: #116329; }
+.tl-contradicted { background: #ffebe9; color: #a40e26; }
+.tl-inconclusive { background: #fff8c5; color: #7d4e00; }
+details.tl-claims summary { cursor: pointer; }
+details.tl-claims li { font-size: 12.5px; color: #444c56; margin: 3px 0; }
 """
+
+
+def read_verdicts(files: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(engine, sweep) -> {verdicts, headline} from `tunelab check --json` files."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in files:
+        try:
+            doc = json.loads(Path(f).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for entry in doc.values() if isinstance(doc, dict) else []:
+            if isinstance(entry, dict) and entry.get("sweep"):
+                found[(str(entry.get("engine", "")), str(entry["sweep"]))] = entry
+    return found
+
+
+def _claims_cell(entry: dict[str, Any] | None) -> str:
+    """Counts of verdicts as badges, each claim with its evidence behind a click."""
+    if not entry or not entry.get("verdicts"):
+        return '<span class="tl-muted">—</span>'
+    esc = html.escape
+    verdicts = entry["verdicts"]
+    counts = {k: sum(v["verdict"] == k for v in verdicts)
+              for k in ("holds", "contradicted", "inconclusive")}  # fmt: skip
+    badges = "".join(f'<span class="tl-verdict tl-{k}">{n} {k}</span>'
+                     for k, n in counts.items() if n)  # fmt: skip
+    items = "".join(
+        f'<li><span class="tl-verdict tl-{esc(v["verdict"])}">{esc(v["verdict"])}</span>'
+        f"{esc(v['claim'])}: {esc(v['evidence'])}"
+        + (f" — likely cause: {esc('; '.join(v['causes']))}" if v.get("causes") else "")
+        + "</li>"
+        for v in verdicts
+    )
+    return f'<details class="tl-claims"><summary>{badges}</summary><ul>{items}</ul></details>'
 
 
 def read_summary(report: Path) -> dict[str, Any] | None:
@@ -71,13 +113,19 @@ def _results_link(summary: dict[str, Any], report: Path, results_dir: Path) -> P
     return next((c for c in candidates if c.is_file()), None)
 
 
-def _row(report: Path, out: Path, results_dir: Path) -> tuple[str, str]:
+def _row(
+    report: Path, out: Path, results_dir: Path, verdicts: dict[tuple[str, str], dict] | None = None
+) -> tuple[str, str]:
     s = read_summary(report) or {"sweep": report.stem}
+    checked = (verdicts or {}).get((str(s.get("engine", report.parent.name)),
+                                    str(s.get("sweep") or report.stem)))  # fmt: skip
     esc = html.escape
     name = s.get("title") or s.get("sweep") or report.stem
     link = f'<a class="tl-sweep" href="{esc(_rel(report, out.parent))}">{esc(name)}</a>'
     if s.get("description"):
         link += f'<div class="tl-desc">{esc(s["description"])}</div>'
+    if checked and checked.get("headline"):
+        link += f'<div class="tl-headline">{esc(checked["headline"])}</div>'
     engine = esc(s.get("engine", "—"))
     if s.get("engine_versions"):
         engine += f' <span class="tl-muted">{esc(", ".join(s["engine_versions"]))}</span>'
@@ -94,19 +142,32 @@ def _row(report: Path, out: Path, results_dir: Path) -> tuple[str, str]:
     when = esc(first if first == last else f"{first} – {last}") if first else "—"
     csv = _results_link(s, report, results_dir)
     rows = f'<a href="{esc(_rel(csv, out.parent))}">CSV</a>' if csv else "—"
-    cells = [link, engine, swept, size, cache, when, rows]
+    cells = [link, _claims_cell(checked), engine, swept, size, cache, when, rows]
     return str(s.get("sweep") or report.stem), "<tr>" + "".join(
         f"<td>{c}</td>" for c in cells
     ) + "</tr>"
 
 
-def write_index(reports: list[Path], out: Path, results_dir: Path) -> Path:
-    """Write the index page linking ``reports`` (sorted by sweep name)."""
+def write_index(
+    reports: list[Path], out: Path, results_dir: Path, verdict_files: list[Path] | None = None
+) -> Path:
+    """Write the index page linking ``reports`` (sorted by sweep name), with each sweep's
+    claim verdicts and headline finding where ``verdict_files`` hold them."""
     out = Path(out)
-    rows = sorted((_row(Path(r), out, Path(results_dir)), str(r)) for r in reports)
+    verdicts = read_verdicts(list(verdict_files or []))
+    rows = sorted((_row(Path(r), out, Path(results_dir), verdicts), str(r)) for r in reports)
     head = "".join(
         f"<th>{h}</th>"
-        for h in ("Sweep", "Engine", "Swept", "Points × reps", "Cache", "Measured", "Rows")
+        for h in (
+            "Sweep",
+            "Claims",
+            "Engine",
+            "Swept",
+            "Points × reps",
+            "Cache",
+            "Measured",
+            "Rows",
+        )
     )
     body = "".join(r[0][1] for r in rows)
     count = f"{len(rows)} sweep report{'s' if len(rows) != 1 else ''}"

@@ -7,7 +7,16 @@ from functools import cache
 
 from tunelab.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
-# Measured and derived columns. Hit ratios are fractions in [0, 1] (shown as percent).
+# One megabyte per context, always named: the rows' rates use 10^6 bytes; the device
+# calibration uses IBM's 1,024,000 bytes (the MB of DB2's TRANSFERRATE formula); sizes of
+# pools and tables are binary (KiB, MiB).
+MB_DECIMAL = "MB = 10⁶ B"
+MB_IBM = "IBM MB = 1,024,000 B"
+MB_IBM_BYTES = 1_024_000
+BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+# Measured and derived columns. Hit ratios are fractions shown as percent; a system hit ratio
+# can fall below 0 (prefetch reading pages the application never asks for).
 METRICS: dict[str, str] = {
     "elapsed_s": "response time (s)",
     "throughput_rows_s": "throughput (rows/s)",
@@ -17,13 +26,14 @@ METRICS: dict[str, str] = {
     "c_prefetch_reads": "prefetch reads (pages)",
     "c_os_read_bytes": "bytes read from the device",
     "physical_reads_per_s": "physical reads per second",
-    "read_mb_s": "read rate (MB/s)",
+    "read_mb_s": f"read rate (MB/s, {MB_DECIMAL})",
+    "data_mb_s": f"data rate (MB/s, {MB_DECIMAL})",
     "hit_ratio": "hit ratio",
     "hit_ratio_app": "hit ratio, application",
     "hit_ratio_sys": "hit ratio, system",
     "resident_fraction": "resident fraction after cache preparation",
-    "achieved_mb_s": "achieved (MB/s)",
-    "device_mb_s": "device limit (MB/s)",
+    "achieved_mb_s": f"achieved (MB/s, {MB_IBM})",
+    "device_mb_s": f"device limit (MB/s, {MB_IBM})",
     "device_fraction": "achieved / device limit",
     "written_bytes": "bytes written",
     "data_bytes": "data size (bytes)",
@@ -138,6 +148,38 @@ def fmt(value: object) -> str:
     except ImportError:  # pragma: no cover - numpy is a dependency
         pass
     return str(value)
+
+
+def ibm_mb_label(mb_bytes: float | None) -> str:
+    """The MB of a calibration, named: IBM's unless the file says otherwise."""
+    if mb_bytes is None or mb_bytes == MB_IBM_BYTES:
+        return MB_IBM
+    return f"MB = {fmt(int(mb_bytes))} B"
+
+
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def unit_text(unit: tuple[str, int]) -> str:
+    """A binary unit with its definition: "MiB = 2²⁰ B"."""
+    name, size = unit
+    return f"{name} = 2{str(size.bit_length() - 1).translate(_SUPERSCRIPT)} B"
+
+
+def binary_unit(nbytes: float) -> tuple[str, int]:
+    """The largest binary unit (GiB, MiB, KiB, else B) not above ``nbytes``."""
+    for name, size in BINARY_UNITS:
+        if nbytes >= size:
+            return name, size
+    return "B", 1
+
+
+def fmt_bytes(nbytes: float, unit: tuple[str, int] | None = None) -> str:
+    """Bytes in one binary unit: "16 MiB", "0.0625 MiB" when the unit is given."""
+    if nbytes is None or nbytes != nbytes:
+        return "—"
+    name, size = unit or binary_unit(nbytes)
+    return f"{fmt(float(nbytes) / size)} {name}"
 
 
 def fmt_percent(value: float) -> str:

@@ -34,9 +34,9 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from tunelab.report import checks, stats
+from tunelab.report import checks, marks, stats
 from tunelab.report.data import ReportData, order_key
-from tunelab.report.labels import fmt, is_ratio, label
+from tunelab.report.labels import fmt, fmt_bytes, is_ratio, label, unit_text
 
 PALETTE = "colorblind"
 DPI = 144
@@ -55,6 +55,7 @@ CLOCKS = {"elapsed_s": "response time (client clock)", "engine_elapsed_s": "engi
 FIRST_REST = {"q_first_s": "first query", "q_rest_median_s": "later queries (median)"}
 PERCENTILES = {"q_p50_s": "p50", "q_p95_s": "p95", "q_p99_s": "p99"}
 MISMATCH_COLOR = "#1a1a1a"
+_TEXT_BOX = {"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
 MISMATCH_LABEL = "plan ≠ what the index knob built"
 
 
@@ -165,12 +166,12 @@ def draw_metric(
     # median, so a curve labelled "index" is never read as index access when it was not.
     bad = d.loc[checks.row_mismatch(d), [x, "_hue", "_style"]]
     flagged = set(bad.itertuples(index=False, name=None))
-    marks: list[tuple[float, float]] = []
+    ringed: list[tuple[float, float]] = []
 
     def mark(xvalues: Sequence[Any], px: np.ndarray, med: np.ndarray, h: str, s: str) -> None:
         for value, at, m in zip(xvalues, px, med, strict=True):
             if (value, h, s) in flagged and np.isfinite(m):
-                marks.append((float(at), float(m)))
+                ringed.append((float(at), float(m)))
 
     rng = np.random.default_rng(seed)
     numeric = is_numeric(d[x])
@@ -246,8 +247,8 @@ def draw_metric(
     if len(styles) > 1:  # legend-only entries for the line styles (no data, no autoscale)
         for st in styles:
             ax.plot([], [], color="#555555", ls=line_of[st], marker=marker_of[st], label=st)
-    if marks:
-        mx, my = zip(*sorted(marks))
+    if ringed:
+        mx, my = zip(*sorted(ringed))
         ax.plot(
             mx, my, ls="none", marker=MISMATCH_MARKER, ms=15, mfc="none", mec=MISMATCH_COLOR,
             mew=1.3, label=MISMATCH_LABEL, gid="mismatch", zorder=7,
@@ -259,7 +260,81 @@ def draw_metric(
     _finish_y(ax, d[metric].to_numpy(float), metric)
     ax.set_xlabel(label(x, engine))
     ax.set_ylabel(label(metric, engine) + (" (%)" if is_ratio(metric) else ""))
+    if numeric and marks.is_pool(x):
+        _pool_axis(ax, d, [float(v) for v in xs])
     return summary
+
+
+def _pool_axis(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
+    """Pages below, the same pools in bytes on top (one binary unit), and the table's size."""
+    sizes = marks.page_sizes(frame)
+    if len(sizes) == 1:
+        page = sizes[0]
+        name, unit = marks.pool_unit(xs, page)
+        top = ax.secondary_xaxis(
+            "top", functions=(lambda p: p * page / unit, lambda b: b * unit / page)
+        )
+        if len(xs) <= 12:  # the same ticks as below, blank where those are
+            shown = {round(t, 9): bool(x.get_text()) for t, x in
+                     zip(ax.get_xticks(), ax.get_xticklabels(), strict=True)}  # fmt: skip
+            texts = [fmt(v * page / unit) if shown.get(round(v, 9), True) else "" for v in xs]
+            top.set_xticks([v * page / unit for v in xs], texts)
+            top.xaxis.set_minor_locator(NullLocator())
+        top.set_xlabel(f"size ({unit_text((name, unit))}), at {fmt_bytes(page)} pages")
+        top.tick_params(length=3)
+        top.set_gid("pool-bytes")
+    _table_line(ax, frame, xs)
+
+
+def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
+    """A dashed line at the table's size in pages (one per page size), labelled in pages and
+    bytes; outside the swept range it stays at the edge, pointing where it would be."""
+    sizes = marks.table_sizes(frame)
+    if not sizes or not xs:
+        return
+    lo, hi = min(xs), max(xs)
+    logx = ax.get_xscale() == "log"
+    unit = marks.pool_unit(xs, max(s.page_size for s in sizes))
+    for t in sizes:
+        text = t.text(unit) + (f" ({fmt_bytes(t.page_size)} pages)" if len(sizes) > 1 else "")
+        near = (lo / 8 <= t.pages <= hi * 8) if logx else (
+            lo - 0.5 * (hi - lo) <= t.pages <= hi + 0.5 * (hi - lo)
+        )  # fmt: skip
+        if near:
+            ax.axvline(t.pages, color="#444444", ls=(0, (5, 3)), lw=1.1, zorder=2,
+                       gid=f"table|{t.page_size}|{t.pages}")  # fmt: skip
+            ax.annotate(
+                text, (t.pages, 1.0), xycoords=("data", "axes fraction"), xytext=(-3, -4),
+                textcoords="offset points", rotation=90, ha="right", va="top",
+                fontsize="x-small", color="#444444", bbox=_TEXT_BOX, zorder=6,
+            )  # fmt: skip
+        else:
+            right = t.pages > hi
+            ax.annotate(
+                f"{text} →" if right else f"← {text}",
+                (1.0 if right else 0.0, 0.98), xycoords="axes fraction",
+                ha="right" if right else "left", va="top", fontsize="x-small",
+                color="#444444", gid=f"table|{t.page_size}|{t.pages}", bbox=_TEXT_BOX,
+            )  # fmt: skip
+
+
+def mark_crossovers(ax: Axes, data: ReportData, x: str) -> list[marks.Crossover]:
+    """A vertical line where each index curve crosses the scan curve (selectivity axes)."""
+    if not marks.crossover_applies(data, x):
+        return []
+    found = marks.crossovers(data, x, log=ax.get_xscale() == "log")
+    for c in found:
+        who = " · ".join(t for t in (c.index, c.group) if t)
+        for at in c.at:
+            ax.axvline(at, color="#1a1a1a", ls="-.", lw=1.0, zorder=2,
+                       gid=f"crossover|{who}|{at:.6g}")  # fmt: skip
+            ax.annotate(
+                f"{who + ': ' if who else ''}index = scan at {marks.fmt_selectivity(at)}",
+                (at, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                textcoords="offset points", rotation=90, ha="left", va="bottom",
+                fontsize="x-small", color="#1a1a1a", bbox=_TEXT_BOX, zorder=6,
+            )  # fmt: skip
+    return found
 
 
 def _slant(ax: Axes, degrees: float = 30) -> None:
@@ -298,9 +373,16 @@ def short_number(value: float, _pos: object = None) -> str:
 
 
 def _finish_y(ax: Axes, values: np.ndarray, metric: str) -> None:
-    if is_ratio(metric):  # a ratio lives in [0, 1]: never let autoscaling suggest 104 %
+    if is_ratio(metric):
+        # 0 to 100 % at least, never clipped: a system hit ratio goes negative when prefetch
+        # reads pages the application never asks for, and that is worth seeing.
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
-        ax.set_ylim(-0.03, 1.03)
+        finite = values[np.isfinite(values)]
+        low = min(0.0, float(finite.min())) if finite.size else 0.0
+        high = max(1.0, float(finite.max())) if finite.size else 1.0
+        pad = 0.03 * (high - low)
+        ax.set_ylim(low - pad, high + pad)
+        ax.axhline(0.0, color="#555555", lw=0.9, zorder=2, gid="zero")
         return
     if wants_log(values) and values.max() / values.min() >= 100:
         ax.set_yscale("log")
@@ -359,6 +441,7 @@ def knob_figure(data: ReportData, x: str) -> Figure:
         fig, axes = _figure(len(metrics), ncols=len(metrics))
         for ax, metric in zip(axes, metrics, strict=True):
             draw_metric(ax, data.results, x, metric, hue, engine=data.engine, orders=data.orders)
+            mark_crossovers(ax, data, x)
             ax.set_title(_title(metric))
         _legend(fig, axes, hue_title(hue, data.engine))
     return fig
@@ -404,6 +487,8 @@ def overview_figure(data: ReportData, metric: str = "elapsed_s") -> Figure:
                 ax, data.results, x, metric, data.hue_for(x), engine=data.engine,
                 orders=data.orders,
             )  # fmt: skip
+            if metric in PERFORMANCE:
+                mark_crossovers(ax, data, x)
             ax.set_title(f"{_title(metric)} vs {label(x, data.engine).split(' (')[0]}")
             if ax.get_legend_handles_labels()[1]:
                 ax.legend(title=hue_title(data.hue_for(x), data.engine), fontsize="small")

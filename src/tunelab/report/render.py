@@ -50,6 +50,7 @@ body.jp-Notebook main {
 .jp-RenderedHTMLCommon h3 { font-size: 1.08rem; margin-top: 1.6rem; color: #33373d; }
 .tl-facts { color: #57606a; margin: 0 0 .6rem; }
 .tl-lead { font-size: 1.02rem; color: #33373d; max-width: 60rem; }
+.tl-methods { color: #33373d; max-width: 60rem; margin: 0 0 .7rem; }
 .tl-note, .tl-warn {
   padding: 8px 14px; margin: 10px 0 14px; border-radius: 4px; font-size: 13.5px; max-width: 70rem;
 }

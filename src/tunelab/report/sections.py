@@ -14,11 +14,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from tunelab.report import checks, plots, stats, tables
+from tunelab.report import checks, marks, plots, stats, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
-from tunelab.report.labels import fmt, fmt_percent, label
+from tunelab.report.labels import (
+    MB_DECIMAL,
+    fmt,
+    fmt_bytes,
+    fmt_percent,
+    ibm_mb_label,
+    label,
+    unit_text,
+)
+from tunelab.spec import parse_size
 
 SUMMARY_ID = "tunelab-summary"  # the JSON block the index page reads
 
@@ -260,7 +270,8 @@ def engine_time_html(data: ReportData) -> str:
         if fig is not None:
             name = label(x, data.engine)
             parts.append(f"<h3>Versus {html.escape(name)}</h3>")
-            parts.append(plots.figure_html(fig, f"engine time and client share vs {name}", caption))
+            alt = f"engine time and client share vs {name}"
+            parts.append(plots.figure_html(fig, alt, caption + axis_notes(data, x)))
     table = tables.engine_time_html(data)
     if table:
         parts.append("<h3>Medians per point</h3>" + table)
@@ -339,9 +350,11 @@ def measured_html(data: ReportData) -> str:
         rows.append(("dataset", _inline(sw["dataset"])))
     knobs, fixed = effective_knobs(sw, data.engine)
     for name, values in knobs.items():
-        rows.append((f"knob: {label('knob_' + name, data.engine)}", _inline(values)))
+        text = _inline(values) + (_as_pages(data, values) if name == "buffer_pool" else "")
+        rows.append((f"knob: {label('knob_' + name, data.engine)}", text))
     if fixed:
-        rows.append(("fixed", _inline(fixed)))
+        pool = _as_pages(data, fixed["buffer_pool"]) if "buffer_pool" in fixed else ""
+        rows.append(("fixed", _inline(fixed) + pool))
     for i, wl in enumerate(sw.get("workloads") or [], start=1):
         if isinstance(wl, dict):
             params = {k: v for k, v in wl.items() if k != "type"}
@@ -357,6 +370,17 @@ def measured_html(data: ReportData) -> str:
     parts.append(tables.key_value(rows, "sweep"))
     parts.extend(note(w, "warn") for w in warnings(data))
     return "".join(parts)
+
+
+def _as_pages(data: ReportData, values: Any) -> str:
+    """Pool sizes given in bytes, as the pages the rows carry: " (= 384, 1,024 pages of 16 KiB)"."""
+    values = values if isinstance(values, list) else [values]
+    sizes = marks.page_sizes(data.results)
+    nbytes = [parse_size(v) for v in values]
+    if len(sizes) != 1 or any(b is None for b in nbytes):
+        return ""
+    pages = ", ".join(fmt(max(1, b // sizes[0])) for b in nbytes if b is not None)
+    return html.escape(f" (= {pages} pages of {fmt_bytes(sizes[0])}; KiB, MiB: 2¹⁰, 2²⁰ B)")
 
 
 def warnings(data: ReportData) -> list[str]:
@@ -395,6 +419,240 @@ def warnings(data: ReportData) -> list[str]:
     return out
 
 
+# -- methods ---------------------------------------------------------------------------------
+# The steps a cache_method names, in the words of a methods section.
+COLD_STEPS = {
+    "close": "every connection was closed (SQLite's page cache lives in the connection)",
+    "restart": "the server was restarted, with no buffer-pool dump or load",
+    "force": "applications were forced off",
+    "deactivate": "the database was deactivated, emptying its buffer pools",
+    "fadvise": "the data files were evicted from the OS page cache (fsync, then "
+    "posix_fadvise DONTNEED per file)",
+    "drop_caches": "the kernel's page cache was dropped (drop_caches)",
+    "activate": "the database was activated again",
+}
+FETCH_MODES = {
+    "all": "every result row was fetched to the client through the driver's own C path",
+    "count": "the engine returned one row of aggregates (COUNT(*) and an aggregate of every "
+    "selected column), so it still read every row but none crossed to the client",
+}
+
+
+def _engine_text(frame: pd.DataFrame, engine: str) -> str:
+    """The engine as a methods section names it: its version, and the container image it ran
+    from (the parenthesis of engine_version) or that it ran embedded in the lab's process."""
+    versions = _unique(frame, "engine_version") or [engine or "an unrecorded engine"]
+    try:
+        from tunelab import engines
+
+        contained = engines.info(engine).needs_container
+    except Exception:  # engine drivers are optional; fall back to the version's shape
+        contained = engine not in ("", "sqlite")
+    out = []
+    for v in versions:
+        name, _, rest = v.partition(" (")
+        if contained and rest.endswith(")"):
+            out.append(f"{name}, run from the container image {rest[:-1]}")
+        elif contained:
+            out.append(f"{v}, in a container (image not recorded)")
+        else:
+            out.append(f"{v}, embedded in the measuring process (no container)")
+    return "; ".join(out)
+
+
+def _cold_text(frame: pd.DataFrame) -> str:
+    rows = frame[frame["cache_requested"].astype(str) == "cold"]
+    if rows.empty:
+        return ""
+    methods = _unique(rows, "cache_method")
+    steps = []
+    for m in methods:
+        words = [COLD_STEPS.get(t, t) for t in m.split("+")]
+        steps.append(", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0])
+    text = f"Before each of the {len(rows)} cold repetitions, " + (
+        "; or ".join(steps) if steps else "the cache was emptied (method not recorded)"
+    )
+    text += "; then the data files' residency in the OS page cache was checked (mincore)."
+    if "cache_achieved" in rows:
+        cold = int((rows["cache_achieved"].astype(str) == "cold").sum())
+        text += f" {cold} of {len(rows)} reached a cold cache"
+        if cold < len(rows):
+            text += f" ({len(rows) - cold} only partially)"
+        res = pd.to_numeric(rows.get("resident_fraction", pd.Series()), errors="coerce").dropna()
+        if len(res):
+            text += (
+                f"; resident share of the data files after eviction: median "
+                f"{fmt_percent(float(res.median()))}, at most {fmt_percent(float(res.max()))}"
+            )
+        text += "."
+    return text
+
+
+def _warm_text(frame: pd.DataFrame) -> str:
+    rows = frame[frame["cache_requested"].astype(str) == "warm"]
+    if rows.empty:
+        return ""
+    text = (
+        f"Before each of the {len(rows)} warm repetitions the same workload ran once, untimed, "
+        "on the same connections"
+    )
+    if "workload" in rows and rows["workload"].astype(str).isin(("insert", "update")).any():
+        text += " (a write workload, which cannot run twice on the same table, read the whole "
+        text += "table instead)"
+    return text + "."
+
+
+def _access_text(data: ReportData) -> str:
+    frame = data.results
+    modes = checks.access_modes(frame)
+    if not modes:
+        return "The access path of the timed statements was not recorded."
+    how = []
+    if "forced" in modes:
+        how.append(
+            "each timed statement carried the engine's hint for the access path the index knob "
+            "built (access: forced; a plan that still differed would have failed the point)"
+        )
+    if "optimizer" in modes:
+        how.append("the engine's optimizer chose each plan (access: optimizer)")
+    text = "Where " + "; where ".join(how) if len(how) > 1 else how[0][:1].upper() + how[0][1:]
+    text += ". The plan of every timed statement was captured before timing"
+    if checks.plans_recorded(frame):
+        bad = checks.mismatched_points(data)
+        text += (
+            f"; {len(bad)} point(s) ran another plan than the index knob built."
+            if len(bad)
+            else " and was the one the index knob built at every point."
+        )
+    return text + ("" if text.endswith(".") else ".")
+
+
+def _fetch_text(frame: pd.DataFrame) -> str:
+    modes = _unique(frame, "wl_fetch")
+    said = [
+        f"{FETCH_MODES.get(m, m)[:1].upper()}{FETCH_MODES.get(m, m)[1:]} (fetch: {m})"
+        for m in modes
+    ]
+    return "; ".join(said) + "." if said else ""
+
+
+def _lock_text(frame: pd.DataFrame) -> str:
+    """What the rows show of the bench lock: their timed sections, on one monotonic clock."""
+    if not {"timed_start_ns", "timed_end_ns"} <= set(frame.columns):
+        return (
+            "The rows do not record their timed intervals, so whether timed sections "
+            "overlapped cannot be checked from them."
+        )
+    spans = frame[["timed_start_ns", "timed_end_ns"]].apply(pd.to_numeric, errors="coerce")
+    spans = spans.dropna().sort_values("timed_start_ns").to_numpy()
+    if len(spans) == 0:
+        return ""
+    ends = np.maximum.accumulate(spans[:, 1])
+    overlaps = int((spans[1:, 0] < ends[:-1]).sum())
+    text = (
+        "Each measurement held tunelab's host-wide bench lock exclusively, so no other job of "
+        f"the lab ran beside it; the {len(spans)} timed sections recorded in the rows "
+        "(CLOCK_MONOTONIC) "
+    )
+    if overlaps:
+        return text + f"overlap in {overlaps} case(s): those timings shared the host."
+    return text + "do not overlap."
+
+
+def _calibration_text(data: ReportData, calibration_json: str) -> str:
+    frame = data.results
+    costs = [
+        f"{name} {', '.join(_unique(frame, col))} ms"
+        for name, col in (("OVERHEAD", "applied_overhead_ms"), ("TRANSFERRATE",
+                          "applied_transferrate_ms"))
+        if _unique(frame, col)
+    ]  # fmt: skip
+    cost = f" The table space's optimizer I/O costs were {' and '.join(costs)}." if costs else ""
+    if not calibration_json or not Path(calibration_json).is_file():
+        return "No device calibration is part of this report." + cost
+    try:
+        from tunelab.calibrate import load as load_calibration
+
+        cal = load_calibration(calibration_json)
+    except Exception:  # a calibration that does not load is reported in its own section
+        return f"Device calibration: {calibration_json} (not readable)." + cost
+    mode = "direct I/O" if getattr(cal, "direct_io", False) else "buffered I/O"
+    where = getattr(cal, "device", "") or getattr(cal, "filesystem", "")
+    text = (
+        f"The device was calibrated with fio ({mode}) on {where}: device read rate "
+        f"{fmt(cal.device_read_rate_mb_s)} MB/s ({ibm_mb_label(getattr(cal, 'mb_bytes', None))}),"
+        f" overhead {fmt(cal.overhead_ms)} ms"
+    )
+    if getattr(cal, "created_at", ""):
+        text += f", measured {cal.created_at}"
+    return text + "." + cost
+
+
+def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
+    """The report's method as citable paragraphs (plain text: what ran where, the protocol,
+    device and statistics), from the rows' provenance columns."""
+    frame = data.results
+    reps = reps_per_point(data)
+    n = f"{int(reps.min())}" if reps.min() == reps.max() else f"{int(reps.min())}–{int(reps.max())}"
+    code = ", ".join(_unique(frame, "tunelab_version")) or "an unrecorded version"
+    commit = ", ".join(_unique(frame, "git_commit"))
+    hosts = "; ".join(_hosts(frame)) or "an unrecorded host"
+    setup = [
+        f"Measured with tunelab {code}" + (f" (commit {commit})" if commit else "")
+        + f" on {_engine_text(frame, data.engine)}, on a host with {hosts}."
+    ]  # fmt: skip
+    rows_ = ", ".join(fmt(int(v)) for v in _numbers(frame, "dataset_rows"))
+    seeds = ", ".join(_unique(frame, "seed"))
+    if rows_:
+        seed = f" (seed {seeds})" if seeds else ""
+        setup.append(f"The data set held {rows_} generated rows{seed}.")
+    started = sorted(frame["started_at"].dropna().astype(str)) if "started_at" in frame else []
+    when = f", between {started[0]} and {started[-1]}" if started else ""
+    protocol = [
+        f"Each of the {len(reps)} points was measured {n} times ({len(frame)} repetitions in "
+        f"all{when}); only the workload was timed, with a monotonic nanosecond clock, and the "
+        "engine's counters were read just before and after it."
+    ]
+    writes = _unique(frame, "workload")
+    writes = [w for w in ("insert", "update") if w in writes]
+    if writes:
+        built = {"insert": "inserts: an empty table with its index", "update": "updates: the "
+                 "table reloaded and indexed"}  # fmt: skip
+        protocol.append(
+            "Every repetition of a write started from the table built again, untimed ("
+            + "; ".join(built[w] for w in writes)
+            + ")."
+        )
+    if "cache_requested" in frame:
+        protocol += [t for t in (_cold_text(frame), _warm_text(frame)) if t]
+    protocol += [t for t in (_access_text(data), _fetch_text(frame), _lock_text(frame)) if t]
+    cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
+    analysis = [
+        _calibration_text(data, calibration_json),
+        "Per point, the report gives the median of the repetitions with a distribution-free "
+        f"order-statistic interval for it (coverage {fmt_percent(cov)} with n = "
+        f"{int(reps.min())}).",
+    ]
+    return [" ".join(part) for part in (setup, protocol, analysis)]
+
+
+def _numbers(frame: pd.DataFrame, col: str) -> list[float]:
+    if col not in frame:
+        return []
+    return sorted(set(pd.to_numeric(frame[col], errors="coerce").dropna()))
+
+
+def methods_html(data: ReportData, calibration_json: str = "") -> str:
+    paragraphs = "".join(
+        f'<p class="tl-methods">{html.escape(t)}</p>' for t in methods_text(data, calibration_json)
+    )
+    return f'<div id="methods">{paragraphs}</div>' + note(
+        "Generated from the rows' provenance columns (engine version, host, cache states "
+        "achieved, access mode, fetch mode, timed intervals) and the calibration file: it "
+        "can be quoted as the method of exactly these measurements."
+    )
+
+
 # -- figures ---------------------------------------------------------------------------------
 def figure_caption(data: ReportData) -> str:
     reps = reps_per_point(data)
@@ -420,14 +678,69 @@ def figures_html(data: ReportData) -> str:
     caption = html.escape(figure_caption(data))
     if len(data.dims) > 2:  # with one or two, the per-dimension figures say it all
         fig = plots.overview_figure(data, "elapsed_s")
+        notes = "".join(axis_notes(data, x, crossover=True) for x in data.dims)
         parts.append("<h3>At a glance: response time versus every swept dimension</h3>")
-        parts.append(plots.figure_html(fig, "response time versus each swept dimension", caption))
+        parts.append(
+            plots.figure_html(fig, "response time versus each swept dimension", caption + notes)
+        )
     for x in data.dims:
         name = label(x, data.engine)
         parts.append(f"<h3>{html.escape(name[:1].upper() + name[1:])}</h3>")
         fig = plots.knob_figure(data, x)
-        parts.append(plots.figure_html(fig, f"response time and throughput versus {name}", caption))
+        notes = axis_notes(data, x, crossover=True)
+        parts.append(
+            plots.figure_html(fig, f"response time and throughput versus {name}", caption + notes)
+        )
     return "".join(parts)
+
+
+def crossover_text(data: ReportData, x: str = marks.SELECTIVITY) -> str:
+    """Where index and scan cross, per cache state, on the scale the figures draw; ""
+    when ``x`` is not a selectivity with an index and a scan."""
+    if not marks.crossover_applies(data, x):
+        return ""
+    log = plots.wants_log(pd.to_numeric(data.results[x], errors="coerce").dropna().unique())
+    return marks.crossover_caption(marks.crossovers(data, x, log=log), log=log)
+
+
+def axis_notes(data: ReportData, x: str, crossover: bool = False) -> str:
+    """Caption sentences (HTML) for what a figure marks on its x axis: a buffer pool's size
+    in bytes and the table's size; where index and scan cross on a selectivity axis."""
+    out = []
+    frame = data.results
+    if marks.is_pool(x) and pd.api.types.is_numeric_dtype(frame[x]):
+        sizes = marks.page_sizes(frame)
+        if len(sizes) == 1:
+            pages = pd.to_numeric(frame[x], errors="coerce").dropna()
+            unit = marks.pool_unit(list(pages), sizes[0])
+            out.append(
+                f"Top axis: the same pools in {unit_text(unit)}, at the rows' page size of "
+                f"{fmt_bytes(sizes[0])} ({fmt(sizes[0])} B)."
+            )
+        elif sizes:
+            listed = ", ".join(fmt_bytes(v) for v in sizes)
+            out.append(
+                f"Page sizes differ here ({listed}): a pool of n pages holds n × page size "
+                "bytes, so no single byte axis is drawn."
+            )
+        tables_ = marks.table_sizes(frame)
+        if tables_:
+            pages = list(pd.to_numeric(frame[x], errors="coerce").dropna())
+            unit = marks.pool_unit(pages, max(t.page_size for t in tables_))  # as in the figure
+            listed = "; ".join(
+                t.text(unit) + (f" at {fmt_bytes(t.page_size)} pages" if len(tables_) > 1 else "")
+                for t in tables_
+            )
+            out.append(
+                "Dashed line: the table with its indexes as the engine reported it (median of "
+                f"the rows' data_bytes): {listed}. A pool to its right can hold all of it."
+            )
+        else:
+            out.append("The rows carry no table size (data_bytes), so the table is not marked.")
+    text = crossover_text(data, x) if crossover else ""
+    if text:
+        out.append(text + " Dash-dotted lines mark it.")
+    return "".join(" " + html.escape(t) for t in out)
 
 
 def summary_html(data: ReportData) -> str:
@@ -465,6 +778,16 @@ def io_html(data: ReportData) -> str:
         )
     ]
     frame = data.results
+    if "hit_ratio_sys" in frame:
+        parts.append(
+            note(
+                "Application hit ratio: 1 − (physical − prefetch reads) / logical reads; system "
+                "hit ratio: 1 − physical / logical reads, counting the pages prefetch read too. "
+                "The system ratio goes negative when more pages are read into the pool than "
+                "the application asks for, prefetch reading pages it never uses: the axes are "
+                "not clipped, and a line marks 0 %."
+            )
+        )
     if prefetch_on(data) and "hit_ratio_sys" not in frame:
         parts.append(
             note("Prefetch is on but the engine gave no system hit ratio for these rows.", "warn")
@@ -478,7 +801,9 @@ def io_html(data: ReportData) -> str:
             name = label(x, data.engine)
             parts.append(f"<h3>I/O versus {html.escape(name)}</h3>")
             parts.append(
-                plots.figure_html(fig, f"physical reads and hit ratios vs {name}", caption)
+                plots.figure_html(
+                    fig, f"physical reads and hit ratios vs {name}", caption + axis_notes(data, x)
+                )
             )
     table = tables.io_html(data)
     if table:
@@ -521,11 +846,14 @@ def device_html(data: ReportData, calibration_json: str) -> str | None:
     if not pd.to_numeric(rows["device_fraction"], errors="coerce").notna().any():
         parts.append(note("No workload of this sweep has a device limit to compare with."))
         return "".join(parts)
+    mb = html.escape(ibm_mb_label(getattr(cal, "mb_bytes", None)))
     parts.append(
         note(
             "Achieved MB/s is the data the workload had to read (or wrote) per second of "
             "response time. Above 100 % of the device's rate, the pages came from memory "
-            "(the engine's pool or the OS cache), not from the device."
+            "(the engine's pool or the OS cache), not from the device. MB/s here are the "
+            f"calibration's ({mb}, the MB of DB2's TRANSFERRATE formula); the rows' own "
+            f"rates (read rate, data rate) use {MB_DECIMAL}."
         )
     )
     caption = html.escape(figure_caption(data))
@@ -544,9 +872,8 @@ def _calibration_source(cal: Any, path: str) -> str:
     bits = [text]
     rate = getattr(cal, "device_read_rate_mb_s", None)
     if rate is not None:
-        mb = getattr(cal, "mb_bytes", None)
-        unit = f" (MB = {fmt(mb)} bytes)" if mb else ""
-        bits.append(f"device read rate {html.escape(fmt(rate))} MB/s{unit}")
+        unit = html.escape(ibm_mb_label(getattr(cal, "mb_bytes", None)))
+        bits.append(f"device read rate {html.escape(fmt(rate))} MB/s ({unit})")
     if getattr(cal, "created_at", ""):
         quick = ", quick plan" if getattr(cal, "quick", False) else ""
         bits.append(f"measured {html.escape(str(cal.created_at))}{quick}")

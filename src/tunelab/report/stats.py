@@ -13,6 +13,7 @@ rather than calling it a 95 % interval.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -105,3 +106,111 @@ def summarize(
     out = pd.DataFrame(rows, columns=[*by, *cols])
     out["n"] = out["n"].astype(int)
     return out
+
+
+# -- two sets of repetitions: the ratio of their medians ---------------------------------
+# Shared by `tunelab compare` (run against run) and the sweep's claims (point against point).
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 0
+EXACT_LIMIT = 20_000  # tied samples up to this many splits get an exact permutation test
+
+
+@dataclass(frozen=True)
+class RatioTest:
+    n_old: int
+    n_new: int
+    old_median: float
+    new_median: float
+    ratio: float  # median(new) / median(old); 1 when both are 0
+    low: float
+    high: float
+    p: float  # two-sided Mann–Whitney U
+    min_p: float  # the smallest p these sample sizes allow
+
+    def significant(self, alpha: float) -> bool:
+        return (self.low > 1 or self.high < 1) and self.p < alpha
+
+
+def finite_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    x = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce"), dtype=float)
+    return x[np.isfinite(x)]
+
+
+def _ratio(new: np.ndarray | float, old: np.ndarray | float) -> np.ndarray:
+    new, old = np.asarray(new, dtype=float), np.asarray(old, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = new / old
+    return np.where((new == 0) & (old == 0), 1.0, r)  # nothing before, nothing now: no change
+
+
+def ratio_interval(
+    old: np.ndarray, new: np.ndarray, level: float, resamples: int, rng: np.random.Generator
+) -> tuple[float, float, float]:
+    """Ratio of medians new/old and its percentile bootstrap interval at ``level``."""
+    old, new = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+    ratio = float(_ratio(np.median(new), np.median(old)))
+    old_b = np.median(old[rng.integers(0, old.size, size=(resamples, old.size))], axis=1)
+    new_b = np.median(new[rng.integers(0, new.size, size=(resamples, new.size))], axis=1)
+    # inverted_cdf picks resampled values, never interpolates (a resample may give inf)
+    tail = (1 - level) / 2
+    low, high = np.quantile(_ratio(new_b, old_b), [tail, 1 - tail], method="inverted_cdf")
+    return ratio, float(low), float(high)
+
+
+def mann_whitney_p(old: np.ndarray, new: np.ndarray) -> float:
+    """Two-sided p: exact without ties for small samples (scipy's choice), exact by
+    permutation with ties where the splits are few (counters often tie), else the normal
+    approximation."""
+    from scipy import stats
+
+    old, new = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+    both = np.concatenate([old, new])
+    if np.all(both == both[0]):
+        return 1.0
+    permutation = getattr(stats, "PermutationMethod", None)
+    if (
+        permutation is not None
+        and np.unique(both).size < both.size
+        and comb(both.size, old.size) <= EXACT_LIMIT
+    ):
+        try:  # every split when they are fewer than the resamples: exact
+            method = permutation(n_resamples=EXACT_LIMIT)
+            return float(
+                stats.mannwhitneyu(new, old, alternative="two-sided", method=method).pvalue
+            )
+        except (TypeError, ValueError):  # a scipy whose test takes no permutation method
+            pass
+    return float(stats.mannwhitneyu(new, old, alternative="two-sided").pvalue)
+
+
+def min_p(n_old: int, n_new: int) -> float:
+    """The smallest two-sided p a rank test can give with these sample sizes."""
+    return min(1.0, 2 / comb(n_old + n_new, n_old))
+
+
+def compare_samples(
+    old: Sequence[float] | np.ndarray,
+    new: Sequence[float] | np.ndarray,
+    alpha: float = 1 - LEVEL,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    key: str = "",
+) -> RatioTest:
+    """Compare two sets of repetitions; ``key`` (point and metric) seeds the bootstrap
+    together with ``seed``, so a point's interval does not depend on the other points."""
+    x, y = finite_values(old), finite_values(new)
+    if x.size == 0 or y.size == 0:
+        raise ValueError("both sides need at least one finite value")
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+    ratio, low, high = ratio_interval(x, y, 1 - alpha, resamples, rng)
+    return RatioTest(
+        n_old=int(x.size),
+        n_new=int(y.size),
+        old_median=float(np.median(x)),
+        new_median=float(np.median(y)),
+        ratio=ratio,
+        low=low,
+        high=high,
+        p=mann_whitney_p(x, y),
+        min_p=min_p(int(x.size), int(y.size)),
+    )

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from tunelab.report import checks, stats
+from tunelab.report import checks, marks, stats
 from tunelab.report.data import ReportData, order_key
-from tunelab.report.labels import fmt, fmt_percent, is_ratio, label
+from tunelab.report.labels import binary_unit, fmt, fmt_percent, is_ratio, label, unit_text
 
 IO_COLUMNS = (
     "c_logical_reads",
@@ -60,6 +60,20 @@ def sort_points(frame: pd.DataFrame, cols: Sequence[str], orders: dict) -> pd.Da
     return frame.sort_values(
         list(cols), key=lambda s: s.map(keys[s.name]), kind="stable"
     ).reset_index(drop=True)
+
+
+def point_cells(data: ReportData, t: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """The point columns of per-point rows as text; a buffer pool in pages gets its size in
+    bytes beside it (one binary unit per column, from the rows' page size)."""
+    table = pd.DataFrame(index=t.index)
+    for c in by:
+        table[label(c, data.engine)] = t[c].map(fmt)
+        nbytes = marks.pool_bytes(data, t, c) if marks.is_pool(c) else None
+        if nbytes is not None and nbytes.notna().any():
+            unit = binary_unit(float(nbytes.max()))
+            name = label(c, data.engine).split(" (")[0]
+            table[f"{name} size ({unit_text(unit)})"] = (nbytes / unit[1]).map(fmt)
+    return table
 
 
 def point_medians(data: ReportData, columns: Sequence[str]) -> pd.DataFrame:
@@ -119,7 +133,7 @@ def summary_html(data: ReportData) -> str:
         s = _attach(s, checks.point_access(data), by)
     if checks.engine_time_recorded(frame):
         s = _attach(s, checks.point_times(data)[[*by, "client_share", "client_bound"]], by)
-    table = pd.DataFrame({label(c, data.engine): s[c].map(fmt) for c in data.point_columns})
+    table = point_cells(data, s, data.point_columns)
     # What ran, and whose time it was, stand beside the point's name: they say what the
     # numbers that follow measure.
     wrap = []
@@ -155,7 +169,7 @@ def engine_time_html(data: ReportData) -> str | None:
         return None
     by = data.point_columns
     t = sort_points(t, by, data.orders)
-    table = pd.DataFrame({label(c, data.engine): t[c].map(fmt) for c in by})
+    table = point_cells(data, t, by)
     table["n"] = t["n"].map(fmt)
     table["response time (s): median"] = t["elapsed_s"].map(fmt)
     table["engine time (s): median"] = t["engine_elapsed_s"].map(fmt)
@@ -171,7 +185,7 @@ def _query_table(data: ReportData, t: pd.DataFrame, columns: dict[str, str], tab
     # Only the point columns that vary here: all cold, or all lookups, goes without saying.
     by = [c for c in data.point_columns if t[c].nunique(dropna=False) > 1]
     t = sort_points(t, by, data.orders)
-    table = pd.DataFrame({label(c, data.engine): t[c].map(fmt) for c in by})
+    table = point_cells(data, t, by)
     table["n"] = t["n"].map(fmt)
     table["timed statements"] = t["queries"].map(fmt)
     for col, name in columns.items():
@@ -209,7 +223,7 @@ def io_html(data: ReportData) -> str | None:
     m = point_medians(data, cols)
     if m.empty:
         return None
-    table = pd.DataFrame({label(c, data.engine): m[c].map(fmt) for c in data.point_columns})
+    table = point_cells(data, m, data.point_columns)
     table["n"] = m["n"].map(fmt)
     for c in cols:
         if c in m:
@@ -241,7 +255,7 @@ DEVICE_COLUMNS = ("achieved_mb_s", "device_mb_s", "device_fraction")
 def device_html(data: ReportData) -> str:
     """Per point: median achieved MB/s, the device's limit, their ratio and the basis."""
     m = point_medians(data, DEVICE_COLUMNS)
-    table = pd.DataFrame({label(c, data.engine): m[c].map(fmt) for c in data.point_columns})
+    table = point_cells(data, m, data.point_columns)
     table["n"] = m["n"].map(fmt)
     for c in DEVICE_COLUMNS:
         if c in m:

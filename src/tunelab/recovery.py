@@ -1,0 +1,399 @@
+"""Recovery from killed runs: who owns what the lab leaves behind, and removing what runs
+whose owner is gone left.
+
+Every container and run network the lab starts, and every run directory under the work
+directory (``runs/<run id>/owner.json``), names its owner: the host, the boot, the pid of the
+process that runs the workflow (Snakemake, which exports ``TUNELAB_OWNER_PID``; else the
+process itself), that process's start time (so a reused pid is not taken for the owner) and
+the checkout's work directory. ``tunelab recover`` removes, for one checkout, the containers,
+volumes, networks, engine data and secrets of runs whose owner is gone, and Snakemake's lock
+when no live process of the checkout can hold it. A run whose owner is alive, or owned by
+another host, or still named by a live job (``--run-id``), is never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+OWNER_PID_ENV = "TUNELAB_OWNER_PID"  # the pid of the process that owns the run (Snakemake)
+WORKDIR_ENV = "TUNELAB_WORKDIR"  # the checkout's work directory, when no run directory says it
+OWNER_FILE = "owner.json"
+
+HOST_LABEL = "tunelab.owner.host"
+BOOT_LABEL = "tunelab.owner.boot"
+PID_LABEL = "tunelab.owner.pid"
+START_LABEL = "tunelab.owner.start"
+WORKDIR_LABEL = "tunelab.workdir"
+
+
+# -- processes -------------------------------------------------------------------------------
+def boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def start_time(pid: int) -> int | None:
+    """The start time of a live process (clock ticks after boot, /proc/<pid>/stat field 22);
+    None when there is no such process or it has exited (a zombie)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    rest = text[text.rindex(")") + 2 :].split()  # the command name may hold spaces
+    if rest[0] in ("Z", "X"):
+        return None
+    return int(rest[19])
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    argv: tuple[str, ...]
+    cwd: Path | None  # None: not readable (another user's process)
+
+    def names(self) -> set[str]:
+        """The program names of the command line: the interpreter's and its script's."""
+        names = {os.path.basename(a) for a in self.argv[:2]}
+        if "-m" in self.argv[:-1]:
+            names.add(self.argv[self.argv.index("-m") + 1])
+        return names
+
+    def names_run(self, run_id: str) -> bool:
+        args = self.argv
+        return f"--run-id={run_id}" in args or any(
+            a == "--run-id" and b == run_id for a, b in zip(args, args[1:])
+        )
+
+
+def processes() -> list[Proc]:
+    """Every live process but this one."""
+    out = []
+    me = os.getpid()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            raw = Path(entry.path, "cmdline").read_bytes()
+        except OSError:
+            continue  # exited meanwhile
+        if not raw:
+            continue  # a kernel thread or a zombie: holds nothing
+        argv = tuple(a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0"))
+        try:
+            cwd: Path | None = Path(os.readlink(Path(entry.path, "cwd")))
+        except PermissionError:
+            cwd = None
+        except OSError:
+            continue
+        out.append(Proc(int(entry.name), argv, cwd))
+    return out
+
+
+def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
+    """Live processes that may hold this checkout's Snakemake lock: Snakemake, or a lab job
+    (a killed Snakemake's jobs run on), working in the checkout. A Snakemake whose working
+    directory cannot be read counts too: it cannot be told apart."""
+    checkout = Path(checkout).resolve()
+
+    def may_hold(p: Proc) -> bool:
+        if p.cwd is None:
+            return "snakemake" in p.names()
+        return p.cwd == checkout and bool(p.names() & {"snakemake", "tunelab"})
+
+    return [p for p in procs if may_hold(p)]
+
+
+# -- owners ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Owner:
+    """The process a run belongs to, and the checkout's work directory."""
+
+    host: str
+    boot: str
+    pid: int
+    start: int
+    workdir: str = ""  # absolute; empty when not known
+
+    @classmethod
+    def current(cls, workdir: Path | str | None = None) -> Owner:
+        """This run's owner: ``$TUNELAB_OWNER_PID`` when it names a live process, else this
+        process; the work directory given, else ``$TUNELAB_WORKDIR``."""
+        pid = os.getpid()
+        named = os.environ.get(OWNER_PID_ENV, "")
+        if named.isdigit() and start_time(int(named)) is not None:
+            pid = int(named)
+        wd = workdir or os.environ.get(WORKDIR_ENV) or ""
+        return cls(
+            socket.gethostname(),
+            boot_id(),
+            pid,
+            start_time(pid) or 0,
+            str(Path(wd).resolve()) if wd else "",
+        )
+
+    def state(self) -> str:
+        """``alive``, ``gone`` (exited, or the host rebooted) or ``elsewhere`` (another host's:
+        not this host's to judge)."""
+        if self.host != socket.gethostname():
+            return "elsewhere"
+        if self.boot != boot_id() or start_time(self.pid) != self.start:
+            return "gone"
+        return "alive"
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}"
+
+    def labels(self) -> dict[str, str]:
+        out = {
+            HOST_LABEL: self.host,
+            BOOT_LABEL: self.boot,
+            PID_LABEL: str(self.pid),
+            START_LABEL: str(self.start),
+        }
+        if self.workdir:
+            out[WORKDIR_LABEL] = self.workdir
+        return out
+
+    @classmethod
+    def from_labels(cls, labels: dict[str, str]) -> Owner | None:
+        try:
+            return cls(
+                labels[HOST_LABEL],
+                labels[BOOT_LABEL],
+                int(labels[PID_LABEL]),
+                int(labels[START_LABEL]),
+                labels.get(WORKDIR_LABEL, ""),
+            )
+        except (KeyError, ValueError):
+            return None  # started before the lab recorded owners
+
+    @classmethod
+    def read(cls, run_dir: Path) -> Owner | None:
+        try:
+            data = json.loads((Path(run_dir) / OWNER_FILE).read_text())
+            fields = {k: data[k] for k in ("host", "boot", "pid", "start")}
+            return cls(**fields, workdir=data.get("workdir", ""))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def claim(run_dir: Path, owner: Owner) -> None:
+    """Record ``owner`` in the run directory (atomically), unless it is already there, so
+    engine data and secrets can be reaped without Docker."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if Owner.read(run_dir) == owner:
+        return
+    tmp = run_dir / f".{OWNER_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps(asdict(owner), sort_keys=True) + "\n")
+    tmp.replace(run_dir / OWNER_FILE)
+
+
+# -- reaping ---------------------------------------------------------------------------------
+@dataclass
+class _Run:
+    run_id: str
+    directory: Path | None = None
+    owners: set[Owner] = field(default_factory=set)
+    containers: list[Any] = field(default_factory=list)
+    networks: list[Any] = field(default_factory=list)
+    volumes: list[Any] = field(default_factory=list)
+
+
+def _docker_leftovers(workdir: Path, runs: dict[str, _Run]) -> None:
+    """Add this checkout's containers, networks and volumes to ``runs`` (none when Docker
+    does not answer: then only the work directory is looked at)."""
+    from tunelab import containers
+
+    try:
+        c = containers.client()
+    except containers.ContainerError:
+        return
+    mine = {"label": [f"{containers.LABEL}=1", f"{WORKDIR_LABEL}={workdir}"]}
+    found: list[tuple[str, Any]] = [
+        *(("containers", x) for x in c.containers.list(all=True, filters=mine)),
+        *(("networks", x) for x in c.networks.list(filters=mine)),
+        *(("volumes", x) for x in c.volumes.list(filters=mine)),
+    ]
+    # Runs with a directory here but no labelled work directory: started before owners
+    # were recorded.
+    for run_id, run in runs.items():
+        if not run.owners:
+            of_run = {"label": [f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={run_id}"]}
+            found += [("containers", x) for x in c.containers.list(all=True, filters=of_run)]
+    seen = set()
+    for kind, obj in found:
+        key = getattr(obj, "id", None) or obj.name
+        if key in seen:
+            continue
+        seen.add(key)
+        labels = obj.attrs.get("Labels") if kind != "containers" else obj.labels
+        labels = labels or {}
+        run_id = labels.get(containers.RUN_LABEL)
+        if not run_id:
+            continue
+        run = runs.setdefault(run_id, _Run(run_id))
+        getattr(run, kind).append(obj)
+        if (owner := Owner.from_labels(labels)) is not None:
+            run.owners.add(owner)
+
+
+def _why_kept(run: _Run, procs: list[Proc], holders: list[Proc]) -> str | None:
+    """Why ``run`` must be left alone (None: its owner is gone and nothing runs it). Silent
+    (empty) when its owner is simply alive."""
+    states = {o.state() for o in run.owners}
+    if "alive" in states:
+        return ""
+    if "elsewhere" in states:
+        hosts = sorted(o.host for o in run.owners if o.state() == "elsewhere")
+        return f"left alone: run {run.run_id} belongs to host {', '.join(hosts)}"
+    for p in procs:
+        if p.names_run(run.run_id):
+            return (
+                f"left alone: run {run.run_id} has lost its owner but pid {p.pid} still runs "
+                f"it ({' '.join(p.argv)[:120]})"
+            )
+    if not run.owners and holders:
+        # No owner recorded (an older run): only safe when nothing of the checkout runs.
+        return ""
+    return None
+
+
+def _remove(kind: str, obj: Any) -> None:
+    from tunelab import containers
+
+    if kind == "container":
+        obj.remove(force=True, v=True)  # with its anonymous volumes
+    elif kind == "volume":
+        obj.remove(force=True)
+    else:
+        containers.remove_network(obj)
+
+
+def _reap(run: _Run, say: Callable[[str], None]) -> None:
+    from docker.errors import NotFound
+
+    owners = ", ".join(sorted(o.describe() for o in run.owners)) or "no owner recorded"
+    why = f"run {run.run_id}, owner gone: {owners}"
+    # Containers first: a network cannot go while a container is on it.
+    for kind, objs in (
+        ("container", run.containers),
+        ("volume", run.volumes),
+        ("network", run.networks),
+    ):
+        for obj in objs:
+            try:
+                _remove(kind, obj)
+            except NotFound:
+                continue
+            except Exception as exc:  # keep removing the rest; say what stays
+                say(f"could not remove {kind} {obj.name}: {' '.join(str(exc).split())}")
+                continue
+            say(f"removed {kind} {obj.name} ({why})")
+    if run.directory is not None and run.directory.exists():
+        shutil.rmtree(run.directory, ignore_errors=True)
+        if run.directory.exists():
+            say(f"could not remove all of {run.directory} (files of another user?)")
+        else:
+            say(f"removed engine data and secret in {run.directory} ({why})")
+
+
+def _point_dirs(workdir: Path) -> list[Path]:
+    return sorted(d for n in ("points", "trace") for d in (workdir / n).glob("*"))
+
+
+def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -> None:
+    """Remove what killed runs of this checkout left: see the module's description."""
+    from tunelab import benchlock
+
+    workdir, checkout = Path(workdir).resolve(), Path(checkout).resolve()
+    # Snakemake's lock files are listed before the processes are read: one that a Snakemake
+    # starting meanwhile writes is not in the list, so it stays.
+    lockdir = checkout / ".snakemake" / "locks"
+    lock_files = sorted(p for p in lockdir.glob("*.lock") if p.is_file())
+    procs = processes()
+    holders = lock_holders(checkout, procs)
+    runs: dict[str, _Run] = {}
+    for d in sorted((workdir / "runs").glob("*")):
+        if d.is_dir():
+            run = runs.setdefault(d.name, _Run(d.name))
+            run.directory = d
+            if (owner := Owner.read(d)) is not None:
+                run.owners.add(owner)
+    _docker_leftovers(workdir, runs)
+    dead, kept = [], 0
+    for run in runs.values():
+        why = _why_kept(run, procs, holders)
+        if why is None:
+            dead.append(run)
+            continue
+        kept += 1
+        if why:
+            say(why)
+    # Point and trace directories exist only while their measurement holds the bench lock:
+    # with no job and no live run of the checkout, the ones there were left by killed jobs.
+    reap_points = not holders and not kept and bool(_point_dirs(workdir))
+    if dead or reap_points:
+        if benchlock.held_exclusively():
+            say("waiting for the measurement that holds the bench lock to end")
+        with benchlock.shared("recover"):  # removing during a timed section would disturb it
+            for run in dead:
+                _reap(run, say)
+            points = _point_dirs(workdir) if reap_points else []
+            for d in points:
+                shutil.rmtree(d, ignore_errors=True)
+            if points:
+                where = ", ".join(sorted({str(d.parent) for d in points}))
+                say(f"removed engine data of {len(points)} killed point job(s) in {where}")
+    _unlock(lockdir, lock_files, holders, say)
+
+
+def _unlock(
+    lockdir: Path, files: list[Path], holders: list[Proc], say: Callable[[str], None]
+) -> None:
+    """Remove Snakemake's lock files when no live process of the checkout can hold them."""
+    if not files:
+        return
+    if holders:
+        who = "; ".join(f"pid {p.pid} ({' '.join(p.argv)[:80]})" for p in holders[:3])
+        say(f"kept the Snakemake lock in {lockdir}: a live process may hold it: {who}")
+        return
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):
+            f.unlink()
+    say(f"removed a stale Snakemake lock ({len(files)} file(s) in {lockdir}) left by a killed run")
+
+
+def recover_main(argv: list[str] | None = None) -> int:
+    """``tunelab recover [--workdir DIR] [--checkout DIR]``."""
+    parser = argparse.ArgumentParser(
+        prog="tunelab recover",
+        description="Remove what killed runs of this checkout left: containers, networks, "
+        "volumes, engine data and secrets of runs whose owning process is gone, and a stale "
+        "Snakemake lock. Runs whose owner is alive (or on another host) are left alone. "
+        "`./lab run` does this before every run.",
+    )
+    parser.add_argument("--workdir", default=".tunelab", help="the engine data directory")
+    parser.add_argument(
+        "--checkout", default=".", help="the directory Snakemake runs in (its lock is there)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        recover(Path(args.workdir), Path(args.checkout))
+    except Exception as exc:  # Docker errors and the like: one line, no traceback
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"tunelab recover: {why}", file=sys.stderr)
+        return 1
+    return 0

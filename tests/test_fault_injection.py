@@ -1,0 +1,204 @@
+"""A run killed with SIGKILL at any moment recovers by itself: `./lab run` is killed ten
+times in a row (while a point loads, prepares its cache or is timed, while a sweep merges,
+while a report renders), rerun after each kill with the same arguments, then let finish. The
+results must hold exactly the points and repetitions of a clean run (nothing lost, nothing
+twice), every point file verified, and nothing left behind: no container, network, engine
+data, secret, Snakemake lock or bench-lock holder."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tunelab import results
+
+REPO = Path(__file__).resolve().parent.parent
+
+SWEEP = """\
+name: {name}
+description: killed and rerun
+engines: [{engine}]
+dataset: {{rows: {rows}, seed: {seed}}}
+knobs:
+  buffer_pool: {pools}
+workloads:
+  - type: scan
+cache: cold
+repetitions: {reps}
+"""
+
+
+def lab_run(work: Path, engine: str) -> subprocess.Popen:
+    """`./lab run` on the pack in ``work``, in a session of its own (so every process of the
+    run can be killed at once, as a closed terminal or an OOM kill would)."""
+    env = {**os.environ, "TUNELAB_LOCK_DIR": str(work / "lock")}
+    env.pop("TUNELAB_JOB_LOG", None)
+    args = [str(REPO / "lab"), "run", "--directory", str(work), "--config",
+            f"sweeps={work / 'sweeps'}/*.yaml", f"engine={engine}", "calibrate=off"]  # fmt: skip
+    log = (work / "lab.out").open("ab")
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)  # fmt: skip
+
+
+def session_members(sid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid:  # field 6 of stat: the session id
+            found.append(int(stat.parent.name))
+    return found
+
+
+def commands_in(sid: int) -> list[str]:
+    out = []
+    for pid in session_members(sid):
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            continue
+    return out
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    for pid in session_members(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+# What to wait for before killing, and how long to wait after it appears (seconds).
+PHASES = {
+    "point": ("tunelab run-point", 2.5),  # loading, cold preparation or the timed section
+    "merge": ("tunelab merge", 0.3),
+    "report": ("tunelab report", 3.0),
+    "anytime": (None, 12.0),
+}
+
+
+def kill_at(work: Path, engine: str, phase: str, rng: random.Random) -> str | None:
+    """Start a run and SIGKILL all of it once ``phase`` is under way (after a random part of
+    its delay). Returns the phase hit, or None when the run ended first."""
+    marker, delay = PHASES[phase]
+    proc = lab_run(work, engine)
+    deadline = time.monotonic() + 300
+    while marker and not any(marker in c for c in commands_in(proc.pid)):
+        if proc.poll() is not None:
+            return None
+        assert time.monotonic() < deadline, f"{phase} never started"
+        time.sleep(0.02)
+    time.sleep(rng.uniform(0, delay))
+    if proc.poll() is not None:
+        return None
+    kill_session(proc)
+    return phase
+
+
+def finish(work: Path, engine: str) -> None:
+    proc = lab_run(work, engine)
+    assert proc.wait(900) == 0, (work / "lab.out").read_text()[-4000:]
+
+
+def outcome(work: Path, engine: str) -> dict[str, list[tuple[str, int]]]:
+    """Per sweep: the (point, repetition) pairs of the merged results, after checking every
+    point file against its check file."""
+    found = {}
+    for merged in sorted((work / "results" / engine).glob("*.csv")):
+        for point in (work / "results" / engine / merged.stem).glob("*.csv"):
+            if not point.name.endswith(".partial.csv"):
+                assert results.verify_point(point).problem is None, point
+        rows = pd.read_csv(merged)
+        pairs = list(zip(rows["point_id"], rows["rep"]))
+        assert len(pairs) == len(set(pairs)), f"{merged}: a repetition twice"
+        found[merged.stem] = sorted(pairs)
+    return found
+
+
+def assert_nothing_left(work: Path) -> None:
+    for left in ("runs", "points"):  # engine data and run directories (secrets among them)
+        assert not list((work / ".tunelab" / left).glob("*")), f".tunelab/{left} was left"
+    assert not list(work.rglob("secret")), "a secret file was left"
+    locks = work / ".snakemake" / "locks"
+    assert not (locks.exists() and list(locks.iterdir())), "Snakemake's lock was left"
+    for pid in Path("/proc").glob("[0-9]*"):  # no process of the run lives on
+        try:
+            cmd = (pid / "cmdline").read_bytes()
+        except OSError:
+            continue
+        assert str(work).encode() not in cmd or b"pytest" in cmd, cmd
+    from tunelab import containers
+
+    if containers.docker_unavailable_reason() is None:
+        c = containers.client()
+        left = [x.name for x in c.containers.list(all=True, filters={"label": "tunelab=1"})
+                if x.labels.get("tunelab.workdir", "").startswith(str(work))]  # fmt: skip
+        assert not left, f"containers left: {left}"
+        nets = [n.name for n in c.networks.list(filters={"label": "tunelab=1"})
+                if any(x.labels.get("tunelab.workdir", "").startswith(str(work))
+                       for x in n.containers)]  # fmt: skip
+        assert not nets, f"networks left: {nets}"
+
+
+def lab_ready() -> None:
+    from test_input_safety import lab_installed
+
+    if reason := lab_installed():
+        pytest.skip(reason)
+
+
+def pack(work: Path, engine: str, sweeps: list[dict]) -> Path:
+    (work / "sweeps").mkdir(parents=True)
+    for s in sweeps:
+        (work / "sweeps" / f"{s['name']}.yaml").write_text(SWEEP.format(engine=engine, **s))
+    return work
+
+
+SQLITE_PACK = [
+    {"name": "killed-a", "rows": 30000, "seed": 3, "pools": "[10, 100, 1000, 4000]", "reps": 3},
+    {"name": "killed-b", "rows": 20000, "seed": 4, "pools": "[20, 2000]", "reps": 3},
+]
+
+
+@pytest.mark.slow
+def test_a_sqlite_pack_killed_ten_times_ends_as_a_clean_run(tmp_path):
+    lab_ready()
+    clean = pack(tmp_path / "clean", "sqlite", SQLITE_PACK)
+    finish(clean, "sqlite")
+    killed = pack(tmp_path / "killed", "sqlite", SQLITE_PACK)
+    rng = random.Random(20261123)
+    plan = ["point", "point", "anytime", "merge", "point", "report", "point", "anytime",
+            "merge", "report"]  # fmt: skip
+    hit = [kill_at(killed, "sqlite", phase, rng) for phase in plan]
+    finish(killed, "sqlite")
+    assert {"point", "merge", "report"} <= set(hit), hit  # every kind of moment was hit
+    assert outcome(killed, "sqlite") == outcome(clean, "sqlite")
+    assert (killed / "reports" / "index.html").is_file()
+    assert_nothing_left(killed)
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_a_mariadb_run_killed_while_its_server_runs_leaves_nothing(tmp_path, image):
+    lab_ready()
+    sweeps = [{"name": "killed-m", "rows": 20000, "seed": 5, "pools": '["6MiB", "16MiB"]',
+               "reps": 2}]  # fmt: skip
+    clean = pack(tmp_path / "clean", "mariadb", sweeps)
+    finish(clean, "mariadb")
+    killed = pack(tmp_path / "killed", "mariadb", sweeps)
+    rng = random.Random(7)
+    hit = [kill_at(killed, "mariadb", p, rng) for p in ("point", "point", "merge", "point")]
+    assert hit.count("point") >= 2, hit
+    finish(killed, "mariadb")
+    assert outcome(killed, "mariadb") == outcome(clean, "mariadb")
+    assert_nothing_left(killed)

@@ -1,0 +1,314 @@
+"""Recovery from killed runs (`tunelab recover`): owners, reaping what a dead owner left, and
+Snakemake's lock. The container tests run the real Docker engine and the lab's MariaDB
+image, and skip with the reason where either is missing."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tunelab import containers, recovery
+from tunelab.recovery import Owner
+
+
+@pytest.fixture(autouse=True)
+def private_env(tmp_path, monkeypatch):
+    # A bench lock of this test's own: measurements elsewhere on the host never make recover
+    # wait. No owner inherited from a workflow that runs the tests.
+    monkeypatch.setenv("TUNELAB_LOCK_DIR", str(tmp_path / "lock"))
+    monkeypatch.delenv(recovery.OWNER_PID_ENV, raising=False)
+    monkeypatch.delenv(recovery.WORKDIR_ENV, raising=False)
+
+
+def _recover(workdir: Path, checkout: Path) -> list[str]:
+    lines: list[str] = []
+    recovery.recover(workdir, checkout, say=lines.append)
+    return lines
+
+
+def _sleeper(tmp_path: Path, program: str, cwd: Path, *args: str) -> subprocess.Popen:
+    """A live process that looks like ``program`` (its script has that name) working in
+    ``cwd``."""
+    script = tmp_path / "bin" / program
+    script.parent.mkdir(exist_ok=True)
+    script.write_text("import time\nprint('up', flush=True)\ntime.sleep(120)\n")
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *args], cwd=cwd, stdout=subprocess.PIPE, text=True
+    )
+    # Running, not only started: right after exec its command line may still read empty.
+    assert proc.stdout.readline() == "up\n"
+    return proc
+
+
+def _kill_to_zombie(proc: subprocess.Popen) -> None:
+    """SIGKILL, left unreaped (a zombie, as a killed process is until its parent waits)."""
+    proc.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while recovery.start_time(proc.pid) is not None:
+        assert time.monotonic() < deadline, "the killed process did not exit"
+        time.sleep(0.01)
+
+
+# -- owners ----------------------------------------------------------------------------------
+def test_owner_is_alive_only_while_its_very_process_runs(tmp_path):
+    me = Owner.current()
+    assert (me.pid, me.host, me.state()) == (os.getpid(), socket.gethostname(), "alive")
+    proc = _sleeper(tmp_path, "python-sleeper", tmp_path)
+    try:
+        owner = Owner(me.host, me.boot, proc.pid, recovery.start_time(proc.pid) or -1)
+        assert owner.state() == "alive"
+        assert dataclasses.replace(owner, start=owner.start + 1).state() == "gone"  # pid reused
+        assert dataclasses.replace(owner, boot="another-boot").state() == "gone"  # rebooted
+        assert dataclasses.replace(owner, host="another-host").state() == "elsewhere"
+        _kill_to_zombie(proc)
+        assert owner.state() == "gone"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert owner.state() == "gone"
+
+
+def test_owner_is_the_workflow_process_and_is_recorded_in_the_run_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv(recovery.OWNER_PID_ENV, str(os.getppid()))
+    assert Owner.current().pid == os.getppid()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    monkeypatch.setenv(recovery.OWNER_PID_ENV, gone.strip())
+    assert Owner.current().pid == os.getpid()  # a gone process cannot own a new container
+
+    run_dir = tmp_path / "w" / "runs" / "r1"
+    containers.run_secret(run_dir)
+    owner = Owner.read(run_dir)
+    assert owner == containers.run_owner(run_dir)
+    assert owner.workdir == str((tmp_path / "w").resolve())
+    assert oct((run_dir / "secret").stat().st_mode & 0o777) == "0o600"
+
+
+# -- Snakemake's lock ------------------------------------------------------------------------
+def _locked_checkout(tmp_path: Path) -> Path:
+    checkout = tmp_path / "checkout"
+    locks = checkout / ".snakemake" / "locks"
+    locks.mkdir(parents=True)
+    (locks / "0.input.lock").write_text(f"{checkout}/data/x.parquet\n")
+    (locks / "0.output.lock").write_text(f"{checkout}/results/x.csv\n")
+    return checkout
+
+
+def _locks(checkout: Path) -> list[str]:
+    return sorted(p.name for p in (checkout / ".snakemake" / "locks").glob("*"))
+
+
+@pytest.mark.parametrize(
+    "program, args",
+    [
+        ("snakemake", ("--profile", "workflows/profile")),
+        ("tunelab", ("run-point", "s.yaml", "p1", "--run-id", "r1")),
+    ],
+)
+def test_a_live_process_of_the_checkout_keeps_the_lock_a_dead_one_does_not(tmp_path, program, args):
+    """Snakemake, or a job a killed Snakemake left running, in the checkout: the lock
+    stays while it lives and goes once it is dead."""
+    checkout = _locked_checkout(tmp_path)
+    proc = _sleeper(tmp_path, program, checkout, *args)
+    try:
+        lines = _recover(tmp_path / "w", checkout)
+        assert len(lines) == 1 and "kept the Snakemake lock" in lines[0]
+        assert f"pid {proc.pid}" in lines[0]
+        assert _locks(checkout) == ["0.input.lock", "0.output.lock"]
+        _kill_to_zombie(proc)
+        lines = _recover(tmp_path / "w", checkout)
+        assert len(lines) == 1 and "removed a stale Snakemake lock (2 file(s)" in lines[0]
+        assert _locks(checkout) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_snakemake_working_elsewhere_does_not_hold_this_checkouts_lock(tmp_path, capsys):
+    checkout = _locked_checkout(tmp_path)
+    (tmp_path / "other").mkdir()
+    proc = _sleeper(tmp_path, "snakemake", tmp_path / "other")
+    try:
+        argv = ["--workdir", str(tmp_path / "w"), "--checkout", str(checkout)]
+        assert recovery.recover_main(argv) == 0
+        assert "removed a stale Snakemake lock" in capsys.readouterr().out
+        assert _locks(checkout) == []
+        assert recovery.recover_main(argv) == 0
+        assert capsys.readouterr().out == ""  # nothing left to do: nothing said
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_run_directory_is_reaped_only_when_its_owner_is_gone(tmp_path):
+    workdir = (tmp_path / "w").resolve()
+    proc = _sleeper(tmp_path, "python-sleeper", tmp_path)
+    try:
+        owner = dataclasses.replace(
+            Owner.current(workdir), pid=proc.pid, start=recovery.start_time(proc.pid) or -1
+        )
+        live, elsewhere = workdir / "runs" / "live", workdir / "runs" / "elsewhere"
+        recovery.claim(live, owner)
+        recovery.claim(elsewhere, dataclasses.replace(owner, host="another-host"))
+        (workdir / "points" / "p1" / "engine").mkdir(parents=True)
+        assert _recover(workdir, tmp_path) == [
+            "left alone: run elsewhere belongs to host another-host"
+        ]
+        assert live.exists() and (workdir / "points" / "p1").exists()
+        _kill_to_zombie(proc)
+        lines = _recover(workdir, tmp_path)
+        assert any(f"removed engine data and secret in {live}" in line for line in lines)
+        assert not live.exists()
+        # Another host's run (a shared work directory) is not this host's to judge, nor are
+        # point directories it may be measuring in.
+        assert elsewhere.exists() and (workdir / "points" / "p1").exists()
+        shutil.rmtree(elsewhere)
+        lines = _recover(workdir, tmp_path)
+        assert lines == [f"removed engine data of 1 killed point job(s) in {workdir}/points"]
+        assert not (workdir / "points" / "p1").exists()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_run_whose_job_still_runs_is_left_alone_though_its_owner_is_gone(tmp_path):
+    workdir = (tmp_path / "w").resolve()
+    gone = dataclasses.replace(Owner.current(workdir), pid=1, start=-1)
+    recovery.claim(workdir / "runs" / "r7", gone)
+    job = _sleeper(
+        tmp_path, "tunelab", tmp_path / "w", "run-point", "s.yaml", "p", "--run-id", "r7"
+    )
+    try:
+        lines = _recover(workdir, tmp_path)
+        assert len(lines) == 1 and f"pid {job.pid} still runs it" in lines[0]
+        assert (workdir / "runs" / "r7" / "owner.json").exists()
+    finally:
+        job.kill()
+        job.wait()
+    _recover(workdir, tmp_path)
+    assert not (workdir / "runs" / "r7").exists()
+
+
+# -- a really killed run ---------------------------------------------------------------------
+_OWNER = """
+import sys, time
+from pathlib import Path
+from tunelab.engines.mariadb import MariaDBEngine
+workdir, run_id, image = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+(workdir / "points" / "p1" / "engine").mkdir(parents=True)
+eng = MariaDBEngine(workdir / "points" / "p1" / "engine", run_id)
+eng.image = image
+eng.run_dir = workdir / "runs" / run_id
+eng.provision({"page_size": 16384, "buffer_pool": 512})
+print(eng.container.id, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.docker
+def test_killed_run_with_a_kept_mariadb_server_recovers(image, tmp_path):
+    """A kept MariaDB server started through the engine by a process that is then killed
+    with SIGKILL: left alone while its owner lives, removed with its network, data directory
+    and secret once it is dead."""
+    workdir = (tmp_path / "w").resolve()
+    run_id = f"rec-{uuid.uuid4().hex[:8]}"
+    run_dir = workdir / "runs" / run_id
+    owner = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_OWNER), str(workdir), run_id, image],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    client = containers.client()
+    try:
+        cid = owner.stdout.readline().strip()
+        assert cid, "the owner did not start its server"
+        server = client.containers.get(cid)
+        labels = server.labels
+        assert labels[recovery.PID_LABEL] == str(owner.pid)
+        assert labels[recovery.START_LABEL] == str(recovery.start_time(owner.pid))
+        assert labels[recovery.HOST_LABEL] == socket.gethostname()
+        assert labels[recovery.WORKDIR_LABEL] == str(workdir)
+        assert Owner.from_labels(labels) == Owner.read(run_dir)
+        network = containers.network_name(run_id)
+        assert set(server.attrs["NetworkSettings"]["Networks"]) == {network}
+        assert (run_dir / "secret").exists() and list(run_dir.glob("mariadb-*/datadir/ibdata1"))
+
+        said = _recover(workdir, tmp_path)
+        assert said == [], said  # a live owner's run: nothing touched
+        server.reload()
+        assert server.status == "running" and (run_dir / "secret").exists()
+        assert (workdir / "points" / "p1").exists()
+
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        said = "\n".join(_recover(workdir, tmp_path))
+        assert f"removed container {server.name}" in said, said
+        assert f"owner gone: pid {owner.pid}" in said, said
+        assert f"removed network {network}" in said, said
+        assert f"removed engine data and secret in {run_dir}" in said, said
+        assert client.containers.list(all=True, filters={"id": cid}) == []
+        assert [n for n in client.networks.list(names=[network]) if n.name == network] == []
+        assert not run_dir.exists() and not (workdir / "points" / "p1").exists()
+        assert _recover(workdir, tmp_path) == []
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+        containers.clean(run_id)
+
+
+_TWO_CHECKOUTS = """
+import os, signal, sys
+from pathlib import Path
+from tunelab import containers
+spec = containers.ContainerSpec(image=sys.argv[1], port=3306,
+    command=["sh", "-c", "echo up; exec sleep 300"], ready_log="^up$")
+for workdir, run_id in zip(sys.argv[2::2], sys.argv[3::2]):
+    run_dir = Path(workdir) / "runs" / run_id
+    containers.run_secret(run_dir)
+    containers.start(spec, run_id, "p", keep_key="k", run_dir=run_dir)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.docker
+def test_recover_touches_only_its_own_checkout(image, tmp_path):
+    a, b = (tmp_path / "a").resolve(), (tmp_path / "b").resolve()
+    run_a, run_b = f"rec-a-{uuid.uuid4().hex[:6]}", f"rec-b-{uuid.uuid4().hex[:6]}"
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_TWO_CHECKOUTS), image, str(a), run_a, str(b), run_b]
+    )
+    assert child.returncode == -signal.SIGKILL
+    client = containers.client()
+
+    def left(run_id: str) -> list:
+        return client.containers.list(
+            all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}
+        )
+
+    try:
+        assert len(left(run_a)) == 1 and len(left(run_b)) == 1
+        lines = _recover(a, tmp_path)
+        assert len(lines) == 3, lines  # container, network, run directory
+        assert left(run_a) == [] and not (a / "runs" / run_a).exists()
+        assert len(left(run_b)) == 1 and (b / "runs" / run_b / "secret").exists()
+        assert len(_recover(b, tmp_path)) == 3
+        assert left(run_b) == [] and not (b / "runs" / run_b).exists()
+    finally:
+        containers.clean(run_a)
+        containers.clean(run_b)
