@@ -6,7 +6,7 @@ import uuid
 
 from snakemake.utils import min_version, validate
 
-from tunelab import pipeline
+from tunelab import pipeline, spec
 
 min_version("8.20")
 
@@ -18,9 +18,13 @@ validate(config, f"{workflow.basedir}/workflows/schemas/config.schema.yaml")
 
 from tunelab.calibrate import workflow as calibration_config
 
+# The data-set size (quick | assignment): every job's `tunelab` expands the sweeps at it.
+SIZE = config["size"]
+os.environ[spec.SIZE_ENV] = SIZE
+
 # Invalid sweep files end the run here: one line per error, exit code 2.
 PLAN = pipeline.plan_or_exit(
-    config["sweeps"], config["engine"], calibration_config.output_path(config)
+    config["sweeps"], config["engine"], calibration_config.output_path(config), SIZE
 )
 
 
@@ -28,7 +32,8 @@ PLAN = pipeline.plan_or_exit(
 # job, kind, pid, CLOCK_MONOTONIC start and end; see tunelab.benchlock) to this log, unless
 # the caller names another file.
 os.environ.setdefault(
-    "TUNELAB_JOB_LOG", os.path.abspath(os.path.join(config["logs_dir"], "jobs.jsonl"))
+    "TUNELAB_JOB_LOG",
+    os.path.abspath(os.path.join(pipeline.sized_dir(config["logs_dir"], SIZE), "jobs.jsonl")),
 )
 # What the run's jobs start names this process as its owner, so `tunelab recover` tells a
 # killed run's leftovers from a live run's (see tunelab.recovery).

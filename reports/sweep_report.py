@@ -46,6 +46,9 @@ s.show(s.methods_html(data, calibration_json))
 # %%
 s.show(s.figures_html(data))
 
+# %%
+s.show(s.locking_html(data))
+
 # %% [markdown]
 # ## Summary per point
 

@@ -214,3 +214,16 @@ def test_the_headline_orders_the_compared_knob_by_its_medians():
     crossing = selectivity_frame([0.01, 0.05, 0.09, 0.2, 0.4, 1.0], [0.12] * 6)
     cross = claims.evaluate_sweep([CROSS], crossing, "sqlite")
     assert claims.headline(crossing, cross).startswith("index none overtakes index nonclustered")
+
+
+def test_a_column_that_moves_with_the_compared_knob_is_not_a_context():
+    # one pool size in bytes: 4,096 pages at 4 KiB, 512 at 32 KiB
+    data = frame(rows("small", scale=0.5, knob_page_size=4096, knob_buffer_pool=4096),
+                 rows("large", scale=0.3, knob_page_size=32768, knob_buffer_pool=512))  # fmt: skip
+    v = verdict({"kind": "falls", "along": "page_size"}, data)
+    assert v.verdict == "holds", v.evidence
+    ratio = {"kind": "lower", "a": {"index": "covering"}, "b": {"index": "none"},
+             "metric": "uses_index"}  # fmt: skip
+    plans = frame(rows("c", access_path="index-only:ix", knob_index="covering"),
+                  rows("n", access_path="scan", knob_index="none"))  # fmt: skip
+    assert verdict(ratio, plans).verdict == "contradicted"  # 1 vs 0: an infinite ratio

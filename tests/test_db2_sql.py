@@ -5,7 +5,8 @@ TABLE, CALL, SELECT) are parsed by it; the rest (CREATE BUFFERPOOL, CREATE TABLE
 CREATE TABLE ... IN, LOCK TABLE, EXPLAIN), which that dialect does not parse, are matched
 against the clause order of IBM's syntax diagrams written out below. On top, the rules the
 IBM documentation states: table space and buffer pool page sizes equal, EXTENTSIZE 2..256,
-PREFETCHSIZE a multiple of EXTENTSIZE, INCLUDE only on unique indexes, a clustering index
+PREFETCHSIZE pages or AUTOMATIC (a multiple of EXTENTSIZE advised: a warning, not an error),
+INCLUDE only on unique indexes, a clustering index
 followed by REORG TABLE ... INDEX of that index and RUNSTATS, LOCKSIZE ROW|TABLE, one
 embedded optimization guideline after the SQL portion of a statement.
 
@@ -26,6 +27,7 @@ import xml.etree.ElementTree as ET
 from decimal import Decimal
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -132,11 +134,54 @@ def test_every_valid_point_gives_documented_table_space_clauses(
             assert Decimal(got) == Decimal(repr(asked))  # exact, no exponent
 
 
-def test_prefetch_not_a_multiple_of_extent_is_refused_naming_the_field():
-    errors = db2.check_point(knobs(extent_size=32, prefetch_size=48))
-    assert [e[0] for e in errors] == ["prefetch_size"]
-    assert "48" in errors[0][1] and "32" in errors[0][2] and "64" in errors[0][2]
-    assert db2.check_point(knobs(extent_size=32, prefetch_size=96)) == []
+def test_prefetch_not_a_multiple_of_extent_is_a_warning_naming_the_field():
+    k = knobs(extent_size=32, prefetch_size=48)
+    assert db2.check_point(k) == []  # legal: IBM only advises a multiple
+    (warning,) = db2.warn_point(k)
+    assert warning[0] == "prefetch_size"
+    assert "48" in warning[1] and "32" in warning[1] and "64" in warning[1]
+    assert db2.warn_point(knobs(extent_size=32, prefetch_size=96)) == []
+    assert db2.warn_point(knobs(extent_size=32, prefetch_size="automatic")) == []
+
+
+@pytest.mark.parametrize("value", ["automatic", "AUTOMATIC"])
+def test_prefetch_automatic_follows_the_syntax_diagram(value):
+    k = knobs(extent_size=32, prefetch_size=value)
+    assert db2.INFO.knobs["prefetch_size"].check(value) is None
+    ts = TABLESPACE.match(db2.tablespace_ddl(k))
+    assert ts, db2.tablespace_ddl(k)
+    assert ts["prefetch"] == "AUTOMATIC" and ts["extent"] == "32"
+
+
+def test_prefetch_automatic_reads_back_from_the_catalogs_minus_one(monkeypatch):
+    eng = db2.DB2Engine(Path("/nonexistent"), "r")
+    eng.knobs = knobs(extent_size=32, prefetch_size="automatic")
+    rows = {"bufferpool": [(4096, 1000, 1000)],
+            "tablespace": [(4096, 32, -1, -1.0, -1.0, "TL_BP_4K", 1)]}  # fmt: skip
+    by_sql = {sql: rows.get(name, []) for name, sql in db2.applied_sql(4096).items()}
+    monkeypatch.setattr(eng, "query", lambda sql: by_sql[sql])
+    applied = eng.applied_knobs()
+    assert applied["prefetch_size"] == "automatic" and applied["extent_size"] == 32
+
+
+@pytest.mark.parametrize("bad", [0, -4, 4.5, "auto", "", True])
+def test_prefetch_refuses_non_positive_and_non_integer_values(bad, write_sweep):
+    assert db2.INFO.knobs["prefetch_size"].check(bad) is not None
+    path = write_sweep(
+        f"""
+        name: bad-prefetch
+        engines: [db2]
+        dataset: {{rows: 1000}}
+        fixed:
+          prefetch_size: {bad!r}
+        workloads:
+          - type: scan
+        """
+    )
+    points, errors = spec.expand(path, "db2")
+    assert points == [] and len(errors) == 1
+    assert "fixed.prefetch_size" in str(errors[0])
+    assert "integer 1..32767, in pages, or automatic" in str(errors[0])
 
 
 @pytest.mark.parametrize(
@@ -147,6 +192,7 @@ def test_prefetch_not_a_multiple_of_extent_is_refused_naming_the_field():
         ("extent_size", 257, 256),  # dft_extent_sz range 2..256
         ("extent_size", 1, 2),
         ("prefetch_size", 32768, 32767),  # dft_prefetch_sz range 0..32767
+        ("prefetch_size", 0, 1),  # the lab asks for prefetching: a positive size or automatic
         ("lock_granularity", "page", "table"),
         ("index", "hash", "covering"),
         ("overhead_ms", -1, 0.5),  # -1 is the catalog's INHERIT marker, not a value
@@ -158,24 +204,31 @@ def test_knob_ranges_follow_the_documented_limits(knob, bad, good):
     assert k.check(good) is None
 
 
-def test_sweep_validation_reports_the_cross_knob_rule_with_file_and_field(write_sweep):
+def test_validate_warns_of_the_cross_knob_advice_in_one_line_and_exits_0(write_sweep, capsys):
+    from tunelab import cli
+
     path = write_sweep(
         """
-        name: bad-prefetch
+        name: odd-prefetch
         engines: [db2]
         dataset: {rows: 1000}
         knobs:
-          prefetch_size: [16, 24]
+          prefetch_size: [16, 24, automatic]
         fixed:
           extent_size: 16
         workloads:
           - type: scan
         """
     )
-    points, errors = spec.expand(path, "db2")
-    assert points == []
-    text = " ".join(str(e) for e in errors)
-    assert str(path) in text and "prefetch_size" in text and "24" in text
+    warnings: list[spec.SpecWarning] = []
+    points, errors = spec.expand(path, "db2", warnings=warnings)
+    assert errors == [] and len(points) == 3
+    assert cli.main(["validate", "--engine", "db2", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [str(w) for w in warnings]
+    (line,) = err.splitlines()
+    assert line.startswith(f"{path}: knobs.prefetch_size: warning: 24 is not a multiple of ")
+    assert "1 sweep file(s) valid for db2" in out
 
 
 def test_the_lab_sweeps_all_validate_for_db2():
@@ -468,10 +521,13 @@ def test_missing_image_stops_before_any_container_with_the_pull_command(tmp_path
     eng.teardown()
 
 
-def test_provision_refuses_a_bad_prefetch_before_docker(tmp_path, monkeypatch):
-    monkeypatch.setattr(db2, "require_image", lambda tag: pytest.fail("docker was asked"))
+def test_provision_takes_a_prefetch_that_is_not_a_multiple_of_the_extent(tmp_path, monkeypatch):
+    def no_image(tag):
+        raise EngineError("no image")  # the first step after the knobs are checked
+
+    monkeypatch.setattr(db2, "require_image", no_image)
     eng = db2.DB2Engine(tmp_path / "e", "r")
-    with pytest.raises(EngineError, match="prefetch_size"):
+    with pytest.raises(EngineError, match="no image"):
         eng.provision(knobs(extent_size=16, prefetch_size=20))
 
 
@@ -1184,3 +1240,100 @@ def test_tunelab_plan_prints_the_timed_statements_as_db2_receives_them(write_swe
         assert re.search(r"BETWEEN \d+ AND \d+ /\* <OPTGUIDELINES><IXSCAN", line)
         assert line.endswith("</OPTGUIDELINES> */") and "?" not in line
     assert "EXPLAIN PLAN SET QUERYNO = <n> SET QUERYTAG = 'TUNELAB' FOR" in out
+
+
+# -- the optimizer's I/O costs: OVERHEAD and TRANSFERRATE against the plan chosen ------------------
+IO_COSTS = REPO / "workflows" / "sweeps" / "io-costs-vs-plan.yaml"
+
+
+def planned_blocks(path: Path, capsys) -> dict[str, list[str]]:
+    """`tunelab plan --sql` output, split into each point's lines (header first)."""
+    from tunelab import cli
+
+    assert cli.main(["plan", str(path), "--engine", "db2", "--sql"]) == 0
+    blocks: dict[str, list[str]] = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("-- point "):
+            current = blocks.setdefault(line.split()[2], [])
+        current.append(line)
+    return blocks
+
+
+def test_io_cost_points_differ_only_in_overhead_and_transferrate(capsys):
+    points = {p.point_id: p for p in spec.expand(IO_COSTS, "db2")[0]}
+    blocks = planned_blocks(IO_COSTS, capsys)
+    assert set(blocks) == set(points)
+
+    # Two points of one selectivity: the lowest costs against the highest.
+    def at(overhead, transfer):
+        (found,) = [
+            i
+            for i, p in points.items()
+            if p.workload.params["selectivity"] == 0.05
+            and (p.knobs["overhead_ms"], p.knobs["transferrate_ms"]) == (overhead, transfer)
+        ]
+        return found
+
+    low, high = at(0.5, 0.005), at(24.1, 0.32)
+    a, b = blocks[low][1:], blocks[high][1:]  # the header names the point
+    assert len(a) == len(b)
+    differ = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    assert len(differ) == 1, differ
+    x, y = differ[0]
+    mx, my = TABLESPACE.match(x), TABLESPACE.match(y)
+    assert mx and my, differ
+    assert (mx["overhead"], mx["transfer"]) == ("0.5", "0.005")
+    assert (my["overhead"], my["transfer"]) == ("24.1", "0.32")
+    rest = [k for k in TABLESPACE.groupindex if k not in ("overhead", "transfer")]
+    assert [mx[k] for k in rest] == [my[k] for k in rest]
+
+
+def test_every_io_cost_point_explains_its_statement_before_timing_it(capsys):
+    points = {p.point_id: p for p in spec.expand(IO_COSTS, "db2")[0]}
+    assert {p.access for p in points.values()} == {"optimizer"}
+    for pid, lines in planned_blocks(IO_COSTS, capsys).items():
+        explain = [i for i, ln in enumerate(lines) if ln.startswith("EXPLAIN PLAN ")]
+        reads = [i for i, ln in enumerate(lines) if "EXPLAIN_STATEMENT WHERE QUERYTAG" in ln]
+        timed = [i for i, ln in enumerate(lines) if ln.startswith("SELECT id, lat, balance")]
+        index = lines.index("CREATE INDEX IX_ACCOUNTS_NONCLUSTERED ON ACCOUNTS (LAT)")
+        assert len(explain) == 1 and len(reads) == 3 and len(timed) == 1, pid
+        assert index < explain[0] < reads[0] < timed[0], pid
+        # Not forced: the optimizer chooses, and sees the point's own range in the literals.
+        assert "OPTGUIDELINES" not in lines[timed[0]]
+        lo, hi = map(int, re.search(r"BETWEEN (\d+) AND (\d+)$", lines[timed[0]]).groups())
+        rows = points[pid].dataset.rows
+        assert hi - lo + 1 == round(points[pid].workload.params["selectivity"] * rows)
+
+
+def io_cost_rows(index_when) -> pd.DataFrame:
+    """Six repetitions of every io-costs point, each with the plan ``index_when`` gives."""
+    rows = []
+    for p in spec.expand(IO_COSTS, "db2")[0]:
+        path = "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch" if index_when(p) else "scan;tbscan"
+        for rep in range(6):
+            rows.append({
+                "point_id": p.point_id, "workload": p.workload.type,
+                "cache_requested": p.cache, "access_path": path, "elapsed_s": 1.0 + rep / 100,
+                **{f"knob_{k}": v for k, v in p.knobs.items()},
+                **{f"wl_{k}": v for k, v in p.workload.params.items()},
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_uses_index_claims_follow_the_plans_the_rows_record():
+    from tunelab import claims
+
+    doc, _ = spec.load_yaml(IO_COSTS)
+
+    def cheap_random_reads(p):  # low OVERHEAD or high TRANSFERRATE: the index
+        return p.knobs["overhead_ms"] == 0.5 or p.knobs["transferrate_ms"] == 0.32
+
+    frame = io_cost_rows(cheap_random_reads)
+    verdicts = claims.evaluate_sweep(doc["expect"], frame, "db2")
+    assert [v.verdict for v in verdicts] == ["holds", "holds"], [v.evidence for v in verdicts]
+    headline = claims.headline(frame, verdicts)  # every overhead's median share, ascending
+    assert headline.endswith("< 0.5 1, selectivity 0.05, transferrate_ms 0.04"), headline
+    # The optimizer keeps one plan whatever the costs: no claim holds.
+    for same in (lambda p: True, lambda p: False):
+        verdicts = claims.evaluate_sweep(doc["expect"], io_cost_rows(same), "db2")
+        assert [v.verdict for v in verdicts] == ["inconclusive", "inconclusive"]

@@ -235,3 +235,130 @@ def test_negative_system_hit_ratio_is_not_clipped(scan, tmp_path):
     assert any(ln.get_gid() == "zero" for ln in ax.get_lines())
     drawn = [v for _, ys in plots.plotted_medians(ax).values() for v in ys]
     assert min(drawn) >= low
+
+
+# -- row locks versus a table lock --------------------------------------------------------------
+LOCK_SWEEP = """\
+name: {name}
+engines: [{engine}]
+dataset: {{rows: 2000, seed: 7}}
+knobs:
+  {knob}: [{first}, {second}]
+workloads:
+  - {{type: insert, rows: 2000, threads: [1, 4], commit_every: 100}}
+  - {{type: update, rows: 2000, threads: [1, 4], commit_every: 100}}
+cache: warm
+repetitions: 3
+"""
+_LOCKING: dict[str, tuple] = {}
+
+
+def _measure_points(sweep, engine: str, out_dir, run_id: str | None = None) -> pd.DataFrame:
+    from tunelab import runner, spec
+
+    points, errors = spec.expand(sweep, engine)
+    assert not errors, errors
+    frames = []
+    for point in points:
+        out = out_dir / "points" / f"{point.point_id}.csv"
+        runner.run_point(point, out, out_dir / "work", out_dir / "data", run_id)
+        frames.append(pd.read_csv(out))
+    return pd.concat(frames, ignore_index=True)
+
+
+def measured_locking(tmp_path_factory):
+    """Real SQLite inserts and updates by 1 and 4 threads at two pool sizes, the small pool
+    relabelled as a table lock and the large one as row locks (SQLite has one lock level);
+    returns (ReportData, rows)."""
+    if "sqlite" not in _LOCKING:
+        work = tmp_path_factory.mktemp("locking")
+        measured_sweep = work / "measured.yaml"
+        measured_sweep.write_text(LOCK_SWEEP.format(name="locking", engine="sqlite",
+                                  knob="buffer_pool", first=10, second=1000))  # fmt: skip
+        rows = _measure_points(measured_sweep, "sqlite", work)
+        lock = {10: "table", 1000: "row"}
+        rows["knob_lock_granularity"] = rows.pop("knob_buffer_pool").map(lock)
+        rows["applied_lock_granularity"] = rows.pop("applied_buffer_pool").map(lock)
+        rows.to_csv(work / "locking.csv", index=False)
+        sweep = work / "locking.yaml"
+        sweep.write_text(LOCK_SWEEP.format(name="locking", engine="sqlite",
+                         knob="lock_granularity", first="row", second="table"))  # fmt: skip
+        _LOCKING["sqlite"] = (load(work / "locking.csv", sweep), rows)
+    return _LOCKING["sqlite"]
+
+
+def ratios_of_medians(rows: pd.DataFrame) -> dict[tuple[str, int], float]:
+    """(workload, threads) -> median throughput with row locks / with a table lock, straight
+    from the rows."""
+    keys = ["workload", "wl_threads", "knob_lock_granularity"]
+    medians = rows.groupby(keys)["throughput_rows_s"].median()
+    return {
+        (w, int(t)): medians[(w, t, "row")] / medians[(w, t, "table")]
+        for w, t in {(w, t) for w, t, _ in medians.index}
+    }
+
+
+def _check_lock_figure(data, rows) -> None:
+    expected = ratios_of_medians(rows)
+    assert set(expected) == {(w, t) for w in ("insert", "update") for t in (1, 4)}
+    fig = plots.lock_figure(data)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    drawn = plots.plotted_ratios(ax)
+    assert set(drawn) == {"insert", "update"}
+    threads = [1, 4]  # categories, left to right
+    seen = {}
+    for workload, (xs, ys, bars) in drawn.items():
+        assert len(xs) == len(ys) == len(bars) == 2
+        for x, y, bar in zip(xs, ys, bars, strict=True):
+            seen[(workload, threads[round(x)])] = y
+            (bx0, low), (bx1, high) = bar
+            assert bx0 == bx1 == x
+            assert low <= y <= high  # the interval contains the ratio of medians
+    assert seen == pytest.approx(expected, rel=1e-12)
+    assert [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_gid() == "parity"] == [1.0]
+    assert ax.get_xlabel() == "client threads"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4"]
+    assert ax.get_ylim()[0] == 0 and ax.get_ylim()[1] > max(1.0, *expected.values())
+
+
+@pytest.mark.slow
+def test_lock_figure_draws_the_ratio_of_median_throughputs_with_its_interval(tmp_path_factory):
+    data, rows = measured_locking(tmp_path_factory)
+    _check_lock_figure(data, rows)
+    ratios = plots.lock_ratios(data)
+    assert list(ratios[["workload", "wl_threads"]].itertuples(index=False, name=None)) == [
+        ("insert", 1), ("insert", 4), ("update", 1), ("update", 4)
+    ]  # fmt: skip
+    assert (ratios["n_row"] == 3).all() and (ratios["n_table"] == 3).all()
+    # the same rows give the same intervals (the bootstrap is seeded per point)
+    again = plots.lock_ratios(data)
+    assert again[["low", "high"]].equals(ratios[["low", "high"]])
+
+
+@pytest.mark.slow
+def test_no_lock_figure_without_both_lock_kinds(tmp_path_factory, tmp_path, scan):
+    assert plots.lock_ratios(scan[0]) is None and plots.lock_figure(scan[0]) is None
+    data, rows = measured_locking(tmp_path_factory)
+    rows[rows["knob_lock_granularity"] == "row"].to_csv(tmp_path / "row.csv", index=False)
+    assert plots.lock_ratios(load(tmp_path / "row.csv", data.sweep_file)) is None
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_lock_figure_of_a_real_mariadb_locking_sweep(tmp_path_factory, image):
+    import uuid
+
+    from tunelab import containers
+
+    work = tmp_path_factory.mktemp("mdb-locking")
+    sweep = work / "locking.yaml"
+    sweep.write_text(LOCK_SWEEP.format(name="locking", engine="mariadb",
+                     knob="lock_granularity", first="row", second="table"))  # fmt: skip
+    run_id = f"lock-{uuid.uuid4().hex[:6]}"
+    try:
+        rows = _measure_points(sweep, "mariadb", work, run_id)
+    finally:
+        containers.clean(run_id)
+    assert set(rows["knob_lock_granularity"]) == {"row", "table"}
+    rows.to_csv(work / "locking.csv", index=False)
+    _check_lock_figure(load(work / "locking.csv", sweep), rows)

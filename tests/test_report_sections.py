@@ -185,3 +185,53 @@ def test_summary_table_puts_the_pool_size_in_bytes_beside_its_pages(tmp_path_fac
     assert pools == sorted(pools)  # numbers ascending, not as text
     for cells in body:  # pages of 1 KiB, in MiB
         assert float(cells[1]) == pytest.approx(int(cells[0]) * 1024 / 2**20, rel=5e-4)
+
+
+# -- row locks versus a table lock --------------------------------------------------------------
+@pytest.mark.slow
+def test_locking_section_gives_the_ratio_of_medians_its_interval_and_what_it_means(
+    tmp_path_factory,
+):
+    from test_report_plots import measured_locking, ratios_of_medians
+
+    data, rows = measured_locking(tmp_path_factory)
+    page = sections.locking_html(data)
+    assert page.startswith("<h2>Row locks versus a table lock</h2>")
+    assert page.count("data:image/png;base64,") == 1
+    caption = re.search(r"<figcaption>(.*?)</figcaption>", page, re.S)[1]
+    assert "Above 1, row locks gave more rows per second than a table lock" in caption
+    assert "below 1, the table lock gave more" in caption
+    assert "95% percentile bootstrap interval for the ratio" in caption
+    header, *body = tables_of(page)["locking"]
+    assert header[:2] == ["workload", "client threads"]
+    at, interval = header.index("row / table"), header.index("95% interval")
+    expected = ratios_of_medians(rows)
+    assert len(body) == len(expected) == 4
+    for cells in body:
+        want = expected[(cells[0], int(cells[1]))]
+        assert float(cells[at]) == pytest.approx(want, abs=5e-4)
+        low, high = (float(v) for v in cells[interval].strip("[]").split(", "))
+        assert low <= float(cells[at]) <= high
+        assert cells[-1] == "3, 3"
+
+
+def test_locking_section_is_left_out_without_a_lock_granularity(tmp_path_factory):
+    csv, sweep = measured("scan", tmp_path_factory)
+    assert sections.locking_html(load(csv, sweep)) is None
+
+
+@pytest.mark.slow
+def test_rendered_report_puts_the_locking_figure_after_the_knob_figures(tmp_path_factory):
+    from test_report_plots import measured_locking
+    from test_report_support import TEMPLATE, report_params
+
+    from tunelab.report.render import render
+
+    data, _ = measured_locking(tmp_path_factory)
+    out = tmp_path_factory.mktemp("locking-report") / "locking.html"
+    text = render(TEMPLATE, report_params(data.results_csv, data.sweep_file), out).read_text()
+    assert "Traceback" not in text
+    order = [text.index(h) for h in ("Response time and throughput",
+             "Row locks versus a table lock", "Summary per point")]  # fmt: skip
+    assert order == sorted(order)
+    assert 'id="locking"' in text

@@ -199,3 +199,27 @@ def test_preflight_says_what_an_engine_lacks_before_anything_starts(capsys):
         assert "docker pull icr.io/db2_community/db2:" in err and "Traceback" not in err
     else:
         assert code == 0 and "engine db2: ready" in out
+
+
+def test_a_warning_is_one_line_beside_the_errors_and_never_an_error(write_sweep, capsys):
+    text = """
+        name: w
+        engines: [db2]
+        dataset: {rows: 1000}
+        knobs: {prefetch_size: [48]}
+        fixed: {extent_size: 32}
+        workloads: [{type: scan}]
+    """
+    good = write_sweep(text, "good.yaml")
+    bad = write_sweep(text.replace("name: w", "name: v").replace("[48]", "[48, 0]"), "bad.yaml")
+    found = spec.validate_files([good, bad], "db2")
+    assert [str(w) for w in found.warnings] == [
+        f"{good}: knobs.prefetch_size: warning: 48 is not a multiple of extent_size 32 "
+        "(IBM advises 32, 64, 96, ... or automatic)",
+        f"{bad}: knobs.prefetch_size: warning: 48 is not a multiple of extent_size 32 "
+        "(IBM advises 32, 64, 96, ... or automatic)",
+    ]
+    assert [e.file for e in found.errors] == [str(bad)] and list(found.points) == ["w"]
+    assert main(["validate", "--engine", "db2", str(good), str(bad)]) == 2  # the error decides
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and sum(": warning: " in line for line in err) == 2

@@ -1,8 +1,9 @@
-# Paths of every stage, from the config (helpers live in tunelab.pipeline).
-RESULTS = config["results_dir"]
-REPORTS = config["reports_dir"]
+# Paths of every stage, from the config (helpers live in tunelab.pipeline). A run at the
+# assignment's size keeps its results, reports and logs below assignment/ (SIZE: Snakefile).
+RESULTS = pipeline.sized_dir(config["results_dir"], SIZE)
+REPORTS = pipeline.sized_dir(config["reports_dir"], SIZE)
 ENGINE = config["engine"]
-LOGS = config["logs_dir"]
+LOGS = pipeline.sized_dir(config["logs_dir"], SIZE)
 
 
 def point_csvs(wildcards):

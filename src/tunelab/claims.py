@@ -25,6 +25,12 @@ Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache``
 
 Rows that differ in a swept key a claim does not mention are compared within each value of
 that key (e.g. cold and warm apart); the claim holds when it holds in every one.
+
+Metrics are row columns, counters by their short name, and ``uses_index``: 1 for a row whose
+plan (``access_path``) goes through an index, 0 otherwise, so that ``access: optimizer``
+sweeps can state which plan the optimizer chooses. Its median is 0 or 1, so state such a
+claim as ``lower`` with the side expected to use the index as ``b``: the ratio 0/1 can hold,
+while 1/0 is infinite and gets no verdict.
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ CLIENT_BOUND = 0.5  # as the report flags it
 METRICS = (
     "elapsed_s", "throughput_rows_s", "engine_elapsed_s", "client_share", "q_first_s",
     "q_rest_median_s", "q_p50_s", "q_p95_s", "q_p99_s", "q_max_s", "data_mb_s", "read_mb_s",
-    "physical_reads_per_s", "hit_ratio_app", "hit_ratio_sys", "written_bytes",
+    "physical_reads_per_s", "hit_ratio_app", "hit_ratio_sys", "written_bytes", "uses_index",
 )  # fmt: skip
 COUNTERS = (
     "logical_reads", "physical_reads", "prefetch_reads", "os_read_bytes", "os_write_bytes",
@@ -285,7 +291,17 @@ def _context_columns(frame: pd.DataFrame, claim: Claim) -> list[str]:
     for extra in ("cache_requested", "workload"):
         if extra in frame and frame[extra].nunique(dropna=False) > 1:
             cols.append(extra)
-    return [c for c in cols if c not in named]
+    keys = [c for c in named if c is not None and c in frame]
+    keys = [c for c in keys if c not in {_column(frame, k) for k in claim.where}]
+
+    def follows_from_keys(col: str) -> bool:
+        # e.g. a pool given in bytes is a different page count at each page size: it moves
+        # with the page size the claim compares, so it is no context to compare within
+        return (
+            bool(keys) and frame.groupby(keys, dropna=False)[col].nunique(dropna=False).max() <= 1
+        )
+
+    return [c for c in cols if c not in named and not follows_from_keys(c)]
 
 
 def _context_text(key: tuple, cols: Sequence[str]) -> str:
@@ -320,7 +336,8 @@ def _compare_text(t: stats.RatioTest | None, metric: str, a: str, b: str) -> str
 
 
 def _pair_verdict(kind: str, t: stats.RatioTest | None, alpha: float, min_effect: float) -> str:
-    if t is None or not math.isfinite(t.ratio) or t.n_new < 2 or t.n_old < 2:
+    # An infinite ratio (b's median is 0: e.g. no index plan at all) is a real answer.
+    if t is None or math.isnan(t.ratio) or t.n_new < 2 or t.n_old < 2:
         return "inconclusive"
     sig = t.significant(alpha)
     if kind == "similar":
@@ -363,11 +380,27 @@ def _causes(rows: pd.DataFrame) -> list[str]:
     return found
 
 
-def _values(rows: pd.DataFrame, metric: str) -> np.ndarray:
+def _uses_index(path: Any) -> float:
+    """1 for a plan through an index (``index:`` or ``index-only:``), 0 for any other, NaN
+    when no plan was recorded."""
+    if not isinstance(path, str) or path.strip() in ("", "unknown"):
+        return math.nan
+    return 1.0 if path.strip().startswith("index") else 0.0
+
+
+def _metric(rows: pd.DataFrame, metric: str) -> pd.Series | None:
+    """The metric per row: its column, or derived from the plan (uses_index)."""
     col = metric_column(metric)
-    if col not in rows:
-        return np.array([])
-    return pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
+    if col in rows:
+        return pd.to_numeric(rows[col], errors="coerce")
+    if metric == "uses_index" and "access_path" in rows:
+        return rows["access_path"].map(_uses_index).astype(float)
+    return None
+
+
+def _values(rows: pd.DataFrame, metric: str) -> np.ndarray:
+    values = _metric(rows, metric)
+    return np.array([]) if values is None else values.to_numpy(dtype=float)
 
 
 def _sorted_along(rows: pd.DataFrame, col: str) -> list[Any]:
@@ -501,7 +534,7 @@ def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
     rows = _select(frame, c.where)
     col = _column(rows, next(iter(keys))) if len(keys) == 1 else None
     if c.kind in ("lower", "higher") and col and rows["point_id"].nunique() == rows[col].nunique():
-        medians = rows.groupby(col)[metric_column(c.metric)].median().sort_values()
+        medians = _metric(rows, c.metric).groupby(rows[col]).median().sort_values()
         order = " < ".join(f"{k} {_fmt(m, c.metric)}" for k, m in medians.items())
         return f"{order}{where}"
     return f"{c.says}: {held[0].evidence.split(':', 1)[0]}{where}"

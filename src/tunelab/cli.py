@@ -73,6 +73,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     for f, why in found.skipped.items():
         print(f"{f}: skipped ({why})")
+    for w in found.warnings:  # allowed: they never change the exit code
+        _err(str(w))
     for e in found.errors:
         _err(str(e))
     if found.errors:

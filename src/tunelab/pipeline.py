@@ -82,9 +82,15 @@ def load_calibration(path: str | Path | None):
     return calibrate.load(Path(path))
 
 
-def plan(pattern: str | list[str], engine: str, calibration: str | Path | None = None) -> Plan:
-    """Validate every sweep file matched; sweeps that do not list ``engine`` are skipped
-    (and said so), every other error is raised together."""
+def plan(
+    pattern: str | list[str],
+    engine: str,
+    calibration: str | Path | None = None,
+    size: str = spec.SIZES[0],
+) -> Plan:
+    """Validate every sweep file matched, at the data-set ``size`` (quick | assignment);
+    sweeps that do not list ``engine`` are skipped (and said so), every other error is
+    raised together."""
     files = sweep_files(pattern)
     if not files:
         raise SweepFilesInvalid(f"no sweep files match {pattern}")
@@ -94,6 +100,7 @@ def plan(pattern: str | list[str], engine: str, calibration: str | Path | None =
         load_calibration(calibration),
         skip_other_engines=True,
         defer_calibrated=True,
+        size=size,
     )
     if found.errors:
         raise SweepFilesInvalid("\n".join(map(str, found.errors)))
@@ -101,12 +108,15 @@ def plan(pattern: str | list[str], engine: str, calibration: str | Path | None =
 
 
 def plan_or_exit(
-    pattern: str | list[str], engine: str, calibration: str | Path | None = None
+    pattern: str | list[str],
+    engine: str,
+    calibration: str | Path | None = None,
+    size: str = spec.SIZES[0],
 ) -> Plan:
     """plan() for the Snakefile: invalid sweep files end the run with their lines alone (one
     per error) and exit code 2, as `tunelab validate` does, not a workflow error's frame."""
     try:
-        return plan(pattern, engine, calibration)
+        return plan(pattern, engine, calibration, size)
     except SweepFilesInvalid as exc:
         print(exc, file=sys.stderr)
         raise SystemExit(EXIT_INVALID) from None
@@ -141,11 +151,28 @@ def dataset_of_key(key: str) -> dataset.Dataset:
     return dataset.Dataset(rows=int(rows[1:]), seed=int(seed[1:]), table=table)
 
 
+def sized_dir(directory: str, size: str) -> str:
+    """Where a run of this data-set size keeps its results, reports or logs: an assignment-size
+    run below ``assignment/``, so its files never mix with the quick size's."""
+    return directory if size == spec.SIZES[0] else f"{directory}/{size}"
+
+
+def check_size(config: dict[str, Any]) -> str:
+    """The config's data-set size; RunArgsInvalid naming the key otherwise."""
+    size = config.get("size", spec.SIZES[0])
+    if size not in spec.SIZES:
+        raise RunArgsInvalid(f"config size: {size!r} not allowed "
+                             f"(allowed: {', '.join(spec.SIZES)})")  # fmt: skip
+    return size
+
+
 def reports_of_other_engines(reports_dir: str | Path, engine: str) -> list[str]:
+    """Other engines' reports of the same size (an engine's directory, not ``assignment/``)."""
+    from tunelab import engines
+
     root = Path(reports_dir)
-    return sorted(
-        str(p) for p in root.glob("*/*.html") if p.parent.name != engine and p.parent.is_dir()
-    )
+    others = set(engines.names()) - {engine}
+    return sorted(str(p) for p in root.glob("*/*.html") if p.parent.name in others)
 
 
 class RunArgsInvalid(Exception):
@@ -159,6 +186,7 @@ class Run:
     calibration: Path | None  # the measured calibration, if there is one already
     directory: Path = Path(".")  # where Snakemake runs (its lock is there)
     workdir: Path = Path(".tunelab")  # the engine data directory (relative to the caller)
+    size: str = spec.SIZES[0]  # quick | assignment: see sized_dir() for its directories
 
 
 @contextlib.contextmanager
@@ -212,6 +240,7 @@ def resolve_run(argv: list[str]) -> Run:
     if engine not in engines.names():
         raise RunArgsInvalid(f"config engine: {engine!r} not allowed (allowed: "
                              f"{', '.join(engines.names())})")  # fmt: skip
+    size = check_size(config)
     is_text = isinstance(pattern, str) or (
         isinstance(pattern, list) and pattern and all(isinstance(p, str) for p in pattern)
     )
@@ -223,20 +252,24 @@ def resolve_run(argv: list[str]) -> Run:
         raise RunArgsInvalid(f"config sweeps: no sweep files match {pattern!r}")
     calibration = workdir / calibration_config.output_path(config)
     data = workdir / str(config.get("workdir", ".tunelab"))
-    return Run(engine, files, calibration if calibration.is_file() else None, workdir, data)
+    return Run(engine, files, calibration if calibration.is_file() else None, workdir, data, size)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the run's engine, its calibration file (or nothing), the directory Snakemake runs
-    in, its engine data directory and its sweep files, each ended by a NUL byte (a file name
-    may hold any other character); or one line and exit 2."""
+    in, its engine data directory, its data-set size, its index page and its sweep files, each
+    ended by a NUL byte (a file name may hold any other character); or one line and exit 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        run = resolve_run(list(sys.argv[1:] if argv is None else argv))
+        run = resolve_run(args)
+        config, _ = run_config(args)
     except RunArgsInvalid as exc:
         print(exc, file=sys.stderr)
         return EXIT_INVALID
+    reports = sized_dir(str(config.get("reports_dir", "reports")), run.size)
+    index = run.directory / reports / "index.html"
     fields = [run.engine, str(run.calibration or ""), str(run.directory), str(run.workdir),
-              *map(str, run.files)]  # fmt: skip
+              run.size, str(index), *map(str, run.files)]  # fmt: skip
     sys.stdout.write("".join(f"{f}\0" for f in fields))
     return 0
 

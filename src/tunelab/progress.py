@@ -52,9 +52,9 @@ def run_paths(argv: list[str]) -> RunPaths:
 
     config, directory = pipeline.run_config(argv)
     run = pipeline.resolve_run(argv)
-    plan = pipeline.plan([str(f) for f in run.files], run.engine, run.calibration)
-    results_dir = str(config.get("results_dir", "results"))
-    logs_dir = str(config.get("logs_dir", "logs"))
+    plan = pipeline.plan([str(f) for f in run.files], run.engine, run.calibration, run.size)
+    results_dir = pipeline.sized_dir(str(config.get("results_dir", "results")), run.size)
+    logs_dir = pipeline.sized_dir(str(config.get("logs_dir", "logs")), run.size)
     total = 0
     for sweep, points in plan.sweeps.items():
         for point in points:

@@ -2,7 +2,9 @@
 
 An error reads ``file: field.path: message (allowed: ...)``. Validation covers the file's
 structure (JSON Schema), each knob value against what the chosen engine can express, the
-engine's cross-knob rules, and workload parameters — all before anything starts.
+engine's cross-knob rules, and workload parameters — all before anything starts. What an
+engine accepts but advises against is a warning, ``file: field.path: warning: message``,
+which never makes a file invalid.
 """
 
 from __future__ import annotations

@@ -694,6 +694,47 @@ def figures_html(data: ReportData) -> str:
     return "".join(parts)
 
 
+def lock_caption() -> str:
+    return (
+        "Marker: the ratio of the median throughput (rows per second) with row locks to the "
+        "median throughput with a table lock, per workload and number of client threads; "
+        f"bar: {stats.LEVEL:.0%} percentile bootstrap interval for the ratio "
+        f"({stats.DEFAULT_RESAMPLES:,} resamples of each side's repetitions); dashed line: "
+        "1, the same throughput either way. Above 1, row locks gave more rows per second than "
+        "a table lock (for instance clients that a table lock makes wait for each other); "
+        "below 1, the table lock gave more (for instance a lock per row costing more than it "
+        "saves when nothing runs beside it). An interval that contains 1 shows no difference "
+        "these repetitions can tell."
+    )
+
+
+def locking_html(data: ReportData) -> str | None:
+    """Throughput with row locks over throughput with a table lock, per write workload and
+    thread count; None unless the sweep measured both (a lock_granularity of row and table)."""
+    ratios = plots.lock_ratios(data)
+    if ratios is None:
+        return None
+    keys = plots.ratio_keys(ratios)
+    fig = plots.lock_figure(data, ratios)
+    caption = html.escape(lock_caption())
+    shown = ratios[keys].map(fmt).rename(columns=lambda c: label(c, data.engine))
+    shown["throughput, row locks (rows/s): median"] = ratios["row_median"].map(fmt)
+    shown["throughput, table lock (rows/s): median"] = ratios["table_median"].map(fmt)
+    shown["row / table"] = ratios["ratio"].map(lambda v: f"{v:.3f}")
+    shown[f"{stats.LEVEL:.0%} interval"] = [
+        f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(ratios["low"], ratios["high"], strict=True)
+    ]
+    shown["p (Mann–Whitney U)"] = ratios["p"].map(lambda v: f"{v:.3g}")
+    shown["repetitions (row, table)"] = [
+        f"{r}, {t}" for r, t in zip(ratios["n_row"], ratios["n_table"], strict=True)
+    ]
+    return (
+        "<h2>Row locks versus a table lock</h2>"
+        + plots.figure_html(fig, "throughput ratio, row locks / table lock", caption)
+        + tables.html_table(shown, "locking")
+    )
+
+
 def crossover_text(data: ReportData, x: str = marks.SELECTIVITY) -> str:
     """Where index and scan cross, per cache state, on the scale the figures draw; ""
     when ``x`` is not a selectivity with an index and a scan."""
