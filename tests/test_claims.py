@@ -209,7 +209,10 @@ def test_the_headline_orders_the_compared_knob_by_its_medians():
     claim = {**LOWER, "where": {"cache": "cold"}}
     verdicts = claims.evaluate_sweep([claim], data, "sqlite")
     line = claims.headline(data, verdicts)
-    pattern = r"covering 1\d\.?\d* ms < clustered 2\d\.?\d* ms < nonclustered 1\d\d ms, cache cold"
+    pattern = (
+        r"index: covering 1\d\.?\d* ms < clustered 2\d\.?\d* ms"
+        r" < nonclustered 1\d\d ms, cache cold"
+    )
     assert re.fullmatch(pattern, line), line
     crossing = selectivity_frame([0.01, 0.05, 0.09, 0.2, 0.4, 1.0], [0.12] * 6)
     cross = claims.evaluate_sweep([CROSS], crossing, "sqlite")

@@ -313,9 +313,11 @@ def _context_text(key: tuple, cols: Sequence[str]) -> str:
 def _fmt(value: float, metric: str) -> str:
     if not math.isfinite(value):
         return "n/a"
-    if metric.endswith("_s"):
-        return f"{value * 1e3:.3g} ms" if value < 10 else f"{value:.3g} s"
-    return f"{value:,.4g}"
+    if metric.endswith("_s") and not metric.endswith(("rows_s", "per_s", "mb_s")):  # a time
+        return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+    if abs(value) >= 1e4:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
 
 
 def _test(a: np.ndarray, b: np.ndarray, alpha: float, key: str) -> stats.RatioTest | None:
@@ -519,25 +521,44 @@ def evaluate_sweep(expect: Any, frame: pd.DataFrame, engine: str) -> list[Verdic
 
 
 def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
-    """One finding worth a line on the index, in numbers: from the first claim that holds,
+    """One finding worth a line on the index, in numbers, from the first claim that holds:
     the medians of the knob it compares in order (e.g. "covering 11 ms < clustered 38 ms <
-    nonclustered 55 ms, cache cold"), or where a crossover lies."""
+    nonclustered 55 ms, cache cold"), where a crossover lies, or how far a metric moved."""
     held = [v for v in verdicts if v.verdict == "holds"]
     if not held:
         return None
     c = held[0].claim
-    where = f", {_kv(c.where)}" if c.where else ""
+    rows = _select(frame, c.where)
+    context = _context_columns(rows, c)
+    label = ""
+    if context:  # the first context only (e.g. cold before warm), named
+        key, rows = next(iter(rows.groupby(context, dropna=False, sort=True)))
+        label = _context_text(key if isinstance(key, tuple) else (key,), context)
+    where = ", ".join(x for x in (_kv(c.where), label) if x)
+    where = f", {where}" if where else ""
+    col = metric_column(c.metric)
+    if c.metric == "uses_index" and col not in rows:
+        rows = rows.assign(uses_index=_values(rows, "uses_index"))
     if c.kind == "crossover":
         est = held[0].evidence.split("crossing ", 1)[-1].split(" (", 1)[0]
         return f"{_kv(c.b)} overtakes {_kv(c.a)} at {c.along} {est}{where}"
+    if c.kind in ("falls", "rises"):
+        along = _column(rows, c.along or "")
+        medians = rows.groupby(along)[col].median()
+        order = _sorted_along(rows, along)
+        first, last = medians[order[0]], medians[order[-1]]
+        return (f"{c.metric} {_fmt(first, c.metric)} → {_fmt(last, c.metric)} as {c.along} "
+                f"goes {order[0]} → {order[-1]}{where}")  # fmt: skip
     keys = set(c.a) | set(c.b)
-    rows = _select(frame, c.where)
-    col = _column(rows, next(iter(keys))) if len(keys) == 1 else None
-    if c.kind in ("lower", "higher") and col and rows["point_id"].nunique() == rows[col].nunique():
-        medians = _metric(rows, c.metric).groupby(rows[col]).median().sort_values()
+    key_col = _column(rows, next(iter(keys))) if len(keys) == 1 else None
+    if key_col and rows["point_id"].nunique() == rows[key_col].nunique():
+        medians = rows.groupby(key_col)[col].median().sort_values()
+        name = next(iter(keys))
         order = " < ".join(f"{k} {_fmt(m, c.metric)}" for k, m in medians.items())
-        return f"{order}{where}"
-    return f"{c.says}: {held[0].evidence.split(':', 1)[0]}{where}"
+        return f"{name}: {order}{where}"
+    a, b = _select(rows, c.a)[col].median(), _select(rows, c.b)[col].median()
+    rel = {"lower": "<", "higher": ">", "similar": "≈"}[c.kind]
+    return f"{_kv(c.a)} {_fmt(a, c.metric)} {rel} {_kv(c.b)} {_fmt(b, c.metric)}{where}"
 
 
 # -- the command ---------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import inspect
 import json
 import sys
 from pathlib import Path
@@ -97,9 +96,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             plan = p.workload.index_plan(p.knobs.get("index", "none"))
             offline = eng(Path("/nonexistent"), "plan")
             # The point's own order (an insert indexes the empty table and loads nothing) and
-            # only its cache state's steps, where the engine can tell them apart.
-            known = inspect.signature(offline.planned_sql).parameters
-            point = {"workload": p.workload.type, "cache": p.cache} if "cache" in known else {}
+            # only its cache state's steps.
+            point = {"workload": p.workload.type, "cache": p.cache}
             for stmt in offline.planned_sql(p.knobs, p.dataset, plan, **point):
                 print(stmt)
             for stmt in workloads.timed_sql(offline, p.workload, plan, p.access, p.dataset):

@@ -309,6 +309,13 @@ class Engine(abc.ABC):
         raise EngineError(f"{self.info.name} cannot capture page-reference traces")
 
     # -- review ---------------------------------------------------------------------------------
-    def planned_sql(self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan) -> list[str]:
-        """Every statement/command a point would run, for `tunelab plan --sql`."""
+    def planned_sql(
+        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
+        workload: str | None = None, cache: str | None = None,
+    ) -> list[str]:  # fmt: skip
+        """Every statement/command a point would run, for `tunelab plan --sql`, in the order a
+        point runs them. ``workload`` (a type) puts the table's build where the runner does
+        it: once before a read's repetitions; before every repetition of a write, and an
+        insert's index on the empty table with no load. ``cache`` ("cold", "warm") keeps only
+        that state's steps; None lists both, each marked."""
         return []

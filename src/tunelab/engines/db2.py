@@ -1217,10 +1217,7 @@ class DB2Engine(Engine):
         self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
         workload: str | None = None, cache: str | None = None,
     ) -> list[str]:  # fmt: skip
-        """In the order a point runs them. ``workload`` (a type) puts the table's build where
-        the runner does it: once before a read's repetitions; before every repetition of a
-        write, and an insert's index on the empty table with no load. ``cache`` ("cold",
-        "warm") keeps only that state's steps; None lists both, each marked."""
+        """See ``Engine.planned_sql``."""
         knobs = {**{k: v.default for k, v in INFO.knobs.items() if v.default is not None}, **knobs}
         page = int(knobs["page_size"])
         table = dataset.table

@@ -223,10 +223,7 @@ class SQLiteEngine(Engine):
         self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
         workload: str | None = None, cache: str | None = None,
     ) -> list[str]:  # fmt: skip
-        """In the order a point runs them. ``workload`` (a type) puts the table's build where
-        the runner does it: once before a read's repetitions; before every repetition of a
-        write, and an insert's index on the empty table with no load. ``cache`` ("cold",
-        "warm") keeps only that state's steps; None lists both, each marked."""
+        """See ``Engine.planned_sql``."""
         table = dataset.table
         cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)
         if index.kind == "clustered":  # as create_table builds it
