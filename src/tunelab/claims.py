@@ -475,19 +475,16 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]):
 
 
 def _crossing_estimate(signs: list[tuple[float, int, stats.RatioTest | None]]) -> float | None:
-    """Where log(a/b) crosses 0, interpolated on a log axis when all values are positive."""
-    pts = [
-        (v, math.log(t.ratio))
-        for v, _, t in signs
-        if t is not None and math.isfinite(t.ratio) and t.ratio > 0
-    ]
-    for (v0, r0), (v1, r1) in zip(pts, pts[1:]):
-        if r0 < 0 <= r1:
-            if v0 > 0 and v1 > 0:
-                x0, x1 = math.log(v0), math.log(v1)
-                return math.exp(x0 + (x1 - x0) * (-r0) / (r1 - r0))
-            return v0 + (v1 - v0) * (-r0) / (r1 - r0)
-    return None
+    """Where a's median curve first meets b's, as the report's selectivity figure marks it
+    (``report.marks.crossings``: linear in log10 of ``along`` when every value is positive)."""
+    from tunelab.report.marks import crossings
+
+    pts = [(v, t.new_median, t.old_median) for v, _, t in signs if t is not None]
+    if len(pts) < 2:
+        return None
+    x, a, b = (list(c) for c in zip(*pts))
+    found = crossings(x, a, b, log=all(v > 0 for v in x))
+    return found[0] if found else None
 
 
 def evaluate(claim: Claim, frame: pd.DataFrame) -> Verdict:
