@@ -664,9 +664,9 @@ def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_p
     try:
         with pytest.raises(EngineError, match="cannot connect") as err:
             eng.provision(knobs())  # everything up to the first SQL connection
-        assert eng._password and eng._password not in str(err.value)
+        assert eng.password and eng.password not in str(err.value)
         rc = eng.container
-        assert eng._password not in rc.logs()
+        assert eng.password not in rc.logs()
         attrs = containers.client().api.inspect_container(rc.id)
         assert {"IPC_LOCK", "IPC_OWNER"} <= set(attrs["HostConfig"]["CapAdd"])
         bindings = attrs["HostConfig"]["PortBindings"][f"{db2.PORT}/tcp"]

@@ -95,7 +95,7 @@ def test_container_is_labelled_and_bound_to_loopback(loaded):
 
 
 def test_password_never_shown(loaded):
-    pw = loaded._password
+    pw = loaded.password
     attrs = containers.client().api.inspect_container(loaded.container.id)
     assert not any(pw in arg for arg in attrs["Config"]["Cmd"] or [])
     raw_logs = containers.client().containers.get(loaded.container.id).logs().decode()
@@ -195,7 +195,7 @@ def test_knobs_read_back_in_place_and_restart(tmp_path, image, rows):
         cid = eng.container.id
     finally:
         eng.teardown()
-    assert not eng._home.exists()
+    assert not eng.home.exists()
     lab = containers.client().containers.list(all=True, filters={"id": cid})
     assert lab == []
 
@@ -241,7 +241,7 @@ def test_index_layouts(loaded, rows, kind):
             assert "ALL" in text
     finally:
         loaded._query("DROP TABLE IF EXISTS tunelab.layout")
-        loaded._tables.discard("layout")
+        loaded.tables.discard("layout")
 
 
 def test_point_key_without_index_has_no_primary_key(loaded, rows):
@@ -257,7 +257,7 @@ def test_point_key_without_index_has_no_primary_key(loaded, rows):
         assert uniq == [(0,)]
     finally:
         loaded._query("DROP TABLE IF EXISTS tunelab.pk")
-        loaded._tables.discard("pk")
+        loaded.tables.discard("pk")
 
 
 def test_teardown_removes_container_even_after_a_failure(tmp_path, image):

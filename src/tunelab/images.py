@@ -10,26 +10,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from tunelab.containers import ContainerError, client
+from tunelab.engines.base import ImageSource
 
 CONTAINERS_DIR = Path(__file__).resolve().parents[2] / "containers"
 
 
-@dataclass(frozen=True)
-class ImageSource:
-    official: str | None  # pinned tag of the official image
-    local: str | None  # tag the local build script produces (a stable alias)
-    build_script: str | None  # relative to containers/
+def source(engine: str) -> ImageSource | None:
+    """The engine's declared image (``EngineInfo.image``)."""
+    from tunelab import engines
 
-
-IMAGES: dict[str, ImageSource] = {
-    # The official image follows the same contract as the local one (MARIADB_ROOT_PASSWORD,
-    # server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
-    "mariadb": ImageSource("mariadb:10.11.8", "tunelab/mariadb:local", "mariadb/build.sh"),
-}
+    return engines.info(engine).image if engine in engines.names() else None
 
 
 def _present(tag: str) -> list[str] | None:
@@ -50,7 +43,7 @@ def _pinned(tags: list[str], alias: str) -> str:
 
 def ensure_image(engine: str, build: bool = True) -> str:
     """The image tag to run ``engine`` with; builds the local image once if neither is there."""
-    src = IMAGES.get(engine)
+    src = source(engine)
     if src is None:
         raise ContainerError(f"no container image is defined for engine '{engine}'")
     if src.official and _present(src.official) is not None:

@@ -48,11 +48,8 @@ class Plan:
     def traces(self, sweep: str) -> bool:
         """True when the sweep asks for a page trace and its engine can capture one."""
         from tunelab import engines
-        from tunelab.engines.base import Engine
 
-        first = self.sweeps[sweep][0]
-        can = engines.engine_class(self.engine).capture_trace is not Engine.capture_trace
-        return first.trace and can
+        return self.sweeps[sweep][0].trace and engines.info(self.engine).traces
 
     def datasets(self) -> list[str]:
         return sorted({p.dataset.key for pts in self.sweeps.values() for p in pts})
@@ -91,6 +88,12 @@ def plan(
     """Validate every sweep file matched, at the data-set ``size`` (quick | assignment);
     sweeps that do not list ``engine`` are skipped (and said so), every other error is
     raised together."""
+    from tunelab import engines
+
+    if engine not in engines.names():
+        raise SweepFilesInvalid(
+            f"config: engine: '{engine}' is not an engine (allowed: {', '.join(engines.names())})"
+        )
     files = sweep_files(pattern)
     if not files:
         raise SweepFilesInvalid(f"no sweep files match {pattern}")

@@ -43,12 +43,22 @@ def _same(asked: Any, got: Any) -> bool:
     return str(asked).lower() == str(got).lower()
 
 
-def check_applied(point: Point, applied: dict[str, Any]) -> None:
+def check_applied(
+    point: Point, applied: dict[str, Any], complete: bool = True, means: dict | None = None
+) -> None:
+    """Every asked knob as the engine reports it must be what was asked (or what it ``means``
+    for this workload: ``index`` builds nothing for a workload without a predicate);
+    ``complete``: and every asked knob must have been read back (False right after
+    provisioning, before the table whose layout and locking come from the catalog exists)."""
+    asked = {**point.knobs, **{k: v for k, v in (means or {}).items() if k in point.knobs}}
     wrong = [
         f"{k}: asked {v!r}, engine reports {applied[k]!r}"
-        for k, v in point.knobs.items()
+        for k, v in asked.items()
         if k in applied and not _same(v, applied[k])
     ]
+    if complete:
+        wrong += [f"{k}: asked {v!r}, not read back" for k, v in asked.items()
+                  if k not in applied]  # fmt: skip
     if wrong:
         raise EngineError(f"{point.engine} did not apply the knobs as asked: " + "; ".join(wrong))
 
@@ -163,13 +173,23 @@ def provisioned(
     with eng:
         eng.provision(point.knobs)
         applied = eng.applied_knobs()
-        check_applied(point, applied)
-        if not w.writes:
-            _prepare_table(eng, w, plan, data_rows)
+        check_applied(point, applied, complete=False)
         table_lock = point.knobs.get("lock_granularity") == "table"
         stmts = workloads.statements(eng, w, plan, point.access, point.dataset.rows,
                                      point.dataset.seed)  # fmt: skip
-        yield Setup(eng, w, plan, data_rows, applied, table_lock, stmts)
+        setup = Setup(eng, w, plan, data_rows, applied, table_lock, stmts)
+        if not w.writes:
+            _prepare_table(eng, w, plan, data_rows)
+            read_back_table(setup, point)
+        yield setup
+
+
+def read_back_table(setup: Setup, point: Point) -> None:
+    """Once the table is built: its index layout (from the catalog) and the lock granularity
+    a transaction gets join the applied knobs, and every asked knob must now be read back."""
+    layout = setup.engine.applied_layout(workloads.TABLE, setup.plan, setup.table_lock)
+    setup.applied.update({k: v for k, v in layout.items() if k in point.knobs})
+    check_applied(point, setup.applied, means={"index": setup.plan.kind})
 
 
 def _explained(setup: Setup, point: Point, plans_sink: list[dict] | None) -> dict[str, Any]:
@@ -228,13 +248,15 @@ def measure(
         eng, plan, data_rows, applied = setup.engine, setup.plan, setup.data_rows, setup.applied
         base["engine_version"] = eng.version()
         base["host_fs"] = provenance.filesystem(eng.workdir)
-        base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
         page_size = applied.get("page_size") or point.knobs.get("page_size")
         run = setup.runner()
         for rep in range(point.repetitions):
             if w.writes:
                 _prepare_table(eng, w, plan, data_rows)
             if rep == 0:
+                if w.writes:
+                    read_back_table(setup, point)
+                base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
                 base.update(_explained(setup, point, plans_sink))
             started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
             conns, state = _prepare_cache(eng, w, point, run)

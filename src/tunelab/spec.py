@@ -119,8 +119,12 @@ class Point:
 
 @cache
 def schema() -> dict:
+    """The sweep schema, with the engine names taken from the registry (``tunelab.engines``),
+    the one place that lists them."""
     text = resources.files("tunelab").joinpath("schemas/sweep.schema.json").read_text()
-    return json.loads(text)
+    doc = json.loads(text)
+    doc["$defs"]["engine"] = {**doc["$defs"]["engine"], "enum": engines.names()}
+    return doc
 
 
 def parse_size(value: Any) -> int | None:
@@ -387,7 +391,10 @@ def engines_of(doc: dict) -> list[str]:
     return list(doc.get("engines") or engines.names())
 
 
-def _knob_lists(doc: dict, engine: str) -> tuple[dict[str, list], dict[str, Any]]:
+def knob_lists(doc: dict, engine: str) -> tuple[dict[str, list], dict[str, Any]]:
+    """(swept knob lists, fixed knobs) of a sweep for one engine: ``overrides.<engine>``
+    replaces the general values, a swept knob is not also fixed, and a knob given no values
+    (null) is dropped. Reports read a sweep through this rule too."""
     lists = dict(doc.get("knobs") or {})
     fixed = dict(doc.get("fixed") or {})
     over = (doc.get("overrides") or {}).get(engine) or {}
@@ -452,7 +459,7 @@ def _normalise(
 
 
 def _defaults(info: EngineInfo) -> dict[str, Any]:
-    return {k: v.default for k, v in info.knobs.items() if v.default is not None}
+    return info.defaults()
 
 
 def _expand_workload(entry: dict) -> list[workloads.Workload]:
@@ -534,7 +541,7 @@ def expand(
             SpecError(file, "engines", f"this sweep does not run on {engine}", ", ".join(allowed))
         ]
     info = engines.info(engine)
-    lists, fixed = _knob_lists(doc, engine)
+    lists, fixed = knob_lists(doc, engine)
     rows = doc["dataset"]["rows"]
     if size == "assignment":
         rows = doc["dataset"].get("assignment_rows", rows)
@@ -572,8 +579,7 @@ def expand(
     seen: set[str] = set()
     warned: list[SpecWarning] = []
     names = list(lists)
-    check_point = getattr(engines.engine_class(engine), "check_point", None)
-    warn_point = getattr(engines.engine_class(engine), "warn_point", None)
+    engine_cls = engines.engine_class(engine)
     for combo in itertools.product(*(lists[k] for k in names)):
         asked = {**fixed, **dict(zip(names, combo))}
         knobs, errs = _normalise(info, asked, calibration, file, where, defer_calibrated)
@@ -584,12 +590,12 @@ def expand(
         if errs:
             continue
         knobs = {**_defaults(info), **knobs}
-        for fld, msg, allowed_text in check_point(knobs) if check_point else []:
+        for fld, msg, allowed_text in engine_cls.check_point(knobs):
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:
                 seen.add(str(e))
                 errors.append(e)
-        for fld, msg in warn_point(knobs) if warn_point else []:
+        for fld, msg in engine_cls.warn_point(knobs):
             w = SpecWarning(file, where.get(fld, f"knobs.{fld}"), msg)
             if w not in warned:
                 warned.append(w)

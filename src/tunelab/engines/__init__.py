@@ -1,5 +1,7 @@
-"""Engine registry: name -> module path and class, imported lazily so that an engine's
-driver (ibm_db, mysqlclient, docker) is only needed when that engine is used."""
+"""Engine registry, the one place that lists the engines: name -> module path and class,
+imported lazily so that an engine's driver (ibm_db, mysqlclient, psycopg, docker) is only
+needed when that engine is used. The sweep schema, the workflow's config check, the CLI and
+``lab`` (through ``python -m tunelab.engines``) take the names from here."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ _ENGINES: dict[str, str] = {
     "sqlite": "tunelab.engines.sqlite:SQLiteEngine",
     "mariadb": "tunelab.engines.mariadb:MariaDBEngine",
     "db2": "tunelab.engines.db2:DB2Engine",
+    "postgres": "tunelab.engines.postgres:PostgresEngine",
 }
 
 

@@ -1,10 +1,12 @@
 """The one small interface every engine implements.
 
 Workloads are written once against this interface; all engine-specific SQL lives in the
-engine's own module. A point's life: ``provision(knobs)`` → ``create_table`` → ``load`` →
-``create_index`` → ``explain`` of every timed statement → per repetition (the table rebuilt
-for writes) → ``make_cold`` or a warm-up → counters before → timed workload → counters after
-→ ``teardown``.
+engine's own module. A point's life: ``provision(knobs)`` → ``applied_knobs`` (the server's
+knobs read back) → ``create_table`` → ``load`` → ``create_index`` → ``applied_layout`` (index
+layout and lock granularity read back from the catalog and the lock tables) → ``explain`` of
+every timed statement → per repetition (the table rebuilt for writes) → ``make_cold`` or a
+warm-up → counters before → timed workload → counters after → ``teardown``. Engines that run
+a server in a container share that lifecycle in ``tunelab.engines.server``.
 
 What makes a timed number the engine's work lives here too: ``table_ref`` (the hint that
 forces the access path the ``index`` knob built), ``explain`` (the plan that really ran,
@@ -32,8 +34,10 @@ class Knob:
     """One tuning knob as a given engine expresses it.
 
     ``values`` lists the allowed values for enumerations; ``minimum``/``maximum`` bound
-    numbers. ``restart`` is true when changing the knob needs a new engine instance or data
-    directory (e.g. a page size), false when it can be applied in place.
+    numbers. ``restart`` is true when changing the knob needs the engine restarted (e.g. a
+    pool sized at start), ``fresh`` when it needs a new data directory (e.g. a page size
+    fixed when the files are created); neither: it is applied in place. ``readback`` says
+    where the engine reads the applied value back from (shown by `tunelab engines`).
     """
 
     name: str
@@ -44,9 +48,11 @@ class Knob:
     maximum: float | None = None
     unit: str = ""
     restart: bool = False
+    fresh: bool = False
     default: Any = None
     multiple_of: int | None = None
     power_of_two: bool = False
+    readback: str = ""
 
     def allowed_text(self) -> str:
         if self.values is not None:
@@ -136,17 +142,42 @@ class AccessPath:
         return self.path.split(";", 1)[0].strip()
 
 
+@dataclass(frozen=True)
+class ImageSource:
+    """Where a container engine's image comes from: the official image, pinned by tag, when
+    the local Docker engine has it, else the image ``containers/<engine>/build.sh`` builds."""
+
+    official: str | None  # pinned tag of the official image
+    local: str | None  # tag the local build script produces (a stable alias)
+    build_script: str | None  # relative to containers/
+
+
 @dataclass
 class EngineInfo:
+    """What an engine is and can do, declared (never discovered by probing methods)."""
+
     name: str
     summary: str
     knobs: dict[str, Knob]
     notes: dict[str, str] = field(default_factory=dict)  # knob -> why it is refused/limited
     needs_container: bool = False
+    image: ImageSource | None = None  # container engines whose image the lab finds or builds
     # Which `access:` values the engine honours: 'forced' needs hints that pin the plan.
     access_modes: tuple[str, ...] = ACCESS_MODES
     # Where engine_time_ns comes from ("" when the engine exposes no statement time).
     engine_time: str = ""
+    traces: bool = False  # capture_trace works (page-reference traces for the simulator)
+
+    def defaults(self) -> dict[str, Any]:
+        return {k: v.default for k, v in self.knobs.items() if v.default is not None}
+
+    @property
+    def restart_knobs(self) -> frozenset[str]:
+        return frozenset(k for k, v in self.knobs.items() if v.restart or v.fresh)
+
+    @property
+    def fresh_knobs(self) -> frozenset[str]:
+        return frozenset(k for k, v in self.knobs.items() if v.fresh)
 
 
 class Engine(abc.ABC):
@@ -167,6 +198,34 @@ class Engine(abc.ABC):
     @classmethod
     def preflight(cls) -> None:
         """Raise EngineError, before anything starts, if this host cannot run the engine."""
+
+    # -- knobs ---------------------------------------------------------------------------
+    @staticmethod
+    def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+        """Cross-knob rules the single-knob bounds cannot say: (field, message, allowed)."""
+        return []
+
+    @staticmethod
+    def warn_point(knobs: dict[str, Any]) -> list[tuple[str, str]]:
+        """Allowed combinations the engine's maker advises against: (field, message)."""
+        return []
+
+    @classmethod
+    def full_knobs(cls, knobs: dict[str, Any]) -> dict[str, Any]:
+        """The knobs with the engine's defaults filled in, each checked against its ``Knob``
+        and the cross-knob rules; EngineError names the first that is not allowed."""
+        info = cls.info
+        full = {**info.defaults(), **knobs}
+        unknown = sorted(set(full) - set(info.knobs))
+        if unknown:
+            raise EngineError(f"{info.name} cannot express knob(s) {', '.join(unknown)}")
+        for name, value in full.items():
+            if (problem := info.knobs[name].check(value)) is not None:
+                raise EngineError(f"{info.name}: knob {name}={value!r} {problem} "
+                                  f"(allowed: {info.knobs[name].allowed_text()})")  # fmt: skip
+        for fld, msg, allowed in cls.check_point(full):
+            raise EngineError(f"{info.name}: knob {fld}: {msg} (allowed: {allowed})")
+        return full
 
     # -- lifecycle -------------------------------------------------------------------
     @abc.abstractmethod
@@ -291,7 +350,35 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def applied_knobs(self) -> dict[str, Any]:
-        """Read every knob back from the running engine (stored and checked)."""
+        """Read the server's knobs back from the running engine (stored and checked); the
+        table's knobs come from ``applied_layout`` once the table is built."""
+
+    def applied_layout(self, table: str, index: IndexPlan, table_lock: bool) -> dict[str, Any]:
+        """``index`` and ``lock_granularity`` as the built table really has them: the index
+        kind whose layout equals what the catalog holds, and the granularity a transaction of
+        the workload gets (``table_lock``: it takes the table lock first)."""
+        have = self.catalog_layout(table)
+        kinds = [index.kind, *self.info.knobs["index"].values]
+        found = next(
+            (k for k in dict.fromkeys(kinds)
+             if self.expected_layout(table, IndexPlan(k, index.key, index.include)) == have),
+            f"unrecognised {have}",
+        )  # fmt: skip
+        granularity = self.lock_granularity_in_effect(table, table_lock)
+        return {"index": found, "lock_granularity": granularity}
+
+    def catalog_layout(self, table: str) -> Any:
+        """The table's physical layout as the engine's catalog describes it (comparable with
+        ``expected_layout``): clustering key and each index's columns."""
+        raise EngineError(f"{self.info.name} cannot read its index layout back")
+
+    def expected_layout(self, table: str, index: IndexPlan) -> Any:
+        """What ``catalog_layout`` shows after ``create_table``/``create_index`` of ``index``."""
+        raise EngineError(f"{self.info.name} cannot read its index layout back")
+
+    def lock_granularity_in_effect(self, table: str, table_lock: bool) -> str:
+        """The lock granularity a write transaction on ``table`` gets, read from the engine."""
+        raise EngineError(f"{self.info.name} cannot read its lock granularity back")
 
     @abc.abstractmethod
     def version(self) -> str: ...
@@ -305,7 +392,8 @@ class Engine(abc.ABC):
         return None
 
     def capture_trace(self, run: Any) -> Any:
-        """The page-reference trace (tunelab.bpsim.traces.Trace) of ``run(conns)``."""
+        """The page-reference trace (tunelab.bpsim.traces.Trace) of ``run(conns)``; engines
+        that can declare ``EngineInfo.traces``."""
         raise EngineError(f"{self.info.name} cannot capture page-reference traces")
 
     # -- review ---------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """IBM Db2 Community Edition in its official container (the lab's target engine).
 
-Each point gets a fresh container and, inside its database, a buffer pool and an automatic
-storage table space of the point's page size; the table lives in that table space, so every
-physical knob is a documented clause of CREATE BUFFERPOOL / CREATE TABLESPACE:
+The server's lifecycle is the one every container engine shares (``engines.server``): a
+workflow run keeps one Db2 server for all its points, since no knob of the lab needs a new
+instance. Each point gets, inside its database, a buffer pool and an automatic storage table
+space of the point's page size, dropped when the point ends; the table lives in that table
+space, so every physical knob is a documented clause of CREATE BUFFERPOOL / CREATE TABLESPACE:
 
 - page_size      PAGESIZE of both (equal by construction: Db2 only pairs equal sizes)
 - buffer_pool    CREATE BUFFERPOOL ... SIZE n (pages)
@@ -39,8 +41,6 @@ import operator
 import os
 import re
 import shlex
-import shutil
-import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,12 +53,13 @@ from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines.base import (
     AccessPath,
     CacheState,
-    Engine,
     EngineError,
     EngineInfo,
+    ImageSource,
     IndexPlan,
     Knob,
 )
+from tunelab.engines.server import ServerEngine
 
 # Pinned image (see containers/db2/README.md); TUNELAB_DB2_IMAGE selects another local tag.
 IMAGE = "icr.io/db2_community/db2:12.1.5.0"
@@ -111,41 +112,49 @@ INFO = EngineInfo(
             "PAGESIZE of a new buffer pool and table space (created in place, equal by "
             "construction)",
             values=PAGE_SIZES, unit="bytes", default=4096,
+            readback="SYSCAT.TABLESPACES and SYSCAT.BUFFERPOOLS PAGESIZE",
         ),
         "buffer_pool": Knob(
             "buffer_pool", "integer", "CREATE BUFFERPOOL ... IMMEDIATE SIZE n (pages)",
             minimum=2, maximum=2_147_483_647, unit="pages", default=1000,
+            readback="SYSCAT.BUFFERPOOLS NPAGES, MON_GET_BUFFERPOOL BP_CUR_BUFFSZ",
         ),
         "extent_size": Knob(
             "extent_size", "integer", "table space EXTENTSIZE (pages)",
             minimum=2, maximum=256, unit="pages", default=32,
+            readback="SYSCAT.TABLESPACES EXTENTSIZE",
         ),
         "prefetch_size": PagesOrAutomatic(
             "prefetch_size", "integer",
             "table space PREFETCHSIZE (pages; IBM advises a multiple of extent_size), or "
             "AUTOMATIC",
             minimum=1, maximum=32767, unit="pages", default=32,
+            readback="SYSCAT.TABLESPACES PREFETCHSIZE (-1: AUTOMATIC)",
         ),
         "overhead_ms": Knob(
             "overhead_ms", "number",
             "table space OVERHEAD (optimizer's seek + latency cost; INHERIT when unset)",
             minimum=0, unit="ms",
+            readback="SYSCAT.TABLESPACES OVERHEAD",
         ),
         "transferrate_ms": Knob(
             "transferrate_ms", "number",
             "table space TRANSFERRATE (optimizer's time to read one page; INHERIT when unset)",
             minimum=0, unit="ms",
+            readback="SYSCAT.TABLESPACES TRANSFERRATE",
         ),
         "direct_io": Knob(
             "direct_io", "boolean",
             "true: NO FILE SYSTEM CACHING (direct I/O); false: FILE SYSTEM CACHING",
             default=True,
+            readback="MON_GET_TABLESPACE FS_CACHING",
         ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
             "ALTER TABLE ... LOCKSIZE ROW|TABLE; table also takes LOCK TABLE ... IN "
             "EXCLUSIVE MODE at the start of each transaction",
             values=("row", "table"), default="row",
+            readback="SYSCAT.TABLES LOCKSIZE",
         ),
         "index": Knob(
             "index", "string",
@@ -154,6 +163,7 @@ INFO = EngineInfo(
             "key, else a composite (key, selected columns); covering_wrong_order: (selected "
             "columns, key)",
             values=INDEX_KINDS, default="none",
+            readback="SYSCAT.INDEXES and SYSCAT.INDEXCOLUSE",
         ),
     },
     notes={
@@ -161,6 +171,7 @@ INFO = EngineInfo(
         "random_read_ahead": "Db2 prefetch is set per table space: use prefetch_size",
     },
     needs_container=True,
+    image=ImageSource(IMAGE, None, None),  # pulled where a registry is reachable, never built
     engine_time="MON_GET_CONNECTION's TOTAL_RQST_TIME for each timed connection (found by "
     "SYSPROC.MON_GET_APPLICATION_HANDLE()): the server's time on the lab's requests "
     "(compilation of each literal statement, section execution, fetch, commit, and their "
@@ -819,9 +830,6 @@ def host_path(container_path: str, host_dir: Path) -> Path | None:
         return None
 
 
-KEEP_KEY = "db2"  # one kept server per run: no Db2 knob of the lab needs a new instance
-
-
 def point_cleanup_sql(table: str | None, page_size: int) -> list[str]:
     """What a point leaves behind on a kept server: its table, table space and buffer pool
     (the next point creates its own with its knobs)."""
@@ -841,9 +849,14 @@ def image_missing_message(tag: str) -> str:
 
 
 # -- the engine -------------------------------------------------------------------------------
-class DB2Engine(Engine):
+class DB2Engine(ServerEngine):
     info = INFO
     paramstyle = "qmark"
+    port = PORT
+    database = DATABASE
+    admin_database = DATABASE
+    connect_errors = (Exception,)  # ibm_db raises plain Exceptions while Db2 starts
+    connect_pause_s = 2
     check_point = staticmethod(check_point)
     warn_point = staticmethod(warn_point)
 
@@ -853,10 +866,7 @@ class DB2Engine(Engine):
 
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
-        self.host_dir = self.workdir / "db2-data"
         self.image = image()
-        self.container: Any = None
-        self._password: str | None = None
         self._files: list[Path] = []
         self._table: str | None = None
         self._version: str | None = None
@@ -864,94 +874,80 @@ class DB2Engine(Engine):
         self._handles: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._queryno = 0  # QUERYNO of the last statement this engine explained
 
+    @property
+    def connect_deadline_s(self) -> float:  # a first activation takes minutes
+        return CONNECT_ATTEMPTS_S
+
+    @property
+    def host_dir(self) -> Path:
+        return self.home
+
     # -- lifecycle ---------------------------------------------------------------------------
+    # No Db2 knob of the lab needs a new instance: a run keeps one server for all its points,
+    # each point getting its own buffer pool and table space (dropped when it ends).
     def provision(self, knobs: dict[str, Any]) -> None:
-        from tunelab import containers
-
-        self.knobs = {**{k: v.default for k, v in INFO.knobs.items() if v.default is not None},
-                      **knobs}  # fmt: skip
-        for fld, msg, allowed in check_point(self.knobs):
-            raise EngineError(f"db2: {fld}: {msg} (allowed: {allowed})")
         require_image(self.image)  # before anything starts
-        if self.run_dir is not None:
-            # A workflow run keeps one Db2 server for all its points: no knob needs a restart
-            # (each point gets its own buffer pool and table space, dropped when it ends).
-            self.host_dir = self.run_dir / "db2-data"
-            self._password = containers.run_secret(self.run_dir)
-            self.container = containers.attach(self._spec(), self.run_id, KEEP_KEY)
-        if self.container is None:
-            self.host_dir.mkdir(parents=True, exist_ok=True)
-            self.host_dir.chmod(0o777)  # the instance owner inside writes here
-            self._password = self._password or containers.generate_password()
-            keep = KEEP_KEY if self.run_dir is not None else None
-            try:
-                self.container = containers.start(
-                    self._spec(),
-                    self.run_id,
-                    self.workdir.parent.name,
-                    keep_key=keep,
-                    run_dir=self.run_dir,
-                )
-            except containers.ContainerError as exc:
-                raise EngineError(f"db2: {exc}") from None
-            self.starts += 1
-        self._wait_connectable()
-        if "restarted" in self._clp(optprofile_script(), "enable optimization guidelines"):
-            self._wait_connectable()
-        self._ensure_explain_tables()
-        page = int(self.knobs["page_size"])
-        self.execute([bufferpool_ddl(self.knobs)])
-        if self._pool_pages() != int(self.knobs["buffer_pool"]):
-            self._restart_database()  # a deferred pool is allocated at the next activation
-        self.execute([tablespace_ddl(self.knobs)])
-        self._files = self._container_files(page)
+        super().provision(knobs)
 
-    def _spec(self) -> Any:
+    def image_tag(self) -> str:
+        require_image(self.image)
+        return self.image
+
+    def container_spec(self) -> Any:
         from tunelab import containers
 
-        assert self._password is not None
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.chmod(0o777)  # the instance owner inside writes here
         return containers.ContainerSpec(
             image=self.image,
             port=PORT,
-            env=container_env(self._password),
-            volumes={str(self.host_dir): DATA_MOUNT},
+            env=container_env(self.password),
+            volumes={str(self.home): DATA_MOUNT},
             cap_add=[] if _privileged() else ["IPC_LOCK", "IPC_OWNER"],
             privileged=_privileged(),
             ready_log=READY_LOG,
             ready_timeout_s=READY_TIMEOUT_S,
-            secrets=(self._password,),
+            secrets=(self.password,),
         )
 
-    def connect(self) -> Any:
+    def wait_connectable(self) -> None:
+        self.query("VALUES 1")  # a short-lived connection: Db2 work never holds one open
+
+    def after_start(self) -> None:
+        if "restarted" in self._clp(optprofile_script(), "enable optimization guidelines"):
+            self.wait_connectable()
+        self._ensure_explain_tables()
+
+    def prepare_point(self, knobs: dict[str, Any]) -> None:
+        page = int(knobs["page_size"])
+        self.execute([bufferpool_ddl(knobs)])
+        if self._pool_pages() != int(knobs["buffer_pool"]):
+            self._restart_database()  # a deferred pool is allocated at the next activation
+        self.execute([tablespace_ddl(knobs)])
+        self._files = self._container_files(page)
+
+    def release_point(self) -> None:
+        self.execute(point_cleanup_sql(self._table, int(self.knobs["page_size"])))
+
+    def remove_container(self) -> None:
+        if self.container is not None and os.geteuid() != 0:
+            # The files belong to the instance owner's uid: only root inside can remove them.
+            self.container.exec(["sh", "-c", f"rm -rf {DATA_MOUNT}/*"], user="root")
+        super().remove_container()
+
+    def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
         import ibm_db_dbi
 
-        if self.container is None or self._password is None:
-            raise EngineError("db2: not provisioned")
+        assert self.container is not None
         dsn = (
-            f"DATABASE={DATABASE};HOSTNAME=127.0.0.1;PORT={self.container.host_port};"
-            f"PROTOCOL=TCPIP;UID={INSTANCE};PWD={self._password};"
+            f"DATABASE={database or DATABASE};HOSTNAME=127.0.0.1;"
+            f"PORT={self.container.host_port};PROTOCOL=TCPIP;UID={INSTANCE};"
+            f"PWD={self.password};CONNECTTIMEOUT={max(1, int(timeout_s))};"
         )
-        try:
-            return ibm_db_dbi.connect(dsn, "", "")  # autocommit off (the driver's default)
-        except Exception as exc:
-            raise EngineError(f"db2: cannot connect to {DATABASE}: {_one_line(exc)}") from None
-
-    def teardown(self) -> None:
-        if self.run_dir is not None and self.container is not None:
-            try:
-                self.execute(point_cleanup_sql(self._table, int(self.knobs["page_size"])))
-                self.container = None  # kept for the run's next point
-                return
-            except EngineError:
-                pass  # a server in an unknown state is not kept: removed below
-        rc, self.container = self.container, None
-        try:
-            if rc is not None:
-                if os.geteuid() != 0:  # the files belong to the instance owner's uid
-                    rc.exec(["sh", "-c", f"rm -rf {DATA_MOUNT}/*"], user="root")
-                rc.remove()
-        finally:
-            shutil.rmtree(self.host_dir, ignore_errors=True)
+        conn = ibm_db_dbi.connect(dsn, "", "")  # autocommit off (the driver's default)
+        if autocommit:
+            conn.set_autocommit(True)
+        return conn
 
     # -- SQL helpers ---------------------------------------------------------------------------
     def execute(self, statements: Sequence[str], conn: Any = None) -> None:
@@ -986,17 +982,6 @@ class DB2Engine(Engine):
             return rows
         finally:
             conn.close()
-
-    def _wait_connectable(self) -> None:
-        deadline = time.monotonic() + CONNECT_ATTEMPTS_S
-        while True:
-            try:
-                self.query("VALUES 1")
-                return
-            except EngineError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(2)
 
     def _ensure_explain_tables(self) -> None:
         q = explain_tables_sql()
@@ -1068,6 +1053,15 @@ class DB2Engine(Engine):
         got = index_kind(index.key, self.query(table_sql(table)["indexes"]))
         if got != expected_kind(index):
             raise EngineError(f"db2: catalog shows index kind {got!r}, asked {index.kind!r}")
+
+    def applied_layout(self, table: str, index: IndexPlan, table_lock: bool) -> dict[str, Any]:
+        """The index kind SYSCAT.INDEXES shows (the asked kind when the catalog holds what it
+        builds: a covering index with nothing to cover is a plain index there) and the
+        table's LOCKSIZE from SYSCAT.TABLES (table locks are also taken by LOCK TABLE)."""
+        got = index_kind(index.key, self.query(table_sql(table)["indexes"]))
+        kind = index.kind if got == expected_kind(index) else f"unrecognised ({got})"
+        rows = self.query(table_sql(table)["table"])
+        return {"index": kind, "lock_granularity": locksize_knob(rows[0][1]) if rows else None}
 
     # -- timed statements ----------------------------------------------------------------------
     def index_name(self, table: str, index: IndexPlan) -> str:
@@ -1188,9 +1182,6 @@ class DB2Engine(Engine):
             if "transferrate_ms" in self.knobs:
                 out["transferrate_ms"] = float(transfer)
             out["direct_io"] = direct_io_knob(fs_caching)
-        if self._table:  # after create_table (the runner also asks right after provision)
-            tables = self.query(table_sql(self._table)["table"])
-            out["lock_granularity"] = locksize_knob(tables[0][1]) if tables else None
         return {k: v for k, v in out.items() if k in self.knobs}
 
     def version(self) -> str:

@@ -19,12 +19,8 @@ whole result at once, so the server never waits for the lab between rows.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import re
-import secrets
-import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,12 +31,13 @@ from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines.base import (
     AccessPath,
     CacheState,
-    Engine,
     EngineError,
     EngineInfo,
+    ImageSource,
     IndexPlan,
     Knob,
 )
+from tunelab.engines.server import ServerEngine
 
 PORT = 3306
 DATABASE = "tunelab"
@@ -54,7 +51,6 @@ MIB = 1 << 20
 # "innodb_page_size=65536 requires innodb_buffer_pool_size >= 21 MiB").
 MIN_POOL_MIB = {4096: 2, 8192: 3, 16384: 6, 32768: 11, 65536: 21}
 PAGE_SIZES = tuple(MIN_POOL_MIB)
-RESTART_KNOBS = frozenset({"page_size", "direct_io"})
 INDEX_KINDS = ("none", "nonclustered", "clustered", "covering", "covering_wrong_order")
 
 _TYPES = {"integer": "INT NOT NULL", "char20": "CHAR(20) NOT NULL", "char40": "CHAR(40) NOT NULL"}
@@ -83,27 +79,33 @@ INFO = EngineInfo(
     knobs={
         "page_size": Knob(
             "page_size", "integer", "innodb_page_size, on a fresh data directory",
-            values=PAGE_SIZES, unit="bytes", restart=True, default=16384,
+            values=PAGE_SIZES, unit="bytes", fresh=True, default=16384,
+            readback="SHOW GLOBAL VARIABLES innodb_page_size",
         ),
         "buffer_pool": Knob(
             "buffer_pool", "integer",
             "innodb_buffer_pool_size = pages x page_size, resized in place; InnoDB keeps whole "
             "MiB and needs at least 2/3/6/11/21 MiB at 4/8/16/32/64 KiB pages",
             minimum=min(mib * MIB // p for p, mib in MIN_POOL_MIB.items()), unit="pages",
+            readback="innodb_buffer_pool_size / innodb_page_size",
         ),
         "read_ahead_threshold": Knob(
             "read_ahead_threshold", "integer",
             "innodb_read_ahead_threshold: sequential pages of an extent that trigger linear "
             "read-ahead of the next extent (0 turns it off)",
             minimum=0, maximum=64, default=56,
+            readback="innodb_read_ahead_threshold",
         ),
         "random_read_ahead": Knob(
             "random_read_ahead", "boolean", "innodb_random_read_ahead", default=False,
+            readback="innodb_random_read_ahead",
         ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
             "row: InnoDB row locks; table: LOCK TABLES ... WRITE around every transaction",
             values=("row", "table"), default="row",
+            readback="SHOW OPEN TABLES (In_use) while a probe transaction holds the lock; "
+            "information_schema.TABLES ENGINE for InnoDB's row locks",
         ),
         "index": Knob(
             "index", "string",
@@ -111,11 +113,12 @@ INFO = EngineInfo(
             "rebuilt after the load; covering: composite (attribute, selected columns); "
             "covering_wrong_order: (selected columns, attribute)",
             values=INDEX_KINDS, default="none",
+            readback="information_schema.STATISTICS",
         ),
         "direct_io": Knob(
             "direct_io", "boolean",
             "innodb_flush_method=O_DIRECT (true) or fsync (false, reads use the OS cache)",
-            restart=True, default=True,
+            restart=True, default=True, readback="innodb_flush_method",
         ),
     },
     notes={
@@ -126,6 +129,9 @@ INFO = EngineInfo(
         "transferrate_ms": "MariaDB 10.11's optimizer has no I/O cost knobs",
     },
     needs_container=True,
+    # The official image follows the same contract as the local one (MARIADB_ROOT_PASSWORD,
+    # server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
+    image=ImageSource("mariadb:10.11.8", "tunelab/mariadb:local", "mariadb/build.sh"),
     engine_time="performance_schema: SUM_TIMER_WAIT of the statements the measured "
     "connections ran (events_statements_summary_by_thread_by_event_name, read on a separate "
     "connection once they are idle), each from the server reading it to the server finishing "
@@ -236,28 +242,18 @@ def _keys(node: Any) -> list[str]:
     return own + [k for v in node.values() for k in _keys(v)]
 
 
-class MariaDBEngine(Engine):
+class MariaDBEngine(ServerEngine):
     info = INFO
     paramstyle = "format"
+    port = PORT
+    database = DATABASE
+    admin_database = None  # the admin connection comes first: it creates the database
 
-    @classmethod
-    def preflight(cls) -> None:
-        reason = containers.docker_unavailable_reason()
-        if reason:
-            raise EngineError(f"mariadb runs in a container: {reason}")
+    @property
+    def connect_errors(self) -> tuple[type[BaseException], ...]:
+        import MySQLdb
 
-    def __init__(self, workdir: Path, run_id: str):
-        super().__init__(workdir, run_id)
-        # The runner gives each point <points>/<point id>/engine; the label names the point.
-        self.point_id = self.workdir.parent.name if self.workdir.name == "engine" else (
-            self.workdir.name
-        )  # fmt: skip
-        self.image: str | None = None
-        self.container: containers.RunningContainer | None = None
-        self._password = containers.generate_password()
-        self._home = self.workdir / "mariadb-data" / f"{secrets.token_hex(4)}"
-        self._admin_conn: Any = None
-        self._tables: set[str] = set()
+        return (MySQLdb.OperationalError,)
 
     # -- validation -------------------------------------------------------------------------
     @staticmethod
@@ -280,116 +276,47 @@ class MariaDBEngine(Engine):
                      allowed)]  # fmt: skip
         return []
 
-    # -- lifecycle ----------------------------------------------------------------------------
+    # -- the server ---------------------------------------------------------------------------
     @property
     def datadir(self) -> Path:
-        return self._home / "datadir"
+        return self.home / "datadir"
 
     @property
     def _conf_dir(self) -> Path:
-        return self._home / "conf"
+        return self.home / "conf"
 
-    def _full(self, knobs: dict[str, Any]) -> dict[str, Any]:
-        defaults = {k: v.default for k, v in INFO.knobs.items() if v.default is not None}
-        full = {**defaults, **knobs}
-        unknown = sorted(set(full) - set(INFO.knobs))
-        if unknown:
-            raise EngineError(f"mariadb cannot express knob(s) {', '.join(unknown)}")
-        for name, value in full.items():
-            if (problem := INFO.knobs[name].check(value)) is not None:
-                raise EngineError(f"mariadb: knob {name}={value!r} {problem} "
-                                  f"(allowed: {INFO.knobs[name].allowed_text()})")  # fmt: skip
-        for fld, msg, allowed in self.check_point(full):
-            raise EngineError(f"mariadb: knob {fld}: {msg} (allowed: {allowed})")
-        return full
-
-    def _write_options(self, knobs: dict[str, Any]) -> None:
+    def write_settings(self, knobs: dict[str, Any]) -> None:
         self._conf_dir.mkdir(parents=True, exist_ok=True)
         lines = ["[mariadbd]"] + [f"{k} = {v}" for k, v in _option_pairs(_server_options(knobs))]
         tmp = self._conf_dir / f".{CONF_FILE}.tmp"
         tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(self._conf_dir / CONF_FILE)  # the directory is mounted: renames show
 
-    def _spec(self) -> containers.ContainerSpec:
+    def container_spec(self) -> containers.ContainerSpec:
+        self.datadir.mkdir(parents=True, exist_ok=True)  # a fresh one is initialised inside
         return containers.ContainerSpec(
             image=self.image or "",
             port=PORT,
-            env={"MARIADB_ROOT_PASSWORD": self._password},
+            env={"MARIADB_ROOT_PASSWORD": self.password},
             volumes={str(self.datadir): DATADIR, str(self._conf_dir): CONF_DIR},
             command=[f"--defaults-extra-file={CONF_DIR}/{CONF_FILE}"],
             ready_log=READY_LOG,
             ready_timeout_s=120,
-            secrets=(self._password,),
+            secrets=(self.password,),
         )
 
-    def _keep_key(self, knobs: dict[str, Any]) -> str:
-        """Points of a run whose restart knobs agree share one server (and data directory)."""
-        decisive = {k: knobs[k] for k in sorted({"page_size", *RESTART_KNOBS}) if k in knobs}
-        return hashlib.sha1(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:10]
+    def after_start(self) -> None:
+        self.admin_execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
 
-    def _attach_kept(self, full: dict[str, Any]) -> None:
-        """In a workflow run: reuse the server an earlier point kept for these restart knobs
-        (its last knobs are read back from its home), or set up this point's home to keep."""
-        assert self.run_dir is not None
-        key = self._keep_key(full)
-        self._home = self.run_dir / f"mariadb-{key}"
-        self._password = containers.run_secret(self.run_dir)
-        if self.image is None:
-            from tunelab.images import ensure_image
-
-            self.image = ensure_image("mariadb")
-        found = containers.attach(self._spec(), self.run_id, key)
-        if found is not None and (self._home / "knobs.json").exists():
-            self.container = found
-            self.knobs = json.loads((self._home / "knobs.json").read_text())
-            self._tables.clear()
-            return
-        containers.remove_kept(self.run_id)  # one kept server per run at a time
-        shutil.rmtree(self._home, ignore_errors=True)
-
-    def provision(self, knobs: dict[str, Any]) -> None:
-        full = self._full(knobs)
-        if self.run_dir is not None and self.container is None:
-            self._attach_kept(full)
-        changed = {k for k in full if full[k] != self.knobs.get(k)}
-        if self.container is None or "page_size" in changed:
-            # InnoDB fixes the page size when it creates the system tablespace: new datadir.
-            self._remove_container()
-            shutil.rmtree(self.datadir, ignore_errors=True)
-            self.datadir.mkdir(parents=True)
-            self._write_options(full)
-            try:
-                if self.image is None:
-                    from tunelab.images import ensure_image
-
-                    self.image = ensure_image("mariadb")
-                keep = self._keep_key(full) if self.run_dir is not None else None
-                self.container = containers.start(
-                    self._spec(), self.run_id, self.point_id, keep_key=keep, run_dir=self.run_dir
-                )
-            except containers.ContainerError as exc:
-                raise EngineError(f"mariadb did not start: {exc}") from None
-            self.starts += 1
-            self._tables.clear()
-            self._admin().cursor().execute(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
-        elif changed & RESTART_KNOBS:
-            self._write_options(full)
-            self._restart()
-        else:
-            self._write_options(full)  # a later restart (cold run) keeps these values
-            self._apply_in_place(full, changed)
-        self.knobs = full
-
-    def _apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
+    def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
         opts = _server_options(knobs)
-        cur = self._admin().cursor()
         for knob, var in (
             ("read_ahead_threshold", "innodb_read_ahead_threshold"),
             ("random_read_ahead", "innodb_random_read_ahead"),
             ("buffer_pool", "innodb_buffer_pool_size"),
         ):
             if knob in changed and var in opts:
-                cur.execute(f"SET GLOBAL {var} = {opts[var]}")
+                self.admin_execute(f"SET GLOBAL {var} = {opts[var]}")
         if "buffer_pool" in changed and "innodb_buffer_pool_size" in opts:
             self._wait_pool_size(int(opts["innodb_buffer_pool_size"]))
 
@@ -410,101 +337,29 @@ class MariaDBEngine(Engine):
                 )
             time.sleep(0.2)
 
-    def _restart(self) -> None:
-        assert self.container is not None
-        self._close_admin()
-        try:
-            self.container.restart()
-        except containers.ContainerError as exc:
-            raise EngineError(f"mariadb did not restart: {exc}") from None
-        self.starts += 1
+    def drop_table_sql(self, table: str) -> str:
+        return f"DROP TABLE IF EXISTS {DATABASE}.{table}"
 
-    def _remove_container(self) -> None:
-        self._close_admin()
-        if self.container is not None:
-            self.container.remove()
-            self.container = None
-
-    def teardown(self) -> None:
-        if self.run_dir is not None and self.container is not None:
-            self._release_kept()
-            return
-        try:
-            self._remove_container()
-        finally:
-            shutil.rmtree(self._home, ignore_errors=True)
-
-    def _release_kept(self) -> None:
-        """Leave the server running for the next point: its tables dropped, its knobs noted."""
-        try:
-            cur = self._admin().cursor()
-            for table in sorted(self._tables):
-                cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{table}")
-            (self._home / "knobs.json").write_text(json.dumps(self.knobs))
-        except Exception:
-            self._remove_container()  # a server in an unknown state is not kept
-            raise
-        finally:
-            self._close_admin()
-
-    # -- connections ------------------------------------------------------------------------
-    def _connect(self, database: str | None, autocommit: bool) -> Any:
-        import sys
-
+    def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
         import MySQLdb.cursors
 
-        if self.container is None:
-            raise EngineError("mariadb: not provisioned")
-        # Called while Ctrl-C or SIGTERM unwinds (the teardown of a kept server stopped in
-        # mid-restart): one short try, then the interrupt goes on; retrying would wait 15 s
-        # and end in "Connection refused", which hides the interrupt.
-        unwinding = sys.exc_info()[1]
-        while unwinding is not None and not isinstance(unwinding, KeyboardInterrupt | SystemExit):
-            unwinding = unwinding.__context__
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                return MySQLdb.connect(
-                    host="127.0.0.1",  # TCP to the published port, never a local socket
-                    port=self.container.host_port,
-                    user="root",
-                    password=self._password,
-                    autocommit=autocommit,
-                    charset="utf8mb4",
-                    # Buffered: the C client reads each whole result as it arrives (the server
-                    # never waits for the lab mid-statement) and builds the rows in C.
-                    cursorclass=MySQLdb.cursors.Cursor,
-                    connect_timeout=2 if unwinding else 10,
-                    **({"database": database} if database else {}),
-                )
-            except MySQLdb.OperationalError as exc:
-                if unwinding is not None:
-                    raise unwinding from None
-                if time.monotonic() > deadline:
-                    raise EngineError(f"mariadb: cannot connect: {exc.args[-1]}") from None
-                time.sleep(0.2)
-
-    def connect(self) -> Any:
-        return self._connect(DATABASE, autocommit=False)
-
-    def _admin(self) -> Any:
-        """A private autocommit connection for settings, DDL and counters."""
-        if self._admin_conn is None:
-            self._admin_conn = self._connect(None, autocommit=True)
-        return self._admin_conn
-
-    def _close_admin(self) -> None:
-        if self._admin_conn is not None:
-            with contextlib.suppress(Exception):  # the server may already be gone
-                self._admin_conn.close()
-            self._admin_conn = None
+        assert self.container is not None
+        return MySQLdb.connect(
+            host="127.0.0.1",  # TCP to the published port, never a local socket
+            port=self.container.host_port,
+            user="root",
+            password=self.password,
+            autocommit=autocommit,
+            charset="utf8mb4",
+            # Buffered: the C client reads each whole result as it arrives (the server never
+            # waits for the lab mid-statement) and builds the rows in C.
+            cursorclass=MySQLdb.cursors.Cursor,
+            connect_timeout=max(1, int(timeout_s)),
+            **({"database": database} if database else {}),
+        )
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
-        cur = self._admin().cursor()
-        cur.execute(sql, args or None)
-        rows = list(cur.fetchall())
-        cur.close()
-        return rows
+        return self.admin_query(sql, args)
 
     def _variables(self, *names: str) -> dict[str, str]:
         marks = ", ".join(["%s"] * len(names))
@@ -552,23 +407,23 @@ class MariaDBEngine(Engine):
         )
 
     def create_table(self, table: str, index: IndexPlan) -> None:
-        cur = self._admin().cursor()
-        cur.execute(f"DROP TABLE IF EXISTS {DATABASE}.{table}")
-        cur.execute(f"USE {DATABASE}")
-        cur.execute(self.table_ddl(table, index))
-        self._tables.add(table)
+        self.admin_execute(f"DROP TABLE IF EXISTS {DATABASE}.{table}")
+        self.admin_execute(f"USE {DATABASE}")
+        self.admin_execute(self.table_ddl(table, index))
+        self.tables.add(table)
 
     def create_index(self, table: str, index: IndexPlan) -> None:
-        cur = self._admin().cursor()
-        cur.execute(f"USE {DATABASE}")
+        self.admin_execute(f"USE {DATABASE}")
         for stmt in self.index_ddl(table, index):
-            cur.execute(stmt)
-        cur.execute(f"ANALYZE TABLE {table}")
-        cur.fetchall()
-        self._check_layout(table, index)
+            self.admin_execute(stmt)
+        self.admin_query(f"ANALYZE TABLE {table}")
+        have, want = self.catalog_layout(table), self.expected_layout(table, index)
+        if have != want:
+            raise EngineError(f"mariadb: {table} has indexes {have}, the plan needs {want}")
 
-    def _check_layout(self, table: str, index: IndexPlan) -> None:
-        """Read the indexes back from the catalogue; fail if they are not the plan's."""
+    def catalog_layout(self, table: str) -> dict[str, list[str]]:
+        """Each index's columns as information_schema.STATISTICS lists them (PRIMARY: the
+        clustering key InnoDB stores the rows by)."""
         rows = self._query(
             "SELECT index_name, column_name FROM information_schema.STATISTICS "
             "WHERE table_schema = %s AND table_name = %s ORDER BY index_name, seq_in_index",
@@ -577,14 +432,43 @@ class MariaDBEngine(Engine):
         have: dict[str, list[str]] = {}
         for name, col in rows:
             have.setdefault(name, []).append(col)
+        return have
+
+    def expected_layout(self, table: str, index: IndexPlan) -> dict[str, list[str]]:
         want: dict[str, list[str]] = {}
         pk = re.search(r"PRIMARY KEY \(([^)]*)\)", self.table_ddl(table, index))
         if pk:
             want["PRIMARY"] = pk.group(1).split(", ")
         if index.kind not in ("none", "primary", "clustered"):
             want[self.index_name(table, index)] = list(self._index_columns(index))
-        if have != want:
-            raise EngineError(f"mariadb: {table} has indexes {have}, the plan needs {want}")
+        return want
+
+    def lock_granularity_in_effect(self, table: str, table_lock: bool) -> str:
+        """A transaction of the workload opened as the timed ones are: 'table' when the server
+        shows the table locked by it (SHOW OPEN TABLES counts LOCK TABLES), else 'row' when
+        the table is InnoDB's (row locks), else the storage engine's name."""
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            if table_lock:
+                self.lock_table(cur, table)
+            in_use = self._query(
+                f"SHOW OPEN TABLES FROM {DATABASE} WHERE `Table` = %s AND In_use > 0", (table,)
+            )
+            storage = self._query(
+                "SELECT engine FROM information_schema.TABLES "
+                "WHERE table_schema = %s AND table_name = %s",
+                (DATABASE, table),
+            )
+            conn.rollback()
+            if table_lock:
+                self.unlock_tables(cur)
+        finally:
+            conn.close()
+        if in_use:
+            return "table"
+        found = storage[0][0] if storage else "missing"
+        return "row" if found == "InnoDB" else f"{found} (no row locks)"
 
     def _indexes(self, table: str, index: IndexPlan) -> list[str]:
         """Every index the plan gives the table, as InnoDB names them."""
@@ -649,8 +533,8 @@ class MariaDBEngine(Engine):
         the OS page cache, then check both: OS residency and the table's pages in the pool."""
         # Purge left over from the load would read table pages right after the restart:
         # wait until the history list is empty first (blocks; MariaDB >= 10.5.7).
-        self._admin().cursor().execute("SET GLOBAL innodb_max_purge_lag_wait = 0")
-        self._restart()
+        self.admin_execute("SET GLOBAL innodb_max_purge_lag_wait = 0")
+        self.restart()
         files = self.data_files()
         method = "restart+" + cache.evict(self._all_files())
         resident, total = cache.residency(files)
@@ -742,7 +626,7 @@ class MariaDBEngine(Engine):
 
     def data_files(self) -> list[Path]:
         return [
-            p for t in sorted(self._tables) if (p := self.datadir / DATABASE / f"{t}.ibd").exists()
+            p for t in sorted(self.tables) if (p := self.datadir / DATABASE / f"{t}.ibd").exists()
         ]
 
     def _all_files(self) -> list[Path]:
@@ -764,7 +648,7 @@ class MariaDBEngine(Engine):
         workload: str | None = None, cache: str | None = None,
     ) -> list[str]:  # fmt: skip
         """See ``Engine.planned_sql``."""
-        full = self._full(knobs)
+        full = self.full_knobs(knobs)
         opts = " ".join(f"--{k}={v}" for k, v in _option_pairs(_server_options(full)))
         table = dataset.table
         writes = workload in ("insert", "update")

@@ -39,12 +39,13 @@ INFO = EngineInfo(
     knobs={
         "page_size": Knob(
             "page_size", "integer", "PRAGMA page_size on a fresh database file",
-            minimum=512, maximum=65536, power_of_two=True, unit="bytes", restart=True,
-            default=4096,
+            minimum=512, maximum=65536, power_of_two=True, unit="bytes", fresh=True,
+            default=4096, readback="PRAGMA page_size",
         ),
         "buffer_pool": Knob(
             "buffer_pool", "integer", "PRAGMA cache_size (pages of the connection's page cache)",
             minimum=1, maximum=10_000_000, unit="pages", default=2000,
+            readback="PRAGMA cache_size on a timed connection",
         ),
         "index": Knob(
             "index", "string",
@@ -52,12 +53,13 @@ INFO = EngineInfo(
             "(attribute, id); covering: composite index (attribute, selected columns); "
             "covering_wrong_order: (selected columns, attribute)",
             values=("none", "nonclustered", "clustered", "covering", "covering_wrong_order"),
-            default="none",
+            default="none", readback="PRAGMA index_list / index_info",
         ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
             "SQLite locks the whole database file for each write transaction: database only",
             values=("database",), default="database",
+            readback="a second connection cannot begin a write while one holds it",
         ),
     },
     notes={
@@ -68,6 +70,7 @@ INFO = EngineInfo(
         "transferrate_ms": "SQLite's planner has no I/O cost knobs",
     },
     needs_container=False,
+    traces=True,
     engine_time="apsw's statement hooks (exec trace to profile callback): each statement from "
     "its start to its reset; SQLite runs in the client process, so this includes apsw "
     "turning its rows into Python tuples between steps",
@@ -84,8 +87,9 @@ class SQLiteEngine(Engine):
 
     # -- lifecycle -------------------------------------------------------------------------
     def provision(self, knobs: dict[str, Any]) -> None:
+        knobs = self.full_knobs(knobs)
         restart = self.knobs.get("page_size") != knobs.get("page_size") or not self.path.exists()
-        self.knobs = dict(knobs)
+        self.knobs = knobs
         if restart:
             # A page size applies to a new file; a fresh file is this engine's "restart".
             shutil.rmtree(self.path.parent, ignore_errors=True)
@@ -140,6 +144,39 @@ class SQLiteEngine(Engine):
             want = {f"{table}_{index.kind}"} if self.index_ddl(table, index) else set()
             if not want <= have:
                 raise EngineError(f"sqlite: index {sorted(want - have)} missing after CREATE INDEX")
+
+    def catalog_layout(self, table: str) -> dict[str, list[str]]:
+        """Each index's columns (PRAGMA index_list / index_info); "pk" is the key of a WITHOUT
+        ROWID table, the b-tree that holds its rows."""
+        with _raw(self.path) as db:
+            layout = {}
+            for _seq, name, _unique, origin, *_ in db.execute(f"PRAGMA index_list({table})"):
+                cols = [r[2] for r in db.execute(f"PRAGMA index_info({name})")]
+                layout["pk" if origin == "pk" else name] = cols
+        return layout
+
+    def expected_layout(self, table: str, index: IndexPlan) -> dict[str, list[str]]:
+        if index.kind == "clustered":
+            return {"pk": list(dict.fromkeys((*index.key, "id")))}
+        ddl = self.index_ddl(table, index)
+        cols = re.search(r"\(([^)]*)\)$", ddl[0]).group(1).split(", ") if ddl else []
+        return {f"{table}_{index.kind}": cols} if ddl else {}
+
+    def lock_granularity_in_effect(self, table: str, table_lock: bool) -> str:
+        """'database' when a write transaction on ``table`` keeps a second connection from
+        starting any write (SQLite's lock is on the whole file)."""
+        with _raw(self.path) as first, _raw(self.path) as second:
+            first.execute("BEGIN IMMEDIATE")
+            first.execute(f"UPDATE {table} SET balance = balance WHERE 0")
+            second.execute("PRAGMA busy_timeout=0")
+            try:
+                second.execute("BEGIN IMMEDIATE")
+            except apsw.BusyError:
+                return "database"
+            finally:
+                first.execute("ROLLBACK")
+            second.execute("ROLLBACK")
+            return "none (a second writer was not blocked)"
 
     # -- timed statements ----------------------------------------------------------------------
     def index_name(self, table: str, index: IndexPlan) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 import yaml
 
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
-from tunelab.spec import parse_size
+from tunelab.spec import knob_lists, parse_size
 
 REQUIRED = ("elapsed_s",)
 # Dimensions that are not knobs but still separate points when they vary in a sweep.
@@ -90,17 +90,8 @@ def order_key(orders: dict[str, list[Any]], col: str):
 
 
 def effective_knobs(sweep: dict[str, Any], engine: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(swept knob lists, fixed knobs) for one engine: the sweep's ``overrides.<engine>``
-    replace the general values, and a knob given no values (null) is dropped — the same
-    rule the sweep expansion follows."""
-    lists = dict(sweep.get("knobs") or {})
-    fixed = dict(sweep.get("fixed") or {})
-    over = (sweep.get("overrides") or {}).get(engine) or {}
-    lists.update(over.get("knobs") or {})
-    fixed.update(over.get("fixed") or {})
-    for name in lists:
-        fixed.pop(name, None)
-    return {k: v for k, v in lists.items() if v is not None}, fixed
+    """(swept knob lists, fixed knobs) for one engine, by the sweep expansion's own rule."""
+    return knob_lists(sweep, engine)
 
 
 def sha256(path: Path | str) -> str:

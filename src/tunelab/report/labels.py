@@ -51,15 +51,21 @@ METRICS: dict[str, str] = {
     "time_ms": "time (ms)",
 }
 
-# Knobs of the design table; an engine's own Knob.unit wins when the engine can be imported.
+# Readable names of the engines' knobs (a test checks each is some engine's knob); the
+# engine's own Knob.unit is added when the engine can be imported.
 KNOBS: dict[str, str] = {
     "buffer_pool": "buffer pool",
     "page_size": "page size",
-    "prefetch": "prefetch size",
+    "prefetch_size": "prefetch size",
+    "extent_size": "extent size",
+    "read_ahead_threshold": "read-ahead threshold",
+    "random_read_ahead": "random read-ahead",
+    "io_concurrency": "I/O concurrency (prefetch requests)",
     "lock_granularity": "lock granularity",
     "index": "index type",
     "direct_io": "direct I/O",
-    "cache_size": "cache size",
+    "overhead_ms": "OVERHEAD",
+    "transferrate_ms": "TRANSFERRATE",
 }
 
 WORKLOAD_PARAMS: dict[str, str] = {

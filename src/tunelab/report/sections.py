@@ -801,10 +801,11 @@ def summary_html(data: ReportData) -> str:
 
 def prefetch_on(data: ReportData) -> bool:
     frame = data.results
-    if "knob_prefetch" in frame:
-        values = pd.to_numeric(frame["knob_prefetch"], errors="coerce")
-        if (values > 0).any() or frame["knob_prefetch"].astype(str).str.lower().eq("on").any():
-            return True
+    for knob in ("knob_prefetch_size", "knob_io_concurrency"):
+        if knob in frame:
+            values = pd.to_numeric(frame[knob], errors="coerce")
+            if (values > 0).any() or frame[knob].astype(str).str.lower().eq("automatic").any():
+                return True
     if "c_prefetch_reads" in frame:
         return bool((pd.to_numeric(frame["c_prefetch_reads"], errors="coerce") > 0).any())
     return False

@@ -1,0 +1,176 @@
+# shellcheck shell=bash disable=SC2154  # the variables are set by the engine's build.sh
+# Shared part of the containers/<engine>/build.sh scripts: build a server image from Debian's
+# own packages, for hosts that cannot pull the official image. Sourced, not run. The engine's
+# script sets these, defines the hook if it needs one, then calls `debian_image_build "$@"`:
+#
+#   here             the engine's directory; its entrypoint.sh becomes $entrypoint
+#   repo             image repository, e.g. tunelab/mariadb (engine name = part after "/")
+#   packages         array of Debian packages to install (no recommends)
+#   version_package  the package whose version names the tag and the label
+#   cmd, port        the image's CMD (one word) and EXPOSEd port
+#   env              optional array of NAME=value for the image (default: a plain PATH)
+#   entrypoint       optional, default /usr/local/bin/tunelab-entrypoint
+#   image_files      optional function, called with the rootfs: copy config files in, remove
+#                    what the packages created at install time (data directories ...)
+#
+# Tags: <repo>:<suite>-<upstream version> and <repo>:local. Idempotent unless --force.
+# The apt mirror is read from the host's sources at run time (or --mirror/TUNELAB_APT_MIRROR).
+
+suite=bookworm
+mirror=${TUNELAB_APT_MIRROR:-}
+force=0
+entrypoint=/usr/local/bin/tunelab-entrypoint
+
+debian_image_build() {
+    engine=${repo#*/}
+    [ -n "${env+x}" ] || env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+    parse_args "$@"
+    if [ "$force" = 0 ] && docker image inspect "$repo:local" >/dev/null 2>&1; then
+        echo "image $repo:local exists ($(docker image inspect -f '{{join .RepoTags " "}}' "$repo:local")); use --force to rebuild"
+        exit 0
+    fi
+    if [ "$(id -u)" != 0 ]; then
+        echo "build.sh: must run as root (debootstrap and chroot need it)" >&2
+        exit 1
+    fi
+    start=$(date +%s)
+    make_rootfs
+    install_packages "${packages[@]}"
+    install -m 0755 "$here/entrypoint.sh" "$rootfs$entrypoint"
+    if declare -F image_files >/dev/null; then image_files "$rootfs"; fi
+    slim_rootfs
+    import_image
+}
+
+usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+
+parse_args() {
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --force) force=1 ;;
+            --suite) suite=$2; shift ;;
+            --suite=*) suite=${1#*=} ;;
+            --mirror) mirror=$2; shift ;;
+            --mirror=*) mirror=${1#*=} ;;
+            -h|--help) usage; exit 0 ;;
+            *) echo "build.sh: unknown argument '$1' (allowed: --force, --suite S, --mirror URI)" >&2
+               exit 2 ;;
+        esac
+        shift
+    done
+}
+
+# apt entries of the host as "URI SUITE" lines, from one-line .list files and deb822
+# .sources files alike; only "deb" (binary) entries, only enabled ones.
+host_apt_entries() {
+    local f
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -f "$f" ] || continue
+        # deb [opt=val ...] URI SUITE COMPONENT...
+        sed -e 's/#.*//' -e 's/\[[^]]*\]//' "$f" | awk '$1 == "deb" && NF >= 3 { print $2, $3 }'
+    done
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] || continue
+        awk '
+            function flush() {
+                if (types ~ /(^| )deb( |$)/ && enabled !~ /^[Nn]o/)
+                    for (i = 1; i <= nu; i++) for (j = 1; j <= ns; j++) print u[i], s[j]
+                types = ""; enabled = ""; nu = 0; ns = 0
+            }
+            /^[ \t]*#/ { next }
+            /^[ \t]*$/ { flush(); next }
+            {
+                key = tolower($1); sub(/:$/, "", key)
+                if (key == "types") { $1 = ""; types = $0 " " }
+                else if (key == "enabled") enabled = $2
+                else if (key == "uris") for (i = 2; i <= NF; i++) u[++nu] = $i
+                else if (key == "suites") for (i = 2; i <= NF; i++) s[++ns] = $i
+            }
+            END { flush() }
+        ' "$f"
+    done
+}
+
+# Debootstrap a minbase rootfs into $work/rootfs (removed on exit) with /proc mounted.
+make_rootfs() {
+    local entries
+    entries=$(host_apt_entries)
+    if [ -z "$mirror" ]; then
+        mirror=$(awk -v s="$suite" '$2 == s { print $1; exit }' <<<"$entries")
+    fi
+    if [ -z "$mirror" ]; then
+        echo "build.sh: no 'deb' entry for suite '$suite' in /etc/apt/sources.list*; pass --mirror URI" >&2
+        exit 1
+    fi
+    if ! command -v debootstrap >/dev/null; then
+        echo "installing debootstrap on the host"
+        apt-get install -y debootstrap >/dev/null
+    fi
+
+    work=$(mktemp -d "/var/tmp/tunelab-$engine-build.XXXXXX")
+    rootfs=$work/rootfs
+    trap cleanup EXIT
+
+    echo "debootstrap $suite (minbase) into $rootfs"
+    debootstrap --variant=minbase "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+        tail -20 "$work/debootstrap.log" >&2
+        exit 1
+    }
+    # The rootfs uses the host's entries for this suite and its updates/security suites.
+    awk -v s="$suite" '$2 == s || $2 == s "-updates" || $2 == s "-security" {
+        print "deb", $1, $2, "main" }' <<<"$entries" | sort -u >"$rootfs/etc/apt/sources.list"
+    # No service may start inside the chroot while packages are installed.
+    printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
+    chmod 755 "$rootfs/usr/sbin/policy-rc.d"
+    mount -t proc proc "$rootfs/proc"
+}
+
+cleanup() {
+    mountpoint -q "$rootfs/proc" && umount "$rootfs/proc"
+    rm -rf "$work"
+}
+
+# Install the packages, record $pkg_version and $version (upstream part), unmount /proc.
+install_packages() {
+    echo "installing $*"
+    chroot "$rootfs" /bin/bash -c '
+        set -e
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    ' install "$@" >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log" >&2; exit 1; }
+
+    # shellcheck disable=SC2016  # ${Version} is dpkg-query's field, not a shell variable
+    pkg_version=$(chroot "$rootfs" dpkg-query -W -f='${Version}' "$version_package")
+    umount "$rootfs/proc"
+    # 1:10.11.11-0+deb12u1 -> 10.11.11, 15.14-0+deb12u1 -> 15.14
+    version=${pkg_version#*:}
+    version=${version%%-*}
+}
+
+# Package caches, lists, docs, non-English locales and the chroot-only policy go.
+slim_rootfs() {
+    rm -f "$rootfs/usr/sbin/policy-rc.d"
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old \
+        "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
+        "$rootfs"/var/log/*.log "$rootfs"/var/log/apt/*
+    find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name 'en*' -exec rm -rf {} +
+}
+
+import_image() {
+    local tag=$repo:$suite-$version size e
+    local changes=(
+        --change "ENTRYPOINT [\"$entrypoint\"]"
+        --change "CMD [\"$cmd\"]"
+        --change "EXPOSE $port"
+    )
+    for e in "${env[@]}"; do changes+=(--change "ENV $e"); done
+    changes+=(--change "LABEL org.tunelab.engine=$engine org.tunelab.debian-suite=$suite org.tunelab.$engine-package=$pkg_version")
+
+    echo "importing $tag"
+    tar -C "$rootfs" --numeric-owner -c . | docker import "${changes[@]}" - "$tag" >/dev/null
+    docker tag "$tag" "$repo:local"
+
+    size=$(docker image inspect -f '{{.Size}}' "$tag")
+    echo "built $tag (also $repo:local), $version_package $pkg_version, $((size / 1048576)) MiB, in $(($(date +%s) - start)) s"
+}

@@ -1,0 +1,266 @@
+"""The lifecycle every engine with a server in a container shares, written once.
+
+A ``ServerEngine`` starts its server with ``tunelab.containers`` (labels, 127.0.0.1 port,
+a per-run network, a generated password that is never printed), waits until it accepts
+connections, and applies a point's knobs the cheapest way their ``Knob`` declares: a new
+data directory for ``fresh`` knobs (e.g. InnoDB's page size), a restart for ``restart`` knobs
+(the settings file it reads at start is rewritten first), in place for the rest. In a
+workflow run (``run_dir`` set) the server is kept across points: the next point whose fresh
+knobs agree attaches to it instead of starting one, and a point's teardown only drops what
+the point created.
+
+An engine module keeps only what is its own: the container spec, the driver's connect,
+its settings file, in-place changes, DDL, counters and the cold procedure.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import hashlib
+import json
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tunelab import containers
+from tunelab.engines.base import Engine, EngineError
+
+
+def _unwinding() -> BaseException | None:
+    """The interrupt (Ctrl-C, SIGTERM) being handled right now, if any: a connection asked
+    for while it unwinds (a teardown) gets one short try, so the interrupt is not hidden
+    behind a connection error many seconds later."""
+    exc = sys.exc_info()[1]
+    while exc is not None and not isinstance(exc, KeyboardInterrupt | SystemExit):
+        exc = exc.__context__
+    return exc
+
+
+def connect_with_retry(
+    open_once: Callable[[float], Any],
+    retry_on: tuple[type[BaseException], ...],
+    what: str,
+    deadline_s: float,
+    pause_s: float = 0.2,
+) -> Any:
+    """``open_once(timeout_s)`` until it succeeds, retrying the driver's "not yet" errors
+    until ``deadline_s`` has passed; EngineError names ``what`` and the last error."""
+    unwinding = _unwinding()
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            return open_once(2 if unwinding else 10)
+        except retry_on as exc:
+            if unwinding is not None:
+                raise unwinding from None
+            if time.monotonic() > deadline:
+                text = " ".join(str(exc.args[-1] if exc.args else exc).split())
+                raise EngineError(f"{what}: cannot connect: {text[:300]}") from None
+            time.sleep(pause_s)
+
+
+class ServerEngine(Engine):
+    """An engine whose server runs in a container (see the module's docstring)."""
+
+    port: int  # the engine's port inside the container
+    connect_deadline_s: float = 15  # how long a started server may refuse connections
+    connect_pause_s: float = 0.2  # between two tries
+
+    def __init__(self, workdir: Path, run_id: str):
+        super().__init__(workdir, run_id)
+        # The runner gives each point <points>/<point id>/engine; the label names the point.
+        self.point_id = self.workdir.parent.name if self.workdir.name == "engine" else (
+            self.workdir.name
+        )  # fmt: skip
+        self.image: str | None = None
+        self.container: containers.RunningContainer | None = None
+        self.password = containers.generate_password()
+        self.home = self.workdir / f"{self.info.name}-data" / secrets.token_hex(4)
+        self._admin_conn: Any = None
+        self.tables: set[str] = set()
+
+    @classmethod
+    def preflight(cls) -> None:
+        reason = containers.docker_unavailable_reason()
+        if reason:
+            raise EngineError(f"{cls.info.name} runs in a container: {reason}")
+
+    # -- what each engine says -------------------------------------------------------------
+    @abc.abstractmethod
+    def container_spec(self) -> containers.ContainerSpec:
+        """Image, environment, volumes (below ``self.home``) and readiness of the server."""
+
+    @abc.abstractmethod
+    def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
+        """One driver connection over TCP to the published port (no retry here)."""
+
+    #: The driver's errors that mean "not accepting connections yet".
+    connect_errors: tuple[type[BaseException], ...] = (OSError,)
+    database: str | None = None  # the lab's database (``after_start`` may create it)
+    admin_database: str | None = None  # where the admin connection goes (it may predate it)
+
+    def write_settings(self, knobs: dict[str, Any]) -> None:
+        """Write the settings file the server reads at start (before a start or restart, and
+        for in-place changes too, so that a later restart keeps them)."""
+
+    def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
+        """Apply knobs that need no restart on the running server."""
+
+    def after_start(self) -> None:
+        """Once per new server (fresh data directory), once it accepts connections: e.g.
+        create the lab's database."""
+
+    def prepare_point(self, knobs: dict[str, Any]) -> None:
+        """Every point, after its knobs are applied (e.g. a per-point pool and table space)."""
+
+    def release_point(self) -> None:
+        """What a point leaves on a kept server is dropped here (default: its tables)."""
+        for table in sorted(self.tables):
+            self.admin_execute(self.drop_table_sql(table))
+
+    def drop_table_sql(self, table: str) -> str:
+        return f"DROP TABLE IF EXISTS {table}"
+
+    def wipe_home(self) -> None:
+        """Remove the server's files on the host (overridden where the container owns them)."""
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def image_tag(self) -> str:
+        from tunelab.images import ensure_image
+
+        return ensure_image(self.info.name)
+
+    # -- the lifecycle ----------------------------------------------------------------------
+    def keep_key(self, knobs: dict[str, Any]) -> str:
+        """Points of a run whose fresh knobs agree share one server (and data directory)."""
+        decisive = {k: knobs[k] for k in sorted(self.info.fresh_knobs) if k in knobs}
+        return hashlib.sha1(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:10]
+
+    def provision(self, knobs: dict[str, Any]) -> None:
+        full = self.full_knobs(knobs)
+        if self.run_dir is not None and self.container is None:
+            self._attach_kept(full)
+        changed = {k for k in full if full[k] != self.knobs.get(k)}
+        if self.container is None or changed & self.info.fresh_knobs:
+            self._start_fresh(full)
+        elif changed & self.info.restart_knobs:
+            self.write_settings(full)
+            self.restart()
+        else:
+            self.write_settings(full)
+            self.apply_in_place(full, changed)
+        self.knobs = full
+        self.prepare_point(full)
+
+    def _attach_kept(self, full: dict[str, Any]) -> None:
+        """Reuse the server an earlier point of the run kept for these fresh knobs (its last
+        knobs are read back from its home), or set up this point's home to keep."""
+        assert self.run_dir is not None
+        key = self.keep_key(full)
+        self.home = self.run_dir / f"{self.info.name}-{key}"
+        self.password = containers.run_secret(self.run_dir)
+        self.image = self.image or self.image_tag()
+        found = containers.attach(self.container_spec(), self.run_id, key)
+        if found is not None and (self.home / "knobs.json").exists():
+            self.container = found
+            self.knobs = json.loads((self.home / "knobs.json").read_text())
+            self.tables.clear()
+            return
+        containers.remove_kept(self.run_id)  # one kept server per run at a time
+        self.wipe_home()
+
+    def _start_fresh(self, full: dict[str, Any]) -> None:
+        self.remove_container()
+        self.wipe_home()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.write_settings(full)
+        try:
+            self.image = self.image or self.image_tag()
+            keep = self.keep_key(full) if self.run_dir is not None else None
+            self.container = containers.start(
+                self.container_spec(), self.run_id, self.point_id, keep_key=keep,
+                run_dir=self.run_dir,
+            )  # fmt: skip
+        except containers.ContainerError as exc:
+            raise EngineError(f"{self.info.name} did not start: {exc}") from None
+        self.starts += 1
+        self.tables.clear()
+        self.wait_connectable()
+        self.after_start()
+
+    def restart(self) -> None:
+        """Restart the server in its container (a cold start, or new restart knobs)."""
+        assert self.container is not None
+        self.close_admin()
+        try:
+            self.container.restart()
+        except containers.ContainerError as exc:
+            raise EngineError(f"{self.info.name} did not restart: {exc}") from None
+        self.starts += 1
+        self.wait_connectable()
+
+    def wait_connectable(self) -> None:
+        """Return once the server accepts connections (the readiness log line may come from
+        an init server, or before the port is open)."""
+        self.admin()
+
+    def remove_container(self) -> None:
+        self.close_admin()
+        if self.container is not None:
+            self.container.remove()
+            self.container = None
+
+    def teardown(self) -> None:
+        if self.run_dir is not None and self.container is not None:
+            try:
+                self.release_point()
+                (self.home / "knobs.json").write_text(json.dumps(self.knobs))
+                self.close_admin()
+                return
+            except Exception:
+                pass  # a server in an unknown state is not kept: removed below
+        try:
+            self.remove_container()
+        finally:
+            self.wipe_home()
+
+    # -- connections --------------------------------------------------------------------------
+    def connection(self, database: str | None, autocommit: bool) -> Any:
+        if self.container is None:
+            raise EngineError(f"{self.info.name}: not provisioned")
+        return connect_with_retry(
+            lambda timeout: self.open_connection(database, autocommit, timeout),
+            self.connect_errors, self.info.name, self.connect_deadline_s, self.connect_pause_s,
+        )  # fmt: skip
+
+    def connect(self) -> Any:
+        return self.connection(self.database, autocommit=False)
+
+    def admin(self) -> Any:
+        """A private autocommit connection for settings, DDL and counters."""
+        if self._admin_conn is None:
+            self._admin_conn = self.connection(self.admin_database, autocommit=True)
+        return self._admin_conn
+
+    def close_admin(self) -> None:
+        if self._admin_conn is not None:
+            with contextlib.suppress(Exception):  # the server may already be gone
+                self._admin_conn.close()
+            self._admin_conn = None
+
+    def admin_query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+        cur = self.admin().cursor()
+        cur.execute(sql, tuple(args) or None)
+        rows = [tuple(r) for r in cur.fetchall()] if cur.description else []
+        cur.close()
+        return rows
+
+    def admin_execute(self, sql: str, args: Sequence[Any] = ()) -> None:
+        cur = self.admin().cursor()
+        cur.execute(sql, tuple(args) or None)
+        cur.close()

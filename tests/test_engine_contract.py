@@ -1,0 +1,153 @@
+"""The engine contract: one registry, declared abilities, every asked knob read back."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tunelab import containers, engines, runner, spec
+from tunelab.engines.base import Engine, EngineError, IndexPlan
+from tunelab.engines.server import ServerEngine
+from tunelab.report import labels
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_registry_is_the_one_list_of_engines():
+    names = engines.names()
+    assert {"sqlite", "mariadb", "db2", "postgres"} <= set(names)
+    schema = spec.schema()
+    assert schema["$defs"]["engine"]["enum"] == names
+    # No engine name is written into the schema files themselves.
+    for path in (REPO / "src/tunelab/schemas/sweep.schema.json",
+                 REPO / "workflows/schemas/config.schema.yaml"):  # fmt: skip
+        text = path.read_text()
+        assert not [n for n in names if f'"{n}"' in text or f" {n}," in text], path
+
+
+@pytest.mark.parametrize("name", engines.names())
+def test_each_engine_declares_what_it_is(name):
+    cls = engines.engine_class(name)
+    info = cls.info
+    assert issubclass(cls, Engine) and info.name == name
+    assert issubclass(cls, ServerEngine) == info.needs_container
+    if info.needs_container:
+        assert info.image is not None
+        if info.image.build_script:
+            assert (REPO / "containers" / info.image.build_script).is_file()
+    assert info.traces == (cls.capture_trace is not Engine.capture_trace)
+    for knob in info.knobs.values():
+        assert knob.readback or knob.name in ("index", "lock_granularity"), (name, knob.name)
+    assert {"index", "lock_granularity"} <= set(info.knobs), name
+    # Defaults pass the engine's own checks.
+    assert cls.full_knobs({}) == {**info.defaults()}
+
+
+def test_full_knobs_names_the_knob_and_the_allowed_values():
+    cls = engines.engine_class("sqlite")
+    with pytest.raises(EngineError, match=r"page_size=3000 must be a power of two"):
+        cls.full_knobs({"page_size": 3000})
+    with pytest.raises(EngineError, match="cannot express knob.*direct_io"):
+        cls.full_knobs({"direct_io": True})
+
+
+def test_report_labels_name_only_knobs_some_engine_has():
+    every = {k for n in engines.names() for k in engines.info(n).knobs}
+    assert set(labels.KNOBS) <= every
+
+
+def test_restart_keys_come_from_the_knobs():
+    info = engines.info("mariadb")
+    assert info.fresh_knobs == {"page_size"}
+    assert info.restart_knobs == {"page_size", "direct_io"}
+    assert engines.info("db2").restart_knobs == frozenset()
+
+
+# -- every asked knob is read back from the running engine --------------------------------------
+KNOB_SWEEPS = {
+    "sqlite": "fixed: {page_size: 8192, buffer_pool: 500, index: covering, "
+    "lock_granularity: database}\n",
+    "mariadb": "fixed: {page_size: 8192, buffer_pool: '16MiB', read_ahead_threshold: 20, "
+    "random_read_ahead: true, direct_io: false, index: covering, lock_granularity: table}\n",
+    "postgres": "fixed: {page_size: 8192, buffer_pool: '16MiB', io_concurrency: 4, "
+    "index: covering, lock_granularity: table}\n",
+}
+
+
+def _available(name: str) -> str | None:
+    if name == "sqlite":
+        return None
+    if reason := containers.docker_unavailable_reason():
+        return reason
+    src = engines.info(name).image
+    try:
+        containers.client().images.get(src.local)
+    except Exception:
+        return f"{src.local} is not built (containers/{src.build_script})"
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(KNOB_SWEEPS))
+def test_every_knob_column_has_its_applied_column(name, tmp_path, rows_dir):
+    if reason := _available(name):
+        pytest.skip(reason)
+    sweep = tmp_path / f"{name}.yaml"
+    sweep.write_text(
+        f"name: contract\nengines: [{name}]\ndataset: {{rows: 2000, seed: 5}}\n"
+        + KNOB_SWEEPS[name]
+        + "workloads: [{type: update, rows: 50, commit_every: 10}]\ncache: warm\nrepetitions: 1\n"
+    )
+    (point,), errors = spec.expand(sweep, name)
+    assert errors == []
+    assert set(point.knobs) == set(engines.info(name).knobs)  # every knob asked
+    run_id = f"contract-{uuid.uuid4().hex[:6]}"
+    out = runner.run_point(point, tmp_path / "p.csv", tmp_path / "w", rows_dir, run_id)
+    frame = pd.read_csv(out)
+    knobs = {c[len("knob_") :] for c in frame if c.startswith("knob_")}
+    applied = {c[len("applied_") :] for c in frame if c.startswith("applied_")}
+    assert knobs and knobs <= applied, knobs - applied
+    row = frame.iloc[0]
+    assert row["applied_index"] == "covering"
+    assert row["applied_lock_granularity"] == row["knob_lock_granularity"]
+    containers.clean(run_id)
+
+
+def test_a_knob_the_engine_did_not_read_back_fails_the_point(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        "name: s\nengines: [sqlite]\ndataset: {rows: 500, seed: 1}\n"
+        "workloads: [{type: multipoint, queries: 2}]\nrepetitions: 1\ncache: warm\n"
+    )
+    (point,), _ = spec.expand(sweep, "sqlite")
+    with pytest.raises(EngineError, match="index: asked 'nonclustered', engine reports 'none'"):
+        asked = dataclasses.replace(point, knobs={**point.knobs, "index": "nonclustered"})
+        runner.check_applied(asked, {**point.knobs, "index": "none"})
+    with pytest.raises(EngineError, match="lock_granularity: asked 'database', not read back"):
+        applied = {k: v for k, v in point.knobs.items() if k != "lock_granularity"}
+        runner.check_applied(point, applied)
+    runner.check_applied(point, dict(point.knobs))  # complete and equal: no error
+
+
+@pytest.mark.parametrize("kind", ["none", "nonclustered", "clustered", "covering",
+                                  "covering_wrong_order"])  # fmt: skip
+def test_sqlite_reads_each_index_layout_back_from_its_catalog(kind, tmp_path):
+    eng = engines.create("sqlite", tmp_path / "e", "r")
+    plan = IndexPlan(kind, ("hundreds1",), ("id", "hundreds2")) if kind != "none" else (
+        IndexPlan("none", ("hundreds1",))
+    )  # fmt: skip
+    with eng:
+        eng.provision({})
+        eng.create_table("accounts", plan)
+        eng.create_index("accounts", plan)
+        got = eng.applied_layout("accounts", plan, table_lock=False)
+    assert got == {"index": kind, "lock_granularity": "database"}, json.dumps(got)
+
+
+@pytest.fixture
+def rows_dir(tmp_path):
+    return tmp_path / "data"
