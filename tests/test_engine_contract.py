@@ -151,3 +151,17 @@ def test_sqlite_reads_each_index_layout_back_from_its_catalog(kind, tmp_path):
 @pytest.fixture
 def rows_dir(tmp_path):
     return tmp_path / "data"
+
+
+def test_a_sweep_for_every_engine_skips_one_that_cannot_vary_its_knob(tmp_path):
+    """A sweep that names no engines runs where its swept knobs can vary; elsewhere it is
+    skipped with the engine's reason, while a sweep that names the engine is an error."""
+    sweep = tmp_path / "pages.yaml"
+    body = "dataset: {rows: 500}\nknobs: {page_size: [4096, 16384]}\nworkloads: [{type: scan}]\n"
+    sweep.write_text("name: pages\n" + body)
+    found = spec.validate_files([sweep], "postgres", skip_other_engines=True)
+    assert found.errors == [] and "cannot vary page_size: BLCKSZ" in found.skipped[str(sweep)]
+    assert spec.validate_files([sweep], "sqlite", skip_other_engines=True).points
+    sweep.write_text("name: pages\nengines: [postgres]\n" + body)
+    found = spec.validate_files([sweep], "postgres", skip_other_engines=True)
+    assert found.skipped == {} and "page_size" in str(found.errors[0])

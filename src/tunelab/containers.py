@@ -97,6 +97,7 @@ class ContainerSpec:
     ready_probe: list[str] | None = None  # command run inside the container; exit 0 = ready
     ready_timeout_s: float = 120
     shm_size: str | None = None
+    stop_signal: str | None = None  # what stops the server cleanly at once (docker stop/restart)
     secrets: tuple[str, ...] = ()  # values to scrub from any log text shown to the user
 
     def secret_values(self) -> tuple[str, ...]:
@@ -473,6 +474,7 @@ def start(
                     volumes=binds,
                     cap_add=spec.cap_add or None,
                     privileged=spec.privileged,
+                    stop_signal=spec.stop_signal,
                     shm_size=spec.shm_size,
                     network=network.name,  # and no other: not the default bridge
                     detach=True,

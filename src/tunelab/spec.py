@@ -391,6 +391,26 @@ def engines_of(doc: dict) -> list[str]:
     return list(doc.get("engines") or engines.names())
 
 
+def cannot_vary(doc: dict, engine: str) -> str | None:
+    """Why a sweep that names no engines (so: every engine that can run it) does not run on
+    ``engine``: a knob it sweeps that the engine lacks, or none of whose values it allows
+    (a page size compiled into the server). None when the sweep is for this engine."""
+    if doc.get("engines") or engine not in engines.names():
+        return None
+    info = engines.info(engine)
+    lists, _ = knob_lists(doc, engine)
+    for name, values in lists.items():
+        if not isinstance(values, list) or len(values) < 2:
+            continue
+        knob = info.knobs.get(name)
+        reason = info.notes.get(name) or (knob.meaning if knob else "")
+        if knob is None:
+            return f"{engine} has no knob {name}" + (f": {reason}" if reason else "")
+        if knob.values is not None and not any(v in knob.values for v in values):
+            return f"{engine} cannot vary {name}: {reason}"
+    return None
+
+
 def knob_lists(doc: dict, engine: str) -> tuple[dict[str, list], dict[str, Any]]:
     """(swept knob lists, fixed knobs) of a sweep for one engine: ``overrides.<engine>``
     replaces the general values, a swept knob is not also fixed, and a knob given no values
@@ -652,6 +672,9 @@ def validate_files(
             doc, errs = load_yaml(p)
             if not errs and isinstance(doc, dict) and engine not in engines_of(doc):
                 out.skipped[str(p)] = f"runs on {', '.join(engines_of(doc))}"
+                continue
+            if not errs and isinstance(doc, dict) and (why := cannot_vary(doc, engine)):
+                out.skipped[str(p)] = why
                 continue
         pts, errs = expand(p, engine, calibration, defer_calibrated, size=size,
                            warnings=out.warnings)  # fmt: skip
