@@ -165,3 +165,20 @@ def test_a_sweep_for_every_engine_skips_one_that_cannot_vary_its_knob(tmp_path):
     sweep.write_text("name: pages\nengines: [postgres]\n" + body)
     found = spec.validate_files([sweep], "postgres", skip_other_engines=True)
     assert found.skipped == {} and "page_size" in str(found.errors[0])
+
+
+def test_points_that_share_a_server_are_measured_one_after_the_other():
+    """The measurement priority orders a pack by server (fresh knobs), then by restart knobs:
+    each combination's points form one run of consecutive jobs."""
+    from tunelab import pipeline
+
+    plan = pipeline.plan(str(REPO / "workflows/sweeps/*.yaml"), "mariadb")
+    info = engines.info("mariadb")
+    jobs = [(s, p) for s, pts in plan.sweeps.items() for p in pts]
+    ordered = sorted(jobs, key=lambda j: -plan.measure_priority(j[0], j[1].point_id))
+    keys = [info.server_order(p.knobs) for _, p in ordered]
+    runs = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
+    assert len(runs) == len(set(keys)) > 1  # no combination comes back after another
+    assert sorted(plan.measure_priority(s, p.point_id) for s, p in jobs) == list(
+        range(1, len(jobs) + 1)
+    )

@@ -23,6 +23,8 @@ rule measure_point:
         calibration=lambda wc, input: pipeline.option("--calibration", input.calibration),
     resources:
         bench_slot=1,
+    # Points that share a server run together (ordered by its fresh and restart knobs).
+    priority: lambda wc: PLAN.measure_priority(wc.sweep, wc.point)
     shell:
         "tunelab run-point {input.sweep:q} {wildcards.point:q} --engine {params.engine:q}"
         " --out {output.csv:q} --workdir {params.workdir:q} --data-dir {params.data_dir:q}"

@@ -7,6 +7,7 @@ arguments will use (what `./lab run` validates before anything starts)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import io
 import shlex
@@ -53,6 +54,21 @@ class Plan:
 
     def datasets(self) -> list[str]:
         return sorted({p.dataset.key for pts in self.sweeps.values() for p in pts})
+
+    @functools.cached_property
+    def _measure_order(self) -> dict[tuple[str, str], int]:
+        from tunelab import engines
+
+        info = engines.info(self.engine)
+        points = [p for pts in self.sweeps.values() for p in pts]
+        ordered = sorted(points, key=lambda p: (*info.server_order(p.knobs), p.sweep))
+        return {(p.sweep, p.point_id): len(ordered) - i for i, p in enumerate(ordered)}
+
+    def measure_priority(self, sweep: str, point_id: str) -> int:
+        """Snakemake's priority of a point's measurement (higher runs first): the points
+        that share a server, and need no restart between them, run one after the other
+        (``EngineInfo.server_order``), not interleaved with other sweeps' points."""
+        return self._measure_order[(sweep, point_id)]
 
 
 def sweep_files(pattern: str | list[str], root: str | Path | None = None) -> list[Path]:

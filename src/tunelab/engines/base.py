@@ -17,6 +17,7 @@ row path, no per-row Python) and the ``engine_time_ns`` counter (the engine's ow
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +179,15 @@ class EngineInfo:
     @property
     def fresh_knobs(self) -> frozenset[str]:
         return frozenset(k for k, v in self.knobs.items() if v.fresh)
+
+    def server_order(self, knobs: dict[str, Any]) -> tuple[str, str]:
+        """A sort key under which points that can share a server (same fresh knobs) come
+        together, and within those, points that need no restart between them (same restart
+        knobs): a run in this order starts a server once per fresh-knob combination and
+        restarts it once per restart-knob combination (cold repetitions aside)."""
+        fresh = {k: knobs.get(k) for k in sorted(self.fresh_knobs)}
+        restart = {k: knobs.get(k) for k in sorted(self.restart_knobs - self.fresh_knobs)}
+        return json.dumps(fresh, default=str), json.dumps(restart, default=str)
 
 
 class Engine(abc.ABC):
