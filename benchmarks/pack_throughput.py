@@ -12,7 +12,7 @@ directories (a full pack, nothing reused) and times it; the second reads a pack 
 - server starts: every row's point records how many starts it needed (engine_starts, the
   count at its last repetition), summed over the points; against the least a pack can need:
   one start per distinct fresh/restart-knob combination (EngineInfo.server_order) plus one
-  restart per cold repetition.
+  restart per cold repetition (an engine without a server, SQLite: one per point).
 """
 
 from __future__ import annotations
@@ -44,10 +44,13 @@ def run_pack(engine: str, out: Path) -> float:
 
 
 def least_starts(engine: str, frame: pd.DataFrame) -> int:
-    """Distinct server combinations of the pack's points, plus its cold repetitions."""
+    """Distinct server combinations of the pack's points, plus its cold repetitions (a
+    restart each); an engine without a server (SQLite) starts anew for every point."""
     info = engines.info(engine)
+    points = frame.drop_duplicates(["sweep", "point_id"])
+    if not info.needs_container:
+        return len(points)
     knobs = [c for c in frame if c.startswith("knob_")]
-    points = frame.drop_duplicates("point_id")
     combos = {
         info.server_order({c[len("knob_") :]: row[c] for c in knobs if pd.notna(row[c])})
         for _, row in points.iterrows()
