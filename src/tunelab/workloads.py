@@ -166,8 +166,9 @@ def timed_sql(engine: Engine, w: Workload, index: IndexPlan, access: str, ds: Da
     stmts = statements(engine, w, index, access, ds.rows, ds.seed)
     if w.writes:
         p = w.params
-        return [f"-- timed: {stmts.sql}  -- executemany over {p['rows']} rows, "
-                f"{p['threads']} thread(s), a commit every {p['commit_every']}"]  # fmt: skip
+        return [f"-- timed: {stmts.sql}  -- {p['rows']} rows, {p['threads']} thread(s), a "
+                f"commit every {p['commit_every']}; each transaction as the engine sends it "
+                "(write_steps: executemany, or rendered before timing)"]  # fmt: skip
     shown = [f"{sql}  -- {list(args)}" if args else sql for sql, args in stmts.bound[:3]]
     more = len(stmts.bound) - len(shown)
     head = f"-- timed (access: {access}, fetch: {stmts.fetch}), {len(stmts.bound)} statement(s):"

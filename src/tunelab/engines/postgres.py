@@ -798,7 +798,7 @@ class PostgresEngine(ServerEngine):
         if "io_concurrency" in full:
             out.append("SELECT pg_reload_conf()  -- when only in-place settings change")
         switches = " ".join(f"-c {k}={v}" for k, v in planner_switches(index).items())
-        out.append(f"-- access: forced: every lab connection starts with options '{switches}'")
+        out.append(f"-- with access: forced, every lab connection starts with options '{switches}'")
         if writes:
             out.append("-- every repetition, untimed: the table built again")
         out += [self.drop_table_sql(table), table_ddl(table, index)]
