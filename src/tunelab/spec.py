@@ -478,10 +478,6 @@ def _normalise(
     return out, errors
 
 
-def _defaults(info: EngineInfo) -> dict[str, Any]:
-    return info.defaults()
-
-
 def _expand_workload(entry: dict) -> list[workloads.Workload]:
     wtype = entry["type"]
     params = {**workloads.DEFAULTS[wtype], **{k: v for k, v in entry.items() if k != "type"}}
@@ -609,7 +605,7 @@ def expand(
                 errors.append(e)
         if errs:
             continue
-        knobs = {**_defaults(info), **knobs}
+        knobs = {**info.defaults(), **knobs}
         for fld, msg, allowed_text in engine_cls.check_point(knobs):
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:

@@ -1209,7 +1209,7 @@ class DB2Engine(ServerEngine):
         workload: str | None = None, cache: str | None = None,
     ) -> list[str]:  # fmt: skip
         """See ``Engine.planned_sql``."""
-        knobs = {**{k: v.default for k, v in INFO.knobs.items() if v.default is not None}, **knobs}
+        knobs = {**INFO.defaults(), **knobs}
         page = int(knobs["page_size"])
         table = dataset.table
         writes = workload in ("insert", "update")

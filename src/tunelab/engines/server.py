@@ -127,7 +127,7 @@ class ServerEngine(Engine):
         return f"DROP TABLE IF EXISTS {table}"
 
     def wipe_home(self) -> None:
-        """Remove the server's files on the host (overridden where the container owns them)."""
+        """Remove the server's files on the host (the lab runs as root, or owns them)."""
         shutil.rmtree(self.home, ignore_errors=True)
 
     def image_tag(self) -> str:
@@ -138,8 +138,8 @@ class ServerEngine(Engine):
     # -- the lifecycle ----------------------------------------------------------------------
     def keep_key(self, knobs: dict[str, Any]) -> str:
         """Points of a run whose fresh knobs agree share one server (and data directory)."""
-        decisive = {k: knobs[k] for k in sorted(self.info.fresh_knobs) if k in knobs}
-        return hashlib.sha1(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:10]
+        fresh, _ = self.info.server_order(knobs)
+        return hashlib.sha1(fresh.encode()).hexdigest()[:10]
 
     def provision(self, knobs: dict[str, Any]) -> None:
         full = self.full_knobs(knobs)
