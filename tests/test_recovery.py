@@ -139,6 +139,19 @@ def test_a_live_process_of_the_checkout_keeps_the_lock_a_dead_one_does_not(tmp_p
         proc.wait()
 
 
+def test_a_tunelab_command_that_is_no_job_does_not_hold_the_lock(tmp_path):
+    """`tunelab validate` in another terminal of the checkout never runs under the lock."""
+    checkout = _locked_checkout(tmp_path)
+    proc = _sleeper(tmp_path, "tunelab", checkout, "validate", "--engine", "sqlite", "s.yaml")
+    try:
+        lines = _recover(tmp_path / "w", checkout)
+        assert len(lines) == 1 and "removed a stale Snakemake lock" in lines[0]
+        assert _locks(checkout) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_a_snakemake_working_elsewhere_does_not_hold_this_checkouts_lock(tmp_path, capsys):
     checkout = _locked_checkout(tmp_path)
     (tmp_path / "other").mkdir()

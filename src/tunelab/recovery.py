@@ -101,6 +101,14 @@ def processes() -> list[Proc]:
     return out
 
 
+# What `tunelab` does as a workflow job (the rest, such as validate, plan or progress, never
+# runs under Snakemake's lock, so it cannot keep a stale one).
+JOB_COMMANDS = frozenset(
+    {"run-point", "trace-point", "datagen", "merge", "report", "index", "check", "bpsim",
+     "calibrate"}
+)  # fmt: skip
+
+
 def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
     """Live processes that may hold this checkout's Snakemake lock: Snakemake, or a lab job
     (a killed Snakemake's jobs run on), working in the checkout. A Snakemake whose working
@@ -108,9 +116,12 @@ def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
     checkout = Path(checkout).resolve()
 
     def may_hold(p: Proc) -> bool:
+        names = p.names()
         if p.cwd is None:
-            return "snakemake" in p.names()
-        return p.cwd == checkout and bool(p.names() & {"snakemake", "tunelab"})
+            return "snakemake" in names
+        if p.cwd != checkout:
+            return False
+        return "snakemake" in names or ("tunelab" in names and bool(JOB_COMMANDS & set(p.argv)))
 
     return [p for p in procs if may_hold(p)]
 
