@@ -84,8 +84,8 @@ def test_server_engines_order_an_insert_point_the_same_way(monkeypatch):
     ds = Dataset(1000, 1)
     knobs = {"page_size": 16384, "buffer_pool": 1024, "index": "nonclustered"}
     for eng, load, cold in (
-        (mariadb.MariaDBEngine, "-- load 1000 rows", "restart"),
-        (db2.DB2Engine, "1000 rows, batches of 10000", db2.cold_commands()["stop"][:40]),
+        (mariadb.MariaDBEngine, "LOAD DATA LOCAL INFILE", "restart"),
+        (db2.DB2Engine, "OF DEL MESSAGES ON SERVER", db2.cold_commands()["stop"][:40]),
     ):
         offline = eng(Path("/nonexistent"), "plan")
         k = {**knobs, "page_size": 8192} if eng is db2.DB2Engine else knobs

@@ -10,6 +10,7 @@ order), and padding so a row is about 100 bytes. Rows are stored in key order, s
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,25 @@ def read(ds: Dataset, data_dir: Path) -> pd.DataFrame:
 def rows_of(frame: pd.DataFrame) -> list[tuple]:
     """Plain Python tuples in column order (drivers want ints and strs, not numpy scalars)."""
     return list(zip(*(frame[c].tolist() for c in COLUMNS), strict=True))
+
+
+class Source:
+    """A data set as the loaders want it, read only when asked: its CSV file (the engines'
+    bulk paths read it directly) or its rows as Python tuples (row-by-row loads, the insert
+    workload). A point whose table is reused never reads either."""
+
+    def __init__(self, ds: Dataset, data_dir: Path):
+        self.dataset = ds
+        self.data_dir = Path(data_dir)
+
+    @functools.cached_property
+    def csv(self) -> Path:
+        """The CSV file: a header line, then one line per row, columns in ``COLUMNS`` order."""
+        return materialise(self.dataset, self.data_dir)
+
+    @functools.cached_property
+    def rows(self) -> list[tuple]:
+        return rows_of(read(self.dataset, self.data_dir))
 
 
 def sha256(path: Path) -> str:

@@ -10,6 +10,7 @@ import contextlib
 import functools
 import glob
 import io
+import json
 import shlex
 import subprocess
 import sys
@@ -61,14 +62,24 @@ class Plan:
 
         info = engines.info(self.engine)
         points = [p for pts in self.sweeps.values() for p in pts]
-        ordered = sorted(points, key=lambda p: (*info.server_order(p.knobs), p.sweep))
+        ordered = sorted(points, key=lambda p: (*info.server_order(p.knobs), table_order(p),
+                                                p.sweep))  # fmt: skip
         return {(p.sweep, p.point_id): len(ordered) - i for i, p in enumerate(ordered)}
 
     def measure_priority(self, sweep: str, point_id: str) -> int:
         """Snakemake's priority of a point's measurement (higher runs first): the points
         that share a server, and need no restart between them, run one after the other
-        (``EngineInfo.server_order``), not interleaved with other sweeps' points."""
+        (``EngineInfo.server_order``), not interleaved with other sweeps' points; among
+        those, the points that read the same table (``table_order``) come together, so each
+        table is built once and reused."""
         return self._measure_order[(sweep, point_id)]
+
+
+def table_order(p: Point) -> str:
+    """What the table a point reads is built from (data set and index layout); the points
+    that write come last, since their table is built again for every repetition."""
+    plan = p.workload.index_plan(p.knobs.get("index", "none"))
+    return json.dumps([p.workload.writes, p.dataset.key, plan.kind, plan.key, plan.include])
 
 
 def sweep_files(pattern: str | list[str], root: str | Path | None = None) -> list[Path]:

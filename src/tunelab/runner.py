@@ -83,13 +83,14 @@ def derived(c: dict[str, float], elapsed: float, page_size: int | None) -> dict[
     return out
 
 
-def _prepare_table(eng: Engine, w: workloads.Workload, plan: Any, rows: list[tuple]) -> None:
-    eng.create_table(workloads.TABLE, plan)
+def _prepare_table(eng: Engine, w: workloads.Workload, plan: Any, source: dataset.Source) -> str:
+    """The table the workload runs on; how it came ("built", "reused", "empty")."""
     if w.type == "insert":
+        eng.forget_table(workloads.TABLE)
+        eng.create_table(workloads.TABLE, plan)
         eng.create_index(workloads.TABLE, plan)  # inserts maintain the index as they go
-        return
-    eng.load(workloads.TABLE, rows)
-    eng.create_index(workloads.TABLE, plan)
+        return "empty"
+    return eng.build_table(workloads.TABLE, plan, source, changes=w.writes)
 
 
 def check_access(point: Point, eng: Engine, plans: list[AccessPath], expected: str) -> str:
@@ -146,13 +147,16 @@ class Setup:
     engine: Engine
     workload: workloads.Workload
     plan: Any
-    data_rows: list[tuple]
+    source: dataset.Source
     applied: dict[str, Any]
     table_lock: bool
     statements: workloads.Statements
+    table_build: str = ""  # how the read workloads' table came: "built" or "reused"
 
     def runner(self) -> workloads.Run:
-        return workloads.runner(self.engine, self.workload, self.data_rows, self.statements,
+        # Only the insert workload needs the data set's rows here (the rows it inserts).
+        rows = self.source.rows if self.workload.type == "insert" else []
+        return workloads.runner(self.engine, self.workload, rows, self.statements,
                                 self.table_lock)  # fmt: skip
 
 
@@ -163,8 +167,7 @@ def provisioned(
     """Provision the point's engine, check its knobs, build the table; tear down after.
     With ``run_dir`` (a workflow run's directory) a server engine may be kept for later
     points and reused from earlier ones, restarted only when a knob needs it."""
-    frame = dataset.read(point.dataset, data_dir)
-    data_rows = dataset.rows_of(frame)
+    source = dataset.Source(point.dataset, data_dir)
     w = point.workload
     plan = w.index_plan(point.knobs.get("index", "none"))
     run_id = run_dir.name if run_dir is not None else uuid.uuid4().hex[:12]
@@ -177,9 +180,9 @@ def provisioned(
         table_lock = point.knobs.get("lock_granularity") == "table"
         stmts = workloads.statements(eng, w, plan, point.access, point.dataset.rows,
                                      point.dataset.seed)  # fmt: skip
-        setup = Setup(eng, w, plan, data_rows, applied, table_lock, stmts)
+        setup = Setup(eng, w, plan, source, applied, table_lock, stmts)
         if not w.writes:
-            _prepare_table(eng, w, plan, data_rows)
+            setup.table_build = _prepare_table(eng, w, plan, source)
             read_back_table(setup, point)
         yield setup
 
@@ -245,14 +248,15 @@ def measure(
         **provenance.code(),
     }
     with provisioned(point, workdir, data_dir, run_dir) as setup:
-        eng, plan, data_rows, applied = setup.engine, setup.plan, setup.data_rows, setup.applied
+        eng, plan, source, applied = setup.engine, setup.plan, setup.source, setup.applied
         base["engine_version"] = eng.version()
         base["host_fs"] = provenance.filesystem(eng.workdir)
         page_size = applied.get("page_size") or point.knobs.get("page_size")
         run = setup.runner()
         for rep in range(point.repetitions):
+            table_build = setup.table_build
             if w.writes:
-                _prepare_table(eng, w, plan, data_rows)
+                table_build = _prepare_table(eng, w, plan, source)
             if rep == 0:
                 if w.writes:
                     read_back_table(setup, point)
@@ -303,6 +307,7 @@ def measure(
                 "data_mb_s": data_bytes / elapsed / 1e6 if data_bytes and elapsed else math.nan,
                 "written_bytes": delta.get("os_write_bytes", math.nan),
                 "engine_starts": eng.starts,
+                "table_build": table_build,
                 **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
                 **derived(delta, elapsed, page_size),
             }
@@ -375,7 +380,7 @@ def trace_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
     trace_dir = workdir / "trace" / point.point_id
     with bench_slot(workdir), provisioned(point, trace_dir, data_dir) as s:
         if s.workload.writes:
-            _prepare_table(s.engine, s.workload, s.plan, s.data_rows)
+            _prepare_table(s.engine, s.workload, s.plan, s.source)
         trace = s.engine.capture_trace(s.runner())
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace.meta.update({"sweep": point.sweep, "point_id": point.point_id})

@@ -17,13 +17,14 @@ row path, no per-row Python) and the ``engine_time_ns`` counter (the engine's ow
 from __future__ import annotations
 
 import abc
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab.dataset import COLUMNS, Dataset
+from tunelab.dataset import COLUMNS, Dataset, Source
 
 
 class EngineError(RuntimeError):
@@ -126,6 +127,8 @@ class IndexPlan:
 
 
 ACCESS_MODES = ("optimizer", "forced")
+# Bumped when the way a table is built changes, so no table built the old way is reused.
+TABLE_BUILD = 1
 
 
 @dataclass(frozen=True)
@@ -267,7 +270,7 @@ class Engine(abc.ABC):
         """Build the secondary structures of the plan after the load (no-op for none)."""
 
     def load(self, table: str, rows: Iterable[Sequence[Any]], batch: int = 10_000) -> None:
-        """Bulk-load rows (untimed set-up)."""
+        """Load rows through the driver, a transaction per ``batch`` rows (untimed set-up)."""
         conn = self.connect()
         try:
             cur = conn.cursor()
@@ -284,6 +287,49 @@ class Engine(abc.ABC):
             conn.commit()
         finally:
             conn.close()
+
+    def bulk_load(self, table: str, source: Source) -> None:
+        """Load the data set the engine's fastest way (its bulk path: a file the server or
+        the driver reads whole); by default, ``load`` of its rows."""
+        self.load(table, source.rows)
+
+    # -- the table a point measures, built once and reused -----------------------------------
+    def table_key(self, table: str, index: IndexPlan, data: Dataset) -> str:
+        """What makes two built tables the same: the data set, the index layout and the knobs
+        the table's files are made with (the fresh knobs, e.g. the page size)."""
+        fresh = {k: self.knobs.get(k) for k in sorted(self.info.fresh_knobs)}
+        text = json.dumps(
+            [TABLE_BUILD, self.info.name, table, data.key, index.kind, index.key, index.include,
+             fresh], default=str,
+        )  # fmt: skip
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+    def build_table(self, table: str, index: IndexPlan, source: Source, changes: bool) -> str:
+        """The point's table with its rows and index. The same table built earlier in the run
+        (same ``table_key``) is reused where the engine keeps one (``reuse_table``); else it is
+        built: created, bulk-loaded, indexed, then offered to later points (``keep_table``).
+        ``changes``: the point's workload writes to it. Returns "reused" or "built"."""
+        key = self.table_key(table, index, source.dataset)
+        if self.reuse_table(table, key):
+            return "reused"
+        self.forget_table(table)
+        self.create_table(table, index)
+        self.bulk_load(table, source)
+        self.create_index(table, index)
+        self.keep_table(table, key, changes)
+        return "built"
+
+    def reuse_table(self, table: str, key: str) -> bool:
+        """Put the table built under ``key`` in place, exactly as it was built (no point has
+        written to it since); False when the engine has none (the default: it keeps none)."""
+        return False
+
+    def forget_table(self, table: str) -> None:
+        """``table`` is about to be built again: whatever was kept under its name is gone."""
+
+    def keep_table(self, table: str, key: str, changes: bool) -> None:
+        """``table`` was just built under ``key``; keep it for later points where it stays as
+        built (``changes``: the workload is about to write to it)."""
 
     # -- timed statements -------------------------------------------------------------------
     def table_ref(self, table: str, index: IndexPlan, access: str) -> str:

@@ -82,7 +82,8 @@ class ServerEngine(Engine):
         self.password = containers.generate_password()
         self.home = self.workdir / f"{self.info.name}-data" / secrets.token_hex(4)
         self._admin_conn: Any = None
-        self.tables: set[str] = set()
+        self.tables: set[str] = set()  # the point's tables (those not kept: dropped at its end)
+        self.kept: dict[str, str] = {}  # table -> key of the build kept for later points
 
     @classmethod
     def preflight(cls) -> None:
@@ -119,12 +120,42 @@ class ServerEngine(Engine):
         """Every point, after its knobs are applied (e.g. a per-point pool and table space)."""
 
     def release_point(self) -> None:
-        """What a point leaves on a kept server is dropped here (default: its tables)."""
-        for table in sorted(self.tables):
+        """What a point leaves on a kept server is dropped here (default: its tables but those
+        kept for later points)."""
+        for table in sorted(self.tables - set(self.kept)):
             self.admin_execute(self.drop_table_sql(table))
 
     def drop_table_sql(self, table: str) -> str:
         return f"DROP TABLE IF EXISTS {table}"
+
+    # -- tables kept on the server across the run's points ------------------------------------
+    @property
+    def _kept_file(self) -> Path:
+        return self.home / "tables.json"
+
+    def _save_kept(self) -> None:
+        if self.run_dir is None:
+            return
+        tmp = self._kept_file.with_name(".tables.json.tmp")
+        tmp.write_text(json.dumps(self.kept, sort_keys=True))
+        tmp.replace(self._kept_file)
+
+    def reuse_table(self, table: str, key: str) -> bool:
+        # Kept only when no point has written to it since it was built (keep_table).
+        if self.run_dir is None or self.kept.get(table) != key:
+            return False
+        self.tables.add(table)
+        return True
+
+    def forget_table(self, table: str) -> None:
+        if self.kept.pop(table, None) is not None:
+            self._save_kept()  # before the rebuild starts: a half-built table is never reused
+
+    def keep_table(self, table: str, key: str, changes: bool) -> None:
+        if self.run_dir is None or changes:
+            return
+        self.kept[table] = key  # not dropped at the point's end
+        self._save_kept()
 
     def wipe_home(self) -> None:
         """Remove the server's files on the host (the lab runs as root, or owns them)."""
@@ -170,6 +201,8 @@ class ServerEngine(Engine):
             self.container = found
             self.knobs = json.loads((self.home / "knobs.json").read_text())
             self.tables.clear()
+            kept = self._kept_file
+            self.kept = json.loads(kept.read_text()) if kept.exists() else {}
             return
         containers.remove_kept(self.run_id)  # one kept server per run at a time
         self.wipe_home()
@@ -190,6 +223,8 @@ class ServerEngine(Engine):
             raise EngineError(f"{self.info.name} did not start: {exc}") from None
         self.starts += 1
         self.tables.clear()
+        self.kept = {}  # a new data directory holds no table
+        self._save_kept()
         self.wait_connectable()
         self.after_start()
 

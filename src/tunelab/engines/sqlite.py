@@ -10,6 +10,7 @@ write, so lock granularity has a single value, ``database``. It has no prefetch 
 from __future__ import annotations
 
 import collections
+import os
 import re
 import shutil
 import time
@@ -109,6 +110,37 @@ class SQLiteEngine(Engine):
     def teardown(self) -> None:
         shutil.rmtree(self.path.parent, ignore_errors=True)
 
+    # -- the table, built once per run and copied -------------------------------------------
+    def _kept(self, key: str) -> Path | None:
+        """Where a workflow run keeps the database file of a table built under ``key``: the
+        run's directory (removed with the run, reaped when it was killed)."""
+        return self.run_dir / "sqlite-tables" / f"{key}.db" if self.run_dir is not None else None
+
+    def reuse_table(self, table: str, key: str) -> bool:
+        kept = self._kept(key)
+        if kept is None or not kept.exists():
+            return False
+        # The file as it was right after its build: a byte copy (no connection is open;
+        # the cold procedure evicts the copy's pages like those of a file just loaded).
+        tmp = self.path.with_name(".lab.db.copy")
+        shutil.copyfile(kept, tmp)
+        tmp.replace(self.path)
+        return True
+
+    def keep_table(self, table: str, key: str, changes: bool) -> None:
+        kept = self._kept(key)
+        if kept is None or kept.exists():
+            return
+        from tunelab import recovery
+
+        # The run's owner goes with its directory, so a killed run's copies are reaped.
+        run_dir = self.run_dir.resolve()
+        recovery.claim(run_dir, recovery.Owner.current(run_dir.parents[1]))
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
+        shutil.copyfile(self.path, tmp)  # taken before the workload: a pristine copy
+        tmp.replace(kept)
+
     # -- schema -------------------------------------------------------------------------------
     def create_table(self, table: str, index: IndexPlan) -> None:
         cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)
@@ -120,6 +152,11 @@ class SQLiteEngine(Engine):
         with _raw(self.path) as db:
             db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute(ddl)
+
+    def load(self, table: str, rows: Any, batch: int = 10_000) -> None:
+        """All rows in one transaction: SQLite's bulk path (one journal, one sync)."""
+        with _raw(self.path) as db, db:  # BEGIN ... COMMIT
+            db.executemany(self.insert_sql(table), rows)
 
     def index_ddl(self, table: str, index: IndexPlan) -> list[str]:
         if index.kind in ("none", "clustered"):
