@@ -479,6 +479,17 @@ def test_engine_time_and_rows_of_measured_points(run, tmp_path):
     assert (scan["client_share"] > 0).all()
     share = rows[("scan", "count")]["client_share"]
     assert (share.abs() < 0.1).all(), share.tolist()
+    # The second point of each workload reads the table the first one built, kept on the
+    # run's server; a warm read's second repetition is warmed by the first (the server's pool
+    # outlives the connections), and it reads nothing from disk.
+    for wtype in ("scan", "range"):
+        assert rows[(wtype, "count")]["table_build"].eq("reused").all(), wtype
+    for df in rows.values():
+        assert df["cache_method"].tolist() == [
+            "untimed warm-up run",
+            "the previous repetition (the same workload, just before)",
+        ]
+        assert df["c_physical_reads"].iloc[1] == 0
 
 
 def test_engine_time_counts_the_given_connections_only(loaded):

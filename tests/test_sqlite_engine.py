@@ -195,3 +195,56 @@ def test_a_points_trace_predicts_its_measured_physical_reads(write_sweep, tmp_pa
         curve = lru_curve(trace.pages, sizes=[p.knobs["buffer_pool"]])
         predicted = curve["misses"].iloc[0]
         assert predicted == pytest.approx(measured, rel=0.05)
+
+
+def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_path):
+    """Within a workflow run the first point builds the table and keeps a copy of the file;
+    later points with the same data, layout and page size copy it instead of loading, and
+    measure the same: same rows, same cold procedure, the same bytes on disk."""
+    path = sweep(write_sweep, "cache: both\n        fixed: {index: nonclustered}",
+                 "{type: multipoint, queries: 2}")  # fmt: skip
+    points, _ = spec.expand(path)
+    work, data = tmp_path / "w", tmp_path / "d"
+    frames = {}
+    for p in points:
+        out = runner.run_point(p, tmp_path / f"{p.cache}.csv", work, data, "run1")
+        frames[p.cache] = pd.read_csv(out)
+    first, second = (frames[p.cache] for p in points)
+    assert first["table_build"].eq("built").all() and second["table_build"].eq("reused").all()
+    kept = list((work / "runs" / "run1" / "sqlite-tables").glob("*.db"))
+    assert len(kept) == 1  # one table: one file
+    assert first["rows_touched"].tolist() == second["rows_touched"].tolist()
+    assert first["data_bytes"].iloc[0] == second["data_bytes"].iloc[0] == kept[0].stat().st_size
+    assert frames["cold"]["cache_achieved"].eq("cold").all()
+    assert frames["cold"]["resident_fraction"].eq(0).all()
+    assert (frames["cold"]["c_physical_reads"] > 0).all()
+    # Another page size is another table: built, not copied.
+    other = spec.expand(sweep(write_sweep, "fixed: {index: nonclustered, page_size: 8192}",
+                              "{type: multipoint, queries: 2}"))[0][0]  # fmt: skip
+    out = runner.run_point(other, tmp_path / "p8k.csv", work, data, "run1")
+    assert pd.read_csv(out)["table_build"].eq("built").all()
+    assert len(list((work / "runs" / "run1" / "sqlite-tables").glob("*.db"))) == 2
+    # Outside a workflow run (no run id) nothing is kept.
+    out = runner.run_point(points[0], tmp_path / "alone.csv", tmp_path / "w2", data)
+    assert pd.read_csv(out)["table_build"].eq("built").all()
+    assert not (tmp_path / "w2" / "runs").exists()
+
+
+def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monkeypatch):
+    """A build that fails leaves nothing a later point could take for the table."""
+    engine.run_dir = tmp_path / "w" / "runs" / "r"
+    engine.provision({"page_size": 4096, "buffer_pool": 100, "index": "nonclustered"})
+    w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
+    plan = w.index_plan("nonclustered")
+    source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+
+    def broken(table, index):
+        raise EngineError("index build failed")
+
+    monkeypatch.setattr(engine, "create_index", broken)
+    with pytest.raises(EngineError):
+        engine.build_table(workloads.TABLE, plan, source, changes=False)
+    assert not list(engine.run_dir.glob("sqlite-tables/*.db"))
+    monkeypatch.undo()
+    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
+    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"

@@ -492,13 +492,25 @@ def _warm_text(frame: pd.DataFrame) -> str:
     rows = frame[frame["cache_requested"].astype(str) == "warm"]
     if rows.empty:
         return ""
+    methods = rows["cache_method"].astype(str) if "cache_method" in rows else pd.Series()
+    by_previous = int(methods.str.startswith("the previous repetition").sum())
+    own = len(rows) - by_previous
     text = (
-        f"Before each of the {len(rows)} warm repetitions the same workload ran once, untimed, "
-        "on the same connections"
+        f"Before each of {own} of the {len(rows)} warm repetitions the same workload ran once, "
+        "untimed, on the same connections"
+        if by_previous
+        else f"Before each of the {len(rows)} warm repetitions the same workload ran once, "
+        "untimed, on the same connections"
     )
     if "workload" in rows and rows["workload"].astype(str).isin(("insert", "update")).any():
         text += " (a write workload, which cannot run twice on the same table, read the whole "
         text += "table instead)"
+    if by_previous:
+        text += (
+            f"; the other {by_previous} followed the repetition before them, which ran the same "
+            "read workload on the same table just before, in the server's buffer pool that "
+            "outlives connections: that run was their warm-up"
+        )
     return text + "."
 
 
