@@ -12,12 +12,18 @@ directories (a full pack, nothing reused) and times it; the second reads a pack 
 - server starts: every row's point records how many starts it needed (engine_starts, the
   count at its last repetition), summed over the points; against the least a pack can need:
   one start per distinct fresh/restart-knob combination (EngineInfo.server_order) plus one
-  restart per cold repetition (an engine without a server, SQLite: one per point).
+  restart per cold repetition (an engine without a server, SQLite: one per point);
+- table builds of the points that read (table_build): against the distinct tables they read
+  (data set, index layout and fresh knobs);
+- where the wall time went, from the run's job log (logs/jobs.jsonl): measurements (and
+  within them the timed sections), reports, other jobs, and the time no job held the bench
+  lock (Snakemake and process start-up).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -59,7 +65,47 @@ def least_starts(engine: str, frame: pd.DataFrame) -> int:
     return len(combos) + cold
 
 
-def report(engine: str, results: Path, wall_s: float) -> None:
+def least_builds(engine: str, frame: pd.DataFrame) -> int:
+    """Distinct tables the reading points use: data set and index layout, per combination of
+    the fresh knobs (a page size makes other files)."""
+    from tunelab import dataset, pipeline, workloads
+
+    info = engines.info(engine)
+    keys = set()
+    for _, row in frame[frame["rep"] == 0].iterrows():
+        if row["workload"] in ("insert", "update"):
+            continue
+        knobs = {c[len("knob_") :]: row[c] for c in frame if c.startswith("knob_")
+                 if pd.notna(row[c])}  # fmt: skip
+        w = workloads.Workload(str(row["workload"]), {})
+        ds = dataset.Dataset(int(row["dataset_rows"]), int(row["seed"]))
+        table = pipeline.table_order(w, knobs, ds)
+        keys.add((info.server_order(knobs)[0], table))  # the fresh knobs shape the files
+    return len(keys)
+
+
+def job_spans(log: Path, frame: pd.DataFrame) -> None:
+    spans = pd.DataFrame([json.loads(line) for line in log.read_text().splitlines() if line])
+    if spans.empty:
+        return
+    spans["s"] = (spans["end_ns"] - spans["start_ns"]) / 1e9
+    spans["what"] = spans["job"].str.split().str[0]
+    whole = (spans["end_ns"].max() - spans["start_ns"].min()) / 1e9
+    busy, end = 0, spans["start_ns"].min()
+    for s, e in sorted(zip(spans["start_ns"], spans["end_ns"], strict=True)):
+        busy += max(0, e - max(s, end))
+        end = max(end, e)
+    measure = spans[spans["what"].isin(["run-point", "trace-point", "calibrate"])]["s"].sum()
+    reports = spans[spans["what"] == "report"]["s"].sum()
+    other = spans[~spans["what"].isin(["run-point", "trace-point", "calibrate", "report"])]
+    print(f"job log           {whole / 60:.1f} min from the first job to the last")
+    print(f"  measurements    {measure / 60:.1f} min (timed {frame['elapsed_s'].sum() / 60:.1f})")
+    print(f"  reports         {reports / 60:.1f} min of job time (they run side by side)")
+    print(f"  other jobs      {other['s'].sum() / 60:.1f} min of job time")
+    print(f"  no job          {(whole - busy / 1e9) / 60:.1f} min (scheduling, start-up)")
+
+
+def report(engine: str, results: Path, wall_s: float, logs: Path | None = None) -> None:
     files = sorted((results / engine).glob("*.csv"))
     if not files:
         sys.exit(f"no merged results in {results / engine}")
@@ -75,6 +121,13 @@ def report(engine: str, results: Path, wall_s: float) -> None:
     print(f"timed work        {timed / 60:.1f} min")
     print(f"timed share       {timed / wall_s:.1%}  (goal >= {TIMED_SHARE_GOAL:.0%})")
     print(f"server starts     {starts}  (least possible {least}: ratio {starts / least:.2f})")
+    if "table_build" in frame:
+        reads = frame[(frame["rep"] == 0) & ~frame["workload"].isin(["insert", "update"])]
+        built = int((reads["table_build"] == "built").sum())
+        print(f"table builds      {built} for {len(reads)} reading points "
+              f"(distinct tables {least_builds(engine, frame)})")  # fmt: skip
+    if logs is not None and (logs / "jobs.jsonl").exists():
+        job_spans(logs / "jobs.jsonl", frame)
 
 
 def main() -> None:
@@ -82,16 +135,17 @@ def main() -> None:
     ap.add_argument("--engine", required=True, choices=engines.names())
     ap.add_argument("--results", type=Path, help="read this results directory (no run)")
     ap.add_argument("--wall", type=float, help="the pack's wall time in s (with --results)")
+    ap.add_argument("--logs", type=Path, help="the run's logs directory (its jobs.jsonl)")
     a = ap.parse_args()
     if a.results is not None:
         if a.wall is None:
             ap.error("--results needs --wall (the pack's wall time in seconds)")
-        report(a.engine, a.results, a.wall)
+        report(a.engine, a.results, a.wall, a.logs)
         return
     (ROOT / ".tunelab").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tunelab-pack-", dir=ROOT / ".tunelab") as tmp:
         wall = run_pack(a.engine, Path(tmp))
-        report(a.engine, Path(tmp) / "results", wall)
+        report(a.engine, Path(tmp) / "results", wall, Path(tmp) / "logs")
 
 
 if __name__ == "__main__":

@@ -184,6 +184,9 @@ def test_points_that_share_a_server_are_measured_one_after_the_other():
     )
     # Within a server's run, the points that read the same table come together: each table
     # is built once per server and restart combination, then reused.
-    tables = [(*info.server_order(p.knobs), pipeline.table_order(p)) for _, p in ordered]
+    tables = [
+        (*info.server_order(p.knobs), pipeline.table_order(p.workload, p.knobs, p.dataset))
+        for _, p in ordered
+    ]
     table_runs = [k for i, k in enumerate(tables) if i == 0 or k != tables[i - 1]]
     assert len(table_runs) == len(set(tables)) < len(tables)

@@ -21,6 +21,7 @@ from typing import Any
 
 from tunelab import dataset, spec
 from tunelab.spec import Point
+from tunelab.workloads import Workload
 
 EXIT_INVALID = 2
 
@@ -62,8 +63,9 @@ class Plan:
 
         info = engines.info(self.engine)
         points = [p for pts in self.sweeps.values() for p in pts]
-        ordered = sorted(points, key=lambda p: (*info.server_order(p.knobs), table_order(p),
-                                                p.sweep))  # fmt: skip
+        ordered = sorted(points, key=lambda p: (
+            *info.server_order(p.knobs), table_order(p.workload, p.knobs, p.dataset), p.sweep
+        ))  # fmt: skip
         return {(p.sweep, p.point_id): len(ordered) - i for i, p in enumerate(ordered)}
 
     def measure_priority(self, sweep: str, point_id: str) -> int:
@@ -75,11 +77,11 @@ class Plan:
         return self._measure_order[(sweep, point_id)]
 
 
-def table_order(p: Point) -> str:
+def table_order(w: Workload, knobs: dict[str, Any], ds: dataset.Dataset) -> str:
     """What the table a point reads is built from (data set and index layout); the points
     that write come last, since their table is built again for every repetition."""
-    plan = p.workload.index_plan(p.knobs.get("index", "none"))
-    return json.dumps([p.workload.writes, p.dataset.key, plan.kind, plan.key, plan.include])
+    plan = w.index_plan(knobs.get("index", "none"))
+    return json.dumps([w.writes, ds.key, plan.kind, plan.key, plan.include])
 
 
 def sweep_files(pattern: str | list[str], root: str | Path | None = None) -> list[Path]:
