@@ -259,7 +259,9 @@ def test_killed_run_with_a_kept_mariadb_server_recovers(image, tmp_path):
         assert Owner.from_labels(labels) == Owner.read(run_dir)
         network = containers.network_name(run_id)
         assert set(server.attrs["NetworkSettings"]["Networks"]) == {network}
-        assert (run_dir / "secret").exists() and list(run_dir.glob("mariadb-*/datadir/ibdata1"))
+        assert (run_dir / "secret").exists() and list(
+            run_dir.glob("hosts/*/mariadb-*/datadir/ibdata1")
+        )
 
         said = _recover(workdir, tmp_path)
         assert said == [], said  # a live owner's run: nothing touched

@@ -248,3 +248,25 @@ def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monk
     monkeypatch.undo()
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
+
+
+def test_a_warm_reads_repetitions_are_warmed_by_the_one_before(write_sweep, tmp_path):
+    """The first warm repetition runs the workload once untimed; each later one keeps the
+    connections of the one before, so SQLite's page cache (in the connection) is still warm:
+    no page is missed, as after a warm-up of its own."""
+    path = write_sweep(
+        f"""
+        name: t
+        dataset: {{rows: {ROWS}, seed: 5}}
+        knobs: {{buffer_pool: [100000]}}
+        workloads: [{{type: scan}}]
+        cache: warm
+        repetitions: 3
+        """
+    )
+    point = spec.expand(path)[0][0]
+    frame = pd.read_csv(runner.run_point(point, tmp_path / "w.csv", tmp_path / "w", tmp_path / "d"))
+    assert frame["cache_method"].tolist() == ["untimed warm-up run"] + 2 * [
+        "the previous repetition (the same workload, just before)"
+    ]
+    assert frame["c_physical_reads"].eq(0).all() and frame["c_logical_reads"].gt(0).all()

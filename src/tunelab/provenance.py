@@ -1,4 +1,5 @@
-"""Provenance recorded with every result row: host, filesystem, code version."""
+"""Provenance recorded with every result row: host (and cluster job), filesystem, code
+version."""
 
 from __future__ import annotations
 
@@ -28,7 +29,19 @@ def host() -> dict[str, object]:
         "host_cores": os.cpu_count(),
         "host_mem_gib": round(mem, 1),
         "host_kernel": platform.release(),
+        **cluster_job(),
     }
+
+
+# Where a cluster job ran, from the scheduler's environment of the job: empty outside one.
+# Every row has the columns, so the points of a sweep keep one set of columns whether they
+# were measured on a cluster or on one machine.
+CLUSTER_ENV = {"slurm_job_id": "SLURM_JOB_ID", "slurm_node": "SLURMD_NODENAME"}
+
+
+def cluster_job() -> dict[str, str]:
+    """The SLURM job and node name a measurement ran in (empty strings outside SLURM)."""
+    return {col: os.environ.get(var, "") for col, var in CLUSTER_ENV.items()}
 
 
 def filesystem(path: Path) -> str:

@@ -10,8 +10,9 @@ Column groups (a row is a flat dict):
   c_prefetch_reads, c_os_read_bytes, ...), and derived: hit_ratio_app, hit_ratio_sys,
   physical_reads_per_s, read_mb_s
 - sizes: page_size_bytes, data_bytes (table + index bytes), written_bytes
-- provenance: host_cpu, host_cores, host_mem_gib, host_kernel, host_fs, tunelab_version,
-  git_commit, started_at, engine_starts
+- provenance: host_name, host_cpu, host_cores, host_mem_gib, host_kernel, host_fs,
+  slurm_job_id and slurm_node (empty outside a SLURM job), tunelab_version, git_commit,
+  started_at, engine_starts
 
 A point's file has a check file beside it (``<point>.check.json``: sha256, bytes, rows,
 columns, repetitions), written after it; ``verify_points`` checks point files against their

@@ -124,18 +124,21 @@ def _query_times(times_ns: list[int]) -> dict[str, float]:
     }
 
 
-def _prepare_cache(eng: Engine, w: workloads.Workload, point: Point, run: Any, rep: int) -> tuple:
+def _prepare_cache(
+    eng: Engine, w: workloads.Workload, point: Point, run: Any, kept: list[Any]
+) -> tuple:
+    """The connections of a repetition, with the cache as asked. ``kept``: a warm read's
+    connections from the repetition before, which ran the same workload on them just before
+    (on a pool in the server or, as SQLite's, in the connections): that was its warm-up."""
     threads = w.params.get("threads", 1)
     if point.cache == "cold":
         state = eng.make_cold()
         conns = [eng.connect() for _ in range(threads)]
         return conns, state
-    conns = [eng.connect() for _ in range(threads)]
-    if rep > 0 and not w.writes and eng.info.pool_outlives_connections:
-        # The previous repetition ran this same workload just before on this unchanged
-        # table, and the server's pool outlives connections: it is this one's warm-up.
-        method = "the previous repetition (the same workload, just before)"
+    if kept:
+        conns, method = kept, "the previous repetition (the same workload, just before)"
     else:
+        conns = [eng.connect() for _ in range(threads)]
         workloads.warm_up(w, conns, run)
         method = "untimed warm-up run"
     if w.writes:
@@ -259,69 +262,80 @@ def measure(
         base["host_fs"] = provenance.filesystem(eng.workdir)
         page_size = applied.get("page_size") or point.knobs.get("page_size")
         run = setup.runner()
-        for rep in range(point.repetitions):
-            table_build = setup.table_build
-            if w.writes:
-                table_build = _prepare_table(eng, w, plan, source)
-            if rep == 0:
+        # A warm read's connections go from one repetition to the next: the repetition before
+        # ran the same workload on them, on the same unchanged table, just before.
+        kept: list[Any] = []
+        try:
+            for rep in range(point.repetitions):
+                table_build = setup.table_build
                 if w.writes:
-                    read_back_table(setup, point)
-                base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
-                base.update(_explained(setup, point, plans_sink))
-            started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-            conns, state = _prepare_cache(eng, w, point, run, rep)
-            times: list[int] = []
-            try:
-                before = eng.counters(conns)
-                t0 = time.perf_counter_ns()
-                touched = run(conns, times)
-                t1 = time.perf_counter_ns()
-                after = eng.counters(conns)
-            finally:
-                for c in conns:
-                    c.close()
-            if touched is None:  # the fetch path did not count: the engine does, untimed
-                conn = eng.connect()
+                    table_build = _prepare_table(eng, w, plan, source)
+                if rep == 0:
+                    if w.writes:
+                        read_back_table(setup, point)
+                    base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
+                    base.update(_explained(setup, point, plans_sink))
+                started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+                conns, state = _prepare_cache(eng, w, point, run, kept)
+                times: list[int] = []
                 try:
-                    touched = workloads.result_rows(conn, setup.statements)
+                    before = eng.counters(conns)
+                    t0 = time.perf_counter_ns()
+                    touched = run(conns, times)
+                    t1 = time.perf_counter_ns()
+                    after = eng.counters(conns)
                 finally:
-                    conn.close()
-            elapsed = (t1 - t0) / 1e9
-            delta = _delta(before, after)
-            engine_s = delta.get("engine_time_ns", math.nan) / 1e9
-            data_bytes = eng.data_bytes(workloads.TABLE)
-            row = {
-                **base,
-                "rep": rep,
-                "started_at": started,
-                "rows_touched": touched,
-                "elapsed_s": elapsed,
-                # CLOCK_MONOTONIC is system-wide: lets anyone check timed sections never overlap
-                "timed_start_ns": t0,
-                "timed_end_ns": t1,
-                "throughput_rows_s": touched / elapsed if elapsed else math.nan,
-                "engine_elapsed_s": engine_s,
-                # Engine time is summed over the client connections: compare it with the
-                # connections' wall time, so several threads cannot push the share below 0.
-                "client_share": 1 - engine_s / (elapsed * len(conns)) if elapsed else math.nan,
-                **_query_times(times),
-                "cache_achieved": state.achieved,
-                "cache_method": state.method,
-                "resident_fraction": state.resident_fraction,
-                "page_size_bytes": page_size,
-                "data_bytes": data_bytes,
-                "data_mb_s": data_bytes / elapsed / 1e6 if data_bytes and elapsed else math.nan,
-                "written_bytes": delta.get("os_write_bytes", math.nan),
-                "engine_starts": eng.starts,
-                "table_build": table_build,
-                **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
-                **derived(delta, elapsed, page_size),
-            }
-            rows_sink.append(row)
-            if times_sink is not None:
-                times_sink.extend(
-                    {"rep": rep, "query": i, "elapsed_s": ns / 1e9} for i, ns in enumerate(times)
-                )
+                    if point.cache == "warm" and not w.writes:
+                        kept = conns  # warm for the next repetition: its warm-up was this one
+                    else:
+                        for c in conns:
+                            c.close()
+                if touched is None:  # the fetch path did not count: the engine does, untimed
+                    conn = eng.connect()
+                    try:
+                        touched = workloads.result_rows(conn, setup.statements)
+                    finally:
+                        conn.close()
+                elapsed = (t1 - t0) / 1e9
+                delta = _delta(before, after)
+                engine_s = delta.get("engine_time_ns", math.nan) / 1e9
+                data_bytes = eng.data_bytes(workloads.TABLE)
+                row = {
+                    **base,
+                    "rep": rep,
+                    "started_at": started,
+                    "rows_touched": touched,
+                    "elapsed_s": elapsed,
+                    # CLOCK_MONOTONIC is system-wide: lets anyone check timed sections never overlap
+                    "timed_start_ns": t0,
+                    "timed_end_ns": t1,
+                    "throughput_rows_s": touched / elapsed if elapsed else math.nan,
+                    "engine_elapsed_s": engine_s,
+                    # Engine time is summed over the client connections: compare it with the
+                    # connections' wall time, so several threads cannot push the share below 0.
+                    "client_share": 1 - engine_s / (elapsed * len(conns)) if elapsed else math.nan,
+                    **_query_times(times),
+                    "cache_achieved": state.achieved,
+                    "cache_method": state.method,
+                    "resident_fraction": state.resident_fraction,
+                    "page_size_bytes": page_size,
+                    "data_bytes": data_bytes,
+                    "data_mb_s": data_bytes / elapsed / 1e6 if data_bytes and elapsed else math.nan,
+                    "written_bytes": delta.get("os_write_bytes", math.nan),
+                    "engine_starts": eng.starts,
+                    "table_build": table_build,
+                    **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
+                    **derived(delta, elapsed, page_size),
+                }
+                rows_sink.append(row)
+                if times_sink is not None:
+                    times_sink.extend(
+                        {"rep": rep, "query": i, "elapsed_s": ns / 1e9}
+                        for i, ns in enumerate(times)
+                    )
+        finally:
+            for c in kept:
+                c.close()
     return rows_sink
 
 

@@ -134,14 +134,21 @@ def hostname() -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "host"
 
 
+# The host a workflow run names its calibration file after: the submitting host's, also in
+# the run's jobs on other hosts of a cluster (the file itself records where it was measured).
+HOST_ENV = "TUNELAB_CALIBRATION_HOST"
+
+
 def default_path(data_dir: Path | str = DEFAULT_DATA_DIR, root: Path | str = ".") -> Path:
     """calibration/<host>-<hash of the resolved data directory>.json under ``root``.
 
     The hash keeps one file per (host, data directory): two directories on different
-    devices get different calibrations, and the same directory always finds its own.
+    devices get different calibrations, and the same directory always finds its own. The
+    host is this one, or ``$TUNELAB_CALIBRATION_HOST`` where a workflow run set it.
     """
     digest = hashlib.sha256(str(Path(data_dir).resolve()).encode()).hexdigest()[:12]
-    return Path(root) / CALIBRATION_DIR / f"{hostname()}-{digest}.json"
+    host = os.environ.get(HOST_ENV) or hostname()
+    return Path(root) / CALIBRATION_DIR / f"{host}-{digest}.json"
 
 
 _KNOBS = {"overhead": "overhead_ms", "transferrate": "transferrate_ms"}

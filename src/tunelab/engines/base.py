@@ -165,9 +165,6 @@ class EngineInfo:
     knobs: dict[str, Knob]
     notes: dict[str, str] = field(default_factory=dict)  # knob -> why it is refused/limited
     needs_container: bool = False
-    # The buffer pool belongs to the server, not to a connection: a read workload's repetition
-    # leaves the pool as a warm-up of the same workload would, so the next one needs none.
-    pool_outlives_connections: bool = False
     image: ImageSource | None = None  # container engines whose image the lab finds or builds
     # Which `access:` values the engine honours: 'forced' needs hints that pin the plan.
     access_modes: tuple[str, ...] = ACCESS_MODES

@@ -172,7 +172,6 @@ INFO = EngineInfo(
         "random_read_ahead": "Db2 prefetch is set per table space: use prefetch_size",
     },
     needs_container=True,
-    pool_outlives_connections=True,
     image=ImageSource(IMAGE, None, None),  # pulled where a registry is reachable, never built
     engine_time="MON_GET_CONNECTION's TOTAL_RQST_TIME for each timed connection (found by "
     "SYSPROC.MON_GET_APPLICATION_HANDLE()): the server's time on the lab's requests "

@@ -129,7 +129,6 @@ INFO = EngineInfo(
         "transferrate_ms": "MariaDB 10.11's optimizer has no I/O cost knobs",
     },
     needs_container=True,
-    pool_outlives_connections=True,
     # The official image follows the same contract as the local one (MARIADB_ROOT_PASSWORD,
     # server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
     image=ImageSource("mariadb:10.11.8", "tunelab/mariadb:local", "mariadb/build.sh"),

@@ -161,7 +161,6 @@ INFO = EngineInfo(
         "relative costs rather than the lab's times",
     },
     needs_container=True,
-    pool_outlives_connections=True,
     image=ImageSource("postgres:15", "tunelab/postgres:local", "postgres/build.sh"),
     engine_time="pg_stat_statements: total_exec_time + total_plan_time (ms) of every top-level "
     "statement the lab's role (tunelab) ran, i.e. the timed connections (the lab's own counter "

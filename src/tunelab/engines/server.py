@@ -19,8 +19,10 @@ import abc
 import contextlib
 import hashlib
 import json
+import re
 import secrets
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +31,14 @@ from typing import Any
 
 from tunelab import containers
 from tunelab.engines.base import Engine, EngineError
+
+
+def host_dir(run_dir: Path) -> Path:
+    """This host's part of a run's directory, where its kept servers' homes live. A work
+    directory shared by several hosts (a cluster) keeps one record per host: a point attaches
+    only to a server that this host's Docker runs, and never wipes another host's data."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "host"
+    return Path(run_dir) / "hosts" / host
 
 
 def _unwinding() -> BaseException | None:
@@ -193,7 +203,7 @@ class ServerEngine(Engine):
         knobs are read back from its home), or set up this point's home to keep."""
         assert self.run_dir is not None
         key = self.keep_key(full)
-        self.home = self.run_dir / f"{self.info.name}-{key}"
+        self.home = host_dir(self.run_dir) / f"{self.info.name}-{key}"
         self.password = containers.run_secret(self.run_dir)
         self.image = self.image or self.image_tag()
         found = containers.attach(self.container_spec(), self.run_id, key)

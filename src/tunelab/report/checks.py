@@ -231,3 +231,51 @@ def multi_query_without_timings(frame: pd.DataFrame) -> bool:
     for col in ("wl_queries", "wl_lookups"):
         many |= _numeric(frame, col) > 1
     return bool(many.any())
+
+
+# -- hosts -----------------------------------------------------------------------------------
+HOST_COLUMN = "host_name"
+
+
+def row_hosts(frame: pd.DataFrame) -> pd.Series:
+    """Per row: the name of the host that measured it ("" where none was recorded)."""
+    if HOST_COLUMN not in frame:
+        return pd.Series("", index=frame.index, dtype=object)
+    return frame[HOST_COLUMN].map(lambda v: "" if pd.isna(v) else str(v).strip())
+
+
+def hosts(frame: pd.DataFrame) -> list[str]:
+    """The hosts the rows were measured on, by name (none when no row recorded one)."""
+    return sorted({h for h in row_hosts(frame) if h})
+
+
+def points_per_host(frame: pd.DataFrame) -> dict[str, int]:
+    """How many points each host measured (a point measured on two hosts counts on both)."""
+    if "point_id" not in frame:
+        return {h: 0 for h in hosts(frame)}
+    named = frame.assign(_host=row_hosts(frame))
+    named = named[named["_host"] != ""]
+    return {str(h): int(g["point_id"].nunique()) for h, g in named.groupby("_host")}
+
+
+def points_on_several_hosts(frame: pd.DataFrame) -> list[str]:
+    """Points whose repetitions come from more than one host: their medians pool hosts."""
+    if "point_id" not in frame:
+        return []
+    named = frame.assign(_host=row_hosts(frame))
+    named = named[named["_host"] != ""]
+    counts = named.groupby("point_id")["_host"].nunique()
+    return sorted(str(p) for p in counts[counts > 1].index)
+
+
+def cluster_jobs(frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """The SLURM jobs and nodes the rows were measured in (empty outside SLURM)."""
+
+    def distinct(col: str) -> list[str]:
+        if col not in frame:
+            return []
+        values = {str(v).strip() for v in frame[col].dropna()}
+        values = {v[:-2] if v.endswith(".0") else v for v in values if v}  # ids read as floats
+        return sorted(values, key=lambda v: (len(v), v))
+
+    return distinct("slurm_job_id"), distinct("slurm_node")

@@ -508,8 +508,8 @@ def _warm_text(frame: pd.DataFrame) -> str:
     if by_previous:
         text += (
             f"; the other {by_previous} followed the repetition before them, which ran the same "
-            "read workload on the same table just before, in the server's buffer pool that "
-            "outlives connections: that run was their warm-up"
+            "read workload on the same connections and the same unchanged table just before: "
+            "that run was their warm-up"
         )
     return text + "."
 
