@@ -1337,3 +1337,33 @@ def test_uses_index_claims_follow_the_plans_the_rows_record():
     for same in (lambda p: True, lambda p: False):
         verdicts = claims.evaluate_sweep(doc["expect"], io_cost_rows(same), "db2")
         assert [v.verdict for v in verdicts] == ["inconclusive", "inconclusive"]
+
+
+LOAD = re.compile(
+    r"^CALL SYSPROC\.ADMIN_CMD\('LOAD FROM (?P<file>/database/load/[\w.-]+\.del) OF DEL "
+    r"MESSAGES ON SERVER INSERT INTO DB2INST1\.(?P<table>\w+) NONRECOVERABLE'\)$"
+)
+
+
+def test_bulk_load_gives_load_a_headerless_file_below_the_mount_and_counts_rows(
+    tmp_path, monkeypatch
+):
+    """LOAD (ADMIN_CMD) reads a file the server sees: the data set's CSV without its header,
+    below the data mount, readable by the instance owner; a short table fails the point."""
+    from tunelab import dataset
+
+    eng = db2.DB2Engine(tmp_path / "engine", "r")
+    source = dataset.Source(Dataset(300, 2), tmp_path / "data")
+    sent: list[str] = []
+    monkeypatch.setattr(eng, "execute", lambda stmts, conn=None: sent.extend(stmts))
+    monkeypatch.setattr(eng, "query", lambda sql: [(300,)])
+    eng.bulk_load("accounts", source)
+    m = LOAD.match(sent[0])
+    assert m and m["table"] == "ACCOUNTS", sent
+    host = eng.host_dir / m["file"][len(db2.DATA_MOUNT) + 1 :]
+    lines = Path(source.csv).read_text().splitlines()
+    assert host.read_text().splitlines() == lines[1:]  # no header line
+    assert host.stat().st_mode & 0o044 == 0o044
+    monkeypatch.setattr(eng, "query", lambda sql: [(299,)])
+    with pytest.raises(EngineError, match="LOAD put 299 rows"):
+        eng.bulk_load("accounts", source)
