@@ -187,6 +187,15 @@ def test_points_of_one_workload_must_share_their_columns(points, tmp_path):
     checked = {c.path: c.problem for c in results.verify_points([scan_a, odd])}
     assert all("no column set is shared by most" in checked[p] for p in (scan_a, odd))
 
+    # a point measured by a newer lab, beside points of an older one: the columns a newer lab
+    # adds (results.ADDED_COLUMNS) do not make it the odd one out, so the sweep merges
+    newer = tmp_path / "newer" / "buffer_pool-1000_scan_warm_new.csv"
+    added = {c: "x" for c in results.ADDED_COLUMNS}
+    frame = pd.read_csv(scan_a).assign(point_id=newer.stem, **added)
+    results.write_point(frame.to_dict("records"), newer, REPS)
+    checked = {c.path: c.problem for c in results.verify_points([scan_a, scan_b, newer])}
+    assert set(checked.values()) == {None}
+
     # the same point twice
     copy = tmp_path / "copy" / scan_a.name
     copy.parent.mkdir()

@@ -43,6 +43,10 @@ REJECTED_SUFFIX = ".rejected"
 CHECK_FORMAT = 1
 # Columns every point's rows have, whatever the engine and workload.
 REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
+# Columns a newer lab records that points measured by an older one lack: a sweep whose old
+# points are kept and whose missing ones are measured anew merges (the old rows get blanks),
+# instead of refusing the new points for want of a majority, again at every run.
+ADDED_COLUMNS = frozenset({"table_build", "slurm_job_id", "slurm_node"})
 
 
 class ResultExistsError(FileExistsError):
@@ -209,7 +213,7 @@ def verify_points(paths: Iterable[Path | str]) -> list[PointCheck]:
         seen[point_id] = c.path
         groups.setdefault(workload, []).append(c)
     for workload, members in groups.items():
-        sets = Counter(frozenset(c.frame.columns) for c in members)
+        sets = Counter(frozenset(c.frame.columns) - ADDED_COLUMNS for c in members)
         if len(sets) == 1:
             continue
         (usual, n), (_, runner_up) = sets.most_common(2)
@@ -218,9 +222,11 @@ def verify_points(paths: Iterable[Path | str]) -> list[PointCheck]:
                 c.problem = f"columns differ between the {workload} points of the sweep " + (
                     "(no column set is shared by most of them)"
                 )
-            elif frozenset(c.frame.columns) != usual:
+            elif frozenset(c.frame.columns) - ADDED_COLUMNS != usual:
                 c.problem = f"columns differ from the sweep's other {workload} points: " + (
-                    _difference(c.frame.columns, sorted(usual))
+                    _difference(
+                        [x for x in c.frame.columns if x not in ADDED_COLUMNS], sorted(usual)
+                    )
                 )
     return checks
 
