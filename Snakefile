@@ -2,11 +2,10 @@
 # Run through `./lab run` (which validates first and passes the profile), or directly:
 #   snakemake --profile workflows/profile [--config engine=mariadb]
 import os
-import uuid
 
 from snakemake.utils import min_version, validate
 
-from tunelab import pipeline, spec
+from tunelab import cluster, pipeline, spec
 
 min_version("8.20")
 
@@ -16,7 +15,12 @@ configfile: f"{workflow.basedir}/workflows/config.yaml"
 
 validate(config, f"{workflow.basedir}/workflows/schemas/config.schema.yaml")
 
+from tunelab.calibrate import calibration as calibration_file
 from tunelab.calibrate import workflow as calibration_config
+
+# The calibration file is named after the host that submits the run; its jobs, on a cluster
+# other hosts, name the same file (its contents say where it was measured).
+os.environ.setdefault(calibration_file.HOST_ENV, calibration_file.hostname())
 
 # The data-set size (quick | assignment): every job's `tunelab` expands the sweeps at it.
 SIZE = config["size"]
@@ -41,8 +45,19 @@ os.environ.setdefault("TUNELAB_OWNER_PID", str(os.getpid()))
 os.environ.setdefault("TUNELAB_WORKDIR", os.path.realpath(config["workdir"]))
 
 # Points of this run may share a server engine (restarted only when a knob needs it);
-# the run's end removes it, whatever the outcome.
-RUN_ID = uuid.uuid4().hex[:12]
+# the run's end removes it, whatever the outcome. A job of the run on a cluster node is a
+# Snakemake process of its own: it takes the run's id from the environment, and the first
+# one on a node owns (and at its end removes) what the run's points start there.
+RUN_ID = cluster.run_id()
+if workflow.remote_exec:
+    cluster.own_node_job(RUN_ID, config["workdir"])
+
+
+# What a cluster job needs from the submitting run where the executor does not pass the
+# whole environment (Kubernetes); SLURM jobs inherit it.
+envvars:
+    cluster.RUN_ID_ENV,
+    calibration_file.HOST_ENV,
 
 
 onsuccess:

@@ -11,7 +11,8 @@ claim gets a verdict:
 - ``inconclusive``: anything else (intervals overlap, effect too small, rows missing).
 
 When a claim does not hold, the rows' own evidence names a likely cause: a plan other than
-the one asked for, a cold repetition that was not cold, a client-bound point.
+the one asked for, a cold repetition that was not cold, a client-bound point. A verdict on
+rows measured on more than one host says so (``hosts``): its medians compare hosts too.
 
 Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache`` or
 ``workload`` -- to values):
@@ -96,10 +97,19 @@ class Verdict:
     verdict: str
     evidence: str
     causes: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)  # the compared rows' hosts
+
+    @property
+    def pooled(self) -> str:
+        """A warning when the compared rows come from more than one host ("" otherwise)."""
+        if len(self.hosts) < 2:
+            return ""
+        return f"warning: rows from {len(self.hosts)} hosts compared ({', '.join(self.hosts)})"
 
     def line(self, sweep: str) -> str:
         why = f"; likely cause: {'; '.join(self.causes)}" if self.causes else ""
-        return f"{sweep}: {self.claim.says}: {self.verdict} ({self.evidence}{why})"
+        pooled = f"; {self.pooled}" if self.pooled else ""
+        return f"{sweep}: {self.claim.says}: {self.verdict} ({self.evidence}{why}{pooled})"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +118,7 @@ class Verdict:
             "verdict": self.verdict,
             "evidence": self.evidence,
             "causes": self.causes,
+            "hosts": self.hosts,
         }
 
 
@@ -510,7 +521,15 @@ def evaluate(claim: Claim, frame: pd.DataFrame) -> Verdict:
         overall = "inconclusive"
     if overall != "holds" and not causes and "inconclusive" in verdicts:
         causes.append("the intervals overlap or the effect is below the minimum")
-    return Verdict(claim, overall, "; ".join(parts), causes if overall != "holds" else [])
+    kept = causes if overall != "holds" else []
+    return Verdict(claim, overall, "; ".join(parts), kept, _hosts(rows))
+
+
+def _hosts(rows: pd.DataFrame) -> list[str]:
+    """The hosts that measured ``rows``, by name (as the rows' provenance records them)."""
+    if "host_name" not in rows:
+        return []
+    return sorted({str(h).strip() for h in rows["host_name"].dropna() if str(h).strip()})
 
 
 def evaluate_sweep(expect: Any, frame: pd.DataFrame, engine: str) -> list[Verdict]:

@@ -10,18 +10,18 @@ a Kubernetes job needs). What a run keeps across its processes:
 - **one owner per node**: the outermost job process of the run on a node (a group job, which
   measures one sweep's points one after the other) names itself the owner of what the points
   start there (``$TUNELAB_OWNER_PID``), so `tunelab recover` on that node tells a live job
-  from a killed one; at its end it removes this run's containers on the node and the node's
-  part of the run directory (``<workdir>/runs/<run id>/hosts/<host>``, see
-  ``tunelab.engines.server.host_dir``). The submitting run's end removes the rest, as on one
-  machine.
+  from a killed one; at its end it removes the containers it owns there and, once no
+  container of the run is left on the node, the node's part of the run directory
+  (``<workdir>/runs/<run id>/hosts/<host>``, see ``tunelab.engines.server.host_dir``). The
+  submitting run's end removes the rest, as on one machine.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
+import socket
 import sys
 import uuid
 from pathlib import Path
@@ -50,17 +50,30 @@ def own_node_job(run: str, workdir: str | Path) -> bool:
 
 
 def release_host(run: str, workdir: str | Path) -> list[str]:
-    """Remove this run's containers, networks and volumes on this host's Docker (if it has
-    one) and this host's part of the run directory. Returns what was removed."""
+    """Remove the containers this process owns for ``run`` on this host's Docker (those its
+    points started, by their owner labels) and, when no container of the run is left here,
+    this host's part of the run directory and the run's network. Returns what was removed."""
     from tunelab.engines.server import host_dir
 
     removed: list[str] = []
-    with contextlib.suppress(Exception):  # no Docker on this node: nothing of it to remove
+    left = 0
+    try:
         from tunelab import containers
 
-        removed += containers.clean(run)
+        c = containers.client()
+        of_run = [f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={run}"]
+        owned = [*of_run, f"{recovery.PID_LABEL}={os.getpid()}",
+                 f"{recovery.HOST_LABEL}={socket.gethostname()}"]  # fmt: skip
+        for container in c.containers.list(all=True, filters={"label": owned}):
+            container.remove(force=True, v=True)
+            removed.append(container.name)
+        left = len(c.containers.list(all=True, filters={"label": of_run}))
+        if not left:
+            containers._drop_network(run)
+    except Exception:  # no Docker on this node: no container of it either
+        pass
     mine = host_dir(Path(workdir) / "runs" / run)
-    if mine.exists():
+    if not left and mine.exists():
         shutil.rmtree(mine, ignore_errors=True)
         removed.append(str(mine))
     if removed:

@@ -40,6 +40,7 @@ table.tl-index a.tl-sweep:hover { text-decoration: underline; }
 .tl-muted { color: #57606a; }
 a { color: #0b5cad; }
 .tl-headline { font-size: 13px; margin-top: 4px; color: #1f2328; }
+.tl-hosts { font-size: 12px; color: #a40e26; margin-top: 2px; }
 .tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
   border-radius: 9px; margin: 0 4px 3px 0; white-space: nowrap; }
 .tl-holds { background: #dafbe1; color: #116329; }
@@ -78,6 +79,11 @@ def _claims_cell(entry: dict[str, Any] | None) -> str:
         f'<li><span class="tl-verdict tl-{esc(v["verdict"])}">{esc(v["verdict"])}</span>'
         f"{esc(v['claim'])}: {esc(v['evidence'])}"
         + (f" — likely cause: {esc('; '.join(v['causes']))}" if v.get("causes") else "")
+        + (
+            f" — rows from {len(v['hosts'])} hosts compared: {esc(', '.join(v['hosts']))}"
+            if len(v.get("hosts") or []) > 1
+            else ""
+        )  # fmt: skip
         + "</li>"
         for v in verdicts
     )
@@ -140,6 +146,10 @@ def _row(
     cache = esc(" & ".join(s.get("cache", [])) or "—")
     first, last = s.get("first_started", "")[:10], s.get("last_started", "")[:10]
     when = esc(first if first == last else f"{first} – {last}") if first else "—"
+    hosts = s.get("hosts") or []
+    if len(hosts) > 1:  # the report says so at its top; the index too
+        when += (f'<div class="tl-hosts" title="{esc(", ".join(hosts))}">on {len(hosts)} '
+                 "hosts: medians of different hosts compared</div>")  # fmt: skip
     csv = _results_link(s, report, results_dir)
     rows = f'<a href="{esc(_rel(csv, out.parent))}">CSV</a>' if csv else "—"
     cells = [link, _claims_cell(checked), engine, swept, size, cache, when, rows]

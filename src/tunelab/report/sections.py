@@ -80,6 +80,7 @@ def summary(data: ReportData, title: str = "") -> dict[str, Any]:
         "cache": cache,
         "first_started": started[0] if started else "",
         "last_started": started[-1] if started else "",
+        "hosts": checks.hosts(frame),
         "results_csv": data.results_csv,
         "results_sha256": sha256(data.results_csv),
     }
@@ -211,9 +212,37 @@ def client_note(data: ReportData) -> str | None:
     return note(text, "warn")
 
 
+def hosts_note(data: ReportData) -> str | None:
+    """A warning when the sweep's rows come from more than one host: its figures and tables
+    then set medians of different hosts side by side (None for one host, or none recorded)."""
+    frame = data.results
+    per_host = checks.points_per_host(frame)
+    if len(per_host) < 2:
+        return None
+    listed = ", ".join(f"{html.escape(h)}: {n} point{'s' if n != 1 else ''}"
+                       for h, n in per_host.items())  # fmt: skip
+    text = (
+        f"<b>Measured on {len(per_host)} hosts</b> ({listed}). The figures and tables set "
+        "medians measured on different hosts side by side, so a difference between points "
+        "may be a difference between their hosts."
+    )
+    pooled = checks.points_on_several_hosts(frame)
+    if pooled:
+        names = "; ".join(html.escape(str(p)) for p in pooled[:12])
+        more = f" and {len(pooled) - 12} more" if len(pooled) > 12 else ""
+        text += f" These points pool repetitions from several hosts in one median: {names}{more}."
+    text += (
+        " Measure a sweep on one host; on a cluster, one cluster job per sweep "
+        "(<code>workflows/profile/slurm</code>)."
+    )
+    return note(text, "warn")
+
+
 def checks_html(data: ReportData) -> str:
-    """Call-outs for the top of the page: plans against the index knob, client-bound points."""
-    return "".join(n for n in (access_note(data), client_note(data)) if n)
+    """Call-outs for the top of the page: rows from several hosts, plans against the index
+    knob, client-bound points."""
+    parts = (hosts_note(data), access_note(data), client_note(data))
+    return "".join(n for n in parts if n)
 
 
 def _engine_time_source(engine: str) -> str:
@@ -556,15 +585,22 @@ def _lock_text(frame: pd.DataFrame) -> str:
             "overlapped cannot be checked from them."
         )
     spans = frame[["timed_start_ns", "timed_end_ns"]].apply(pd.to_numeric, errors="coerce")
-    spans = spans.dropna().sort_values("timed_start_ns").to_numpy()
+    # Each host has its own monotonic clock: sections are compared within a host only.
+    spans = spans.assign(_host=checks.row_hosts(frame)).dropna()
     if len(spans) == 0:
         return ""
-    ends = np.maximum.accumulate(spans[:, 1])
-    overlaps = int((spans[1:, 0] < ends[:-1]).sum())
+    overlaps = 0
+    for _, one in spans.groupby("_host"):
+        times = one.sort_values("timed_start_ns")[["timed_start_ns", "timed_end_ns"]].to_numpy()
+        ends = np.maximum.accumulate(times[:, 1])
+        overlaps += int((times[1:, 0] < ends[:-1]).sum())
+    n_hosts = spans["_host"].nunique()
+    clock = "CLOCK_MONOTONIC" + (f", compared within each of the {n_hosts} hosts" if (
+        n_hosts > 1) else "")  # fmt: skip
     text = (
         "Each measurement held tunelab's host-wide bench lock exclusively, so no other job of "
         f"the lab ran beside it; the {len(spans)} timed sections recorded in the rows "
-        "(CLOCK_MONOTONIC) "
+        f"({clock}) "
     )
     if overlaps:
         return text + f"overlap in {overlaps} case(s): those timings shared the host."
@@ -597,7 +633,14 @@ def _calibration_text(data: ReportData, calibration_json: str) -> str:
     )
     if getattr(cal, "created_at", ""):
         text += f", measured {cal.created_at}"
-    return text + "." + cost
+    text += "."
+    measured_on, hosts = str(getattr(cal, "host", "") or ""), checks.hosts(frame)
+    if measured_on and hosts and measured_on not in hosts:
+        text += (
+            f" The calibration was measured on {measured_on}, not on the host of these rows "
+            f"({', '.join(hosts)}): its device limits are another host's."
+        )
+    return text + cost
 
 
 def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
@@ -608,11 +651,28 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
     n = f"{int(reps.min())}" if reps.min() == reps.max() else f"{int(reps.min())}–{int(reps.max())}"
     code = ", ".join(_unique(frame, "tunelab_version")) or "an unrecorded version"
     commit = ", ".join(_unique(frame, "git_commit"))
-    hosts = "; ".join(_hosts(frame)) or "an unrecorded host"
+    hosts, named = _hosts(frame), len(checks.hosts(frame))
+    where = (
+        f"on {named} hosts: {'; '.join(hosts)}" if named > 1
+        else f"on {'host ' if named else 'a host with '}{'; '.join(hosts)}" if hosts
+        else "on an unrecorded host"
+    )  # fmt: skip
     setup = [
         f"Measured with tunelab {code}" + (f" (commit {commit})" if commit else "")
-        + f" on {_engine_text(frame, data.engine)}, on a host with {hosts}."
+        + f" on {_engine_text(frame, data.engine)}, {where}."
     ]  # fmt: skip
+    jobs, nodes = checks.cluster_jobs(frame)
+    if jobs:
+        setup.append(
+            f"The points ran in SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
+            + (f" on node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else "")
+            + "."
+        )
+    if named > 1:
+        setup.append(
+            "Points measured on different hosts are compared in this report: a difference "
+            "between them may be a difference between the hosts."
+        )
     rows_ = ", ".join(fmt(int(v)) for v in _numbers(frame, "dataset_rows"))
     seeds = ", ".join(_unique(frame, "seed"))
     if rows_:
@@ -982,6 +1042,7 @@ def raw_html(data: ReportData) -> str:
 
 
 def _hosts(frame: pd.DataFrame) -> list[str]:
+    """One line per host (its name first, where recorded) and hardware of the rows."""
     cols = [
         c
         for c in ("host_cpu", "host_cores", "host_mem_gib", "host_kernel", "host_fs")
@@ -989,6 +1050,10 @@ def _hosts(frame: pd.DataFrame) -> list[str]:
     ]
     if not cols:
         return []
+    named = checks.HOST_COLUMN in frame
+    if named:
+        frame = frame.assign(**{checks.HOST_COLUMN: checks.row_hosts(frame)})
+        cols = [checks.HOST_COLUMN, *cols]
     out = []
     for row in frame[cols].drop_duplicates().itertuples(index=False):
         d = dict(zip(cols, row, strict=True))
@@ -1001,7 +1066,9 @@ def _hosts(frame: pd.DataFrame) -> list[str]:
             bits.append(f"Linux {d['host_kernel']}" if d["host_kernel"] else "")
         if "host_fs" in d:
             bits.append(f"{d['host_fs']} file system")
-        out.append(", ".join(b for b in bits if b and b != "nan"))
+        text = ", ".join(b for b in bits if b and b != "nan")
+        name = d.get(checks.HOST_COLUMN, "")
+        out.append(f"{name} ({text})" if name else text)
     return sorted(out)
 
 
@@ -1039,6 +1106,7 @@ def provenance_html(data: ReportData) -> str:
         ("engine", _list(sorted(set(frame["engine"].astype(str)))) if "engine" in frame else "—"),
         ("engine version", _list(_unique(frame, "engine_version"))),
         ("host", _list(_hosts(frame))),
+        *_cluster_rows(frame),
         ("tunelab version", _list(_unique(frame, "tunelab_version"))),
         ("git commit", _list(_unique(frame, "git_commit"))),
         ("dataset rows", _list(_unique(frame, "dataset_rows"))),
@@ -1056,6 +1124,13 @@ def provenance_html(data: ReportData) -> str:
     rows.append(("statistics", html.escape(stats.METHOD)))
     rows.append(("rendered with", html.escape(_versions())))
     return tables.key_value(rows, "provenance")
+
+
+def _cluster_rows(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    jobs, nodes = checks.cluster_jobs(frame)
+    if not jobs:
+        return []
+    return [("SLURM jobs", _list(jobs)), ("SLURM nodes", _list(nodes))]
 
 
 def _versions() -> str:
