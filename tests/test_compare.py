@@ -358,3 +358,21 @@ def test_a_parameter_one_side_did_not_record_is_left_out_of_matching(lab, tmp_pa
     result = cmp.compare(old, lab["old"])
     assert len(result.points()) == 2
     assert result.sweeps[0].one_sided == ["wl_fetch (NEW only: count)"]
+
+
+def test_warmed_by_the_previous_repetition_compares_with_a_warm_up_run(lab, run, tmp_path):
+    """A run whose later warm repetitions were warmed by the one before (same workload, same
+    connections) compares with one that warmed every repetition with a run of its own: the
+    same state, not an incomparable cache method."""
+    from tunelab import cache
+
+    old = lab["rows"].assign(cache_method=cache.WARM_UP)
+    mixed = lab["rows"].assign(
+        cache_method=[
+            cache.WARM_UP if r == 0 else cache.WARM_BY_PREVIOUS for r in lab["rows"]["rep"]
+        ]  # fmt: skip
+    )
+    code, out, err = run(write_set(tmp_path / "old", old), write_set(tmp_path / "new", mixed))
+    assert code == 0, err
+    assert not any("incomparable (" in line for line in out), out
+    assert "0 incomparable" in out[-1]

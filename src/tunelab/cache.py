@@ -15,6 +15,18 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+# How a warm repetition got warm: the workload once, untimed, on its connections; or, for a
+# read's later repetitions, the repetition just before on the same connections and table.
+# Both leave the same state (the same work, just before), so comparisons treat them as one.
+WARM_UP = "untimed warm-up run"
+WARM_BY_PREVIOUS = "the previous repetition (the same workload, just before)"
+
+
+def method_family(method: str) -> str:
+    """A cache method as comparisons see it: a warm-up by the previous repetition is one."""
+    return WARM_UP if method == WARM_BY_PREVIOUS else method
+
+
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -136,11 +136,11 @@ def _prepare_cache(
         conns = [eng.connect() for _ in range(threads)]
         return conns, state
     if kept:
-        conns, method = kept, "the previous repetition (the same workload, just before)"
+        conns, method = kept, cache.WARM_BY_PREVIOUS
     else:
         conns = [eng.connect() for _ in range(threads)]
         workloads.warm_up(w, conns, run)
-        method = "untimed warm-up run"
+        method = cache.WARM_UP
     if w.writes:
         # The warm-up read the table; the timed write must start outside that transaction.
         for c in conns:

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tunelab.cache import method_family
 from tunelab.report import stats
 from tunelab.report.data import ReportInputError, read_rows
 from tunelab.report.labels import fmt, label
@@ -187,10 +188,14 @@ def _present(frame: pd.DataFrame, col: str) -> bool:
 
 
 def _values(frame: pd.DataFrame, col: str) -> str:
-    """The distinct values of a column, sorted, as one text ("—" when not recorded)."""
+    """The distinct values of a column, sorted, as one text ("—" when not recorded); warm-up
+    methods that leave the same state count as one (``cache.method_family``)."""
     if not _present(frame, col):
         return "—"
-    return ", ".join(sorted({canon(v) for v in frame[col].dropna()}))
+    values = frame[col].dropna()
+    if col == "cache_method":
+        values = values.astype(str).map(method_family)
+    return ", ".join(sorted({canon(v) for v in values}))
 
 
 # -- comparison ----------------------------------------------------------------------------

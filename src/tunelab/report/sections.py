@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tunelab.cache import WARM_BY_PREVIOUS
 from tunelab.report import checks, marks, plots, stats, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.labels import (
@@ -522,7 +523,7 @@ def _warm_text(frame: pd.DataFrame) -> str:
     if rows.empty:
         return ""
     methods = rows["cache_method"].astype(str) if "cache_method" in rows else pd.Series()
-    by_previous = int(methods.str.startswith("the previous repetition").sum())
+    by_previous = int((methods == WARM_BY_PREVIOUS).sum())
     own = len(rows) - by_previous
     text = (
         f"Before each of {own} of the {len(rows)} warm repetitions the same workload ran once, "
