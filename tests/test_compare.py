@@ -360,12 +360,15 @@ def test_a_parameter_one_side_did_not_record_is_left_out_of_matching(lab, tmp_pa
     assert result.sweeps[0].one_sided == ["wl_fetch (NEW only: count)"]
 
 
-def test_warmed_by_the_previous_repetition_compares_with_a_warm_up_run(lab, run, tmp_path):
+def test_warmed_by_the_previous_repetition_compares_with_a_warm_up_run(
+    lab, run, tmp_path, monkeypatch
+):
     """A run whose later warm repetitions were warmed by the one before (same workload, same
     connections) compares with one that warmed every repetition with a run of its own: the
     same state, not an incomparable cache method."""
     from tunelab import cache
 
+    monkeypatch.chdir(tmp_path)  # where compare.html goes
     old = lab["rows"].assign(cache_method=cache.WARM_UP)
     mixed = lab["rows"].assign(
         cache_method=[
