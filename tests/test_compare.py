@@ -117,6 +117,7 @@ knobs:
   buffer_pool: [4, 4000]
 fixed:
   index: nonclustered
+  page_size: 65536     # each page the 4-page pool misses is a 64 KiB copy: about 3.5x slower
 workloads:
   - type: point
     lookups: 5000
@@ -172,9 +173,7 @@ def lab(tmp_path_factory):
     rows = pd.read_csv(old)
     assert len(rows) == 16
     medians = rows.groupby("knob_buffer_pool")["elapsed_s"].median()
-    # The controlled change is real, and larger than compare's 10 % threshold: the 4-page pool
-    # reads every page again from the OS page cache (1.2-1.8x the time of the 4000-page one).
-    assert medians[4] > 1.15 * medians[4000], medians
+    assert medians[4] > 1.5 * medians[4000], medians  # the controlled change is real
     return {"work": work, "sweep": sweep, "old": work / "old", "rows": rows}
 
 
