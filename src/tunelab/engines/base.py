@@ -2,7 +2,8 @@
 
 Workloads are written once against this interface; all engine-specific SQL lives in the
 engine's own module. A point's life: ``provision(knobs)`` → ``applied_knobs`` (the server's
-knobs read back) → ``create_table`` → ``load`` → ``create_index`` → ``applied_layout`` (index
+knobs read back) → ``build_table`` (``create_table`` → ``bulk_load`` → ``create_index``, or
+the same table reused within a run) → ``applied_layout`` (index
 layout and lock granularity read back from the catalog and the lock tables) → ``explain`` of
 every timed statement → per repetition (the table rebuilt for writes) → ``make_cold`` or a
 warm-up → counters before → timed workload → counters after → ``teardown``. Engines that run
