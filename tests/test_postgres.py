@@ -291,6 +291,23 @@ def test_cold_scan_reads_from_disk_and_warm_does_not(loaded):
 
 
 @docker
+def test_cold_restart_is_a_new_server_in_the_same_container(loaded, server_run):
+    """The lab's image restarts postgres in place (SIGUSR1 to its entrypoint, a fast
+    shutdown): a new postmaster, empty shared buffers, the container's run untouched."""
+    if not loaded.container.labels.get(containers.RESTART_SIGNAL_LABEL):
+        pytest.skip("this image restarts through docker stop and start (not the lab's build)")
+    started, _ = server_run(loaded.container, "postgres")
+    born = loaded.admin_query("SELECT pg_postmaster_start_time()")[0][0]
+    _scan(loaded)
+    assert loaded.pool_pages() > 0
+    state = loaded.make_cold()
+    assert state.achieved == "cold"
+    assert server_run(loaded.container, "postgres")[0] == started
+    assert loaded.admin_query("SELECT pg_postmaster_start_time()")[0][0] > born
+    assert loaded.pool_pages() == 0
+
+
+@docker
 def test_counters_hold_exactly_the_timed_reads(loaded):
     """PostgreSQL 15 flushes a backend's statistics lazily (at most once a second, when
     idle): without the forced flushes the second scan below would show no read at all, and

@@ -12,8 +12,11 @@
 #   entrypoint       optional, default /usr/local/bin/tunelab-entrypoint
 #   image_files      optional function, called with the rootfs: copy config files in, remove
 #                    what the packages created at install time (data directories ...)
+#   restart_signal   optional: the signal on which the entrypoint restarts the server in the
+#                    running container (label org.tunelab.restart-signal)
 #
-# Tags: <repo>:<suite>-<upstream version> and <repo>:local. Idempotent unless --force.
+# Tags: <repo>:<suite>-<upstream version> and <repo>:local. Idempotent unless --force, or
+# unless the image was built from other files (label org.tunelab.files).
 # The apt mirror is read from the host's sources at run time (or --mirror/TUNELAB_APT_MIRROR).
 
 suite=bookworm
@@ -25,9 +28,14 @@ debian_image_build() {
     engine=${repo#*/}
     [ -n "${env+x}" ] || env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
     parse_args "$@"
+    files=$(files_hash)
     if [ "$force" = 0 ] && docker image inspect "$repo:local" >/dev/null 2>&1; then
-        echo "image $repo:local exists ($(docker image inspect -f '{{join .RepoTags " "}}' "$repo:local")); use --force to rebuild"
-        exit 0
+        built=$(docker image inspect -f '{{index .Config.Labels "org.tunelab.files"}}' "$repo:local")
+        if [ "$built" = "$files" ]; then
+            echo "image $repo:local exists ($(docker image inspect -f '{{join .RepoTags " "}}' "$repo:local")); use --force to rebuild"
+            exit 0
+        fi
+        echo "image $repo:local was built from other files than $here's: building it again"
     fi
     if [ "$(id -u)" != 0 ]; then
         echo "build.sh: must run as root (debootstrap and chroot need it)" >&2
@@ -37,12 +45,32 @@ debian_image_build() {
     make_rootfs
     install_packages "${packages[@]}"
     install -m 0755 "$here/entrypoint.sh" "$rootfs$entrypoint"
+    install -D -m 0644 "$here/../lib/supervise.sh" "$rootfs/usr/local/lib/tunelab/supervise.sh"
     if declare -F image_files >/dev/null; then image_files "$rootfs"; fi
     slim_rootfs
     import_image
 }
 
-usage() { sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; }
+# What the image is built from, hashed (tunelab.images.files_hash computes the same): each
+# file of the engine's directory but its README and host-packages, in C order, then this
+# library and the entrypoints' supervise.sh, each as its name, a NUL and its bytes. The
+# image carries it as a label, so an image built from older files (another entrypoint) is
+# built again.
+files_hash() {
+    local f
+    {
+        for f in $(cd "$here" && LC_ALL=C ls); do
+            case "$f" in README.md|host-packages) continue ;; esac
+            [ -f "$here/$f" ] || continue
+            printf '%s\0' "$f"; cat "$here/$f"
+        done
+        for f in debian-image.sh supervise.sh; do
+            printf '%s\0' "lib/$f"; cat "$here/../lib/$f"
+        done
+    } | sha256sum | cut -c1-16
+}
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 parse_args() {
     while [ $# -gt 0 ]; do
@@ -165,7 +193,9 @@ import_image() {
         --change "EXPOSE $port"
     )
     for e in "${env[@]}"; do changes+=(--change "ENV $e"); done
-    changes+=(--change "LABEL org.tunelab.engine=$engine org.tunelab.debian-suite=$suite org.tunelab.$engine-package=$pkg_version")
+    changes+=(--change "LABEL org.tunelab.engine=$engine org.tunelab.debian-suite=$suite org.tunelab.$engine-package=$pkg_version org.tunelab.files=$files")
+    # The entrypoint restarts the server in place on this signal (tunelab.containers).
+    [ -z "${restart_signal:-}" ] || changes+=(--change "LABEL org.tunelab.restart-signal=$restart_signal")
 
     echo "importing $tag"
     tar -C "$rootfs" --numeric-owner -c . | docker import "${changes[@]}" - "$tag" >/dev/null

@@ -6,7 +6,8 @@
 #   containers/mariadb/build.sh [--force] [--suite bookworm] [--mirror URI]
 #
 # Tags: tunelab/mariadb:<suite>-<mariadb version> and tunelab/mariadb:local.
-# Idempotent: does nothing when tunelab/mariadb:local exists, unless --force.
+# Idempotent: does nothing when tunelab/mariadb:local exists, built from these files, unless
+# --force.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,6 +16,7 @@ packages=(mariadb-server mariadb-client)
 version_package=mariadb-server
 cmd=mariadbd
 port=3306
+restart_signal=SIGUSR1
 
 image_files() {
     install -m 0644 "$here/tunelab.cnf" "$1/etc/mysql/mariadb.conf.d/99-tunelab.cnf"

@@ -2,7 +2,8 @@
 # Entry point of the locally built MariaDB image; it follows the official image's contract:
 #   docker run -e MARIADB_ROOT_PASSWORD=... tunelab/mariadb:local [mariadbd] [--option ...]
 # An empty datadir is initialised with the same options (so --innodb-page-size applies),
-# root may log in over TCP with the password from the environment, and mariadbd is exec'd.
+# root may log in over TCP with the password from the environment, and mariadbd runs as the
+# entrypoint's child (SIGUSR1 restarts it in place).
 set -euo pipefail
 
 if [ "${1:-}" = mariadbd ] || [ "${1:-}" = mysqld ]; then
@@ -41,4 +42,7 @@ SQL
 fi
 unset MARIADB_ROOT_PASSWORD
 
-exec mariadbd "$@" --user=mysql --datadir="$datadir"
+# The server runs as this script's child: SIGUSR1 restarts it in place (supervise.sh).
+# shellcheck source=../lib/supervise.sh
+. /usr/local/lib/tunelab/supervise.sh
+supervise TERM mariadbd "$@" --user=mysql --datadir="$datadir"

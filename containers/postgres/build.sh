@@ -6,7 +6,8 @@
 #   containers/postgres/build.sh [--force] [--suite bookworm] [--mirror URI]
 #
 # Tags: tunelab/postgres:<suite>-<postgres version> and tunelab/postgres:local.
-# Idempotent: does nothing when tunelab/postgres:local exists, unless --force.
+# Idempotent: does nothing when tunelab/postgres:local exists, built from these files,
+# unless --force.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,6 +16,7 @@ packages=(postgresql-15)
 version_package=postgresql-15
 cmd=postgres
 port=5432
+restart_signal=SIGUSR1
 env=(
     PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     PGDATA=/var/lib/postgresql/data

@@ -2,7 +2,8 @@
 # Entry point of the locally built PostgreSQL image; it follows the official image's contract:
 #   docker run -e POSTGRES_PASSWORD=... tunelab/postgres:local [postgres] [-c name=value ...]
 # An empty $PGDATA is initialised with initdb (superuser postgres, scram-sha-256 over TCP
-# from anywhere), then postgres is exec'd as user postgres with the arguments as options.
+# from anywhere), then postgres runs as user postgres with the arguments as options, as the
+# entrypoint's child (SIGUSR1 restarts it in place).
 set -euo pipefail
 
 if [ "${1:-}" = postgres ]; then
@@ -13,8 +14,7 @@ if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
 fi
 
 export PGDATA=${PGDATA:-/var/lib/postgresql/data} HOME=/var/lib/postgresql
-# setpriv (util-linux) execs in place, unlike runuser, so postgres stays PID 1 and gets
-# docker stop's SIGTERM itself.
+# setpriv (util-linux) execs in place, unlike runuser: the entrypoint's child is postgres.
 as_postgres=(setpriv --reuid=postgres --regid=postgres --init-groups)
 # Kept as a shell variable only: neither initdb nor the server sees it in its environment.
 password=${POSTGRES_PASSWORD:-}
@@ -48,4 +48,8 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     echo "listen_addresses = '*'" >>"$PGDATA/postgresql.conf"
 fi
 
-exec "${as_postgres[@]}" postgres "$@"
+# The server runs as this script's child: SIGUSR1 restarts it in place with a fast
+# shutdown (SIGINT; supervise.sh). docker stop's SIGINT (fast) or SIGTERM (smart) is passed on.
+# shellcheck source=../lib/supervise.sh
+. /usr/local/lib/tunelab/supervise.sh
+supervise INT "${as_postgres[@]}" postgres "$@"

@@ -33,6 +33,7 @@ from tunelab import recovery
 
 LABEL = "tunelab"  # value "1" on everything the lab starts
 RUN_LABEL = "tunelab.run"
+RESTART_SIGNAL_LABEL = "org.tunelab.restart-signal"  # an image label: see restart()
 POINT_LABEL = "tunelab.point"
 # A container kept across the points of a run carries the key of the knobs that decided its
 # creation (e.g. the page size); a later point with the same key attaches instead of starting.
@@ -98,6 +99,9 @@ class ContainerSpec:
     ready_timeout_s: float = 120
     shm_size: str | None = None
     stop_signal: str | None = None  # what stops the server cleanly at once (docker stop/restart)
+    # The command is the image's server, run by its entrypoint: where the image can restart
+    # it in place (label org.tunelab.restart-signal), restart() does (not for `sh -c ...`).
+    restart_in_place: bool = False
     secrets: tuple[str, ...] = ()  # values to scrub from any log text shown to the user
 
     def secret_values(self) -> tuple[str, ...]:
@@ -196,7 +200,9 @@ class RunningContainer:
         self.host_port = host_port
         self._secrets = spec.secret_values()
         self._removed = False
-        self.run_id: str | None = (container.labels or {}).get(RUN_LABEL)
+        # The container's labels and its image's (docker merges them)
+        self.labels: dict[str, str] = dict(container.labels or {})
+        self.run_id: str | None = self.labels.get(RUN_LABEL)
         # Timestamp (ns) of the last log line before the latest start: readiness is judged on
         # later lines only. (Not the daemon's StartedAt: a fast process logs before it.)
         self._log_mark: int | None = None
@@ -229,15 +235,31 @@ class RunningContainer:
         return scrub(raw.decode("utf-8", "replace"), self._secrets)
 
     def restart(self, timeout_s: float | None = None) -> None:
-        """Stop (cleanly) and start again, then wait until ready as at the first start."""
-        self._container.stop(timeout=_STOP_TIMEOUT_S)
-        self._log_mark = self._last_log_time()
-        try:
-            self._container.start()
-        except Exception as exc:
-            raise ContainerError(
-                f"container {self.name} did not start again: {_one_line(exc)}"
-            ) from None
+        """Stop the server (cleanly) and start it again, then wait until ready as at the first
+        start. An image whose entrypoint restarts its server in place (label
+        ``org.tunelab.restart-signal``), running that server (``spec.restart_in_place``),
+        gets that signal: the server process ends and starts
+        anew, as cold as after docker's stop and start, without their own work (the
+        container's network and mounts are set up again: about 0.3 s). Other images are
+        stopped and started."""
+        in_place = self.labels.get(RESTART_SIGNAL_LABEL) if self.spec.restart_in_place else None
+        if in_place:
+            self._log_mark = self._last_log_time()
+            try:
+                self._container.kill(signal=in_place)
+            except Exception as exc:
+                raise ContainerError(
+                    f"container {self.name} did not take {in_place}: {_one_line(exc)}"
+                ) from None
+        else:
+            self._container.stop(timeout=_STOP_TIMEOUT_S)
+            self._log_mark = self._last_log_time()
+            try:
+                self._container.start()
+            except Exception as exc:
+                raise ContainerError(
+                    f"container {self.name} did not start again: {_one_line(exc)}"
+                ) from None
         self._wait_ready(timeout_s)
 
     def remove(self) -> None:
@@ -263,7 +285,8 @@ class RunningContainer:
         spec = self.spec
         timeout = spec.ready_timeout_s if timeout_s is None else timeout_s
         pattern = re.compile(spec.ready_log, re.M) if spec.ready_log else None
-        deadline = time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = began + timeout
         while True:
             self._container.reload()
             state = self._container.attrs["State"]
@@ -275,8 +298,11 @@ class RunningContainer:
                 return
             if time.monotonic() > deadline:
                 raise ContainerError(self._failure(f"not ready after {timeout:g} s"))
-            # A restart is ready within a second: polled finely, it is not rounded up much.
-            time.sleep(0.5 if spec.ready_probe else 0.05)
+            # A restart is ready in about 0.2 s (every cold repetition waits for one): polled
+            # every 10 ms for its first second (a poll is two API calls, about 2 ms), it is not
+            # rounded up much; a first start, with its initialisation, more gently.
+            fine = time.monotonic() - began < 1.0
+            time.sleep(0.5 if spec.ready_probe else 0.01 if fine else 0.05)
 
     def _is_ready(self, pattern: re.Pattern | None) -> bool:
         if pattern is not None and not pattern.search(self._logs_since_mark()):

@@ -25,14 +25,37 @@ def source(engine: str) -> ImageSource | None:
     return engines.info(engine).image if engine in engines.names() else None
 
 
-def _present(tag: str) -> list[str] | None:
-    """The image's tags if ``tag`` is in the local engine, else None."""
+FILES_LABEL = "org.tunelab.files"
+
+
+def files_hash(engine: str) -> str:
+    """What ``containers/<engine>/build.sh`` builds the image from, hashed as its
+    ``files_hash`` does (containers/lib/debian-image.sh): the label of an image built from
+    these very files."""
+    import hashlib
+
+    here = CONTAINERS_DIR / engine
+    h = hashlib.sha256()
+    names = sorted(p.name for p in here.iterdir() if p.is_file())
+    for name in [n for n in names if n not in ("README.md", "host-packages")]:
+        h.update(name.encode() + b"\0" + (here / name).read_bytes())
+    for name in ("debian-image.sh", "supervise.sh"):
+        h.update(f"lib/{name}\0".encode() + (CONTAINERS_DIR / "lib" / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _present(tag: str, engine: str | None = None) -> list[str] | None:
+    """The image's tags if ``tag`` is in the local engine (with ``engine``: and was built
+    from the engine's present files), else None."""
     from docker.errors import ImageNotFound
 
     try:
-        return list(client().images.get(tag).tags)
+        image = client().images.get(tag)
     except ImageNotFound:
         return None
+    if engine is not None and (image.labels or {}).get(FILES_LABEL) != files_hash(engine):
+        return None
+    return list(image.tags)
 
 
 def _pinned(tags: list[str], alias: str) -> str:
@@ -48,7 +71,7 @@ def ensure_image(engine: str, build: bool = True) -> str:
         raise ContainerError(f"no container image is defined for engine '{engine}'")
     if src.official and _present(src.official) is not None:
         return src.official
-    if src.local and (tags := _present(src.local)) is not None:
+    if src.local and (tags := _present(src.local, engine)) is not None:
         return _pinned(tags, src.local)
     script = CONTAINERS_DIR / src.build_script if src.build_script else None
     if not (build and script and script.exists()):
@@ -61,9 +84,10 @@ def ensure_image(engine: str, build: bool = True) -> str:
     lock = Path(tempfile.gettempdir()) / f"tunelab-image-{engine}.lock"
     with open(lock, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
-        if (tags := _present(src.local)) is None:
+        if (tags := _present(src.local, engine)) is None:
             print(
-                f"tunelab: building {src.local} with {script} (once; a minute or two)",
+                f"tunelab: building {src.local} with {script} (once, and again when its files"
+                " change; a minute or two)",
                 file=sys.stderr,
             )
             t0 = time.monotonic()
@@ -72,7 +96,9 @@ def ensure_image(engine: str, build: bool = True) -> str:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
                 raise ContainerError(f"{script} failed (exit {proc.returncode}):\n{tail}")
             print(f"tunelab: built {src.local} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-            tags = _present(src.local)
+            tags = _present(src.local, engine)
             if tags is None:
-                raise ContainerError(f"{script} finished but {src.local} is not there")
+                raise ContainerError(
+                    f"{script} finished but {src.local}, built from the present files, is not there"
+                )
     return _pinned(tags, src.local)

@@ -396,6 +396,7 @@ class PostgresEngine(ServerEngine):
             command=["postgres", "-c", f"config_file={CONF_DIR}/{CONF_FILE}"],
             ready_log=READY_LOG,
             ready_timeout_s=120,
+            restart_in_place=True,  # the lab's image: SIGUSR1 (the official one: docker restart)
             # SIGINT is PostgreSQL's fast shutdown, as in the official image (SIGTERM would
             # wait for every session to end, and docker would kill it after its timeout).
             stop_signal="SIGINT",
