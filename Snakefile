@@ -5,7 +5,7 @@ import os
 
 from snakemake.utils import min_version, validate
 
-from tunelab import cluster, pipeline, spec
+from tunelab import cluster, jobserver, pipeline, spec
 
 min_version("8.20")
 
@@ -60,11 +60,19 @@ envvars:
     calibration_file.HOST_ENV,
 
 
+# A local run's jobs start warm, forked by the run's job server (tunelab.jobserver).
+onstart:
+    if workflow.local_exec and workflow.is_main_process:
+        jobserver.start(RUN_ID, config["workdir"])
+
+
 onsuccess:
+    jobserver.stop()
     pipeline.clean_run(RUN_ID, config["workdir"])
 
 
 onerror:
+    jobserver.stop()
     pipeline.clean_run(RUN_ID, config["workdir"])
 
 

@@ -4,7 +4,8 @@ jupytext reads the percent-format template; the parameters go into a cell tagged
 ``injected-parameters`` right after the cell tagged ``parameters`` (the papermill
 convention, so the template stays runnable on its own); nbclient executes it in a
 ``python3`` kernel (jupyter_client runs a kernel spec whose command is ``python`` with the
-current interpreter); nbconvert writes HTML with every input and prompt left out. The page
+current interpreter; in a run with a job server, a kernel forked warm: ``tunelab.kernel``);
+nbconvert writes HTML with every input and prompt left out. The page
 loads nothing from the network: the script tags for require.js, MathJax and Mermaid are
 dropped and figures are data URIs.
 """
@@ -21,9 +22,12 @@ from typing import Any
 import jupytext
 import nbformat
 from jinja2 import DictLoader
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbconvert import HTMLExporter
+
+from tunelab import jobserver
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
@@ -144,6 +148,17 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+class WarmKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager, whose ``python -m ipykernel_launcher`` becomes
+    ``python -m tunelab.kernel`` in a run with a job server: the kernel is forked warm."""
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        cmd = super().format_kernel_cmd(extra_arguments)
+        if os.environ.get(jobserver.JOB_SERVER_ENV) and cmd[1:3] == ["-m", "ipykernel_launcher"]:
+            cmd[2] = "tunelab.kernel"
+        return cmd
+
+
 def execute(
     template: Path,
     params: dict[str, Any],
@@ -160,6 +175,7 @@ def execute(
         nb,
         timeout=timeout,
         kernel_name="python3",
+        kernel_manager_class=WarmKernelManager,
         resources={"metadata": {"path": str(cwd or Path.cwd())}},
     )
     try:

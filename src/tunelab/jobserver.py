@@ -1,0 +1,380 @@
+"""The run's job server: one warm process that starts the workflow's `tunelab` jobs by
+forking, so a point does not pay the interpreter's start and its imports (pandas, numpy,
+the engine drivers: about 0.6 s, a third of a short point's wall time) before its
+measurement.
+
+The workflow starts it when a local run begins (``start``, from the Snakefile's ``onstart``)
+and names its socket in ``$TUNELAB_JOB_SERVER``. A job's `tunelab` command (``submit``, the
+console script's first step) sends its arguments, working directory, environment and
+standard streams to the server over that socket; the server forks, the child runs the
+command exactly as the command line would (``tunelab.cli.main``) and its exit status goes
+back to the job, which exits with it. Each job is its own process still: a point's state
+never outlives it, and the bench lock, results and logs are the child's as before.
+
+Signals the job gets (Snakemake stopping it, Ctrl-C) are passed on to the child; a job that
+dies (kill -9) has its child stopped with SIGTERM, which removes its containers as usual.
+Where there is no server (a cluster job, a command typed by hand, a socket path too long),
+or it cannot be reached, the command runs in its own process as before.
+
+This module imports only the standard library at the top: it is what every `tunelab`
+command loads first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+JOB_SERVER_ENV = "TUNELAB_JOB_SERVER"
+SOCKET_NAME = "jobs.sock"
+# A report's notebook kernel (tunelab.kernel): ipykernel's, forked warm like a job.
+KERNEL = "kernel"
+# The workflow's job commands (recovery.JOB_COMMANDS) and the reports' kernels; everything
+# else runs in its own process.
+SERVED = frozenset(
+    {"run-point", "trace-point", "datagen", "merge", "report", "index", "check", "bpsim",
+     "calibrate", KERNEL}
+)  # fmt: skip
+# What the server imports once, before it forks: the modules a job spends its start on, and
+# what a report's kernel imports (IPython, seaborn and scipy: about 2.5 s of each report).
+PRELOAD = (
+    "tunelab.cli", "tunelab.runner", "tunelab.results", "tunelab.engines.sqlite",
+    "tunelab.engines.mariadb", "tunelab.engines.postgres", "tunelab.engines.db2",
+    "tunelab.report.cli", "tunelab.claims", "ipykernel.kernelapp", "tunelab.report.sections",
+    "tunelab.report.data",
+)  # fmt: skip
+_HEADER = struct.Struct("!I")  # the request's length, sent with the three descriptors
+_MAX_REQUEST = 16 << 20
+_SUN_PATH_MAX = 107  # sockaddr_un holds 108 bytes with the final NUL
+
+_server: subprocess.Popen | None = None
+
+
+# -- the job's side ------------------------------------------------------------------------
+def submit(argv: list[str]) -> int | None:
+    """Run ``tunelab ARGV`` in the run's job server and return its exit code; None when no
+    server takes it (the caller then runs it itself)."""
+    path = os.environ.get(JOB_SERVER_ENV)
+    if not path or not argv or argv[0] not in SERVED or {"-h", "--help"} & set(argv):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+        payload = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)})
+        data = payload.encode("utf-8", "surrogateescape")
+        socket.send_fds(sock, [_HEADER.pack(len(data))], [0, 1, 2])
+        sock.sendall(data)
+        replies = sock.makefile("r", encoding="utf-8")
+        started = json.loads(replies.readline() or "{}")
+    except (OSError, ValueError):
+        sock.close()
+        return None  # nothing was started: run it here
+    pid = started.get("pid")
+    if not isinstance(pid, int):
+        sock.close()
+        return None
+
+    def pass_on(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(signum, pass_on)
+    try:
+        line = replies.readline()  # a signal passed on meanwhile does not cut it short
+        ended = json.loads(line) if line else {}
+    finally:
+        sock.close()
+    if "exit" not in ended:
+        print(f"tunelab {argv[0]}: the run's job server stopped before the job ended",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return int(ended["exit"])
+
+
+# -- the workflow's side -------------------------------------------------------------------
+def socket_path(run_dir: Path) -> Path | None:
+    """Where the run's server listens; None when the path is too long for a Unix socket."""
+    path = Path(run_dir).resolve() / SOCKET_NAME
+    return path if len(os.fsencode(path)) <= _SUN_PATH_MAX else None
+
+
+def start(run_id: str, workdir: str) -> None:
+    """Start the run's server (the Snakefile's ``onstart``, main process of a local run) and
+    name its socket to the jobs. Without one, jobs run as their own processes."""
+    global _server
+    run_dir = Path(workdir) / "runs" / run_id
+    path = socket_path(run_dir)
+    if path is None:
+        return
+    from tunelab import recovery
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # Claimed as the points claim it: `tunelab recover` then knows whose run this is.
+    recovery.claim(run_dir, recovery.Owner.current(Path(workdir).resolve()))
+    cmd = [sys.executable, "-m", "tunelab.jobserver", str(path), "--owner", str(os.getpid())]
+    with open(run_dir / "jobserver.log", "ab") as log:
+        # A process group of its own: the terminal's Ctrl-C reaches the jobs, which pass it
+        # on, never twice. Still in the run's session: what kills the session kills it too.
+        _server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                   process_group=0)  # fmt: skip
+    os.environ[JOB_SERVER_ENV] = str(path)
+
+
+def stop() -> None:
+    """Stop the run's server (at the workflow's end); it waits for jobs still running."""
+    global _server
+    os.environ.pop(JOB_SERVER_ENV, None)
+    if _server is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        _server.terminate()
+    try:
+        _server.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        _server.kill()
+    _server = None
+
+
+# -- the server ----------------------------------------------------------------------------
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = conn.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise ConnectionError("request cut short")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    conn.settimeout(10)  # a job sends its request at once; never let one hang the server
+    head, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
+    try:
+        if len(head) < _HEADER.size:
+            head += _recv_exact(conn, _HEADER.size - len(head))
+        (size,) = _HEADER.unpack(head)
+        if size > _MAX_REQUEST or len(fds) != 3:
+            raise ValueError("malformed request")
+        request = json.loads(_recv_exact(conn, size).decode("utf-8", "surrogateescape"))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    conn.settimeout(None)
+    return request, fds
+
+
+def _run_child(request: dict, fds: list[int]) -> int:
+    """In the forked child: become the job (streams, directory, environment, signals), run
+    the command as `tunelab` would, and return its exit code."""
+    import atexit
+    import io
+    import traceback
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        raw = io.FileIO(fd, "w", closefd=False)
+        setattr(sys, name, io.TextIOWrapper(raw, line_buffering=raw.isatty() or fd == 2,
+                                            write_through=fd == 2))  # fmt: skip
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    argv = [str(a) for a in request["argv"]]
+    sys.argv = ["tunelab", *argv]
+    code: int = 1
+    try:
+        if argv[0] == KERNEL:
+            from ipykernel import kernelapp
+
+            kernelapp.launch_new_instance(argv=argv[1:])
+            code = 0
+        else:
+            from tunelab import cli
+
+            code = cli.main(argv)
+    except SystemExit as exc:  # SIGTERM becomes one (containers' safety net)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()  # what the command registered: its containers' removal
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):
+                stream.flush()
+    return code
+
+
+class _Child:
+    """A forked job: its job's connection, and a descriptor that becomes readable when it
+    exits."""
+
+    def __init__(self, conn: socket.socket, pidfd: int) -> None:
+        self.conn = conn
+        self.pidfd = pidfd
+        self.job_alive = True
+
+
+def _status(wait_status: int) -> int:
+    if os.WIFSIGNALED(wait_status):
+        return 128 + os.WTERMSIG(wait_status)
+    return os.waitstatus_to_exitcode(wait_status)
+
+
+def serve(path: Path, owner: int) -> None:
+    """Fork a child per request until told to stop (SIGTERM) or the owner (the workflow's
+    Snakemake) is gone; then let the running children end."""
+    import importlib
+    import selectors
+
+    from tunelab import benchlock
+
+    # What a job would import first (an engine's missing driver is fine), never beside a
+    # measurement: the host-wide bench lock, shared, as every untimed job.
+    with benchlock.shared("jobserver preload"):
+        for name in PRELOAD:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stopping: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the socket is its owner's alone
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ, ("accept", None))
+    owner_fd: int | None = None
+    try:
+        owner_fd = os.pidfd_open(owner)
+        sel.register(owner_fd, selectors.EVENT_READ, ("owner", None))
+    except (OSError, AttributeError):
+        stopping.append(True)  # the owner is gone already
+    children: dict[int, _Child] = {}
+    stopped_children: set[int] = set()  # sent SIGTERM once: a second would cut its cleanup
+
+    def stop_child(pid: int) -> None:
+        if pid not in stopped_children:
+            stopped_children.add(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    while True:
+        if stopping:
+            if listener.fileno() >= 0:
+                sel.unregister(listener)
+                listener.close()
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            if not children:
+                return
+            for pid in children:  # told to stop, or the workflow is gone: so are its jobs
+                stop_child(pid)
+        for key, _ in sel.select(timeout=1.0):
+            what, pid = key.data
+            if what == "accept":
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _read_request(conn)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                try:
+                    pid = os.fork()
+                except OSError:  # no process to be had: the job runs itself (no pid sent)
+                    for fd in fds:
+                        os.close(fd)
+                    conn.close()
+                    continue
+                if pid == 0:
+                    code = 1
+                    try:
+                        # The job's descriptors only: a copy of another job's connection
+                        # would keep that job waiting on a server that is gone.
+                        sel.close()
+                        for fd in (listener, conn, *(c.conn for c in children.values())):
+                            fd.close()
+                        for fd in (owner_fd, *(c.pidfd for c in children.values())):
+                            if fd is not None:
+                                os.close(fd)
+                        code = _run_child(request, fds)
+                    finally:
+                        os._exit(code)
+                for fd in fds:
+                    os.close(fd)
+                child = _Child(conn, os.pidfd_open(pid))
+                children[pid] = child
+                sel.register(child.pidfd, selectors.EVENT_READ, ("exited", pid))
+                sel.register(conn, selectors.EVENT_READ, ("job gone", pid))
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            elif what == "exited":
+                child = children.pop(pid)
+                stopped_children.discard(pid)
+                _, status = os.waitpid(pid, 0)
+                sel.unregister(child.pidfd)
+                os.close(child.pidfd)
+                if child.job_alive:
+                    sel.unregister(child.conn)
+                    with contextlib.suppress(OSError):
+                        child.conn.sendall(json.dumps({"exit": _status(status)}).encode() + b"\n")
+                child.conn.close()
+            elif what == "job gone":  # the job sends nothing more: readable means it ended
+                child = children[pid]
+                child.job_alive = False
+                sel.unregister(child.conn)
+                stop_child(pid)
+            elif what == "owner":
+                sel.unregister(key.fileobj)
+                stopping.append(True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m tunelab.jobserver", description=__doc__)
+    ap.add_argument("socket", type=Path)
+    ap.add_argument("--owner", type=int, required=True, help="the workflow's pid")
+    a = ap.parse_args(argv)
+    serve(a.socket, a.owner)
+    return 0
+
+
+def entry() -> int:
+    """The `tunelab` console script: a workflow job goes to the run's server, anything else
+    (or a job no server takes) to ``tunelab.cli.main`` in this process."""
+    argv = sys.argv[1:]
+    code = submit(argv)
+    if code is None:
+        from tunelab import cli
+
+        code = cli.main(argv)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

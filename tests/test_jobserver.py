@@ -1,0 +1,236 @@
+"""The run's job server (tunelab.jobserver): a workflow job's `tunelab` command runs in a
+child forked by the server, with the job's streams, directory, environment and exit code;
+signals reach the child; a job that dies takes its child with it; no server means the
+command runs as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tunelab import jobserver, spec
+
+TUNELAB = shutil.which("tunelab", path=str(Path(sys.executable).parent))
+SWEEP = """
+name: served
+dataset: {rows: %d, seed: 3}
+knobs: {buffer_pool: [100]}
+workloads: [{type: scan}]
+cache: warm
+repetitions: %d
+"""
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A job server owned by this test process, and the environment that names it."""
+    sock = tmp_path / "run" / jobserver.SOCKET_NAME
+    sock.parent.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunelab.jobserver", str(sock), "--owner", str(os.getpid())],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the job server did not start listening"
+        time.sleep(0.05)
+    env = {
+        **os.environ,
+        jobserver.JOB_SERVER_ENV: str(sock),
+        "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
+        "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl"),
+    }
+    yield proc, env
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def _point(write_sweep, reps: int, rows: int = 20000) -> tuple[Path, str]:
+    sweep = write_sweep(SWEEP % (rows, reps))
+    points, errors = spec.expand(sweep)
+    assert not errors
+    return sweep, points[0].point_id
+
+
+def _run_point(tmp_path: Path, sweep: Path, point: str, env: dict, **kw) -> subprocess.Popen:
+    out = tmp_path / "results" / f"{point}.csv"
+    args = [TUNELAB, "run-point", str(sweep), point, "--out", str(out),
+            "--workdir", str(tmp_path / "work"), "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    return subprocess.Popen(args, env=env, cwd=tmp_path, text=True, **kw)
+
+
+def _spans(tmp_path: Path) -> list[dict]:
+    log = tmp_path / "jobs.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def test_a_served_job_runs_in_a_child_of_the_server(write_sweep, tmp_path, server):
+    proc, env = server
+    sweep, point = _point(write_sweep, 2)
+    job = _run_point(tmp_path, sweep, point, env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert (tmp_path / "results" / f"{point}.csv").exists()
+    assert (tmp_path / "results" / f"{point}.check.json").exists()
+    spans = _spans(tmp_path)
+    assert [s["job"].split()[0] for s in spans] == ["run-point"]
+    # the measurement held the lock in another process than the job's: the server's child
+    assert spans[0]["pid"] not in (job.pid, proc.pid)
+    assert proc.poll() is None  # the server serves on
+
+
+def test_exit_code_and_stderr_come_back_to_the_job(write_sweep, tmp_path, server):
+    _, env = server
+    sweep, _ = _point(write_sweep, 1)
+    job = _run_point(tmp_path, sweep, "no-such-point", env, stderr=subprocess.PIPE)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 2
+    assert f"{sweep}: no point with id 'no-such-point'" in err
+    assert _spans(tmp_path) == []  # bad input: nothing took the bench lock
+
+
+def test_sigterm_to_the_job_stops_its_child(write_sweep, tmp_path, server):
+    proc, env = server
+    sweep, point = _point(write_sweep, 100, 200_000)  # long enough to be stopped meanwhile
+    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "work" / "points" / point).exists():
+        assert job.poll() is None, job.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    children = _children(proc.pid)
+    assert len(children) == 1
+    job.send_signal(signal.SIGTERM)
+    job.wait(timeout=60)
+    assert job.returncode == 128 + signal.SIGTERM
+    deadline = time.monotonic() + 30
+    while _children(proc.pid):
+        assert time.monotonic() < deadline, "the child runs on after its job was stopped"
+        time.sleep(0.1)
+    assert not (tmp_path / "results" / f"{point}.check.json").exists()
+
+
+def test_a_killed_job_takes_its_child_along(write_sweep, tmp_path, server):
+    proc, env = server
+    sweep, point = _point(write_sweep, 100, 200_000)
+    job = _run_point(tmp_path, sweep, point, env)
+    deadline = time.monotonic() + 60
+    while not _children(proc.pid):
+        assert job.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    job.kill()
+    job.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while _children(proc.pid):
+        assert time.monotonic() < deadline, "the child of a killed job runs on"
+        time.sleep(0.1)
+    assert not (tmp_path / "results" / f"{point}.check.json").exists()
+
+
+def test_without_a_server_the_command_runs_itself(write_sweep, tmp_path):
+    sweep, point = _point(write_sweep, 1)
+    env = {**os.environ, jobserver.JOB_SERVER_ENV: str(tmp_path / "gone.sock"),
+           "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
+           "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
+    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    assert [s["pid"] for s in _spans(tmp_path)] == [job.pid]
+
+
+def test_the_server_ends_with_its_owner(tmp_path):
+    owner = subprocess.Popen(["sleep", "60"])
+    sock = tmp_path / jobserver.SOCKET_NAME
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunelab.jobserver", str(sock), "--owner", str(owner.pid)]
+    )
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    owner.kill()
+    owner.wait()
+    assert proc.wait(timeout=30) == 0
+    assert not sock.exists()
+
+
+def test_a_socket_path_too_long_means_no_server(tmp_path):
+    deep = tmp_path / ("d" * 120)
+    assert jobserver.socket_path(deep) is None
+    assert jobserver.socket_path(tmp_path) == tmp_path.resolve() / jobserver.SOCKET_NAME
+
+
+TEMPLATE = """# %% tags=["parameters"]
+x = 1
+
+# %%
+import os
+
+print(os.getppid(), x)
+"""
+
+
+def _kernel_parent(tmp_path: Path) -> list[str]:
+    from tunelab.report import render
+
+    template = tmp_path / "template.py"
+    template.write_text(TEMPLATE)
+    nb = render.execute(template, {"x": 2})
+    return nb.cells[-1].outputs[0]["text"].split()
+
+
+def test_a_report_kernel_is_forked_warm_by_the_server(tmp_path, server, monkeypatch):
+    proc, env = server
+    monkeypatch.setenv(jobserver.JOB_SERVER_ENV, env[jobserver.JOB_SERVER_ENV])
+    assert _kernel_parent(tmp_path) == [str(proc.pid), "2"]
+    assert proc.poll() is None
+
+
+def test_without_a_server_the_kernel_is_ipykernels_own(tmp_path, monkeypatch):
+    monkeypatch.delenv(jobserver.JOB_SERVER_ENV, raising=False)
+    assert _kernel_parent(tmp_path) == [str(os.getpid()), "2"]
+
+
+def test_a_job_holds_none_of_the_servers_descriptors(write_sweep, tmp_path, server):
+    """A forked job keeps the job's streams and nothing of the server's: not its socket, nor
+    its selector, nor another job's connection (which would keep that job waiting, should
+    the server die, until this one ended)."""
+    proc, env = server
+    sweep, point = _point(write_sweep, 100, 200_000)
+    first = _run_point(tmp_path, sweep, point, env)
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < 1:
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    args = [TUNELAB, "run-point", str(sweep), point, "--out", str(tmp_path / "second.csv"),
+            "--workdir", str(tmp_path / "work2"), "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    second = subprocess.Popen(args, env=env, cwd=tmp_path)  # waits for the bench lock
+    try:
+        while len(_children(proc.pid)) < 2:
+            assert second.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        child = max(_children(proc.pid))  # the later fork
+        fd_dir = Path(f"/proc/{child}/fd")
+        links = {int(fd.name): os.readlink(fd) for fd in fd_dir.iterdir()}
+        inherited = [t for fd, t in links.items() if fd > 2 and t.startswith(("socket:", "anon"))]
+        assert inherited == [], links
+    finally:
+        for job in (first, second):
+            job.send_signal(signal.SIGTERM)
+        for job in (first, second):
+            job.wait(timeout=60)
