@@ -78,6 +78,25 @@ def test_cold_scan_reads_from_disk_and_warm_does_not(loaded):
     assert 0 < cold["prefetch_reads"] <= cold["physical_reads"]
 
 
+def test_cold_restart_is_a_new_server_in_the_same_container(loaded, server_run):
+    """The lab's image restarts mariadbd in place (SIGUSR1 to its entrypoint): a new server
+    process, an empty pool, the container's run untouched."""
+    if not loaded.container.labels.get(containers.RESTART_SIGNAL_LABEL):
+        pytest.skip("this image restarts through docker stop and start (not the lab's build)")
+    started, pids = server_run(loaded.container, "mariadbd")
+    assert len(pids) == 1
+    _scan(loaded)
+    assert loaded.pool_pages() > 0
+    starts = loaded.starts
+    state = loaded.make_cold()
+    assert state.achieved == "cold"
+    assert loaded.starts == starts + 1
+    started_after, pids_after = server_run(loaded.container, "mariadbd")
+    assert started_after == started
+    assert len(pids_after) == 1 and pids_after != pids
+    assert loaded.pool_pages() == 0
+
+
 def test_data_files_are_the_table_on_the_host(loaded):
     files = loaded.data_files()
     assert [f.name for f in files] == ["accounts.ibd"]
@@ -477,8 +496,11 @@ def test_engine_time_and_rows_of_measured_points(run, tmp_path):
     scan = rows[("scan", "all")]
     assert (scan["engine_elapsed_s"] < scan["elapsed_s"]).all()
     assert (scan["client_share"] > 0).all()
+    # A count scan of 50,000 rows takes about 10 ms: a scheduling delay of a millisecond on a
+    # loaded host is a tenth of it, so the bound is loose; the comparison is the point.
     share = rows[("scan", "count")]["client_share"]
-    assert (share.abs() < 0.1).all(), share.tolist()
+    assert (share.abs() < 0.25).all(), share.tolist()
+    assert share.max() < scan["client_share"].min(), (share.tolist(), scan["client_share"])
     # The second point of each workload reads the table the first one built, kept on the
     # run's server; a warm read's second repetition is warmed by the first (the server's pool
     # outlives the connections), and it reads nothing from disk.
@@ -490,6 +512,12 @@ def test_engine_time_and_rows_of_measured_points(run, tmp_path):
             "the previous repetition (the same workload, just before)",
         ]
         assert df["c_physical_reads"].iloc[1] == 0
+        # No background work of earlier statements (purge, a statistics recalculation) runs
+        # in a read's repetitions: it is done before the warm-up. On a slower host one
+        # repetition of a point (the first or the second) wrote 110 bytes of redo: one small
+        # record from a background thread, so a few hundred bytes at most over the point.
+        redo = df["c_innodb_os_log_written"].tolist()
+        assert sum(redo) <= 256, redo
 
 
 def test_engine_time_counts_the_given_connections_only(loaded):

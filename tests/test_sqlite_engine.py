@@ -270,3 +270,29 @@ def test_a_warm_reads_repetitions_are_warmed_by_the_one_before(write_sweep, tmp_
         "the previous repetition (the same workload, just before)"
     ]
     assert frame["c_physical_reads"].eq(0).all() and frame["c_logical_reads"].gt(0).all()
+
+
+def test_index_layouts_over_the_same_rows_load_them_once(engine, tmp_path, monkeypatch):
+    """A second index layout over the same rows starts from the loaded copy of the first
+    (no second load), and its file is the very file a build from scratch makes."""
+    engine.run_dir = tmp_path / "w" / "runs" / "r"
+    engine.provision({"page_size": 4096, "buffer_pool": 100})
+    w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
+    source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+    assert engine.build_table(workloads.TABLE, w.index_plan("none"), source, False) == "built"
+    loads = []
+    real_load = engine.bulk_load
+    monkeypatch.setattr(engine, "bulk_load", lambda *a: loads.append(a) or real_load(*a))
+    covering = w.index_plan("covering")
+    assert engine.build_table(workloads.TABLE, covering, source, False) == "built"
+    assert loads == []  # the rows came from the loaded copy
+    from_copy = engine.path.read_bytes()
+    # The clustered layout is another table (WITHOUT ROWID): loaded anew.
+    assert engine.build_table(workloads.TABLE, w.index_plan("clustered"), source, False) == "built"
+    assert len(loads) == 1
+    # From scratch (no run, nothing kept): the same bytes.
+    scratch = SQLiteEngine(tmp_path / "scratch", "")
+    scratch.provision({"page_size": 4096, "buffer_pool": 100})
+    assert scratch.build_table(workloads.TABLE, covering, source, False) == "built"
+    assert scratch.path.read_bytes() == from_copy
+    scratch.teardown()

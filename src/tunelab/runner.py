@@ -138,6 +138,7 @@ def _prepare_cache(
     if kept:
         conns, method = kept, cache.WARM_BY_PREVIOUS
     else:
+        eng.settle()
         conns = [eng.connect() for _ in range(threads)]
         workloads.warm_up(w, conns, run)
         method = cache.WARM_UP

@@ -308,17 +308,37 @@ class Engine(abc.ABC):
     def build_table(self, table: str, index: IndexPlan, source: Source, changes: bool) -> str:
         """The point's table with its rows and index. The same table built earlier in the run
         (same ``table_key``) is reused where the engine keeps one (``reuse_table``); else it is
-        built: created, bulk-loaded, indexed, then offered to later points (``keep_table``).
-        ``changes``: the point's workload writes to it. Returns "reused" or "built"."""
+        built: created and bulk-loaded (or, where the engine kept the same rows loaded for
+        another index layout, that loaded table put in place: ``load_key``), indexed, then
+        offered to later points (``keep_table``). ``changes``: the point's workload writes to
+        it. Returns "reused" or "built"."""
         key = self.table_key(table, index, source.dataset)
         if self.reuse_table(table, key):
             return "reused"
         self.forget_table(table)
-        self.create_table(table, index)
-        self.bulk_load(table, source)
+        loaded = self.load_key(table, index, source.dataset)
+        if loaded is None or not self.reuse_loaded(table, loaded):
+            self.create_table(table, index)
+            self.bulk_load(table, source)
+            if loaded is not None:
+                self.keep_loaded(table, loaded)
         self.create_index(table, index)
         self.keep_table(table, key, changes)
         return "built"
+
+    def load_key(self, table: str, index: IndexPlan, data: Dataset) -> str | None:
+        """What makes two tables the same once loaded, before their secondary index: for an
+        engine that keeps that stage too (``keep_loaded``), so that index layouts over the
+        same rows load them once; None (the default): it keeps none."""
+        return None
+
+    def reuse_loaded(self, table: str, key: str) -> bool:
+        """Put the table loaded under ``load_key`` ``key`` in place, as it was right after its
+        load; False when the engine has none."""
+        return False
+
+    def keep_loaded(self, table: str, key: str) -> None:
+        """``table`` was just created and loaded under ``key``: keep it as it is now."""
 
     def reuse_table(self, table: str, key: str) -> bool:
         """Put the table built under ``key`` in place, exactly as it was built (no point has
@@ -394,6 +414,11 @@ class Engine(abc.ABC):
         """Release what ``lock_table`` took, after the commit (engines that need it)."""
 
     # -- cache and counters --------------------------------------------------------------
+    def settle(self) -> None:
+        """Wait for the background work that earlier statements left (a purge of old row
+        versions), so that it runs before a warm point's warm-up, not in its timed
+        repetitions. Engines with no such work leave it empty."""
+
     @abc.abstractmethod
     def make_cold(self) -> CacheState:
         """Empty the engine's pool and evict its data files from the OS page cache,

@@ -10,6 +10,8 @@ write, so lock granularity has a single value, ``database``. It has no prefetch 
 from __future__ import annotations
 
 import collections
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -23,6 +25,7 @@ import apsw
 from tunelab import cache
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines.base import (
+    TABLE_BUILD,
     AccessPath,
     CacheState,
     Engine,
@@ -111,13 +114,30 @@ class SQLiteEngine(Engine):
         shutil.rmtree(self.path.parent, ignore_errors=True)
 
     # -- the table, built once per run and copied -------------------------------------------
-    def _kept(self, key: str) -> Path | None:
-        """Where a workflow run keeps the database file of a table built under ``key``: the
-        run's directory (removed with the run, reaped when it was killed)."""
-        return self.run_dir / "sqlite-tables" / f"{key}.db" if self.run_dir is not None else None
+    def _kept(self, key: str, stage: str = "sqlite-tables") -> Path | None:
+        """Where a workflow run keeps the database file of a table built (``sqlite-tables``)
+        or loaded (``sqlite-loads``) under ``key``: the run's directory (removed with the run,
+        reaped when it was killed)."""
+        return self.run_dir / stage / f"{key}.db" if self.run_dir is not None else None
+
+    def load_key(self, table: str, index: IndexPlan, data: Dataset) -> str | None:
+        # Every layout but the clustered one (a WITHOUT ROWID table on its key) loads the same
+        # rowid table; its secondary index comes after the load, as in a build from scratch.
+        shape = ["clustered", *index.key] if index.kind == "clustered" else ["rowid"]
+        text = json.dumps([TABLE_BUILD, "loaded", table, data.key, shape,
+                           int(self.knobs["page_size"])])  # fmt: skip
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+    def reuse_loaded(self, table: str, key: str) -> bool:
+        return self._copy_in(self._kept(key, "sqlite-loads"))
+
+    def keep_loaded(self, table: str, key: str) -> None:
+        self._copy_out(self._kept(key, "sqlite-loads"))
 
     def reuse_table(self, table: str, key: str) -> bool:
-        kept = self._kept(key)
+        return self._copy_in(self._kept(key))
+
+    def _copy_in(self, kept: Path | None) -> bool:
         if kept is None or not kept.exists():
             return False
         # The file as it was right after its build: a byte copy (no connection is open;
@@ -128,7 +148,9 @@ class SQLiteEngine(Engine):
         return True
 
     def keep_table(self, table: str, key: str, changes: bool) -> None:
-        kept = self._kept(key)
+        self._copy_out(self._kept(key))
+
+    def _copy_out(self, kept: Path | None) -> None:
         if kept is None or kept.exists():
             return
         from tunelab import recovery
