@@ -22,7 +22,7 @@ rule calibrate:
         workdir=lambda wc: calibration_config.workdir(config),
         mode=lambda wc: calibration_config.mode_flag(config),
     resources:
-        bench_slot=1,
+        bench_slot=2,
     shell:
         "mkdir -p {params.workdir:q} && "
         "tunelab calibrate --dir {params.workdir:q} {params.mode:q} --force "

@@ -9,6 +9,7 @@ rule generate_dataset:
         "../environment.yml"
     log:
         f"{LOGS}/data/{{key}}.log",
+    priority: pipeline.DATA_FIRST
     params:
         data_dir=lambda wc, output: os.path.dirname(output.csv),
     shell:

@@ -22,7 +22,7 @@ rule measure_point:
         run_id=RUN_ID,
         calibration=lambda wc, input: pipeline.option("--calibration", input.calibration),
     resources:
-        bench_slot=1,
+        bench_slot=2,  # both slots: no other job of the run beside a measurement
     # Points that share a server run together (ordered by its fresh and restart knobs).
     priority: lambda wc: PLAN.measure_priority(wc.sweep, wc.point)
     shell:
@@ -44,6 +44,7 @@ rule merge_sweep:
         "../environment.yml"
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}.merge.log",
+    priority: pipeline.SHORT_UNTIMED
     shell:
         "tunelab merge {input.points:q} --out {output.csv:q} > {log:q} 2>&1"
 
@@ -66,7 +67,9 @@ rule trace_point:
         workdir=config["workdir"],
         data_dir=config["data_dir"],
     resources:
-        bench_slot=1,
+        bench_slot=2,
+    # Among the measurements (its sweep's report waits for it), not after them.
+    priority: lambda wc: PLAN.measure_priority(wc.sweep, wc.point)
     shell:
         "tunelab trace-point {input.sweep:q} {wildcards.point:q} --engine {params.engine:q}"
         " --out {output.trace:q} --workdir {params.workdir:q} --data-dir {params.data_dir:q}"
@@ -84,6 +87,7 @@ rule simulate_point:
         "../environment.yml"
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.bpsim.log",
+    priority: pipeline.SHORT_UNTIMED
     shell:
         "tunelab bpsim {input.trace:q} --out {output.curve:q} --summary {output.summary:q}"
         " > {log:q} 2>&1"

@@ -6,6 +6,7 @@ arguments will use (what `./lab run` validates before anything starts)."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import glob
@@ -63,18 +64,52 @@ class Plan:
 
         info = engines.info(self.engine)
         points = [p for pts in self.sweeps.values() for p in pts]
-        ordered = sorted(points, key=lambda p: (
-            *info.server_order(p.knobs), table_order(p.workload, p.knobs, p.dataset), p.sweep
-        ))  # fmt: skip
-        return {(p.sweep, p.point_id): len(ordered) - i for i, p in enumerate(ordered)}
+        server = {id(p): info.server_order(p.knobs) for p in points}
+        table = {id(p): table_order(p.workload, p.knobs, p.dataset) for p in points}
+        tables: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
+        for p in points:
+            tables[server[id(p)]].add(table[id(p)])
+        # A kept table outlives a restart but not another table built under its name: the
+        # restart combinations that use the same tables come one after the other, and every
+        # other one of them takes its tables in reverse, so that two consecutive combinations
+        # meet on the same table (kept, not built again).
+        group = {key: (key[0], tuple(sorted(t))) for key, t in tables.items()}
+        reverse: dict[tuple[str, str], bool] = {}
+        seen: collections.Counter = collections.Counter()
+        for key in sorted(tables, key=lambda k: (group[k], k)):
+            reverse[key] = seen[group[key]] % 2 == 1
+            seen[group[key]] += 1
+
+        def order(p: Point) -> tuple:
+            key = server[id(p)]
+            rank = sorted(tables[key]).index(table[id(p)])
+            return (group[key], key, -rank if reverse[key] else rank, p.sweep)
+
+        ordered = sorted(points, key=order)
+        return {(p.sweep, p.point_id): MEASURE_BASE + len(ordered) - i
+                for i, p in enumerate(ordered)}  # fmt: skip
 
     def measure_priority(self, sweep: str, point_id: str) -> int:
         """Snakemake's priority of a point's measurement (higher runs first): the points
         that share a server, and need no restart between them, run one after the other
         (``EngineInfo.server_order``), not interleaved with other sweeps' points; among
         those, the points that read the same table (``table_order``) come together, so each
-        table is built once and reused."""
-        return self._measure_order[(sweep, point_id)]
+        table is built once and reused, also across the restart combinations that read the
+        same tables (ordered so that consecutive ones meet on one table). Any measurement
+        (a trace asked for as a target) comes before the untimed jobs (``SHORT_UNTIMED`` and
+        below)."""
+        return self._measure_order.get((sweep, point_id), MEASURE_BASE)
+
+
+# Snakemake priorities (higher runs first): data sets first (a measurement waits for its data
+# set, and Snakemake does not pass a measurement's priority on to it: at 0, a data set only
+# one sweep reads was generated after every other measurement, then its points measured
+# after the other reports); measurements above MEASURE_BASE, in their order; then the short
+# untimed jobs that reports wait for (merges, simulated curves), so that the reports, at 0,
+# find their inputs ready and run two at a time until the end.
+DATA_FIRST = 1_000_000
+MEASURE_BASE = 10
+SHORT_UNTIMED = 2
 
 
 def table_order(w: Workload, knobs: dict[str, Any], ds: dataset.Dataset) -> str:
