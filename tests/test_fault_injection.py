@@ -50,14 +50,17 @@ def lab_run(work: Path, engine: str) -> subprocess.Popen:
 
 def session_members(sid: int) -> list[int]:
     found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    # Not Path.glob("[0-9]*/stat"): its stat() of a process that just ended raises ESRCH.
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
         try:
-            text = stat.read_text()
-        except OSError:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:  # the process ended meanwhile
             continue
         fields = text[text.rindex(")") + 2 :].split()
         if int(fields[3]) == sid:  # field 6 of stat: the session id
-            found.append(int(stat.parent.name))
+            found.append(int(entry.name))
     return found
 
 
@@ -185,7 +188,10 @@ def ten_kills(work: Path, engine: str, plan: list[str], rng: random.Random) -> l
             hit.append(phase)
             continue
         done = sorted((work / "results" / engine).glob("*/*.csv"))
-        victim = rng.choice([p for p in done if not p.name.endswith(".partial.csv")])
+        done = [p for p in done if not p.name.endswith(".partial.csv")]
+        out = (work / "lab.out").read_text()[-3000:]
+        assert done, f"a run ended with no point measured:\n{out}"
+        victim = rng.choice(done)
         victim.unlink()
         results.check_path(victim).unlink(missing_ok=True)
     return hit

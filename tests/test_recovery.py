@@ -4,6 +4,7 @@ image, and skip with the reason where either is missing."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import os
 import shutil
@@ -137,6 +138,48 @@ def test_a_live_process_of_the_checkout_keeps_the_lock_a_dead_one_does_not(tmp_p
     finally:
         proc.kill()
         proc.wait()
+
+
+def _job_server_stand_in(cwd: Path, owner: int) -> subprocess.Popen:
+    """A process that looks like a run's job server (``python -m tunelab.jobserver SOCKET
+    --owner PID``) working in ``cwd``, and ends on SIGTERM as one does."""
+    code = "import time; print('up', flush=True); time.sleep(120)"
+    argv = [sys.executable, "-c", code, "-m", "tunelab.jobserver", "jobs.sock", "--owner"]
+    proc = subprocess.Popen([*argv, str(owner)], cwd=cwd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "up\n"
+    return proc
+
+
+def test_a_killed_runs_job_server_is_stopped_then_the_lock_goes(tmp_path):
+    """A run killed at once (kill -9 of its process group) leaves its job server ending its
+    jobs for a moment: recover stops it and waits, rather than keep the lock."""
+    checkout = _locked_checkout(tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    server = _job_server_stand_in(checkout, gone.pid)
+    try:
+        lines = _recover(tmp_path / "w", checkout)
+        assert server.wait(timeout=10) == -signal.SIGTERM
+        assert lines[0] == (f"stopped the job server of a killed run (pid {server.pid}) and the "
+                            "jobs it still ran")  # fmt: skip
+        assert "removed a stale Snakemake lock" in lines[-1]
+        assert _locks(checkout) == []
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_live_runs_job_server_keeps_the_lock(tmp_path):
+    checkout = _locked_checkout(tmp_path)
+    server = _job_server_stand_in(checkout, os.getpid())
+    try:
+        lines = _recover(tmp_path / "w", checkout)
+        assert len(lines) == 1 and "kept the Snakemake lock" in lines[0], lines
+        assert f"pid {server.pid}" in lines[0]
+        assert server.poll() is None
+    finally:
+        server.kill()
+        server.wait()
 
 
 def test_a_tunelab_command_that_is_no_job_does_not_hold_the_lock(tmp_path):
@@ -327,3 +370,22 @@ def test_recover_touches_only_its_own_checkout(image, tmp_path):
     finally:
         containers.clean(run_a)
         containers.clean(run_b)
+
+
+def test_a_stale_lock_goes_with_the_outputs_the_killed_run_had_not_finished(tmp_path):
+    """An output Snakemake marked incomplete that exists is removed with a stale lock (else
+    Snakemake 9 reruns that job alone and ends); outputs not marked stay."""
+    checkout = _locked_checkout(tmp_path)
+    (checkout / "data").mkdir()
+    started = checkout / "data" / "a.csv"
+    done = checkout / "data" / "b.csv"
+    started.write_text("half\n")
+    done.write_text("whole\n")
+    marks = checkout / ".snakemake" / "incomplete"
+    marks.mkdir()
+    for name in ("data/a.csv", "data/never-written.csv"):
+        (marks / base64.urlsafe_b64encode(name.encode()).decode()).write_text("{}")
+    lines = _recover(tmp_path / "w", checkout)
+    assert "removed a stale Snakemake lock" in lines[0]
+    assert len(lines) == 2 and "removed 1 output(s)" in lines[1] and str(started) in lines[1]
+    assert not started.exists() and done.exists()

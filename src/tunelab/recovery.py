@@ -14,12 +14,16 @@ another host, or still named by a live job (``--run-id``), is never touched.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -121,9 +125,38 @@ def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
             return "snakemake" in names
         if p.cwd != checkout:
             return False
+        if "tunelab.jobserver" in names:  # a run's job server stands for the jobs it forked
+            return True
         return "snakemake" in names or ("tunelab" in names and bool(JOB_COMMANDS & set(p.argv)))
 
     return [p for p in procs if may_hold(p)]
+
+
+def orphaned_job_servers(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
+    """Job servers (``tunelab.jobserver``) of this checkout whose workflow, the process named
+    by their ``--owner``, is gone: a killed run's, still ending its jobs."""
+    checkout = Path(checkout).resolve()
+    found = []
+    for p in procs:
+        if "tunelab.jobserver" not in p.names() or p.cwd != checkout:
+            continue
+        owner = next((b for a, b in zip(p.argv, p.argv[1:]) if a == "--owner"), "")
+        if owner.isdigit() and start_time(int(owner)) is None:
+            found.append(p)
+    return found
+
+
+def _stop_job_servers(servers: list[Proc], say: Callable[[str], None], wait_s: float = 30) -> None:
+    """Stop a killed run's job servers (each stops its jobs first: SIGTERM, so a measurement
+    removes its containers) and wait for them, so their jobs hold no lock after this."""
+    for p in servers:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while any(start_time(p.pid) is not None for p in servers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = ", ".join(str(p.pid) for p in servers)
+    say(f"stopped the job server of a killed run (pid {pids}) and the jobs it still ran")
 
 
 # -- owners ----------------------------------------------------------------------------------
@@ -335,6 +368,10 @@ def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -
     lockdir = checkout / ".snakemake" / "locks"
     lock_files = sorted(p for p in lockdir.glob("*.lock") if p.is_file())
     procs = processes()
+    servers = orphaned_job_servers(checkout, procs)
+    if servers:  # they end by themselves within a second or two; not beside this
+        _stop_job_servers(servers, say)
+        procs = processes()
     holders = lock_holders(checkout, procs)
     runs: dict[str, _Run] = {}
     for d in sorted((workdir / "runs").glob("*")):
@@ -385,6 +422,36 @@ def _unlock(
         with contextlib.suppress(FileNotFoundError):
             f.unlink()
     say(f"removed a stale Snakemake lock ({len(files)} file(s) in {lockdir}) left by a killed run")
+    # An output the killed run had started is marked incomplete, and Snakemake reruns it; but
+    # where that output exists (its job ended, the run was killed before it noted so), it
+    # schedules that one job and nothing else (9.27: after a kill right after a data set was
+    # generated, the next run generated it again and stopped). Without the file, the job is
+    # simply missing and the whole workflow runs.
+    started = incomplete_outputs(lockdir.parent.parent)
+    for f in started:
+        with contextlib.suppress(FileNotFoundError):
+            f.unlink()
+    if started:
+        names = ", ".join(str(f) for f in started[:3]) + (" …" if len(started) > 3 else "")
+        say(f"removed {len(started)} output(s) a killed run had not finished: {names}")
+
+
+def incomplete_outputs(checkout: Path) -> list[Path]:
+    """The existing files that Snakemake marked incomplete in the checkout (one marker file
+    per output: its path, base64-encoded, split into directories where it is long)."""
+    markers = checkout / ".snakemake" / "incomplete"
+    found = []
+    for marker in sorted(markers.rglob("*")):
+        if not marker.is_file():
+            continue
+        try:
+            name = base64.urlsafe_b64decode("".join(marker.relative_to(markers).parts)).decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            continue  # not a marker of Snakemake's
+        path = Path(name) if os.path.isabs(name) else checkout / name
+        if path.is_file():
+            found.append(path)
+    return found
 
 
 def recover_main(argv: list[str] | None = None) -> int:
