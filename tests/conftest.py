@@ -46,3 +46,20 @@ def tiny_fio_plan():
         seq_pages=(4096, 32768),
         write_pages=(1, 8, 64),
     )
+
+
+def _server_run(rc, program: str) -> tuple[str, set[str]]:
+    from tunelab import containers
+
+    started = containers.client().containers.get(rc.id).attrs["State"]["StartedAt"]
+    code, out = rc.exec(["sh", "-c", "grep -lx '" + program + "' /proc/[0-9]*/comm || true"])
+    assert code == 0, out
+    return started, {line.split("/")[2] for line in out.split() if line.startswith("/proc/")}
+
+
+@pytest.fixture
+def server_run():
+    """``server_run(running_container, program)``: the container's start time (docker's)
+    and the pids, inside it, of ``program``; a restart in place keeps the first and changes
+    the second."""
+    return _server_run
