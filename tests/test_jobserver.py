@@ -124,7 +124,10 @@ def test_sigterm_to_the_job_stops_its_child(write_sweep, tmp_path, server):
     assert not (tmp_path / "results" / f"{point}.check.json").exists()
 
 
-def test_a_killed_job_takes_its_child_along(write_sweep, tmp_path, server):
+@pytest.mark.parametrize("pause", [0.0, 0.3])
+def test_a_killed_job_takes_its_child_along(write_sweep, tmp_path, server, pause):
+    """Killed right after the fork (before the child has its own signal handlers) or once
+    it runs the point."""
     proc, env = server
     sweep, point = _point(write_sweep, 100, 200_000)
     job = _run_point(tmp_path, sweep, point, env)
@@ -132,7 +135,7 @@ def test_a_killed_job_takes_its_child_along(write_sweep, tmp_path, server):
     while not _children(proc.pid):
         assert job.poll() is None
         assert time.monotonic() < deadline
-        time.sleep(0.05)
+    time.sleep(pause)
     job.kill()
     job.wait(timeout=30)
     deadline = time.monotonic() + 60

@@ -50,6 +50,8 @@ PRELOAD = (
     "tunelab.report.cli", "tunelab.claims", "ipykernel.kernelapp", "tunelab.report.sections",
     "tunelab.report.data",
 )  # fmt: skip
+# What a job passes on to its child (``submit``); blocked in the server across a fork.
+_JOB_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 _HEADER = struct.Struct("!I")  # the request's length, sent with the three descriptors
 _MAX_REQUEST = 16 << 20
 _SUN_PATH_MAX = 107  # sockaddr_un holds 108 bytes with the final NUL
@@ -85,7 +87,7 @@ def submit(argv: list[str]) -> int | None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
 
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    for signum in _JOB_SIGNALS:
         signal.signal(signum, pass_on)
     try:
         line = replies.readline()  # a signal passed on meanwhile does not cut it short
@@ -194,6 +196,7 @@ def _run_child(request: dict, fds: list[int]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _JOB_SIGNALS)  # held since the fork
     argv = [str(a) for a in request["argv"]]
     sys.argv = ["tunelab", *argv]
     code: int = 1
@@ -303,13 +306,21 @@ def serve(path: Path, owner: int) -> None:
                 except (OSError, ValueError):
                     conn.close()
                     continue
+                # The child inherits the server's SIGTERM handler, which only marks the
+                # server as stopping: a job killed right after the fork would have its
+                # child's SIGTERM swallowed and the point measured to its end. Held back
+                # until the child has its own handlers (``_run_child``).
+                signal.pthread_sigmask(signal.SIG_BLOCK, _JOB_SIGNALS)
                 try:
                     pid = os.fork()
                 except OSError:  # no process to be had: the job runs itself (no pid sent)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _JOB_SIGNALS)
                     for fd in fds:
                         os.close(fd)
                     conn.close()
                     continue
+                if pid != 0:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _JOB_SIGNALS)
                 if pid == 0:
                     code = 1
                     try:
