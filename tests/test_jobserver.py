@@ -172,6 +172,22 @@ def test_the_server_ends_with_its_owner(tmp_path):
     assert not sock.exists()
 
 
+def test_sigterm_ends_an_idle_server(tmp_path):
+    """The server waits with no timeout: the signal itself must wake it (a run's end waits
+    for it)."""
+    sock = tmp_path / jobserver.SOCKET_NAME
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunelab.jobserver", str(sock), "--owner", str(os.getpid())]
+    )
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+    assert not sock.exists()
+
+
 def test_a_socket_path_too_long_means_no_server(tmp_path):
     deep = tmp_path / ("d" * 120)
     assert jobserver.socket_path(deep) is None

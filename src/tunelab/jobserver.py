@@ -22,15 +22,17 @@ command loads first.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import socket
 import struct
-import subprocess
 import sys
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing's own costs the job's side 3 ms
+if TYPE_CHECKING:  # the job's side (every `tunelab` command) never needs these
+    import subprocess
+    from pathlib import Path
 
 JOB_SERVER_ENV = "TUNELAB_JOB_SERVER"
 SOCKET_NAME = "jobs.sock"
@@ -84,8 +86,10 @@ def submit(argv: list[str]) -> int | None:
         return None
 
     def pass_on(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.kill(pid, signum)
+        except ProcessLookupError:  # the child has ended meanwhile
+            return
 
     for signum in _JOB_SIGNALS:
         signal.signal(signum, pass_on)
@@ -104,6 +108,8 @@ def submit(argv: list[str]) -> int | None:
 # -- the workflow's side -------------------------------------------------------------------
 def socket_path(run_dir: Path) -> Path | None:
     """Where the run's server listens; None when the path is too long for a Unix socket."""
+    from pathlib import Path
+
     path = Path(run_dir).resolve() / SOCKET_NAME
     return path if len(os.fsencode(path)) <= _SUN_PATH_MAX else None
 
@@ -112,6 +118,9 @@ def start(run_id: str, workdir: str) -> None:
     """Start the run's server (the Snakefile's ``onstart``, main process of a local run) and
     name its socket to the jobs. Without one, jobs run as their own processes."""
     global _server
+    import subprocess
+    from pathlib import Path
+
     run_dir = Path(workdir) / "runs" / run_id
     path = socket_path(run_dir)
     if path is None:
@@ -133,11 +142,15 @@ def start(run_id: str, workdir: str) -> None:
 def stop() -> None:
     """Stop the run's server (at the workflow's end); it waits for jobs still running."""
     global _server
+    import contextlib
+
     os.environ.pop(JOB_SERVER_ENV, None)
     if _server is None:
         return
     with contextlib.suppress(ProcessLookupError):
         _server.terminate()
+    import subprocess
+
     try:
         _server.wait(timeout=120)
     except subprocess.TimeoutExpired:
@@ -179,6 +192,7 @@ def _run_child(request: dict, fds: list[int]) -> int:
     """In the forked child: become the job (streams, directory, environment, signals), run
     the command as `tunelab` would, and return its exit code."""
     import atexit
+    import contextlib
     import io
     import traceback
 
@@ -243,6 +257,7 @@ def _status(wait_status: int) -> int:
 def serve(path: Path, owner: int) -> None:
     """Fork a child per request until told to stop (SIGTERM) or the owner (the workflow's
     Snakemake) is gone; then let the running children end."""
+    import contextlib
     import importlib
     import selectors
 
@@ -257,6 +272,10 @@ def serve(path: Path, owner: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    # A SIGTERM also writes to this pipe, which wakes the wait below at once: a run's end
+    # does not wait out its timeout.
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     sys.stdout.flush()
     sys.stderr.flush()
 
@@ -271,6 +290,7 @@ def serve(path: Path, owner: int) -> None:
     listener.listen(64)
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, ("accept", None))
+    sel.register(wake_r, selectors.EVENT_READ, ("signal", None))
     owner_fd: int | None = None
     try:
         owner_fd = os.pidfd_open(owner)
@@ -297,7 +317,7 @@ def serve(path: Path, owner: int) -> None:
                 return
             for pid in children:  # told to stop, or the workflow is gone: so are its jobs
                 stop_child(pid)
-        for key, _ in sel.select(timeout=1.0):
+        for key, _ in sel.select():  # woken by a job, an exit, a signal or the owner
             what, pid = key.data
             if what == "accept":
                 conn, _ = listener.accept()
@@ -327,9 +347,10 @@ def serve(path: Path, owner: int) -> None:
                         # The job's descriptors only: a copy of another job's connection
                         # would keep that job waiting on a server that is gone.
                         sel.close()
+                        signal.set_wakeup_fd(-1)
                         for fd in (listener, conn, *(c.conn for c in children.values())):
                             fd.close()
-                        for fd in (owner_fd, *(c.pidfd for c in children.values())):
+                        for fd in (owner_fd, wake_r, wake_w, *(c.pidfd for c in children.values())):
                             if fd is not None:
                                 os.close(fd)
                         code = _run_child(request, fds)
@@ -359,6 +380,9 @@ def serve(path: Path, owner: int) -> None:
                 child.job_alive = False
                 sel.unregister(child.conn)
                 stop_child(pid)
+            elif what == "signal":  # the handler has run: the loop's top sees what it set
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 512)
             elif what == "owner":
                 sel.unregister(key.fileobj)
                 stopping.append(True)
@@ -366,6 +390,7 @@ def serve(path: Path, owner: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    from pathlib import Path
 
     ap = argparse.ArgumentParser(prog="python -m tunelab.jobserver", description=__doc__)
     ap.add_argument("socket", type=Path)
