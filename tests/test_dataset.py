@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from tunelab import dataset
@@ -32,3 +34,22 @@ def test_table_shape_matches_the_workloads_assumptions(tmp_path):
     assert frame["name"].str.len().eq(dataset.NAME_LEN).all()
     rows = dataset.rows_of(frame.head(3))
     assert all(isinstance(v, int | str) for v in rows[0])
+
+
+def test_rows_are_read_back_from_their_copy_and_parsed_again_after_a_new_csv(tmp_path):
+    ds = Dataset(3000, 2)
+    parsed = dataset.rows_of(dataset.read(ds, tmp_path))
+    assert dataset.read_rows(ds, tmp_path) == parsed  # parses, and writes the copy
+    copy = dataset.rows_copy_path(ds, tmp_path)
+    assert copy.is_file()
+    assert dataset.read_rows(ds, tmp_path) == parsed  # from the copy
+    # A CSV written again (here: other contents) is parsed again, not taken from the copy.
+    csv = dataset.cached_path(ds, tmp_path)
+    before = csv.stat().st_mtime_ns
+    csv.write_text(csv.read_text().replace("\n0,", "\n7,", 1))  # the same size
+    os.utime(csv, ns=(before, before + 10**9))  # a coarse clock could give the same mtime
+    assert dataset.read_rows(ds, tmp_path)[0][0] == 7
+    # A damaged copy is only a slower read.
+    copy.write_bytes(b"\x00not marshal")
+    assert dataset.read_rows(ds, tmp_path)[0][0] == 7
+    assert dataset.read_rows(ds, tmp_path) == dataset.rows_of(dataset.read(ds, tmp_path))

@@ -36,9 +36,12 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
     return frame.to_csv(index=False, lineterminator="\n").encode()
 
 
-def write_csv(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
+def write_csv(frame: pd.DataFrame, path: str | os.PathLike, level: int = 9) -> Path:
+    """``frame`` as CSV at ``path``, gzip-compressed at ``level`` when it ends in .gz."""
     # A handle carries no name to infer compression from; mtime 0 keeps .gz reproducible.
-    gz = {"method": "gzip", "mtime": 0} if str(path).endswith(".gz") else None
+    gz = None
+    if str(path).endswith(".gz"):
+        gz = {"method": "gzip", "mtime": 0, "compresslevel": level}
     return write(path, lambda f: frame.to_csv(f, index=False, lineterminator="\n", compression=gz))
 
 

@@ -202,6 +202,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
         _err(f"datagen: {exc}")
         return EXIT_USAGE
     path = dataset.materialise(ds, Path(args.data_dir))
+    dataset.read_rows(ds, Path(args.data_dir))  # its rows' copy, here rather than in a point
     print(f"{path} sha256={dataset.sha256(path)}")
     return 0
 

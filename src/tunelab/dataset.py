@@ -10,8 +10,10 @@ order), and padding so a row is about 100 bytes. Rows are stored in key order, s
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import marshal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +99,30 @@ def rows_of(frame: pd.DataFrame) -> list[tuple]:
     return list(zip(*(frame[c].tolist() for c in COLUMNS), strict=True))
 
 
+def rows_copy_path(ds: Dataset, data_dir: Path) -> Path:
+    return Path(data_dir) / f"{ds.key}.rows.marshal"
+
+
+def read_rows(ds: Dataset, data_dir: Path) -> list[tuple]:
+    """The data set's rows as tuples (``rows_of``). The first read parses the CSV and keeps a
+    marshal copy of the tuples beside it, which later reads load instead: about 0.1 s for
+    400,000 rows against 0.3 s to parse. The copy is stamped with the CSV's size and mtime
+    (and the interpreter's marshal version), so a CSV written again is parsed again; a copy
+    that cannot be read or written (a full disk) is only a slower read."""
+    csv = materialise(ds, data_dir)
+    st = csv.stat()
+    stamp = (marshal.version, st.st_size, st.st_mtime_ns)
+    copy = rows_copy_path(ds, data_dir)
+    with contextlib.suppress(OSError, EOFError, ValueError, TypeError):
+        kept = marshal.loads(copy.read_bytes())
+        if isinstance(kept, tuple) and len(kept) == 2 and kept[0] == stamp:
+            return kept[1]
+    rows = rows_of(read(ds, data_dir))
+    with contextlib.suppress(OSError):
+        atomic.write_bytes(copy, marshal.dumps((stamp, rows)))
+    return rows
+
+
 class Source:
     """A data set as the loaders want it, read only when asked: its CSV file (the engines'
     bulk paths read it directly) or its rows as Python tuples (row-by-row loads, the insert
@@ -113,7 +139,7 @@ class Source:
 
     @functools.cached_property
     def rows(self) -> list[tuple]:
-        return rows_of(read(self.dataset, self.data_dir))
+        return read_rows(self.dataset, self.data_dir)
 
 
 def sha256(path: Path) -> str:

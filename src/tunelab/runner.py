@@ -237,7 +237,7 @@ def measure(
     rows_sink: list[dict],
     run_dir: Path | None = None,
     plans_sink: list[dict] | None = None,
-    times_sink: list[dict] | None = None,
+    times_sink: list[pd.DataFrame] | None = None,
 ) -> list[dict]:
     """Run every repetition of ``point``; each finished row is appended to ``rows_sink`` at
     once, so a later failure loses nothing already measured. The plans of the timed
@@ -329,11 +329,11 @@ def measure(
                     **derived(delta, elapsed, page_size),
                 }
                 rows_sink.append(row)
-                if times_sink is not None:
-                    times_sink.extend(
-                        {"rep": rep, "query": i, "elapsed_s": ns / 1e9}
-                        for i, ns in enumerate(times)
-                    )
+                if times_sink is not None and times:
+                    ns = np.asarray(times, dtype=np.int64)
+                    times_sink.append(pd.DataFrame(
+                        {"rep": rep, "query": np.arange(len(ns)), "elapsed_s": ns / 1e9}
+                    ))  # fmt: skip
         finally:
             for c in kept:
                 c.close()
@@ -360,7 +360,7 @@ def run_point(
     whose points may share a server engine (see ``provisioned``)."""
     rows: list[dict] = []
     plans: list[dict] = []
-    times: list[dict] = []
+    times: list[pd.DataFrame] = []
     workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
     point_dir = workdir / "points" / point.point_id
     run_dir = workdir / "runs" / run_id if run_id else None
@@ -379,7 +379,9 @@ def run_point(
             shutil.rmtree(point_dir, ignore_errors=True)  # the engine removed its data already
         write_plans()
         if times:
-            atomic.write_csv(pd.DataFrame(times), queries_path(out))
+            # Between two points, where nothing is timed: the fastest gzip level (the file is
+            # about 20 % larger than at the default level, written four times sooner).
+            atomic.write_csv(pd.concat(times, ignore_index=True), queries_path(out), level=1)
         return results.write_point(rows, out, point.repetitions)
     except BaseException:
         # Keep what was measured (the workflow deletes a failed job's outputs, not this file);
