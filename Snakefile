@@ -26,18 +26,22 @@ os.environ.setdefault(calibration_file.HOST_ENV, calibration_file.hostname())
 SIZE = config["size"]
 os.environ[spec.SIZE_ENV] = SIZE
 
-# Invalid sweep files end the run here: one line per error, exit code 2.
-PLAN = pipeline.plan_or_exit(
-    config["sweeps"], config["engine"], calibration_config.output_path(config), SIZE
-)
-
-
 # Every job of the run appends the span it held the host-wide bench lock (one JSON line:
 # job, kind, pid, CLOCK_MONOTONIC start and end; see tunelab.benchlock) to this log, unless
 # the caller names another file.
 os.environ.setdefault(
     "TUNELAB_JOB_LOG",
     os.path.abspath(os.path.join(pipeline.sized_dir(config["logs_dir"], SIZE), "jobs.jsonl")),
+)
+
+# The job server's imports (tunelab.jobserver) begin here, beside the parse and the DAG;
+# `onstart` gives it the run.
+if workflow.is_main_process and not workflow.remote_exec:
+    jobserver.prestart()
+
+# Invalid sweep files end the run here: one line per error, exit code 2.
+PLAN = pipeline.plan_or_exit(
+    config["sweeps"], config["engine"], calibration_config.output_path(config), SIZE
 )
 # What the run's jobs start names this process as its owner, so `tunelab recover` tells a
 # killed run's leftovers from a live run's (see tunelab.recovery).
@@ -64,6 +68,8 @@ envvars:
 onstart:
     if workflow.local_exec and workflow.is_main_process:
         jobserver.start(RUN_ID, config["workdir"])
+    else:
+        jobserver.release()
 
 
 onsuccess:

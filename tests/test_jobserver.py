@@ -188,6 +188,47 @@ def test_sigterm_ends_an_idle_server(tmp_path):
     assert not sock.exists()
 
 
+def _standby(tmp_path: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        env={**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock")},
+    )  # fmt: skip
+
+
+def test_a_standby_server_given_no_run_ends_having_bound_nothing(tmp_path):
+    """Prestarted at parse time, in a dry run or a lint: its input closes with no run."""
+    proc = _standby(tmp_path)
+    _, err = proc.communicate(b"", timeout=60)
+    assert proc.returncode == 0, err
+    assert not list(tmp_path.rglob("*.sock"))
+
+
+def test_a_standby_server_serves_the_run_it_is_given(tmp_path, write_sweep):
+    proc = _standby(tmp_path)
+    sock, log = tmp_path / "run" / jobserver.SOCKET_NAME, tmp_path / "run" / "jobserver.log"
+    sock.parent.mkdir()
+    proc.stdin.write(f"{json.dumps(str(sock))}\n{json.dumps(str(log))}\n".encode())
+    proc.stdin.close()
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the standby server did not start listening"
+        time.sleep(0.05)
+    env = {**os.environ, jobserver.JOB_SERVER_ENV: str(sock),
+           "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
+           "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
+    sweep, point = _point(write_sweep, reps=1, rows=2000)
+    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    served = [s for s in _spans(tmp_path) if s["job"].startswith("run-point")]
+    assert len(served) == 1 and served[0]["pid"] != job.pid  # measured by a forked child
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
+    assert log.exists() and not sock.exists()
+
+
 def test_a_socket_path_too_long_means_no_server(tmp_path):
     deep = tmp_path / ("d" * 120)
     assert jobserver.socket_path(deep) is None

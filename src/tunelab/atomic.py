@@ -7,9 +7,10 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # the frames' methods only: the lab's quick commands never import pandas
+    import pandas as pd
 
 
 def write(path: str | os.PathLike, writer: Callable[[IO[bytes]], object]) -> Path:

@@ -16,11 +16,13 @@ import hashlib
 import marshal
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from tunelab import atomic
+
+if TYPE_CHECKING:  # imported where used: the lab's quick commands (plan, validate,
+    import pandas as pd  # preflight, recover) need the data set's names, not its rows
+
 
 COLUMNS: tuple[str, ...] = ("id", "name", "hundreds1", "hundreds2", "lat", "balance", "filler")
 # Column types in portable terms; each engine maps them to its own DDL.
@@ -52,6 +54,9 @@ class Dataset:
 
 def generate(ds: Dataset) -> pd.DataFrame:
     """The table's rows as a DataFrame; the same ``Dataset`` always gives the same frame."""
+    import numpy as np
+    import pandas as pd
+
     rng = np.random.default_rng(ds.seed)
     n = ds.rows
     ids = np.arange(n, dtype=np.int64)
@@ -90,6 +95,8 @@ def materialise(ds: Dataset, data_dir: Path) -> Path:
 
 def read(ds: Dataset, data_dir: Path) -> pd.DataFrame:
     """The cached dataset (generated first if missing)."""
+    import pandas as pd
+
     path = materialise(ds, data_dir)
     return pd.read_csv(path, dtype={"name": str, "filler": str}, keep_default_na=False)
 

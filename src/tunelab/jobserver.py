@@ -115,9 +115,27 @@ def socket_path(run_dir: Path) -> Path | None:
     return path if len(os.fsencode(path)) <= _SUN_PATH_MAX else None
 
 
+def prestart() -> None:
+    """Start the server's imports now, before the run is known (the Snakefile's first lines,
+    main process of a run): they take a second, which Snakemake's parse and DAG then hide.
+    ``start`` gives it the run; a process that ends without ``start`` (a dry run, a lint)
+    closes its standard input, and the server ends having bound nothing."""
+    global _server
+    import subprocess
+
+    if _server is not None:
+        return
+    cmd = [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())]
+    # Its own process group: the terminal's Ctrl-C reaches the jobs, which pass it on, never
+    # twice. Still in the run's session: what kills the session kills it too.
+    _server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, process_group=0)  # fmt: skip
+
+
 def start(run_id: str, workdir: str) -> None:
-    """Start the run's server (the Snakefile's ``onstart``, main process of a local run) and
-    name its socket to the jobs. Without one, jobs run as their own processes."""
+    """Give the run to its server (the Snakefile's ``onstart``, main process of a local run),
+    started by ``prestart`` or now, and name its socket to the jobs. Without one, jobs run as
+    their own processes."""
     global _server
     import subprocess
     from pathlib import Path
@@ -125,19 +143,37 @@ def start(run_id: str, workdir: str) -> None:
     run_dir = Path(workdir) / "runs" / run_id
     path = socket_path(run_dir)
     if path is None:
+        release()
         return
     from tunelab import recovery
 
     run_dir.mkdir(parents=True, exist_ok=True)
     # Claimed as the points claim it: `tunelab recover` then knows whose run this is.
     recovery.claim(run_dir, recovery.Owner.current(Path(workdir).resolve()))
-    cmd = [sys.executable, "-m", "tunelab.jobserver", str(path), "--owner", str(os.getpid())]
-    with open(run_dir / "jobserver.log", "ab") as log:
-        # A process group of its own: the terminal's Ctrl-C reaches the jobs, which pass it
-        # on, never twice. Still in the run's session: what kills the session kills it too.
-        _server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                   process_group=0)  # fmt: skip
+    log = run_dir / "jobserver.log"
+    if _server is None:
+        cmd = [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())]
+        _server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, process_group=0)  # fmt: skip
+    try:
+        # Where to listen and log, one line each; then its input closes.
+        _server.stdin.write(f"{json.dumps(str(path))}\n{json.dumps(str(log))}\n".encode())
+        _server.stdin.close()
+    except OSError:  # it has ended already: the jobs run as their own processes
+        _server = None
+        return
     os.environ[JOB_SERVER_ENV] = str(path)
+
+
+def release() -> None:
+    """No run for a prestarted server (a cluster run's jobs run elsewhere): it ends."""
+    global _server
+    if _server is not None:
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            _server.stdin.close()
+        _server = None
 
 
 def stop() -> None:
@@ -255,9 +291,21 @@ def _status(wait_status: int) -> int:
     return os.waitstatus_to_exitcode(wait_status)
 
 
-def serve(path: Path, owner: int) -> None:
+def _await_run() -> tuple[Path, Path] | None:
+    """A standby server's socket and log, one JSON line each on its standard input (from
+    ``start``); None when the input ends first (the workflow had no run for it)."""
+    from pathlib import Path
+
+    lines = sys.stdin.buffer.read().decode().splitlines()
+    if len(lines) != 2:
+        return None
+    return Path(json.loads(lines[0])), Path(json.loads(lines[1]))
+
+
+def serve(path: Path | None, owner: int) -> None:
     """Fork a child per request until told to stop (SIGTERM) or the owner (the workflow's
-    Snakemake) is gone; then let the running children end."""
+    Snakemake) is gone; then let the running children end. Without ``path`` (standby), its
+    socket and log come on standard input once the imports are done."""
     import contextlib
     import importlib
     import selectors
@@ -275,6 +323,15 @@ def serve(path: Path, owner: int) -> None:
         from tunelab import provenance
 
         provenance.git_commit()
+    if path is None:
+        given = _await_run()
+        if given is None:
+            return
+        path, log = given
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        for target in (1, 2):
+            os.dup2(fd, target)
+        os.close(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stopping: list[bool] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
@@ -399,9 +456,16 @@ def main(argv: list[str] | None = None) -> NoReturn:
     from pathlib import Path
 
     ap = argparse.ArgumentParser(prog="python -m tunelab.jobserver", description=__doc__)
-    ap.add_argument("socket", type=Path)
+    ap.add_argument("socket", type=Path, nargs="?")
+    ap.add_argument(
+        "--standby",
+        action="store_true",
+        help="import first; then read the socket and log from standard input",
+    )
     ap.add_argument("--owner", type=int, required=True, help="the workflow's pid")
     a = ap.parse_args(argv)
+    if (a.socket is None) != a.standby:
+        ap.error("give a socket, or --standby")
     serve(a.socket, a.owner)
     # Every job has ended: nothing is left to clean up, and tearing down the interpreter
     # with everything preloaded would hold the run's end for about 0.3 s.
