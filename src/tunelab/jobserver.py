@@ -22,15 +22,13 @@ command loads first.
 
 from __future__ import annotations
 
-import json
+import _signal
 import os
-import signal
-import socket
-import struct
 import sys
 
 TYPE_CHECKING = False  # typing's own costs the job's side 3 ms
 if TYPE_CHECKING:  # the job's side (every `tunelab` command) never needs these
+    import socket
     import subprocess
     from pathlib import Path
     from typing import NoReturn
@@ -54,8 +52,10 @@ PRELOAD = (
     "tunelab.report.data",
 )  # fmt: skip
 # What a job passes on to its child (``submit``); blocked in the server across a fork.
-_JOB_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
-_HEADER = struct.Struct("!I")  # the request's length, sent with the three descriptors
+_JOB_SIGNALS = frozenset({_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT})
+# A request: its length (4 bytes, big-endian), sent with the job's three standard streams,
+# then the request itself (marshal: argv, cwd, env). Replies are lines: "pid N", "exit N".
+_HEADER_SIZE = 4
 _MAX_REQUEST = 16 << 20
 _SUN_PATH_MAX = 107  # sockaddr_un holds 108 bytes with the final NUL
 
@@ -69,20 +69,25 @@ def submit(argv: list[str]) -> int | None:
     path = os.environ.get(JOB_SERVER_ENV)
     if not path or not argv or argv[0] not in SERVED or {"-h", "--help"} & set(argv):
         return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # C modules only (socket, json and signal would cost every job 10 ms of imports).
+    import _socket
+    import array
+    import marshal
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    replies = bytearray()
     try:
         sock.connect(path)
-        payload = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)})
-        data = payload.encode("utf-8", "surrogateescape")
-        socket.send_fds(sock, [_HEADER.pack(len(data))], [0, 1, 2])
+        data = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)})
+        streams = array.array("i", [0, 1, 2])
+        sock.sendmsg([len(data).to_bytes(_HEADER_SIZE, "big")],
+                     [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams)])  # fmt: skip
         sock.sendall(data)
-        replies = sock.makefile("r", encoding="utf-8")
-        started = json.loads(replies.readline() or "{}")
+        pid = _reply(sock, replies, "pid")
     except (OSError, ValueError):
         sock.close()
         return None  # nothing was started: run it here
-    pid = started.get("pid")
-    if not isinstance(pid, int):
+    if pid is None:
         sock.close()
         return None
 
@@ -93,17 +98,33 @@ def submit(argv: list[str]) -> int | None:
             return
 
     for signum in _JOB_SIGNALS:
-        signal.signal(signum, pass_on)
+        _signal.signal(signum, pass_on)
     try:
-        line = replies.readline()  # a signal passed on meanwhile does not cut it short
-        ended = json.loads(line) if line else {}
+        code = _reply(sock, replies, "exit")  # a signal passed on meanwhile does not cut it
+    except (OSError, ValueError):
+        code = None
     finally:
         sock.close()
-    if "exit" not in ended:
+    if code is None:
         print(f"tunelab {argv[0]}: the run's job server stopped before the job ended",
               file=sys.stderr)  # fmt: skip
         return 1
-    return int(ended["exit"])
+    return code
+
+
+def _reply(sock: socket.socket, buffer: bytearray, word: str) -> int | None:
+    """The server's next reply line, ``WORD N``: N; None when the connection ends first."""
+    while b"\n" not in buffer:
+        chunk = sock.recv(256)
+        if not chunk:
+            return None
+        buffer += chunk
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    said, _, value = line.decode().partition(" ")
+    if said != word:
+        raise ValueError(f"job server: expected {word!r}, got {line!r}")
+    return int(value)
 
 
 # -- the workflow's side -------------------------------------------------------------------
@@ -137,6 +158,7 @@ def start(run_id: str, workdir: str) -> None:
     started by ``prestart`` or now, and name its socket to the jobs. Without one, jobs run as
     their own processes."""
     global _server
+    import json
     import subprocess
     from pathlib import Path
 
@@ -208,15 +230,23 @@ def _recv_exact(conn: socket.socket, n: int) -> bytes:
 
 
 def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    import marshal
+    import socket
+
     conn.settimeout(10)  # a job sends its request at once; never let one hang the server
-    head, fds, _flags, _addr = socket.recv_fds(conn, _HEADER.size, 3)
+    head, fds, _flags, _addr = socket.recv_fds(conn, _HEADER_SIZE, 3)
     try:
-        if len(head) < _HEADER.size:
-            head += _recv_exact(conn, _HEADER.size - len(head))
-        (size,) = _HEADER.unpack(head)
+        if len(head) < _HEADER_SIZE:
+            head += _recv_exact(conn, _HEADER_SIZE - len(head))
+        size = int.from_bytes(head, "big")
         if size > _MAX_REQUEST or len(fds) != 3:
             raise ValueError("malformed request")
-        request = json.loads(_recv_exact(conn, size).decode("utf-8", "surrogateescape"))
+        try:
+            request = marshal.loads(_recv_exact(conn, size))
+        except (EOFError, TypeError) as exc:
+            raise ValueError("malformed request") from exc
+        if not isinstance(request, dict) or not isinstance(request.get("argv"), list):
+            raise ValueError("malformed request")
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -231,6 +261,7 @@ def _run_child(request: dict, fds: list[int]) -> int:
     import atexit
     import contextlib
     import io
+    import signal
     import traceback
 
     for target, fd in enumerate(fds):
@@ -297,6 +328,7 @@ def _status(wait_status: int) -> int:
 def _await_run() -> tuple[Path, Path] | None:
     """A standby server's socket and log, one JSON line each on its standard input (from
     ``start``); None when the input ends first (the workflow had no run for it)."""
+    import json
     from pathlib import Path
 
     lines = sys.stdin.buffer.read().decode().splitlines()
@@ -312,6 +344,8 @@ def serve(path: Path | None, owner: int) -> None:
     import contextlib
     import importlib
     import selectors
+    import signal
+    import socket
 
     from tunelab import benchlock
 
@@ -429,7 +463,7 @@ def serve(path: Path | None, owner: int) -> None:
                 sel.register(child.pidfd, selectors.EVENT_READ, ("exited", pid))
                 sel.register(conn, selectors.EVENT_READ, ("job gone", pid))
                 with contextlib.suppress(OSError):
-                    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+                    conn.sendall(b"pid %d\n" % pid)
             elif what == "exited":
                 child = children.pop(pid)
                 stopped_children.discard(pid)
@@ -439,7 +473,7 @@ def serve(path: Path | None, owner: int) -> None:
                 if child.job_alive:
                     sel.unregister(child.conn)
                     with contextlib.suppress(OSError):
-                        child.conn.sendall(json.dumps({"exit": _status(status)}).encode() + b"\n")
+                        child.conn.sendall(b"exit %d\n" % _status(status))
                 child.conn.close()
             elif what == "job gone":  # the job sends nothing more: readable means it ended
                 child = children[pid]
