@@ -43,6 +43,7 @@ if workflow.is_main_process and not workflow.remote_exec:
 PLAN = pipeline.plan_or_exit(
     config["sweeps"], config["engine"], calibration_config.output_path(config), SIZE
 )
+
 # What the run's jobs start names this process as its owner, so `tunelab recover` tells a
 # killed run's leftovers from a live run's (see tunelab.recovery).
 os.environ.setdefault("TUNELAB_OWNER_PID", str(os.getpid()))
