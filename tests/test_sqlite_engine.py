@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import apsw
 import pandas as pd
 import pytest
 
@@ -248,6 +249,46 @@ def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monk
     monkeypatch.undo()
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
+
+
+def test_a_reading_point_reads_the_kept_table_itself_and_cannot_change_it(engine, tmp_path):
+    """A workload that only reads links to the kept file (no copy) through query-only
+    connections; a writing one still gets a copy; the kept file stays as built."""
+    import hashlib
+
+    engine.run_dir = tmp_path / "w" / "runs" / "r"
+    engine.provision({"page_size": 4096, "buffer_pool": 100, "index": "nonclustered"})
+    w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
+    plan = w.index_plan("nonclustered")
+    source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
+    (kept,) = engine.run_dir.glob("sqlite-tables/*.db")
+    built = hashlib.sha256(kept.read_bytes()).hexdigest()
+
+    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
+    assert engine.path.is_symlink() and engine.path.resolve() == kept.resolve()
+    assert engine.data_files() == [engine.path]  # what the cold procedure evicts: the table
+    conn = engine.connect()
+    try:
+        cur = conn.cursor()
+        assert cur.execute(f"SELECT count(*) FROM {workloads.TABLE}").fetchone() == (ROWS,)
+        with pytest.raises(apsw.ReadOnlyError):
+            cur.execute(f"DELETE FROM {workloads.TABLE}")
+    finally:
+        conn.close()
+    with pytest.raises(EngineError, match="read only"):
+        engine.create_index(workloads.TABLE, plan)
+
+    assert engine.build_table(workloads.TABLE, plan, source, changes=True) == "reused"
+    assert not engine.path.is_symlink()  # a copy of its own
+    conn = engine.connect()
+    try:
+        conn.cursor().execute(f"DELETE FROM {workloads.TABLE}")
+        conn.commit()
+    finally:
+        conn.close()
+    engine.teardown()
+    assert hashlib.sha256(kept.read_bytes()).hexdigest() == built
 
 
 def test_a_warm_reads_repetitions_are_warmed_by_the_one_before(write_sweep, tmp_path):

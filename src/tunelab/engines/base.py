@@ -313,7 +313,7 @@ class Engine(abc.ABC):
         offered to later points (``keep_table``). ``changes``: the point's workload writes to
         it. Returns "reused" or "built"."""
         key = self.table_key(table, index, source.dataset)
-        if self.reuse_table(table, key):
+        if self.reuse_table(table, key, changes):
             return "reused"
         self.forget_table(table)
         loaded = self.load_key(table, index, source.dataset)
@@ -340,9 +340,10 @@ class Engine(abc.ABC):
     def keep_loaded(self, table: str, key: str) -> None:
         """``table`` was just created and loaded under ``key``: keep it as it is now."""
 
-    def reuse_table(self, table: str, key: str) -> bool:
+    def reuse_table(self, table: str, key: str, changes: bool = True) -> bool:
         """Put the table built under ``key`` in place, exactly as it was built (no point has
-        written to it since); False when the engine has none (the default: it keeps none)."""
+        written to it since); False when the engine has none (the default: it keeps none).
+        ``changes``: the point's workload writes to it (else it may read the kept one)."""
         return False
 
     def forget_table(self, table: str) -> None:

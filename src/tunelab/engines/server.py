@@ -150,7 +150,7 @@ class ServerEngine(Engine):
         tmp.write_text(json.dumps(self.kept, sort_keys=True))
         tmp.replace(self._kept_file)
 
-    def reuse_table(self, table: str, key: str) -> bool:
+    def reuse_table(self, table: str, key: str, changes: bool = True) -> bool:
         # Kept only when no point has written to it since it was built (keep_table).
         if self.run_dir is None or self.kept.get(table) != key:
             return False

@@ -88,6 +88,7 @@ class SQLiteEngine(Engine):
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
         self.path = self.workdir / "sqlite" / "lab.db"
+        self.read_only = False  # the path links to a kept table: no connection may write
 
     # -- lifecycle -------------------------------------------------------------------------
     def provision(self, knobs: dict[str, Any]) -> None:
@@ -98,16 +99,23 @@ class SQLiteEngine(Engine):
             # A page size applies to a new file; a fresh file is this engine's "restart".
             shutil.rmtree(self.path.parent, ignore_errors=True)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = apsw.Connection(str(self.path))
-            conn.execute(f"PRAGMA page_size={int(knobs['page_size'])}")
-            conn.execute("VACUUM")  # materialises the file with that page size
-            conn.close()
+            self._new_file()
             self.starts += 1
+
+    def _new_file(self) -> None:
+        """An empty database file at the path, with the page size asked."""
+        self.read_only = False
+        conn = apsw.Connection(str(self.path))
+        conn.execute(f"PRAGMA page_size={int(self.knobs['page_size'])}")
+        conn.execute("VACUUM")  # materialises the file with that page size
+        conn.close()
 
     def connect(self) -> apsw.Connection:
         conn = _DBAPIConnection(str(self.path))
         conn.raw.execute(f"PRAGMA cache_size={int(self.knobs['buffer_pool'])}")
         conn.raw.execute("PRAGMA busy_timeout=60000")
+        if self.read_only:
+            conn.raw.execute("PRAGMA query_only=1")
         return conn
 
     def teardown(self) -> None:
@@ -134,8 +142,22 @@ class SQLiteEngine(Engine):
     def keep_loaded(self, table: str, key: str) -> None:
         self._copy_out(self._kept(key, "sqlite-loads"))
 
-    def reuse_table(self, table: str, key: str) -> bool:
-        return self._copy_in(self._kept(key))
+    def reuse_table(self, table: str, key: str, changes: bool = True) -> bool:
+        kept = self._kept(key)
+        if changes or kept is None or not kept.exists():
+            return self._copy_in(kept)
+        # A workload that only reads measures the kept file itself, through a link, and its
+        # connections are query-only: the same bytes as a copy, without writing the file
+        # anew for every point (and the kernel writing it back during timed repetitions).
+        self.path.unlink(missing_ok=True)
+        self.path.symlink_to(kept.resolve())
+        self.read_only = True
+        return True
+
+    def forget_table(self, table: str) -> None:
+        if self.path.is_symlink():  # a kept table read by an earlier point: build beside it
+            self.path.unlink()
+            self._new_file()
 
     def _copy_in(self, kept: Path | None) -> bool:
         if kept is None or not kept.exists():
@@ -144,8 +166,15 @@ class SQLiteEngine(Engine):
         # the cold procedure evicts the copy's pages like those of a file just loaded).
         tmp = self.path.with_name(".lab.db.copy")
         shutil.copyfile(kept, tmp)
-        tmp.replace(self.path)
+        tmp.replace(self.path)  # replaces a link to a kept table, never the table
+        self.read_only = False
         return True
+
+    def _writable(self) -> Path:
+        """The file to change; never a kept table a reading point links to."""
+        if self.read_only or self.path.is_symlink():
+            raise EngineError(f"sqlite: {self.path} is a kept table, read only")
+        return self.path
 
     def keep_table(self, table: str, key: str, changes: bool) -> None:
         self._copy_out(self._kept(key))
@@ -171,13 +200,13 @@ class SQLiteEngine(Engine):
             ddl = f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({key})) WITHOUT ROWID"
         else:
             ddl = f"CREATE TABLE {table} ({cols})"
-        with _raw(self.path) as db:
+        with _raw(self._writable()) as db:
             db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute(ddl)
 
     def load(self, table: str, rows: Any, batch: int = 10_000) -> None:
         """All rows in one transaction: SQLite's bulk path (one journal, one sync)."""
-        with _raw(self.path) as db, db:  # BEGIN ... COMMIT
+        with _raw(self._writable()) as db, db:  # BEGIN ... COMMIT
             db.executemany(self.insert_sql(table), rows)
 
     def index_ddl(self, table: str, index: IndexPlan) -> list[str]:
@@ -195,7 +224,7 @@ class SQLiteEngine(Engine):
         return [f"CREATE {unique}INDEX {table}_{index.kind} ON {table} ({', '.join(cols)})"]
 
     def create_index(self, table: str, index: IndexPlan) -> None:
-        with _raw(self.path) as db:
+        with _raw(self._writable()) as db:
             for stmt in self.index_ddl(table, index):
                 db.execute(stmt)
             db.execute(f"ANALYZE {table}")
