@@ -159,7 +159,6 @@ def start(run_id: str, workdir: str) -> None:
     their own processes."""
     global _server
     import json
-    import subprocess
     from pathlib import Path
 
     run_dir = Path(workdir) / "runs" / run_id
@@ -173,10 +172,7 @@ def start(run_id: str, workdir: str) -> None:
     # Claimed as the points claim it: `tunelab recover` then knows whose run this is.
     recovery.claim(run_dir, recovery.Owner.current(Path(workdir).resolve()))
     log = run_dir / "jobserver.log"
-    if _server is None:
-        cmd = [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())]
-        _server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, process_group=0)  # fmt: skip
+    prestart()  # unless the Snakefile did
     try:
         # Where to listen and log, one line each; then its input closes.
         _server.stdin.write(f"{json.dumps(str(path))}\n{json.dumps(str(log))}\n".encode())

@@ -106,12 +106,12 @@ def check_access(point: Point, eng: Engine, plans: list[AccessPath], expected: s
     return " | ".join(paths)
 
 
-def _query_times(times_ns: list[int]) -> dict[str, float]:
+def _query_times(times_ns: np.ndarray) -> dict[str, float]:
     """Per-statement figures of one repetition: the first statement (the only really cold
     one in a cold repetition) apart from the rest, and percentiles for many lookups."""
-    if not times_ns:
+    if not len(times_ns):
         return {}
-    t = np.asarray(times_ns, dtype=float) / 1e9
+    t = times_ns / 1e9
     p50, p95, p99 = np.percentile(t, [50, 95, 99])
     return {
         "queries": len(t),
@@ -298,6 +298,7 @@ def measure(
                     finally:
                         conn.close()
                 elapsed = (t1 - t0) / 1e9
+                times_ns = np.asarray(times, dtype=np.int64)
                 delta = _delta(before, after)
                 engine_s = delta.get("engine_time_ns", math.nan) / 1e9
                 data_bytes = eng.data_bytes(workloads.TABLE)
@@ -315,7 +316,7 @@ def measure(
                     # Engine time is summed over the client connections: compare it with the
                     # connections' wall time, so several threads cannot push the share below 0.
                     "client_share": 1 - engine_s / (elapsed * len(conns)) if elapsed else math.nan,
-                    **_query_times(times),
+                    **_query_times(times_ns),
                     "cache_achieved": state.achieved,
                     "cache_method": state.method,
                     "resident_fraction": state.resident_fraction,
@@ -329,10 +330,10 @@ def measure(
                     **derived(delta, elapsed, page_size),
                 }
                 rows_sink.append(row)
-                if times_sink is not None and times:
-                    ns = np.asarray(times, dtype=np.int64)
+                if times_sink is not None and len(times_ns):
+                    query = np.arange(len(times_ns))
                     times_sink.append(pd.DataFrame(
-                        {"rep": rep, "query": np.arange(len(ns)), "elapsed_s": ns / 1e9}
+                        {"rep": rep, "query": query, "elapsed_s": times_ns / 1e9}
                     ))  # fmt: skip
         finally:
             for c in kept:

@@ -88,7 +88,6 @@ class SQLiteEngine(Engine):
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
         self.path = self.workdir / "sqlite" / "lab.db"
-        self.read_only = False  # the path links to a kept table: no connection may write
 
     # -- lifecycle -------------------------------------------------------------------------
     def provision(self, knobs: dict[str, Any]) -> None:
@@ -104,7 +103,6 @@ class SQLiteEngine(Engine):
 
     def _new_file(self) -> None:
         """An empty database file at the path, with the page size asked."""
-        self.read_only = False
         conn = apsw.Connection(str(self.path))
         conn.execute(f"PRAGMA page_size={int(self.knobs['page_size'])}")
         conn.execute("VACUUM")  # materialises the file with that page size
@@ -114,7 +112,7 @@ class SQLiteEngine(Engine):
         conn = _DBAPIConnection(str(self.path))
         conn.raw.execute(f"PRAGMA cache_size={int(self.knobs['buffer_pool'])}")
         conn.raw.execute("PRAGMA busy_timeout=60000")
-        if self.read_only:
+        if self.path.is_symlink():  # a kept table (reuse_table): read, never written
             conn.raw.execute("PRAGMA query_only=1")
         return conn
 
@@ -151,7 +149,6 @@ class SQLiteEngine(Engine):
         # anew for every point (and the kernel writing it back during timed repetitions).
         self.path.unlink(missing_ok=True)
         self.path.symlink_to(kept.resolve())
-        self.read_only = True
         return True
 
     def forget_table(self, table: str) -> None:
@@ -167,12 +164,11 @@ class SQLiteEngine(Engine):
         tmp = self.path.with_name(".lab.db.copy")
         shutil.copyfile(kept, tmp)
         tmp.replace(self.path)  # replaces a link to a kept table, never the table
-        self.read_only = False
         return True
 
     def _writable(self) -> Path:
         """The file to change; never a kept table a reading point links to."""
-        if self.read_only or self.path.is_symlink():
+        if self.path.is_symlink():
             raise EngineError(f"sqlite: {self.path} is a kept table, read only")
         return self.path
 
