@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import json
 import sys
@@ -227,6 +228,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 0
 
 
+@functools.cache  # built once where the job server preloads it (its forks reuse it)
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tunelab", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

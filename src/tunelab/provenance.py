@@ -12,8 +12,13 @@ from pathlib import Path
 import tunelab
 
 
-@cache
 def host() -> dict[str, object]:
+    return {**machine(), **cluster_job()}
+
+
+@cache
+def machine() -> dict[str, object]:
+    """The host's own facts (the cluster job's come apart: a job's environment names it)."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -29,7 +34,6 @@ def host() -> dict[str, object]:
         "host_cores": os.cpu_count(),
         "host_mem_gib": round(mem, 1),
         "host_kernel": platform.release(),
-        **cluster_job(),
     }
 
 

@@ -189,6 +189,13 @@ class WarmKernelManager(AsyncKernelManager):
     client_class = DottedObjectName("tunelab.report.render.PromptKernelClient")
     client_factory = Type(PromptKernelClient, klass=AsyncKernelClient)
 
+    async def _async_finish_shutdown(
+        self, waittime: float | None = None, pollinterval: float = 0.1, restart: bool = False
+    ) -> None:
+        # jupyter_client looks for the kernel's exit every 0.1 s; a warm kernel exits some
+        # 30 ms after its shutdown reply, so the report would wait out most of a period.
+        await super()._async_finish_shutdown(waittime, min(pollinterval, 0.01), restart)
+
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         cmd = super().format_kernel_cmd(extra_arguments)
         if os.environ.get(jobserver.JOB_SERVER_ENV) and cmd[1:3] == ["-m", "ipykernel_launcher"]:

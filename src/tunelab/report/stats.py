@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
 from math import comb
 
 import numpy as np
@@ -42,6 +43,7 @@ class MedianInterval:
         return self.coverage >= level - 1e-12
 
 
+@cache  # a report asks for the same few n hundreds of times
 def coverage(n: int, k: int) -> float:
     """Coverage of [x_(k), x_(n+1-k)] (1-based ranks) for the median of n samples."""
     if n < 1 or k < 1 or 2 * k > n + 1:
@@ -53,6 +55,7 @@ def coverage(n: int, k: int) -> float:
     return float(1 - 2 * tail)
 
 
+@cache
 def order_ranks(n: int, level: float = LEVEL) -> tuple[int, int]:
     """1-based ranks (k, n+1-k) of the narrowest symmetric interval reaching ``level``,
     or (1, n) when none does."""
@@ -99,9 +102,11 @@ def summarize(
         mi = median_interval(frame[metric].to_numpy(), level)
         return pd.DataFrame([[mi.n, mi.median, mi.low, mi.high, mi.coverage]], columns=cols)
     rows = []
-    for key, group in frame.groupby(by, dropna=False, sort=True):
+    values = pd.to_numeric(frame[metric], errors="coerce").to_numpy(dtype=float)
+    # Row positions per group, not a sub-frame each: a report summarizes hundreds of groups.
+    for key, where in frame.groupby(by, dropna=False, sort=True).indices.items():
         key = key if isinstance(key, tuple) else (key,)
-        mi = median_interval(pd.to_numeric(group[metric], errors="coerce").to_numpy(), level)
+        mi = median_interval(values[where], level)
         rows.append([*key, mi.n, mi.median, mi.low, mi.high, mi.coverage])
     out = pd.DataFrame(rows, columns=[*by, *cols])
     out["n"] = out["n"].astype(int)
