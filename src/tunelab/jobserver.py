@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # the job's side (every `tunelab` command) never needs these
     from typing import NoReturn
 
 JOB_SERVER_ENV = "TUNELAB_JOB_SERVER"
+# "PID:FD": a standby server `./lab run` started before its checks, and the descriptor of
+# its standard input, which the workflow inherits (``prestart`` adopts it).
+STANDBY_ENV = "TUNELAB_JOB_SERVER_STANDBY"
 SOCKET_NAME = "jobs.sock"
 # A report's notebook kernel (tunelab.kernel): ipykernel's, forked warm like a job.
 KERNEL = "kernel"
@@ -59,7 +62,7 @@ _HEADER_SIZE = 4
 _MAX_REQUEST = 16 << 20
 _SUN_PATH_MAX = 107  # sockaddr_un holds 108 bytes with the final NUL
 
-_server: subprocess.Popen | None = None
+_server: subprocess.Popen | _Adopted | None = None
 
 
 # -- the job's side ------------------------------------------------------------------------
@@ -136,14 +139,56 @@ def socket_path(run_dir: Path) -> Path | None:
     return path if len(os.fsencode(path)) <= _SUN_PATH_MAX else None
 
 
+class _Adopted:
+    """A standby server this process did not start (``STANDBY_ENV``), held as a Popen is:
+    its standard input, and its end awaited through a pidfd (it is not our child)."""
+
+    def __init__(self, pid: int, fd: int) -> None:
+        os.set_inheritable(fd, False)  # the run's jobs never hold it
+        self.pid = pid
+        self.pidfd = os.pidfd_open(pid)
+        self.stdin = open(fd, "wb", buffering=0)  # noqa: SIM115 (held until start)
+
+    def terminate(self) -> None:
+        os.kill(self.pid, _signal.SIGTERM)
+
+    def kill(self) -> None:
+        os.kill(self.pid, _signal.SIGKILL)
+
+    def wait(self, timeout: float) -> None:
+        import select
+        import subprocess
+
+        try:
+            if not select.select([self.pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+        finally:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+
+def _adopt() -> _Adopted | None:
+    """The standby server named by ``STANDBY_ENV`` (taken out of the environment), if it
+    is there and running."""
+    pid, _, fd = os.environ.pop(STANDBY_ENV, "").partition(":")
+    try:
+        return _Adopted(int(pid), int(fd))
+    except (ValueError, OSError):
+        return None
+
+
 def prestart() -> None:
     """Start the server's imports now, before the run is known (the Snakefile's first lines,
-    main process of a run): they take a second, which Snakemake's parse and DAG then hide.
-    ``start`` gives it the run; a process that ends without ``start`` (a dry run, a lint)
-    closes its standard input, and the server ends having bound nothing."""
+    main process of a run): they take a second, which Snakemake's parse and DAG then hide;
+    or take the server `./lab run` started before its checks, its imports under way
+    already. ``start`` gives it the run; a process that ends without ``start`` (a dry run,
+    a lint) closes its standard input, and the server ends having bound nothing."""
     global _server
     import subprocess
 
+    if _server is not None:
+        return
+    _server = _adopt()
     if _server is not None:
         return
     cmd = [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())]
@@ -191,6 +236,8 @@ def release() -> None:
 
         with contextlib.suppress(OSError):
             _server.stdin.close()
+            if isinstance(_server, _Adopted):  # `./lab run` holds its input open still
+                _server.terminate()
         _server = None
 
 
@@ -327,8 +374,9 @@ def _await_run() -> tuple[Path, Path] | None:
     import json
     from pathlib import Path
 
-    lines = sys.stdin.buffer.read().decode().splitlines()
-    if len(lines) != 2:
+    # Two lines, not the whole input: `./lab run` holds its end open until the run is over.
+    lines = [sys.stdin.buffer.readline(), sys.stdin.buffer.readline()]
+    if not all(line.endswith(b"\n") for line in lines):
         return None
     return Path(json.loads(lines[0])), Path(json.loads(lines[1]))
 
@@ -494,6 +542,7 @@ def serve(path: Path | None, owner: int) -> None:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     import argparse
+    import contextlib
     from pathlib import Path
 
     ap = argparse.ArgumentParser(prog="python -m tunelab.jobserver", description=__doc__)
@@ -507,6 +556,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     a = ap.parse_args(argv)
     if (a.socket is None) != a.standby:
         ap.error("give a socket, or --standby")
+    if a.standby:  # as ``prestart`` starts it: the terminal's Ctrl-C is for the jobs alone
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
     serve(a.socket, a.owner)
     # Every job has ended: nothing is left to clean up, and tearing down the interpreter
     # with everything preloaded would hold the run's end for about 0.3 s.

@@ -358,6 +358,15 @@ def _point_dirs(workdir: Path) -> list[Path]:
     return sorted(d for n in ("points", "trace") for d in (workdir / n).glob("*"))
 
 
+def _others() -> list[Proc]:
+    """The processes, but for the job server `./lab run` started for the run it prepares
+    (tunelab.jobserver.STANDBY_ENV): no run's yet, it holds nothing."""
+    from tunelab.jobserver import STANDBY_ENV
+
+    own = os.environ.get(STANDBY_ENV, "").partition(":")[0]
+    return [p for p in processes() if str(p.pid) != own]
+
+
 def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -> None:
     """Remove what killed runs of this checkout left: see the module's description."""
     from tunelab import benchlock
@@ -367,11 +376,11 @@ def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -
     # starting meanwhile writes is not in the list, so it stays.
     lockdir = checkout / ".snakemake" / "locks"
     lock_files = sorted(p for p in lockdir.glob("*.lock") if p.is_file())
-    procs = processes()
+    procs = _others()
     servers = orphaned_job_servers(checkout, procs)
     if servers:  # they end by themselves within a second or two; not beside this
         _stop_job_servers(servers, say)
-        procs = processes()
+        procs = _others()
     holders = lock_holders(checkout, procs)
     runs: dict[str, _Run] = {}
     for d in sorted((workdir / "runs").glob("*")):
