@@ -74,13 +74,15 @@ onstart:
 
 
 onsuccess:
+    pipeline.clean_run(RUN_ID, config["workdir"])  # no job runs now: in the job server
     jobserver.stop()
-    pipeline.clean_run(RUN_ID, config["workdir"])
+    pipeline.release_timers()
 
 
 onerror:
-    jobserver.stop()
+    jobserver.stop()  # first: it waits for the jobs still ending
     pipeline.clean_run(RUN_ID, config["workdir"])
+    pipeline.release_timers()
 
 
 include: "workflows/common.smk"

@@ -44,7 +44,7 @@ KERNEL = "kernel"
 # else runs in its own process.
 SERVED = frozenset(
     {"run-point", "trace-point", "datagen", "merge", "report", "index", "check", "bpsim",
-     "calibrate", KERNEL}
+     "calibrate", "clean", KERNEL}
 )  # fmt: skip
 # What the server imports once, before it forks: the modules a job spends its start on, and
 # what a report's kernel imports (IPython, seaborn and scipy: about 2.5 s of each report).
@@ -66,9 +66,10 @@ _server: subprocess.Popen | _Adopted | None = None
 
 
 # -- the job's side ------------------------------------------------------------------------
-def submit(argv: list[str]) -> int | None:
+def submit(argv: list[str], stdout: int = 1) -> int | None:
     """Run ``tunelab ARGV`` in the run's job server and return its exit code; None when no
-    server takes it (the caller then runs it itself)."""
+    server takes it (the caller then runs it itself). ``stdout``: the descriptor the command
+    writes its output to."""
     path = os.environ.get(JOB_SERVER_ENV)
     if not path or not argv or argv[0] not in SERVED or {"-h", "--help"} & set(argv):
         return None
@@ -82,7 +83,7 @@ def submit(argv: list[str]) -> int | None:
     try:
         sock.connect(path)
         data = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)})
-        streams = array.array("i", [0, 1, 2])
+        streams = array.array("i", [0, stdout, 2])
         sock.sendmsg([len(data).to_bytes(_HEADER_SIZE, "big")],
                      [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams)])  # fmt: skip
         sock.sendall(data)
@@ -100,14 +101,15 @@ def submit(argv: list[str]) -> int | None:
         except ProcessLookupError:  # the child has ended meanwhile
             return
 
-    for signum in _JOB_SIGNALS:
-        _signal.signal(signum, pass_on)
+    held = {signum: _signal.signal(signum, pass_on) for signum in _JOB_SIGNALS}
     try:
         code = _reply(sock, replies, "exit")  # a signal passed on meanwhile does not cut it
     except (OSError, ValueError):
         code = None
     finally:
         sock.close()
+        for signum, handler in held.items():  # the caller may go on (the workflow's end)
+            _signal.signal(signum, handler)
     if code is None:
         print(f"tunelab {argv[0]}: the run's job server stopped before the job ended",
               file=sys.stderr)  # fmt: skip

@@ -12,6 +12,7 @@ import functools
 import glob
 import io
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -204,10 +205,32 @@ def words(text: str) -> list[str]:
 
 
 def clean_run(run_id: str, workdir: str) -> None:
-    """Remove what this run left (its shared server engine), at the workflow's end. The
-    command gets its arguments as a list: no shell reads them."""
-    cmd = [sys.executable, "-m", "tunelab.cli", "clean", "--run", run_id, "--workdir", workdir]
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+    """Remove what this run left (its shared server engine), at the workflow's end: in the
+    run's job server while it is up (no job runs then; a new interpreter would take 0.3 s),
+    else in a process of its own. The command gets its arguments as a list: no shell reads
+    them."""
+    from tunelab import jobserver
+
+    args = ["clean", "--run", run_id, "--workdir", workdir]
+    with open(os.devnull, "wb") as devnull:
+        code = jobserver.submit(args, stdout=devnull.fileno())
+    cmd = [sys.executable, "-m", "tunelab.cli", *args]
+    if code is None:
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+    elif code:
+        raise subprocess.CalledProcessError(code, cmd)
+
+
+def release_timers() -> None:
+    """At the workflow's end, in Snakemake's process: its job rate limiter (at most 100 jobs
+    a second by default) arms a one-second timer thread after each scheduling round, and
+    the interpreter waits for the last one before it exits, up to a second of every run.
+    The workflow is over: nothing waits for them."""
+    import threading
+
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
 
 
 def dataset_of_key(key: str) -> dataset.Dataset:
