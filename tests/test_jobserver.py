@@ -229,6 +229,51 @@ def test_a_standby_server_serves_the_run_it_is_given(tmp_path, write_sweep):
     assert log.exists() and not sock.exists()
 
 
+def test_a_server_lab_started_is_adopted_by_the_workflow(tmp_path, write_sweep, monkeypatch):
+    """`./lab run` starts the standby server before its checks and names it in STANDBY_ENV
+    (its pid, and the inherited descriptor of its input); the workflow's ``prestart`` takes
+    it over, ``start`` gives it the run (two lines: `lab` still holds the pipe open), a job
+    runs in it, ``stop`` ends it."""
+    read_end, write_end = os.pipe()
+    lab_copy = os.dup(write_end)  # what `lab` keeps open for the whole run
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())],
+        stdin=read_end, stderr=subprocess.PIPE, cwd=tmp_path,
+        env={**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock")},
+    )  # fmt: skip
+    os.close(read_end)
+    monkeypatch.setenv(jobserver.STANDBY_ENV, f"{proc.pid}:{write_end}")
+    monkeypatch.setattr(jobserver, "_server", None)
+    monkeypatch.delenv(jobserver.JOB_SERVER_ENV, raising=False)
+    try:
+        jobserver.prestart()
+        assert isinstance(jobserver._server, jobserver._Adopted)
+        assert jobserver.STANDBY_ENV not in os.environ  # the run's jobs do not see it
+        assert not os.get_inheritable(write_end)
+        jobserver.start("adopted", str(tmp_path / "work"))
+        sock = Path(os.environ[jobserver.JOB_SERVER_ENV])
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the adopted server did not start listening"
+            time.sleep(0.05)
+        env = {**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
+               "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
+        sweep, point = _point(write_sweep, reps=1, rows=2000)
+        job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
+        _, err = job.communicate(timeout=120)
+        assert job.returncode == 0, err
+        served = [s for s in _spans(tmp_path) if s["job"].startswith("run-point")]
+        assert len(served) == 1 and served[0]["pid"] != job.pid  # measured by a forked child
+        jobserver.stop()
+        assert proc.wait(timeout=30) == 0
+        assert not sock.exists()
+    finally:
+        os.close(lab_copy)
+        proc.kill()
+        proc.wait()
+
+
 def test_a_socket_path_too_long_means_no_server(tmp_path):
     deep = tmp_path / ("d" * 120)
     assert jobserver.socket_path(deep) is None
@@ -294,3 +339,42 @@ def test_a_job_holds_none_of_the_servers_descriptors(write_sweep, tmp_path, serv
             job.send_signal(signal.SIGTERM)
         for job in (first, second):
             job.wait(timeout=60)
+
+
+def test_the_runs_clean_up_at_its_end_runs_in_its_job_server(tmp_path, server, monkeypatch):
+    """At the workflow's end (no job runs) the run's clean-up is one more served command,
+    not a new interpreter."""
+    from tunelab import containers, pipeline
+
+    try:
+        containers.client()
+    except containers.ContainerError as exc:
+        pytest.skip(f"the clean-up asks Docker for the run's containers: {exc}")
+    _proc, env = server
+    for name in (jobserver.JOB_SERVER_ENV, "TUNELAB_LOCK_DIR", "TUNELAB_JOB_LOG"):
+        monkeypatch.setenv(name, env[name])
+    left = tmp_path / "work" / "runs" / "r1" / "sqlite-tables"
+    left.mkdir(parents=True)
+
+    def no_new_process(*args, **kwargs):
+        raise AssertionError(f"a new process was started: {args}")
+
+    monkeypatch.setattr(pipeline.subprocess, "run", no_new_process)
+    pipeline.clean_run("r1", str(tmp_path / "work"))
+    assert not left.parent.exists()
+    assert [s["job"] for s in _spans(tmp_path)] == ["clean"]
+
+
+def test_the_workflows_end_cancels_snakemakes_pending_timers():
+    """Snakemake's job rate limiter leaves a one-second timer thread behind; the interpreter
+    would wait for it before it exits."""
+    import threading
+
+    from tunelab import pipeline
+
+    fired: list[int] = []
+    timer = threading.Timer(60, fired.append, [1])
+    timer.start()
+    pipeline.release_timers()
+    timer.join(timeout=5)
+    assert not timer.is_alive() and not fired

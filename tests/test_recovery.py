@@ -182,6 +182,23 @@ def test_a_live_runs_job_server_keeps_the_lock(tmp_path):
         server.wait()
 
 
+def test_the_job_server_lab_started_for_its_run_does_not_keep_the_lock(tmp_path, monkeypatch):
+    """`./lab run` starts its run's job server before it recovers (tunelab.jobserver's
+    STANDBY_ENV names it): that server is no killed run's, and holds nothing yet."""
+    from tunelab import jobserver
+
+    checkout = _locked_checkout(tmp_path)
+    server = _job_server_stand_in(checkout, os.getpid())
+    try:
+        monkeypatch.setenv(jobserver.STANDBY_ENV, f"{server.pid}:9")
+        lines = _recover(tmp_path / "w", checkout)
+        assert len(lines) == 1 and "removed a stale Snakemake lock" in lines[0], lines
+        assert _locks(checkout) == [] and server.poll() is None
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_a_tunelab_command_that_is_no_job_does_not_hold_the_lock(tmp_path):
     """`tunelab validate` in another terminal of the checkout never runs under the lock."""
     checkout = _locked_checkout(tmp_path)

@@ -408,7 +408,12 @@ def serve(path: Path | None, owner: int) -> None:
 
         provenance.git_commit()
         provenance.machine()  # and the host's facts (its CPU name runs `uname -p`)
-        importlib.import_module("tunelab.cli").build_parser()
+        # What each job would build first: the CLI's parser, the report page's templates.
+        # One that fails here fails in the job that needs it, where it is reported.
+        with contextlib.suppress(Exception):
+            importlib.import_module("tunelab.cli").build_parser()
+        with contextlib.suppress(Exception):
+            importlib.import_module("tunelab.report.render").warm_exporter()
         # What is loaded now lives as long as the server: out of the garbage collector's
         # reach, a child's collection skips it (a report kernel's exit, IPython's reset,
         # took 0.1 s collecting the preloaded modules) and touches none of its pages.
