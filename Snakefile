@@ -93,6 +93,11 @@ include: "workflows/measure.smk"
 include: "workflows/report.smk"
 
 
+# `./lab run` follows the run from what its plan says (tunelab.progress).
+if workflow.is_main_process and not workflow.remote_exec:
+    pipeline.announce_progress(PLAN, ENGINE, RESULTS, LOGS)
+
+
 rule all:
     default_target: True
     input:

@@ -216,3 +216,31 @@ def test_time_left_reads_as_seconds_minutes_or_hours():
     assert progress.fmt_left(12.4) == "~12 s left"
     assert progress.fmt_left(720) == "~12 min left"
     assert progress.fmt_left(3900) == "~1 h 5 min left"
+
+
+def test_the_workflow_writes_the_options_its_plan_gives(tmp_path):
+    """`./lab run` names a file (RUN_FILE_ENV); the Snakefile writes there the options that
+    reading its arguments apart (--for-run) gives, from the plan it made anyway."""
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "tiny.yaml").write_text(SWEEP)
+    run_file = tmp_path / "progress.json"
+    env = {**_env(), progress.RUN_FILE_ENV: str(run_file)}
+    cmd = [sys.executable, "-m", "snakemake", *_args(tmp_path), "-n"]
+    subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=600)
+    helper = subprocess.run(
+        [sys.executable, "-m", "tunelab.progress", "--for-run", *_args(tmp_path)],
+        capture_output=True, text=True, env=_env(), check=True,
+    )  # fmt: skip
+    written = json.loads(run_file.read_text())
+    assert written == helper.stdout.split("\0")[:-1]
+    assert written[:2] == ["--total", "4"]
+
+
+def test_a_run_file_never_written_ends_with_the_run(tmp_path):
+    """A run that stops before its plan (invalid arguments) writes none: the follower ends
+    with the process it follows, exit 0, saying nothing."""
+    waiting = subprocess.Popen(["sleep", "1"])
+    follower = _follow("--run-file", str(tmp_path / "never.json"), "--pid", str(waiting.pid))
+    out, err = follower.communicate(timeout=30)
+    waiting.wait()
+    assert follower.returncode == 0 and out == "" and err == ""

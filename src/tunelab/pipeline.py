@@ -221,6 +221,16 @@ def clean_run(run_id: str, workdir: str) -> None:
         raise subprocess.CalledProcessError(code, cmd)
 
 
+def announce_progress(plan: Plan, engine: str, results_dir: str, logs_dir: str) -> None:
+    """The options of `tunelab progress` for this run, from its plan, where `./lab run` asks
+    for them (tunelab.progress.RUN_FILE_ENV); the Snakefile's main process, once planned."""
+    from tunelab import progress
+
+    job_log = Path(os.environ.get("TUNELAB_JOB_LOG", os.path.join(logs_dir, "jobs.jsonl")))
+    paths = progress.planned(plan, engine, Path.cwd(), results_dir, logs_dir, job_log)
+    progress.write_run_file(paths)
+
+
 def release_timers() -> None:
     """At the workflow's end, in Snakemake's process: its job rate limiter (at most 100 jobs
     a second by default) arms a one-second timer thread after each scheduling round, and

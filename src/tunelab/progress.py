@@ -48,23 +48,59 @@ class RunPaths:
 def run_paths(argv: list[str]) -> RunPaths:
     """What ``tunelab progress`` needs to know of a run with these Snakemake arguments, read
     the way the Snakefile reads them (tunelab.pipeline)."""
-    from tunelab import pipeline, results
+    from tunelab import pipeline
 
     config, directory = pipeline.run_config(argv)
     run = pipeline.resolve_run(argv)
     plan = pipeline.plan([str(f) for f in run.files], run.engine, run.calibration, run.size)
     results_dir = pipeline.sized_dir(str(config.get("results_dir", "results")), run.size)
     logs_dir = pipeline.sized_dir(str(config.get("logs_dir", "logs")), run.size)
+    # The Snakefile names the log only when the caller has not (relative to its directory).
+    job_log = directory / os.environ.get("TUNELAB_JOB_LOG", os.path.join(logs_dir, "jobs.jsonl"))
+    return planned(plan, run.engine, directory, results_dir, logs_dir, job_log)
+
+
+def planned(
+    plan, engine: str, directory: Path, results_dir: str, logs_dir: str, job_log: Path
+) -> RunPaths:
+    """The run's paths, with the points of its plan (tunelab.pipeline.Plan) it will measure."""
+    from tunelab import results
+
     total = 0
     for sweep, points in plan.sweeps.items():
         for point in points:
-            csv_file = directory / results_dir / run.engine / sweep / f"{point.point_id}.csv"
+            csv_file = directory / results_dir / engine / sweep / f"{point.point_id}.csv"
             # a results file without its check file was never verified: measured again
             if not (csv_file.is_file() and results.check_path(csv_file).is_file()):
                 total += 1
-    # The Snakefile names the log only when the caller has not (relative to its directory).
-    job_log = directory / os.environ.get("TUNELAB_JOB_LOG", os.path.join(logs_dir, "jobs.jsonl"))
-    return RunPaths(total, job_log, directory, results_dir, logs_dir)
+    return RunPaths(total, Path(job_log), Path(directory), results_dir, logs_dir)
+
+
+# Where the workflow writes its run's progress options (``write_run_file``) for a `tunelab
+# progress --run-file` started beside it: `./lab run` names it.
+RUN_FILE_ENV = "TUNELAB_PROGRESS_FILE"
+
+
+def write_run_file(paths: RunPaths) -> None:
+    """The options of ``tunelab progress`` for this run, to the file ``RUN_FILE_ENV`` names
+    (the Snakefile, once its plan is made: the run's own figures, no second reading of its
+    arguments and sweep files). Nothing when no file is named."""
+    target = os.environ.get(RUN_FILE_ENV)
+    if not target:
+        return
+    tmp = Path(f"{target}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(options_for(paths)))
+    tmp.replace(target)
+
+
+def _await_run_file(path: Path, pid: int) -> list[str] | None:
+    """The options the workflow writes to ``path``; None when ``pid`` ends first (a run
+    that stopped before its plan: invalid arguments, a dry run that failed)."""
+    while not path.exists():
+        if not pid_alive(pid):
+            return None
+        time.sleep(0.05)
+    return [str(w) for w in json.loads(path.read_text())]
 
 
 def count_pending(argv: list[str]) -> int:
@@ -281,15 +317,28 @@ def progress_main(argv: list[str] | None = None) -> int:
         "printing one line per finished point (sweep, point, median response time, points "
         "done, time left) to stderr.",
     )
-    parser.add_argument("--job-log", required=True, help="the run's job log (logs/jobs.jsonl)")
+    parser.add_argument("--job-log", help="the run's job log (logs/jobs.jsonl)")
     parser.add_argument("--pid", type=int, required=True, help="follow while this process runs")
+    parser.add_argument(
+        "--run-file",
+        type=Path,
+        help="take the options below from this file "
+        f"once the workflow has written it (it names it in ${RUN_FILE_ENV})",
+    )
     parser.add_argument("--total", type=int, default=0, help="points the run will measure")
     parser.add_argument("--directory", default=".", help="where Snakemake runs")
     parser.add_argument("--results-dir", default="results", help="as in the run's config")
     parser.add_argument("--logs-dir", default="logs", help="as in the run's config")
     args = parser.parse_args(argv)
-    progress = Progress(args.total, Path(args.directory), args.results_dir, args.logs_dir)
     try:
+        if args.run_file is not None:
+            options = _await_run_file(args.run_file, args.pid)
+            if options is None:
+                return 0
+            args = parser.parse_args([*options, "--pid", str(args.pid)])
+        if args.job_log is None:
+            parser.error("--job-log (or --run-file) is needed")
+        progress = Progress(args.total, Path(args.directory), args.results_dir, args.logs_dir)
         follow(Path(args.job_log), args.pid, progress)
     except (KeyboardInterrupt, BrokenPipeError):
         return 0
