@@ -8,6 +8,7 @@ import pytest
 
 from tunelab import dataset, runner, spec, workloads
 from tunelab.dataset import Dataset
+from tunelab.engines import sqlite
 from tunelab.engines.base import EngineError
 from tunelab.engines.sqlite import SQLiteEngine
 
@@ -212,7 +213,7 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
         frames[p.cache] = pd.read_csv(out)
     first, second = (frames[p.cache] for p in points)
     assert first["table_build"].eq("built").all() and second["table_build"].eq("reused").all()
-    kept = list((work / "runs" / "run1" / "sqlite-tables").glob("*.db"))
+    kept = list((work / sqlite.KEPT_TABLES / "sqlite-tables").glob("*.db"))
     assert len(kept) == 1  # one table: one file
     assert first["rows_touched"].tolist() == second["rows_touched"].tolist()
     assert first["data_bytes"].iloc[0] == second["data_bytes"].iloc[0] == kept[0].stat().st_size
@@ -224,11 +225,30 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
                               "{type: multipoint, queries: 2}"))[0][0]  # fmt: skip
     out = runner.run_point(other, tmp_path / "p8k.csv", work, data, "run1")
     assert pd.read_csv(out)["table_build"].eq("built").all()
-    assert len(list((work / "runs" / "run1" / "sqlite-tables").glob("*.db"))) == 2
+    assert len(list((work / sqlite.KEPT_TABLES / "sqlite-tables").glob("*.db"))) == 2
+    # A later run takes the tables the earlier ones kept.
+    out = runner.run_point(points[0], tmp_path / "later.csv", work, data, "run2")
+    assert pd.read_csv(out)["table_build"].eq("reused").all()
+    assert pd.read_csv(out)["rows_touched"].tolist() == first["rows_touched"].tolist()
     # Outside a workflow run (no run id) nothing is kept.
     out = runner.run_point(points[0], tmp_path / "alone.csv", tmp_path / "w2", data)
     assert pd.read_csv(out)["table_build"].eq("built").all()
     assert not (tmp_path / "w2" / "runs").exists()
+    assert not (tmp_path / "w2" / sqlite.KEPT_TABLES).exists()
+
+
+def test_a_table_kept_by_other_build_code_is_not_taken(engine, tmp_path, monkeypatch):
+    """The key of a kept table names the SQLite library and the code that builds it: after
+    a change to either, the table is built again, not taken from an earlier run."""
+    engine.run_dir = tmp_path / "w" / "runs" / "r"
+    engine.provision({"page_size": 4096, "buffer_pool": 100, "index": "nonclustered"})
+    w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
+    plan = w.index_plan("nonclustered")
+    source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
+    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
+    monkeypatch.setattr(sqlite, "build_fingerprint", lambda: "other-code")
+    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
 
 
 def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monkeypatch):
@@ -245,7 +265,7 @@ def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monk
     monkeypatch.setattr(engine, "create_index", broken)
     with pytest.raises(EngineError):
         engine.build_table(workloads.TABLE, plan, source, changes=False)
-    assert not list(engine.run_dir.glob("sqlite-tables/*.db"))
+    assert not list((tmp_path / "w" / sqlite.KEPT_TABLES).glob("sqlite-tables/*.db"))
     monkeypatch.undo()
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
@@ -262,7 +282,7 @@ def test_a_reading_point_reads_the_kept_table_itself_and_cannot_change_it(engine
     plan = w.index_plan("nonclustered")
     source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
-    (kept,) = engine.run_dir.glob("sqlite-tables/*.db")
+    (kept,) = (tmp_path / "w" / sqlite.KEPT_TABLES).glob("sqlite-tables/*.db")
     built = hashlib.sha256(kept.read_bytes()).hexdigest()
 
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"

@@ -696,7 +696,8 @@ def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
 
     from tunelab import benchlock
 
-    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs"]
+    # Without a run: the tables runs keep for later runs (SQLite's files) go too.
+    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables"]
     leftovers = [workdir / d for d in names if (workdir / d).exists()]
     if not leftovers:
         return f"no engine data left in {workdir}"

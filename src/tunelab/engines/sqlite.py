@@ -10,11 +10,13 @@ write, so lock granularity has a single value, ``database``. It has no prefetch 
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,6 +83,24 @@ INFO = EngineInfo(
 )  # fmt: skip
 
 
+# Below the lab's work directory: the tables runs keep (``SQLiteEngine._kept``).
+KEPT_TABLES = "tables"
+
+
+@functools.cache
+def build_fingerprint() -> str:
+    """What a kept table's bytes come from beyond its key: the SQLite library and the code
+    that builds it (this module, the engines' base, the data set's generator), so a table
+    built by other code is never taken for this one's."""
+    from tunelab import dataset
+    from tunelab.engines import base
+
+    h = hashlib.sha1(apsw.sqlite_lib_version().encode())
+    for module in (sys.modules[__name__], base, dataset):
+        h.update(Path(module.__file__).read_bytes())
+    return h.hexdigest()[:12]
+
+
 class SQLiteEngine(Engine):
     info = INFO
     paramstyle = "qmark"
@@ -119,19 +139,26 @@ class SQLiteEngine(Engine):
     def teardown(self) -> None:
         shutil.rmtree(self.path.parent, ignore_errors=True)
 
-    # -- the table, built once per run and copied -------------------------------------------
+    # -- the table, built once and copied ----------------------------------------------------
     def _kept(self, key: str, stage: str = "sqlite-tables") -> Path | None:
-        """Where a workflow run keeps the database file of a table built (``sqlite-tables``)
-        or loaded (``sqlite-loads``) under ``key``: the run's directory (removed with the run,
-        reaped when it was killed)."""
-        return self.run_dir / stage / f"{key}.db" if self.run_dir is not None else None
+        """Where workflow runs keep the database file of a table built (``sqlite-tables``) or
+        loaded (``sqlite-loads``) under ``key``: ``tables/`` of the lab's work directory, beside
+        the runs, for later runs too (the key names everything its bytes come from:
+        ``build_fingerprint``). None outside a workflow run: nothing is kept."""
+        if self.run_dir is None:
+            return None
+        return self.run_dir.resolve().parents[1] / KEPT_TABLES / stage / f"{key}.db"
+
+    def table_key(self, table: str, index: IndexPlan, data: Dataset) -> str:
+        text = f"{super().table_key(table, index, data)} {build_fingerprint()}"
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def load_key(self, table: str, index: IndexPlan, data: Dataset) -> str | None:
         # Every layout but the clustered one (a WITHOUT ROWID table on its key) loads the same
         # rowid table; its secondary index comes after the load, as in a build from scratch.
         shape = ["clustered", *index.key] if index.kind == "clustered" else ["rowid"]
         text = json.dumps([TABLE_BUILD, "loaded", table, data.key, shape,
-                           int(self.knobs["page_size"])])  # fmt: skip
+                           int(self.knobs["page_size"]), build_fingerprint()])  # fmt: skip
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def reuse_loaded(self, table: str, key: str) -> bool:
@@ -180,13 +207,20 @@ class SQLiteEngine(Engine):
             return
         from tunelab import recovery
 
-        # The run's owner goes with its directory, so a killed run's copies are reaped.
+        # Copied within the run's directory first (a killed run's half copy is reaped with
+        # it: its owner goes with it), then put in place whole.
         run_dir = self.run_dir.resolve()
         recovery.claim(run_dir, recovery.Owner.current(run_dir.parents[1]))
+        tmp = run_dir / "tables-in-progress" / f"{kept.name}.{os.getpid()}"
+        tmp.parent.mkdir(parents=True, exist_ok=True)
         kept.parent.mkdir(parents=True, exist_ok=True)
-        tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
         shutil.copyfile(self.path, tmp)  # taken before the workload: a pristine copy
-        tmp.replace(kept)
+        try:
+            tmp.replace(kept)
+        except OSError:  # another file system: copied into place, then renamed there
+            near = kept.with_name(f".{kept.name}.{os.getpid()}")
+            shutil.move(tmp, near)
+            near.replace(kept)
 
     # -- schema -------------------------------------------------------------------------------
     def create_table(self, table: str, index: IndexPlan) -> None:
