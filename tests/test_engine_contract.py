@@ -193,6 +193,21 @@ def test_points_that_share_a_server_are_measured_one_after_the_other():
     assert len(table_runs) == len(set(tables)) < len(tables)
 
 
+def test_the_reports_that_draw_most_start_first():
+    """Reports run two at a time after the measurements: the ones with more swept dimensions
+    (a figure each), then more points, start first, so the two slots end close together;
+    every report's priority lies below the checks' and the short jobs' (which run first)."""
+    from tunelab import pipeline
+
+    plan = pipeline.plan(str(REPO / "workflows/sweeps/*.yaml"), "sqlite")
+    priorities = {s: plan.report_priority(s) for s in plan.sweeps}
+    assert len(set(priorities.values())) == len(priorities)
+    assert all(0 < p < pipeline.CHECK_SOON < pipeline.SHORT_UNTIMED for p in priorities.values())
+    first = max(priorities, key=priorities.get)
+    assert first == "range-index-vs-scan"  # index and selectivity swept, cold and warm
+    assert priorities["scan-vs-page-size"] > priorities["scan-vs-buffer-pool"]  # 2 knobs vs 1
+
+
 @pytest.mark.parametrize("engine", ["mariadb", "postgres"])
 def test_a_pack_builds_each_table_once_per_server(engine):
     """A kept server keeps one table under the lab's table name: it survives a restart, and

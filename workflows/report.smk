@@ -15,6 +15,8 @@ rule sweep_report:
     params:
         calibration=lambda wc, input: pipeline.option("--calibration", input.calibration),
         bpsim=lambda wc, input: pipeline.option("--bpsim", input.bpsim),
+    # The longest reports first: the two slots end together.
+    priority: lambda wc: PLAN.report_priority(wc.sweep)
     shell:
         "tunelab report --results {input.results:q} --sweep {input.sweep:q}"
         " --template {input.template:q} {params.calibration:q} {params.bpsim:q}"
@@ -34,6 +36,7 @@ rule check_sweep:
         "../environment.yml"
     log:
         f"{LOGS}/{ENGINE}/{{sweep}}.check.log",
+    priority: pipeline.CHECK_SOON
     shell:
         "tunelab check --no-fail --sweep {input.sweep:q} --json {output.verdicts:q}"
         " {input.results:q} > {log:q} 2>&1"

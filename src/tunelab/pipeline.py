@@ -101,16 +101,39 @@ class Plan:
         below)."""
         return self._measure_order.get((sweep, point_id), MEASURE_BASE)
 
+    def report_priority(self, sweep: str) -> float:
+        """Snakemake's priority of a sweep's report, between 0 and 1 (below the short jobs
+        and the checks): the reports that draw more start first (more varied dimensions, then
+        more points: more figures and longer tables), so the ones still running at the end,
+        two side by side, are the short ones."""
+
+        def cost(name: str) -> tuple[int, int, int]:
+            points = self.sweeps[name]
+            seen: dict[str, set[str]] = collections.defaultdict(set)
+            for p in points:
+                for key, value in {**p.knobs, **p.workload.params, "workload": p.workload.type,
+                                   "_cache": p.cache}.items():  # fmt: skip
+                    seen[key].add(repr(value))
+            # A figure per swept dimension (and the simulator's); the cache is a colour.
+            swept = sum(len(v) > 1 for k, v in seen.items() if k != "_cache")
+            return swept + int(self.traces(name)), len(seen["_cache"]), len(points)
+
+        ranked = sorted(self.sweeps, key=lambda name: (cost(name), name))
+        return (ranked.index(sweep) + 1) / (len(ranked) + 1)
+
 
 # Snakemake priorities (higher runs first): data sets first (a measurement waits for its data
 # set, and Snakemake does not pass a measurement's priority on to it: at 0, a data set only
 # one sweep reads was generated after every other measurement, then its points measured
 # after the other reports); measurements above MEASURE_BASE, in their order; then the short
-# untimed jobs that reports wait for (merges, simulated curves), so that the reports, at 0,
-# find their inputs ready and run two at a time until the end.
+# untimed jobs that reports wait for (merges, simulated curves), so that the reports (below
+# 1, the longest first) find their inputs ready and run two at a time until the end.
 DATA_FIRST = 1_000_000
 MEASURE_BASE = 10
 SHORT_UNTIMED = 2
+# A sweep's claims checked (after its report): as soon as they can, between the reports
+# (``Plan.report_priority``, below 1), so the index does not wait for them at the end.
+CHECK_SOON = 1
 
 
 def table_order(w: Workload, knobs: dict[str, Any], ds: dataset.Dataset) -> str:
