@@ -196,6 +196,24 @@ def _standby(tmp_path: Path) -> subprocess.Popen:
     )  # fmt: skip
 
 
+def _a_point_is_served(tmp_path: Path, write_sweep, proc: subprocess.Popen, sock: Path) -> None:
+    """Once the server listens on ``sock``, a point's job runs in a child it forks."""
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() < deadline, "the server did not start listening"
+        time.sleep(0.05)
+    env = {**os.environ, jobserver.JOB_SERVER_ENV: str(sock),
+           "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
+           "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
+    sweep, point = _point(write_sweep, reps=1, rows=2000)
+    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
+    _, err = job.communicate(timeout=120)
+    assert job.returncode == 0, err
+    served = [s for s in _spans(tmp_path) if s["job"].startswith("run-point")]
+    assert len(served) == 1 and served[0]["pid"] != job.pid  # measured by a forked child
+
+
 def test_a_standby_server_given_no_run_ends_having_bound_nothing(tmp_path):
     """Prestarted at parse time, in a dry run or a lint: its input closes with no run."""
     proc = _standby(tmp_path)
@@ -210,20 +228,7 @@ def test_a_standby_server_serves_the_run_it_is_given(tmp_path, write_sweep):
     sock.parent.mkdir()
     proc.stdin.write(f"{json.dumps(str(sock))}\n{json.dumps(str(log))}\n".encode())
     proc.stdin.close()
-    deadline = time.monotonic() + 60
-    while not sock.exists():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, "the standby server did not start listening"
-        time.sleep(0.05)
-    env = {**os.environ, jobserver.JOB_SERVER_ENV: str(sock),
-           "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
-           "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
-    sweep, point = _point(write_sweep, reps=1, rows=2000)
-    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
-    _, err = job.communicate(timeout=120)
-    assert job.returncode == 0, err
-    served = [s for s in _spans(tmp_path) if s["job"].startswith("run-point")]
-    assert len(served) == 1 and served[0]["pid"] != job.pid  # measured by a forked child
+    _a_point_is_served(tmp_path, write_sweep, proc, sock)
     proc.terminate()
     assert proc.wait(timeout=30) == 0
     assert log.exists() and not sock.exists()
@@ -252,19 +257,7 @@ def test_a_server_lab_started_is_adopted_by_the_workflow(tmp_path, write_sweep, 
         assert not os.get_inheritable(write_end)
         jobserver.start("adopted", str(tmp_path / "work"))
         sock = Path(os.environ[jobserver.JOB_SERVER_ENV])
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "the adopted server did not start listening"
-            time.sleep(0.05)
-        env = {**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
-               "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
-        sweep, point = _point(write_sweep, reps=1, rows=2000)
-        job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
-        _, err = job.communicate(timeout=120)
-        assert job.returncode == 0, err
-        served = [s for s in _spans(tmp_path) if s["job"].startswith("run-point")]
-        assert len(served) == 1 and served[0]["pid"] != job.pid  # measured by a forked child
+        _a_point_is_served(tmp_path, write_sweep, proc, sock)
         jobserver.stop()
         assert proc.wait(timeout=30) == 0
         assert not sock.exists()

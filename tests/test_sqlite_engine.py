@@ -240,24 +240,25 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
 def test_a_table_kept_by_other_build_code_is_not_taken(engine, tmp_path, monkeypatch):
     """The key of a kept table names the SQLite library and the code that builds it: after
     a change to either, the table is built again, not taken from an earlier run."""
-    engine.run_dir = tmp_path / "w" / "runs" / "r"
-    engine.provision({"page_size": 4096, "buffer_pool": 100, "index": "nonclustered"})
-    w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
-    plan = w.index_plan("nonclustered")
-    source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+    plan, source = _in_a_run(engine, tmp_path)
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
     monkeypatch.setattr(sqlite, "build_fingerprint", lambda: "other-code")
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
 
 
-def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monkeypatch):
-    """A build that fails leaves nothing a later point could take for the table."""
+def _in_a_run(engine: SQLiteEngine, tmp_path) -> tuple:
+    """The engine as a workflow run's point has it (tables kept), and a multipoint
+    workload's non-clustered layout over a small data set."""
     engine.run_dir = tmp_path / "w" / "runs" / "r"
     engine.provision({"page_size": 4096, "buffer_pool": 100, "index": "nonclustered"})
     w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
-    plan = w.index_plan("nonclustered")
-    source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+    return w.index_plan("nonclustered"), dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+
+
+def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monkeypatch):
+    """A build that fails leaves nothing a later point could take for the table."""
+    plan, source = _in_a_run(engine, tmp_path)
 
     def broken(table, index):
         raise EngineError("index build failed")
@@ -276,11 +277,7 @@ def test_a_reading_point_reads_the_kept_table_itself_and_cannot_change_it(engine
     connections; a writing one still gets a copy; the kept file stays as built."""
     import hashlib
 
-    engine.run_dir = tmp_path / "w" / "runs" / "r"
-    engine.provision({"page_size": 4096, "buffer_pool": 100, "index": "nonclustered"})
-    w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
-    plan = w.index_plan("nonclustered")
-    source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
+    plan, source = _in_a_run(engine, tmp_path)
     assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
     (kept,) = (tmp_path / "w" / sqlite.KEPT_TABLES).glob("sqlite-tables/*.db")
     built = hashlib.sha256(kept.read_bytes()).hexdigest()
