@@ -106,7 +106,10 @@ class Plan:
         and the checks): the reports that draw more start first (more varied dimensions, then
         more points: more figures and longer tables), so the ones still running at the end,
         two side by side, are the short ones."""
+        return self._report_order[sweep]
 
+    @functools.cached_property
+    def _report_order(self) -> dict[str, float]:
         def cost(name: str) -> tuple[int, int, int]:
             points = self.sweeps[name]
             seen: dict[str, set[str]] = collections.defaultdict(set)
@@ -119,7 +122,7 @@ class Plan:
             return swept + int(self.traces(name)), len(seen["_cache"]), len(points)
 
         ranked = sorted(self.sweeps, key=lambda name: (cost(name), name))
-        return (ranked.index(sweep) + 1) / (len(ranked) + 1)
+        return {name: (i + 1) / (len(ranked) + 1) for i, name in enumerate(ranked)}
 
 
 # Snakemake priorities (higher runs first): data sets first (a measurement waits for its data
@@ -249,7 +252,7 @@ def announce_progress(plan: Plan, engine: str, results_dir: str, logs_dir: str) 
     for them (tunelab.progress.RUN_FILE_ENV); the Snakefile's main process, once planned."""
     from tunelab import progress
 
-    job_log = Path(os.environ.get("TUNELAB_JOB_LOG", os.path.join(logs_dir, "jobs.jsonl")))
+    job_log = Path(os.environ["TUNELAB_JOB_LOG"])  # named by the Snakefile, absolute
     paths = progress.planned(plan, engine, Path.cwd(), results_dir, logs_dir, job_log)
     progress.write_run_file(paths)
 

@@ -101,6 +101,9 @@ def build_fingerprint() -> str:
     return h.hexdigest()[:12]
 
 
+build_fingerprint()  # as the module loads: of the code that runs (a forked job's too)
+
+
 class SQLiteEngine(Engine):
     info = INFO
     paramstyle = "qmark"
@@ -215,12 +218,7 @@ class SQLiteEngine(Engine):
         tmp.parent.mkdir(parents=True, exist_ok=True)
         kept.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.path, tmp)  # taken before the workload: a pristine copy
-        try:
-            tmp.replace(kept)
-        except OSError:  # another file system: copied into place, then renamed there
-            near = kept.with_name(f".{kept.name}.{os.getpid()}")
-            shutil.move(tmp, near)
-            near.replace(kept)
+        tmp.replace(kept)  # runs/ and tables/ are both in the work directory
 
     # -- schema -------------------------------------------------------------------------------
     def create_table(self, table: str, index: IndexPlan) -> None:
