@@ -1,11 +1,20 @@
 from __future__ import annotations
 
+import signal
 import textwrap
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Started from a background job, nohup or cron, the tests may inherit SIGINT as ignored,
+    # and an ignored signal stays ignored across exec: every child would ignore the SIGINT a
+    # test sends it. A handler, unlike SIG_IGN, is reset to the default in a child.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
