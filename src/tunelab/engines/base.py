@@ -128,6 +128,9 @@ class IndexPlan:
 
 
 ACCESS_MODES = ("optimizer", "forced")
+# Distinct argument sets whose plans a point explains (a plan may depend on them); here, not
+# in the workloads, because an engine's planned SQL names it too.
+EXPLAIN_MAX = 20
 # Bumped when the way a table is built changes, so no table built the old way is reused.
 TABLE_BUILD = 1
 

@@ -49,9 +49,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache, workloads
+from tunelab import cache
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines.base import (
+    EXPLAIN_MAX,
     AccessPath,
     CacheState,
     EngineError,
@@ -1291,7 +1292,7 @@ class DB2Engine(ServerEngine):
         if workload != "insert":
             lines += [
                 f"{explain_sql('<statement>', '<n>')}  -- before timing, for each distinct timed "
-                f"statement (at most {workloads.EXPLAIN_MAX}) as Db2 receives it",
+                f"statement (at most {EXPLAIN_MAX}) as Db2 receives it",
                 *plan_sql("<n>").values(),
             ]
         if cache in (None, "cold"):
