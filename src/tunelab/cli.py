@@ -381,8 +381,8 @@ def _disk_full(exc: BaseException, argv: list[str]) -> str | None:
     for e in _chain(exc):
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return str(e.filename or _option(argv, "--out") or "")
-        if type(e).__name__ == "FullError" and type(e).__module__ == "apsw":
-            return _option(argv, "--workdir") or ".tunelab"  # the engine's database file
+        if engines.disk_full(e):
+            return _option(argv, "--workdir") or ".tunelab"  # the engine's data files
     return None
 
 

@@ -202,6 +202,9 @@ class Engine(abc.ABC):
 
     info: EngineInfo
     paramstyle: str = "qmark"  # placeholder style for the engine's DB-API driver
+    # The driver's exceptions that mean the engine's files met a full disk (or quota): the
+    # CLI then says "disk full" and where, as for an OSError ENOSPC, not an engine failure.
+    full_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, workdir: Path, run_id: str):
         self.workdir = Path(workdir)

@@ -107,6 +107,7 @@ build_fingerprint()  # as the module loads: of the code that runs (a forked job'
 class SQLiteEngine(Engine):
     info = INFO
     paramstyle = "qmark"
+    full_errors = (apsw.FullError,)
 
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
