@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.set_defaults(func=cmd_run_point)
 
-    sp = sub.add_parser("trace-point", help="capture a point's page-reference trace (SQLite)")
+    sp = sub.add_parser("trace-point", help="a point's page-reference trace (engines that trace)")
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("point", metavar="POINT_ID")
     sp.add_argument("--out", required=True, help="trace file to write (.npz, .npy or text)")
