@@ -38,9 +38,10 @@ def image() -> str:
     reason = containers.docker_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    from tunelab.images import ensure_image
+    from tunelab import engines
+    from tunelab.engines.images import ensure_image
 
-    return ensure_image("mariadb")
+    return ensure_image("mariadb", engines.info("mariadb").image)
 
 
 def tiny_fio_plan():

@@ -8,7 +8,7 @@ import pytest
 
 from tunelab.bpsim.compare import plot_predicted_vs_measured, predicted_vs_measured
 from tunelab.bpsim.curves import lru_curve
-from tunelab.pagetrace import capture_trace
+from tunelab.engines.sqlite_pagetrace import capture_trace
 
 matplotlib.use("Agg")
 

@@ -9,7 +9,7 @@ import pytest
 
 from tunelab import cli
 from tunelab.dataset import Dataset
-from tunelab.engines import db2, mariadb
+from tunelab.engines import db2, db2_sql, mariadb
 from tunelab.engines.base import IndexPlan
 
 SWEEP = """
@@ -85,7 +85,7 @@ def test_server_engines_order_an_insert_point_the_same_way(monkeypatch):
     knobs = {"page_size": 16384, "buffer_pool": 1024, "index": "nonclustered"}
     for eng, load, cold in (
         (mariadb.MariaDBEngine, "LOAD DATA LOCAL INFILE", "restart"),
-        (db2.DB2Engine, "OF DEL MESSAGES ON SERVER", db2.cold_commands()["stop"][:40]),
+        (db2.DB2Engine, "OF DEL MESSAGES ON SERVER", db2_sql.cold_commands()["stop"][:40]),
     ):
         offline = eng(Path("/nonexistent"), "plan")
         k = {**knobs, "page_size": 8192} if eng is db2.DB2Engine else knobs

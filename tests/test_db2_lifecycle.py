@@ -16,7 +16,7 @@ import pytest
 
 from tunelab import containers, dataset, runner, spec, workloads
 from tunelab.dataset import Dataset
-from tunelab.engines import db2
+from tunelab.engines import db2, db2_sql
 
 ROWS = 20_000
 SEED = 7
@@ -105,18 +105,18 @@ def test_knobs_are_read_back_from_the_catalog_and_monitor(engine):
     assert applied["overhead_ms"] == pytest.approx(KNOBS["overhead_ms"])
     assert applied["transferrate_ms"] == pytest.approx(KNOBS["transferrate_ms"])
     bp = one(engine, f"SELECT NPAGES, PAGESIZE FROM SYSCAT.BUFFERPOOLS WHERE BPNAME = "
-                     f"'{db2.bufferpool_name(8192)}'")  # fmt: skip
+                     f"'{db2_sql.bufferpool_name(8192)}'")  # fmt: skip
     assert tuple(map(int, bp)) == (KNOBS["buffer_pool"], 8192)
     ts = one(engine, "SELECT PAGESIZE, EXTENTSIZE, PREFETCHSIZE FROM SYSCAT.TABLESPACES "
-                     f"WHERE TBSPACE = '{db2.tablespace_name(8192)}'")  # fmt: skip
+                     f"WHERE TBSPACE = '{db2_sql.tablespace_name(8192)}'")  # fmt: skip
     assert tuple(map(int, ts)) == (8192, 8, 32)
     assert "Db2" in engine.version() or "DB2" in engine.version()
 
 
 def test_table_in_its_space_with_the_asked_locksize(engine, rows):
     build(engine, rows)
-    tbspace, locksize = one(engine, db2.table_sql(TABLE)["table"])
-    assert tbspace.strip() == db2.tablespace_name(8192)
+    tbspace, locksize = one(engine, db2_sql.table_sql(TABLE)["table"])
+    assert tbspace.strip() == db2_sql.tablespace_name(8192)
     assert locksize.strip() == "T"
     assert engine.applied_knobs()["lock_granularity"] == "table"
     assert int(one(engine, f"SELECT COUNT(*) FROM {TABLE}")[0]) == ROWS
@@ -128,8 +128,8 @@ def test_table_in_its_space_with_the_asked_locksize(engine, rows):
 @pytest.mark.parametrize("kind", workloads.INDEX_KINDS)
 def test_each_index_kind_is_built_as_the_catalog_reports(engine, rows, kind):
     _, plan = build(engine, rows, "multipoint", kind)
-    got = db2.index_kind(plan.key, engine.query(db2.table_sql(TABLE)["indexes"]))
-    assert got == db2.expected_kind(plan) == kind
+    got = db2_sql.index_kind(plan.key, engine.query(db2_sql.table_sql(TABLE)["indexes"]))
+    assert got == db2_sql.expected_kind(plan) == kind
     if kind == "clustered":
         # After REORG ... INDEX and RUNSTATS (detailed) the rows follow the index order.
         factor = float(one(engine, "SELECT CLUSTERFACTOR FROM SYSCAT.INDEXES WHERE TABNAME = "
@@ -261,8 +261,8 @@ def workload(wtype, **params):
 
 def test_guidelines_are_enabled_and_the_explain_tables_exist(engine):
     assert "YES" in engine._clp("db2set DB2_OPTPROFILE", "read DB2_OPTPROFILE").split()
-    count = one(engine, db2.explain_tables_sql()["check"])[0]
-    assert int(count) == len(db2.EXPLAIN_TABLES)
+    count = one(engine, db2_sql.explain_tables_sql()["check"])[0]
+    assert int(count) == len(db2_sql.EXPLAIN_TABLES)
 
 
 @pytest.mark.parametrize("kind", workloads.INDEX_KINDS)

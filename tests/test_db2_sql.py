@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from tunelab import spec, workloads
 from tunelab.dataset import COLUMNS, Dataset
-from tunelab.engines import db2
+from tunelab.engines import db2, db2_sql
 from tunelab.engines.base import EngineError, IndexPlan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,12 +90,12 @@ def pages(m: re.Match) -> int:
 
 
 # -- buffer pool and table space -----------------------------------------------------------------
-@pytest.mark.parametrize("page", db2.PAGE_SIZES)
+@pytest.mark.parametrize("page", db2_sql.PAGE_SIZES)
 def test_pool_and_space_follow_the_syntax_and_pair_equal_page_sizes(page):
     k = knobs(page_size=page, buffer_pool=5000, extent_size=8, prefetch_size=32)
-    bp = BUFFERPOOL.match(db2.bufferpool_ddl(k))
-    ts = TABLESPACE.match(db2.tablespace_ddl(k))
-    assert bp and ts, (db2.bufferpool_ddl(k), db2.tablespace_ddl(k))
+    bp = BUFFERPOOL.match(db2_sql.bufferpool_ddl(k))
+    ts = TABLESPACE.match(db2_sql.tablespace_ddl(k))
+    assert bp and ts, (db2_sql.bufferpool_ddl(k), db2_sql.tablespace_ddl(k))
     assert int(bp["size"]) == 5000
     assert pages(bp) == pages(ts) == page  # Db2 pairs a table space only with an equal pool
     assert ts["pool"] == bp["name"]
@@ -104,7 +104,7 @@ def test_pool_and_space_follow_the_syntax_and_pair_equal_page_sizes(page):
 
 
 @given(
-    page=st.sampled_from(db2.PAGE_SIZES),
+    page=st.sampled_from(db2_sql.PAGE_SIZES),
     extent=st.integers(2, 256),
     multiple=st.integers(0, 16),
     pool=st.integers(2, 2_000_000),
@@ -122,8 +122,8 @@ def test_every_valid_point_gives_documented_table_space_clauses(
     if transfer is not None:
         k["transferrate_ms"] = transfer
     assert db2.check_point(k) == []
-    ts = TABLESPACE.match(db2.tablespace_ddl(k))
-    assert ts, db2.tablespace_ddl(k)
+    ts = TABLESPACE.match(db2_sql.tablespace_ddl(k))
+    assert ts, db2_sql.tablespace_ddl(k)
     assert 2 <= int(ts["extent"]) <= 256
     assert int(ts["prefetch"]) % int(ts["extent"]) == 0
     assert (ts["caching"] == "NO FILE SYSTEM CACHING") is direct
@@ -148,8 +148,8 @@ def test_prefetch_not_a_multiple_of_extent_is_a_warning_naming_the_field():
 def test_prefetch_automatic_follows_the_syntax_diagram(value):
     k = knobs(extent_size=32, prefetch_size=value)
     assert db2.INFO.knobs["prefetch_size"].check(value) is None
-    ts = TABLESPACE.match(db2.tablespace_ddl(k))
-    assert ts, db2.tablespace_ddl(k)
+    ts = TABLESPACE.match(db2_sql.tablespace_ddl(k))
+    assert ts, db2_sql.tablespace_ddl(k)
     assert ts["prefetch"] == "AUTOMATIC" and ts["extent"] == "32"
 
 
@@ -158,7 +158,7 @@ def test_prefetch_automatic_reads_back_from_the_catalogs_minus_one(monkeypatch):
     eng.knobs = knobs(extent_size=32, prefetch_size="automatic")
     rows = {"bufferpool": [(4096, 1000, 1000)],
             "tablespace": [(4096, 32, -1, -1.0, -1.0, "TL_BP_4K", 1)]}  # fmt: skip
-    by_sql = {sql: rows.get(name, []) for name, sql in db2.applied_sql(4096).items()}
+    by_sql = {sql: rows.get(name, []) for name, sql in db2_sql.applied_sql(4096).items()}
     monkeypatch.setattr(eng, "query", lambda sql: by_sql[sql])
     applied = eng.applied_knobs()
     assert applied["prefetch_size"] == "automatic" and applied["extent_size"] == 32
@@ -242,29 +242,29 @@ def test_the_lab_sweeps_all_validate_for_db2():
 
 
 # -- table and locking ---------------------------------------------------------------------------
-@pytest.mark.parametrize("page", db2.PAGE_SIZES)
+@pytest.mark.parametrize("page", db2_sql.PAGE_SIZES)
 def test_table_lives_in_the_points_table_space_with_every_column(page):
-    m = CREATE_TABLE.match(db2.table_ddl(TABLE, page))
-    assert m, db2.table_ddl(TABLE, page)
-    assert m["space"] == TABLESPACE.match(db2.tablespace_ddl(knobs(page_size=page)))["name"]
+    m = CREATE_TABLE.match(db2_sql.table_ddl(TABLE, page))
+    assert m, db2_sql.table_ddl(TABLE, page)
+    assert m["space"] == TABLESPACE.match(db2_sql.tablespace_ddl(knobs(page_size=page)))["name"]
     names = [c.split()[0] for c in m["cols"].split(", ")]
     assert names == [c.upper() for c in COLUMNS]
 
 
 @pytest.mark.parametrize("granularity", ["row", "table"])
 def test_locksize_and_lock_table(granularity):
-    ddl = db2.locksize_ddl(TABLE, granularity)
+    ddl = db2_sql.locksize_ddl(TABLE, granularity)
     assert LOCKSIZE.match(ddl) and ddl.endswith(granularity.upper())
-    assert LOCK_TABLE.match(db2.lock_sql(TABLE))
+    assert LOCK_TABLE.match(db2_sql.lock_sql(TABLE))
     with pytest.raises(EngineError, match="lock_granularity"):
-        db2.locksize_ddl(TABLE, "page")
+        db2_sql.locksize_ddl(TABLE, "page")
 
 
 def test_identifiers_are_checked_before_they_reach_sql():
     with pytest.raises(EngineError, match="identifier"):
-        db2.table_ddl("accounts; DROP TABLE x", 4096)
+        db2_sql.table_ddl("accounts; DROP TABLE x", 4096)
     with pytest.raises(EngineError, match="quote"):
-        db2.admin_cmd("RUNSTATS ON TABLE 'x'")
+        db2_sql.admin_cmd("RUNSTATS ON TABLE 'x'")
 
 
 # -- indexes -------------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ def catalog_rows(stmts: list[str]) -> list[tuple[str, str, str, str, str]]:
 @pytest.mark.parametrize(("wtype", "kind"), PLANS)
 def test_index_statements_follow_the_documented_rules(wtype, kind):
     plan = workloads.Workload(wtype, workloads.DEFAULTS[wtype]).index_plan(kind)
-    stmts = db2.index_ddl(TABLE, plan)
+    stmts = db2_sql.index_ddl(TABLE, plan)
     creates = [INDEX.match(s) for s in stmts if s.startswith("CREATE")]
     assert all(creates), stmts
     if plan.kind == "none":
@@ -317,55 +317,55 @@ def test_index_statements_follow_the_documented_rules(wtype, kind):
         assert m["cluster"]
         reorg = ADMIN_CMD.match(stmts[1])
         assert reorg and reorg["cmd"] == (
-            f"REORG TABLE {db2.SCHEMA}.{m['table']} INDEX {db2.SCHEMA}.{m['name']}"
+            f"REORG TABLE {db2_sql.SCHEMA}.{m['table']} INDEX {db2_sql.SCHEMA}.{m['name']}"
         )
     else:
         assert len(stmts) == 1 and not m["cluster"]
     # The catalog the statements produce reads back as the kind that was asked (a covering
     # index with nothing beyond the key is a plain index on it).
-    assert db2.index_kind(plan.key, catalog_rows(stmts)) == db2.expected_kind(plan)
-    assert db2.expected_kind(plan) in (kind, "nonclustered")
+    assert db2_sql.index_kind(plan.key, catalog_rows(stmts)) == db2_sql.expected_kind(plan)
+    assert db2_sql.expected_kind(plan) in (kind, "nonclustered")
 
 
 def test_index_kind_refuses_what_no_kind_describes():
     two = [("A", "REG ", "D", "HUNDREDS2", "A"), ("B", "REG ", "D", "LAT", "A")]
-    assert db2.index_kind(("hundreds2",), two) is None
+    assert db2_sql.index_kind(("hundreds2",), two) is None
     other = [("A", "REG ", "D", "LAT", "A")]
-    assert db2.index_kind(("hundreds2",), other) is None
-    assert db2.index_kind(("hundreds2",), []) == "none"
+    assert db2_sql.index_kind(("hundreds2",), other) is None
+    assert db2_sql.index_kind(("hundreds2",), []) == "none"
 
 
 @pytest.mark.parametrize("with_indexes", [True, False])
 def test_runstats_goes_through_admin_cmd_on_the_qualified_table(with_indexes):
-    stmt = db2.runstats_sql(TABLE, with_indexes)
+    stmt = db2_sql.runstats_sql(TABLE, with_indexes)
     m = ADMIN_CMD.match(stmt)
-    assert m and m["cmd"].startswith(f"RUNSTATS ON TABLE {db2.SCHEMA}.{TABLE.upper()} ")
+    assert m and m["cmd"].startswith(f"RUNSTATS ON TABLE {db2_sql.SCHEMA}.{TABLE.upper()} ")
     assert ("INDEXES ALL" in m["cmd"]) is with_indexes
 
 
 # -- counters and read-back ----------------------------------------------------------------------
 def test_monitor_queries_name_the_points_pool_and_space():
-    for page in db2.PAGE_SIZES:
-        q = db2.counter_sql(page)
-        assert f"MON_GET_BUFFERPOOL('{db2.bufferpool_name(page)}', -2)" in q["bufferpool"]
+    for page in db2_sql.PAGE_SIZES:
+        q = db2_sql.counter_sql(page)
+        assert f"MON_GET_BUFFERPOOL('{db2_sql.bufferpool_name(page)}', -2)" in q["bufferpool"]
         assert "MON_GET_DATABASE(-2)" in q["database"]
-        assert all(f"SUM({c})" in q["bufferpool"] for c in db2.BUFFERPOOL_COUNTERS)
-        a = db2.applied_sql(page)
-        assert f"MON_GET_TABLESPACE('{db2.tablespace_name(page)}', -2)" in a["tablespace"]
-        assert f"MON_GET_CONTAINER('{db2.tablespace_name(page)}', -2)" in a["containers"]
+        assert all(f"SUM({c})" in q["bufferpool"] for c in db2_sql.BUFFERPOOL_COUNTERS)
+        a = db2_sql.applied_sql(page)
+        assert f"MON_GET_TABLESPACE('{db2_sql.tablespace_name(page)}', -2)" in a["tablespace"]
+        assert f"MON_GET_CONTAINER('{db2_sql.tablespace_name(page)}', -2)" in a["containers"]
 
 
 # -- the sqlfluff db2 dialect, for the statements it covers ----------------------------------------
 def dialect_covered() -> list[str]:
-    stmts = [db2.locksize_ddl(TABLE, g) for g in ("row", "table")]
+    stmts = [db2_sql.locksize_ddl(TABLE, g) for g in ("row", "table")]
     for wtype, kind in PLANS:
         plan = workloads.Workload(wtype, workloads.DEFAULTS[wtype]).index_plan(kind)
-        stmts += db2.index_ddl(TABLE, plan)
-    stmts += [db2.runstats_sql(TABLE, True), db2.runstats_sql(TABLE, False)]
-    for page in db2.PAGE_SIZES:
-        stmts += [*db2.counter_sql(page).values(), *db2.applied_sql(page).values(),
-                  db2.pool_size_sql(page)]  # fmt: skip
-    stmts += list(db2.table_sql(TABLE).values())
+        stmts += db2_sql.index_ddl(TABLE, plan)
+    stmts += [db2_sql.runstats_sql(TABLE, True), db2_sql.runstats_sql(TABLE, False)]
+    for page in db2_sql.PAGE_SIZES:
+        stmts += [*db2_sql.counter_sql(page).values(), *db2_sql.applied_sql(page).values(),
+                  db2_sql.pool_size_sql(page)]  # fmt: skip
+    stmts += list(db2_sql.table_sql(TABLE).values())
     return list(dict.fromkeys(stmts))
 
 
@@ -388,15 +388,15 @@ def test_the_dialect_check_does_reject_misplaced_clauses(bad):
 
 
 @given(
-    bp=st.lists(st.integers(0, 10**9), min_size=len(db2.BUFFERPOOL_COUNTERS),
-                max_size=len(db2.BUFFERPOOL_COUNTERS)),
+    bp=st.lists(st.integers(0, 10**9), min_size=len(db2_sql.BUFFERPOOL_COUNTERS),
+                max_size=len(db2_sql.BUFFERPOOL_COUNTERS)),
     db=st.lists(st.integers(0, 10**9), min_size=5, max_size=5),
-    page=st.sampled_from(db2.PAGE_SIZES),
+    page=st.sampled_from(db2_sql.PAGE_SIZES),
 )  # fmt: skip
 def test_counters_map_monitor_columns_to_the_common_keys(bp, db, page):
-    out = db2.counters_from(bp, db, page)
-    b = dict(zip(db2.BUFFERPOOL_COUNTERS, bp, strict=True))
-    d = dict(zip(db2.DATABASE_COUNTERS, db, strict=True))
+    out = db2_sql.counters_from(bp, db, page)
+    b = dict(zip(db2_sql.BUFFERPOOL_COUNTERS, bp, strict=True))
+    d = dict(zip(db2_sql.DATABASE_COUNTERS, db, strict=True))
     logical = sum(v for k, v in b.items() if k.endswith("_L_READS"))
     physical = sum(v for k, v in b.items() if k.endswith("_P_READS"))
     assert out["logical_reads"] == logical
@@ -411,20 +411,20 @@ def test_counters_map_monitor_columns_to_the_common_keys(bp, db, page):
 
 
 def test_nulls_from_an_idle_pool_count_as_zero():
-    out = db2.counters_from([None] * len(db2.BUFFERPOOL_COUNTERS), [None] * 5, 4096)
+    out = db2_sql.counters_from([None] * len(db2_sql.BUFFERPOOL_COUNTERS), [None] * 5, 4096)
     assert out["logical_reads"] == out["physical_reads"] == 0
 
 
 def test_catalog_codes_map_back_to_knob_values():
-    assert [db2.locksize_knob(c) for c in ("R", "T ", "I", "")] == ["row", "table", None, None]
-    assert [db2.direct_io_knob(v) for v in (1, 0, 2, None)] == [True, False, None, None]
+    assert [db2_sql.locksize_knob(c) for c in ("R", "T ", "I", "")] == ["row", "table", None, None]
+    assert [db2_sql.direct_io_knob(v) for v in (1, 0, 2, None)] == [True, False, None, None]
 
 
 # -- container, CLP and cold ---------------------------------------------------------------------
 def test_container_environment_uses_the_images_documented_switches():
-    env = db2.container_env("pw")
+    env = db2_sql.container_env("pw")
     assert env["LICENSE"] == "accept" and env["DB2INST1_PASSWORD"] == "pw"
-    assert env["DBNAME"] == db2.DATABASE and len(db2.DATABASE) <= 8
+    assert env["DBNAME"] == db2_sql.DATABASE and len(db2_sql.DATABASE) <= 8
     for switch in ("TO_CREATE_SAMPLEDB", "ARCHIVE_LOGS", "AUTOCONFIG", "BLU", "HADR_ENABLED"):
         assert env[switch] == "false"
 
@@ -440,7 +440,7 @@ def fake_db2(tmp_path: Path, active_listings: int) -> Path:
         f'echo "$*" >> {tmp_path}/calls\n'
         'if [ "$*" = "list active databases" ]; then\n'
         f"  n=$(grep -c 'list active' {tmp_path}/calls)\n"
-        f'  [ "$n" -le {active_listings} ] && echo "Database name = {db2.DATABASE}"\n'
+        f'  [ "$n" -le {active_listings} ] && echo "Database name = {db2_sql.DATABASE}"\n'
         "fi\n"
         "exit 0\n"
     )
@@ -453,20 +453,20 @@ def fake_db2(tmp_path: Path, active_listings: int) -> Path:
 @pytest.mark.parametrize("still_active", [0, 3])
 def test_stop_repeats_force_and_deactivate_until_the_database_is_inactive(tmp_path, still_active):
     bin_dir = fake_db2(tmp_path, still_active)
-    stop = db2.cold_commands()["stop"]
+    stop = db2_sql.cold_commands()["stop"]
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     proc = subprocess.run(["bash", "-c", stop], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[0] == "force application all"
-    assert calls.count(f"deactivate db {db2.DATABASE}") == still_active + 1
+    assert calls.count(f"deactivate db {db2_sql.DATABASE}") == still_active + 1
     assert calls.count("force application all") == still_active + 1
 
 
 def test_stop_fails_when_the_database_stays_active(tmp_path):
     bin_dir = fake_db2(tmp_path, 10**6)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    stop = db2.cold_commands()["stop"]
+    stop = db2_sql.cold_commands()["stop"]
     proc = subprocess.run(["bash", "-c", stop], env=env, capture_output=True, text=True)
     assert proc.returncode == 1 and "still active" in proc.stdout
 
@@ -478,22 +478,22 @@ def test_start_fails_only_on_clp_errors_not_warnings(tmp_path, rc, ok):
     (bin_dir / "db2").write_text(f'#!/bin/sh\necho "$*" > {tmp_path}/calls\nexit {rc}\n')
     (bin_dir / "db2").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", "-c", db2.cold_commands()["start"]], env=env)
+    proc = subprocess.run(["bash", "-c", db2_sql.cold_commands()["start"]], env=env)
     assert (proc.returncode == 0) is ok
-    assert (tmp_path / "calls").read_text().strip() == f"activate db {db2.DATABASE}"
+    assert (tmp_path / "calls").read_text().strip() == f"activate db {db2_sql.DATABASE}"
 
 
 def test_clp_runs_as_the_instance_owner_through_a_login_shell():
-    assert db2.clp("db2 activate db X")[:4] == ["su", "-", db2.INSTANCE, "-c"]
+    assert db2_sql.clp("db2 activate db X")[:4] == ["su", "-", db2_sql.INSTANCE, "-c"]
 
 
 def test_container_files_map_to_the_host_volume(tmp_path):
-    inside = f"{db2.DATA_MOUNT}/data/db2inst1/NODE0000/TUNELAB/T0000003/C0000000.LRG"
+    inside = f"{db2_sql.DATA_MOUNT}/data/db2inst1/NODE0000/TUNELAB/T0000003/C0000000.LRG"
     assert (
-        db2.host_path(inside, tmp_path)
+        db2_sql.host_path(inside, tmp_path)
         == tmp_path / "data/db2inst1/NODE0000/TUNELAB/T0000003/C0000000.LRG"
     )
-    assert db2.host_path("/var/db2/elsewhere", tmp_path) is None
+    assert db2_sql.host_path("/var/db2/elsewhere", tmp_path) is None
 
 
 # -- image and plan ------------------------------------------------------------------------------
@@ -540,10 +540,10 @@ def test_planned_sql_lists_every_statement_without_docker(monkeypatch):
     lines = db2.DB2Engine(Path("/nonexistent"), "plan").planned_sql(k, Dataset(1000, 1), plan)
     text = "\n".join(lines)
     for stmt in (
-        db2.bufferpool_ddl(k), db2.tablespace_ddl(k), db2.table_ddl(TABLE, 8192),
-        db2.locksize_ddl(TABLE, "table"), db2.lock_sql(TABLE), *db2.index_ddl(TABLE, plan),
-        db2.runstats_sql(TABLE, True), *db2.cold_commands().values(),
-        *db2.counter_sql(8192).values(),
+        db2_sql.bufferpool_ddl(k), db2_sql.tablespace_ddl(k), db2_sql.table_ddl(TABLE, 8192),
+        db2_sql.locksize_ddl(TABLE, "table"), db2_sql.lock_sql(TABLE),
+        *db2_sql.index_ddl(TABLE, plan), db2_sql.runstats_sql(TABLE, True),
+        *db2_sql.cold_commands().values(), *db2_sql.counter_sql(8192).values(),
     ):  # fmt: skip
         assert stmt in text
     assert (
@@ -559,7 +559,7 @@ def test_planned_sql_lists_every_statement_without_docker(monkeypatch):
 
 def test_container_files_are_made_readable_up_to_the_mount(tmp_path):
     # The script as it runs inside the container, here on a copy of the layout below the mount.
-    mount = tmp_path / db2.DATA_MOUNT.strip("/")
+    mount = tmp_path / db2_sql.DATA_MOUNT.strip("/")
     f = mount / "data" / "db2inst1" / "NODE0000" / "TUNELAB" / "T0000003" / "C0000000.LRG"
     f.parent.mkdir(parents=True)
     f.write_bytes(b"x")
@@ -567,7 +567,7 @@ def test_container_files_are_made_readable_up_to_the_mount(tmp_path):
         if p == mount:
             break
         p.chmod(0o700 if p.is_dir() else 0o600)
-    script = db2.readable_script().replace(db2.DATA_MOUNT, str(mount))
+    script = db2_sql.readable_script().replace(db2_sql.DATA_MOUNT, str(mount))
     subprocess.run(["sh", "-c", script, "sh", str(f)], check=True)
     assert f.stat().st_mode & 0o444 == 0o444
     for d in f.parents:
@@ -586,19 +586,20 @@ def test_container_files_are_made_readable_up_to_the_mount(tmp_path):
 BUSYBOX = Path("/bin/busybox")
 STANDIN = "tunelab-test/db2-standin:1"
 STANDIN_FILE = "data/db2inst1/NODE0000/TUNELAB/T0000003/C0000000.LRG"
+MOUNT = db2_sql.DATA_MOUNT
 STANDIN_ENTRY = f"""#!/bin/sh
-f={db2.DATA_MOUNT}/{STANDIN_FILE}
+f={MOUNT}/{STANDIN_FILE}
 mkdir -p $(dirname $f) && dd if=/dev/zero of=$f bs=4096 count=64 2>/dev/null
-chown -R 1000:1000 {db2.DATA_MOUNT}/data && chmod 600 $f && chmod -R go-rx {db2.DATA_MOUNT}/data
+chown -R 1000:1000 {MOUNT}/data && chmod 600 $f && chmod -R go-rx {MOUNT}/data
 echo "(*) Setup has completed."
 exec sleep 100000
 """
 STANDIN_DB2 = f"""#!/bin/sh
-echo "$(id -un): $*" >> {db2.DATA_MOUNT}/clp.log
+echo "$(id -un): $*" >> {db2_sql.DATA_MOUNT}/clp.log
 case "$*" in
   "deactivate db "*) touch /tmp/inactive ;;
   "activate db "*) rm -f /tmp/inactive ;;
-  "list active databases") [ -e /tmp/inactive ] || echo "Database name = {db2.DATABASE}" ;;
+  "list active databases") [ -e /tmp/inactive ] || echo "Database name = {db2_sql.DATABASE}" ;;
 esac
 exit 0
 """
@@ -677,10 +678,10 @@ def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_p
         assert "Setup has completed" in rc.logs()
 
         # The host sees the table space file through the volume; make it readable, evict it.
-        inside = f"{db2.DATA_MOUNT}/{STANDIN_FILE}"
-        host_file = db2.host_path(inside, eng.host_dir)
+        inside = f"{db2_sql.DATA_MOUNT}/{STANDIN_FILE}"
+        host_file = db2_sql.host_path(inside, eng.host_dir)
         assert host_file is not None and host_file.stat().st_size == 64 * 4096
-        code, out = rc.exec(["sh", "-c", db2.readable_script(), "sh", inside], user="root")
+        code, out = rc.exec(["sh", "-c", db2_sql.readable_script(), "sh", inside], user="root")
         assert code == 0, out
         host_file.read_bytes()  # readable to this process now
         cache.evict([host_file])
@@ -688,15 +689,15 @@ def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_p
         assert total == 64 * 4096 // cache.PAGE and resident <= total
 
         # The cold cycle's CLP commands reach `db2` as the instance owner, in order.
-        cmds = db2.cold_commands()
+        cmds = db2_sql.cold_commands()
         eng._clp(cmds["stop"], "stop")
         eng._clp(cmds["start"], "start")
         log = (eng.host_dir / "clp.log").read_text().splitlines()
         assert log == [
             "db2inst1: force application all",
-            f"db2inst1: deactivate db {db2.DATABASE}",
+            f"db2inst1: deactivate db {db2_sql.DATABASE}",
             "db2inst1: list active databases",
-            f"db2inst1: activate db {db2.DATABASE}",
+            f"db2inst1: activate db {db2_sql.DATABASE}",
         ]
     finally:
         eng.teardown()
@@ -707,14 +708,14 @@ def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_p
 
 
 def test_a_kept_server_is_left_without_the_points_objects():
-    stmts = db2.point_cleanup_sql("accounts", 8192)
+    stmts = db2_sql.point_cleanup_sql("accounts", 8192)
     assert stmts == [
         "DROP TABLE ACCOUNTS",
         "DROP TABLESPACE TL_TS_8K",
         "DROP BUFFERPOOL TL_BP_8K",
     ]
     # the table space goes before the buffer pool it uses (Db2 refuses the other order)
-    assert db2.point_cleanup_sql(None, 4096) == [
+    assert db2_sql.point_cleanup_sql(None, 4096) == [
         "DROP TABLESPACE TL_TS_4K",
         "DROP BUFFERPOOL TL_BP_4K",
     ]
@@ -780,8 +781,8 @@ def test_timed_reads_reach_db2_with_their_integer_literals(wtype, fetch, access)
 
 def test_each_statement_is_compiled_for_its_own_range():
     # Two ranges of different width are two statement texts: Db2 plans each for its values.
-    narrow = db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 19))
-    wide = db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 200_009))
+    narrow = db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 19))
+    wide = db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 200_009))
     assert narrow == "SELECT id FROM accounts WHERE lat BETWEEN 10 AND 19"
     assert wide.endswith("BETWEEN 10 AND 200009") and wide != narrow
 
@@ -791,33 +792,33 @@ def test_each_statement_is_compiled_for_its_own_range():
 )
 def test_only_integers_are_written_into_statements(bad):
     with pytest.raises(EngineError, match="only integers"):
-        db2.bind_sql("SELECT id FROM accounts WHERE id = ?", (bad,))
+        db2_sql.bind_sql("SELECT id FROM accounts WHERE id = ?", (bad,))
 
 
 def test_numpy_and_negative_integers_are_formatted_by_int():
     np = pytest.importorskip("numpy")
-    sql = db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (np.int64(-3), 7))
+    sql = db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (np.int64(-3), 7))
     assert sql.endswith("BETWEEN -3 AND 7")
 
 
 def test_markers_and_arguments_must_match():
     with pytest.raises(EngineError, match="markers"):
-        db2.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (1,))
+        db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (1,))
     with pytest.raises(EngineError, match="markers"):
-        db2.bind_sql("SELECT id FROM accounts", (1,))
+        db2_sql.bind_sql("SELECT id FROM accounts", (1,))
 
 
 def test_binding_twice_changes_nothing():
     _, _, stmts = read_statements("range", "nonclustered", "forced", "count")
     sql = stmts.bound[0][0]
-    assert db2.bind_sql(sql, ()) == sql
+    assert db2_sql.bind_sql(sql, ()) == sql
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("wtype", ["multipoint", "range", "point"])
 def test_forced_statements_end_with_a_guideline_naming_the_index_built(wtype, kind):
     _, plan, stmts = read_statements(wtype, kind, "forced")
-    created = [INDEX.match(s) for s in db2.index_ddl(TABLE, plan) if s.startswith("CREATE")]
+    created = [INDEX.match(s) for s in db2_sql.index_ddl(TABLE, plan) if s.startswith("CREATE")]
     for sql, _ in stmts.bound:
         assert sql.count("OPTGUIDELINES") == 2  # one guideline, after the SQL portion
         root = guideline_of(sql)
@@ -838,9 +839,9 @@ def test_the_scan_workload_is_forced_to_a_table_scan():
 
 
 def test_an_extra_guideline_is_refused_since_db2_would_ignore_both():
-    g = db2.optguideline(TABLE, IndexPlan("none"))
+    g = db2_sql.optguideline(TABLE, IndexPlan("none"))
     with pytest.raises(EngineError, match="more than one"):
-        db2.bind_sql(f"SELECT id FROM accounts {g} WHERE id = 1 {g}", ())
+        db2_sql.bind_sql(f"SELECT id FROM accounts {g} WHERE id = 1 {g}", ())
 
 
 @pytest.mark.parametrize(
@@ -866,19 +867,19 @@ def test_expected_access_names_the_index_as_db2_folds_it(wtype, kind, expected):
 def test_explain_statements_follow_the_syntax_diagram():
     _, _, stmts = read_statements("range", "covering", "forced")
     for n, (sql, _) in enumerate(stmts.to_explain(), 1):
-        m = EXPLAIN.match(db2.explain_sql(sql, n))
-        assert m, db2.explain_sql(sql, n)
-        assert int(m["no"]) == n and m["tag"] == db2.QUERYTAG
+        m = EXPLAIN.match(db2_sql.explain_sql(sql, n))
+        assert m, db2_sql.explain_sql(sql, n)
+        assert int(m["no"]) == n and m["tag"] == db2_sql.QUERYTAG
         assert m["stmt"] == sql  # the text that is executed, guideline at its end
         parse(m["stmt"])
 
 
 def explain_support_sql() -> list[str]:
     return [
-        *db2.plan_sql(7).values(),
-        *db2.explain_tables_sql().values(),
-        db2.connection_sql([17, 18]),
-        db2.APPLICATION_HANDLE_SQL,
+        *db2_sql.plan_sql(7).values(),
+        *db2_sql.explain_tables_sql().values(),
+        db2_sql.connection_sql([17, 18]),
+        db2_sql.APPLICATION_HANDLE_SQL,
     ]
 
 
@@ -888,12 +889,12 @@ def test_plan_monitor_and_install_statements_parse_with_the_db2_dialect(sql):
 
 
 def test_plan_queries_read_the_latest_statement_of_their_tag():
-    for part, sql in db2.plan_sql(7).items():
-        assert sql.count("QUERYNO = 7") == 2 and sql.count(f"QUERYTAG = '{db2.QUERYTAG}'") == 2
+    for part, sql in db2_sql.plan_sql(7).items():
+        assert sql.count("QUERYNO = 7") == 2 and sql.count(f"QUERYTAG = '{db2_sql.QUERYTAG}'") == 2
         assert "MAX(EXPLAIN_TIME)" in sql and "EXPLAIN_LEVEL = 'P'" in sql
         for key in ("EXPLAIN_REQUESTER", "EXPLAIN_TIME", "SOURCE_NAME", "STMTNO", "SECTNO"):
             assert f"X.{key} = S.{key}" in sql, part
-    assert "SYSINSTALLOBJECTS('EXPLAIN', 'C'" in db2.explain_tables_sql()["create"]
+    assert "SYSINSTALLOBJECTS('EXPLAIN', 'C'" in db2_sql.explain_tables_sql()["create"]
 
 
 # Plans as IBM documents the explain tables: EXPLAIN_OPERATOR (OPERATOR_ID, OPERATOR_TYPE
@@ -964,9 +965,9 @@ PLANS = {
 @pytest.mark.parametrize("name", PLANS)
 def test_plans_normalise_from_the_explain_rows(name):
     operators, streams, arguments, expected = PLANS[name]
-    ops = db2.plan_graph(operators, streams, arguments)
-    assert db2.normalise_plan(ops) == expected
-    text = db2.plan_text(ops)
+    ops = db2_sql.plan_graph(operators, streams, arguments)
+    assert db2_sql.normalise_plan(ops) == expected
+    text = db2_sql.plan_text(ops)
     assert text.startswith("RETURN (1)")
     for _, otype, _ in operators:
         assert f"{otype.strip()} (" in text
@@ -977,7 +978,7 @@ def test_plans_normalise_from_the_explain_rows(name):
 
 def test_the_plan_text_is_the_operator_tree():
     operators, streams, arguments, _ = PLANS["ixscan+fetch"]
-    lines = db2.plan_text(db2.plan_graph(operators, streams, arguments)).splitlines()
+    lines = db2_sql.plan_text(db2_sql.plan_graph(operators, streams, arguments)).splitlines()
     assert lines == [
         "RETURN (1)  cost=41.00  [STMTPROF=Embedded guideline]",
         "  FETCH (2)  cost=40.90  rows=400",
@@ -1063,19 +1064,19 @@ def test_a_failing_explain_names_the_statement():
 
 
 def test_explain_tables_are_created_only_when_missing(monkeypatch):
-    for present, creates in ((len(db2.EXPLAIN_TABLES), 0), (0, 1)):
+    for present, creates in ((len(db2_sql.EXPLAIN_TABLES), 0), (0, 1)):
         eng = db2.DB2Engine(Path("/nonexistent"), "t")
         state = {"n": present}
         done: list[list[str]] = []
 
         def execute(stmts, conn=None, state=state, done=done):
             done.append(list(stmts))
-            state["n"] = len(db2.EXPLAIN_TABLES)
+            state["n"] = len(db2_sql.EXPLAIN_TABLES)
 
         monkeypatch.setattr(eng, "query", lambda sql, state=state: [(state["n"],)])
         monkeypatch.setattr(eng, "execute", execute)
         eng._ensure_explain_tables()
-        assert done == [[db2.explain_tables_sql()["create"]]] * creates
+        assert done == [[db2_sql.explain_tables_sql()["create"]]] * creates
 
 
 def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
@@ -1089,8 +1090,8 @@ def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
         if "MON_GET_CONNECTION" in sql:
             return [conn_row]
         if "MON_GET_BUFFERPOOL" in sql:
-            return [(0,) * len(db2.BUFFERPOOL_COUNTERS)]
-        return [(0,) * len(db2.DATABASE_COUNTERS)]
+            return [(0,) * len(db2_sql.BUFFERPOOL_COUNTERS)]
+        return [(0,) * len(db2_sql.DATABASE_COUNTERS)]
 
     monkeypatch.setattr(eng, "query", query)
     conns = [FakeConn({"MON_GET_APPLICATION_HANDLE": [(41,)]}),
@@ -1102,19 +1103,19 @@ def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
     assert first["db2_conn_client_idle_wait_time"] == 9000
     # The handle is asked once per connection, on it, and committed before any counter.
     for c in conns:
-        assert c.log == [db2.APPLICATION_HANDLE_SQL] and c.commits == 1
+        assert c.log == [db2_sql.APPLICATION_HANDLE_SQL] and c.commits == 1
     monitor = [s for s in asked if "MON_GET_CONNECTION" in s]
-    assert monitor == [db2.connection_sql([41, 42])] * 2
+    assert monitor == [db2_sql.connection_sql([41, 42])] * 2
     assert "IN (41, 42)" in monitor[0]
     nobody = eng.counters([])
     assert nobody["engine_time_ns"] == 0
 
 
 def test_engine_time_counters_map_to_keys():
-    out = db2.engine_time_from([None] * len(db2.CONNECTION_COUNTERS))
+    out = db2_sql.engine_time_from([None] * len(db2_sql.CONNECTION_COUNTERS))
     assert out["engine_time_ns"] == 0
     assert set(out) == {"engine_time_ns"} | {
-        f"db2_conn_{c.lower()}" for c in db2.CONNECTION_COUNTERS
+        f"db2_conn_{c.lower()}" for c in db2_sql.CONNECTION_COUNTERS
     }
     assert db2.INFO.engine_time and "TOTAL_RQST_TIME" in db2.INFO.engine_time
     assert "forced" in db2.INFO.access_modes
@@ -1177,14 +1178,14 @@ def fake_clp(tmp_path: Path, optprofile: str, activate_rc: int = 0) -> dict[str,
 
 def test_guidelines_are_enabled_once_with_an_instance_restart(tmp_path):
     env = fake_clp(tmp_path, "")
-    script = db2.optprofile_script()
+    script = db2_sql.optprofile_script()
     proc = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and "restarted" in proc.stdout
     calls = (tmp_path / "calls").read_text().splitlines()
     assert "db2set DB2_OPTPROFILE=YES" in calls
     assert calls.index("db2set DB2_OPTPROFILE=YES") < calls.index("db2stop force")
     assert calls.index("db2stop force") < calls.index("db2start ")
-    assert calls[-2:] == [f"db2 activate db {db2.DATABASE}", "db2set DB2_OPTPROFILE"]
+    assert calls[-2:] == [f"db2 activate db {db2_sql.DATABASE}", "db2set DB2_OPTPROFILE"]
     # A server that has it already (a kept one) is left running.
     (tmp_path / "calls").unlink()
     again = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
@@ -1194,7 +1195,7 @@ def test_guidelines_are_enabled_once_with_an_instance_restart(tmp_path):
 
 def test_enabling_guidelines_fails_when_the_database_does_not_come_back(tmp_path):
     env = fake_clp(tmp_path, "NO", activate_rc=4)
-    proc = subprocess.run(["sh", "-c", db2.optprofile_script()], env=env, capture_output=True)
+    proc = subprocess.run(["sh", "-c", db2_sql.optprofile_script()], env=env, capture_output=True)
     assert proc.returncode == 1
 
 
@@ -1203,11 +1204,11 @@ def test_plan_sql_prints_guideline_explain_and_engine_time_statements(monkeypatc
     plan = workloads.Workload("range", workloads.DEFAULTS["range"]).index_plan("nonclustered")
     lines = OFFLINE.planned_sql(knobs(index="nonclustered"), Dataset(1000, 1), plan)
     text = "\n".join(lines)
-    assert db2.optguideline(TABLE, plan) in text
+    assert db2_sql.optguideline(TABLE, plan) in text
     assert 'INDEX="IX_ACCOUNTS_NONCLUSTERED"' in text
-    assert shlex.join(db2.clp(db2.optprofile_script())) in text
-    for stmt in (*db2.explain_tables_sql().values(), *db2.plan_sql("<n>").values(),
-                 db2.APPLICATION_HANDLE_SQL):  # fmt: skip
+    assert shlex.join(db2_sql.clp(db2_sql.optprofile_script())) in text
+    for stmt in (*db2_sql.explain_tables_sql().values(), *db2_sql.plan_sql("<n>").values(),
+                 db2_sql.APPLICATION_HANDLE_SQL):  # fmt: skip
         assert stmt in text
     assert any(EXPLAIN.match(line.split("  --")[0].replace("<n>", "1").replace(
         "<statement>", "SELECT 1")) for line in lines)  # fmt: skip
@@ -1360,7 +1361,7 @@ def test_bulk_load_gives_load_a_headerless_file_below_the_mount_and_counts_rows(
     eng.bulk_load("accounts", source)
     m = LOAD.match(sent[0])
     assert m and m["table"] == "ACCOUNTS", sent
-    host = eng.host_dir / m["file"][len(db2.DATA_MOUNT) + 1 :]
+    host = eng.host_dir / m["file"][len(db2_sql.DATA_MOUNT) + 1 :]
     lines = Path(source.csv).read_text().splitlines()
     assert host.read_text().splitlines() == lines[1:]  # no header line
     assert host.stat().st_mode & 0o044 == 0o044

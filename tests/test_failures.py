@@ -283,14 +283,14 @@ def test_bpsim_out_on_a_full_disk_is_a_failure_not_bad_input(tmp_path, small_dis
 # -- Ctrl-C during a MariaDB point ------------------------------------------------------------
 @pytest.fixture
 def mariadb_image():
-    from tunelab import containers
-    from tunelab.images import ensure_image
+    from tunelab import containers, engines
+    from tunelab.engines.images import ensure_image
 
     reason = containers.docker_unavailable_reason()
     if reason:
         pytest.skip(reason)
     try:
-        return ensure_image("mariadb", build=False)
+        return ensure_image("mariadb", engines.info("mariadb").image, build=False)
     except containers.ContainerError as exc:
         pytest.skip(str(exc))
 

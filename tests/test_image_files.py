@@ -1,6 +1,6 @@
 """The hash of what an engine's image is built from is computed twice: by the build script
 (containers/lib/debian-image.sh, which labels the image with it) and by the lab
-(tunelab.images.files_hash, which decides whether the image present is current). They must
+(tunelab.engines.images.files_hash, which decides whether the image present is current). They must
 agree, or every run would build the image again and then find it missing."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import images
+from tunelab.engines import images
 
 ENGINES = sorted(p.parent.name for p in images.CONTAINERS_DIR.glob("*/build.sh"))
 

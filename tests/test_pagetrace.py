@@ -6,7 +6,7 @@ import pytest
 
 from tunelab.bpsim.curves import lru_curve
 from tunelab.bpsim.traces import read_trace, write_trace
-from tunelab.pagetrace import beside, capture, capture_trace, traced_connection
+from tunelab.engines.sqlite_pagetrace import beside, capture, capture_trace, traced_connection
 
 
 @pytest.fixture()

@@ -217,10 +217,10 @@ def image() -> str:
     reason = containers.docker_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    from tunelab.images import ensure_image
+    from tunelab.engines.images import ensure_image
 
     try:
-        return ensure_image("postgres")
+        return ensure_image("postgres", PostgresEngine.info.image)
     except containers.ContainerError as exc:
         pytest.skip(f"no PostgreSQL image: {exc}")
 

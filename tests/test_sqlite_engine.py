@@ -354,3 +354,13 @@ def test_index_layouts_over_the_same_rows_load_them_once(engine, tmp_path, monke
     assert scratch.build_table(workloads.TABLE, covering, source, False) == "built"
     assert scratch.path.read_bytes() == from_copy
     scratch.teardown()
+
+
+def test_a_full_disk_is_known_by_the_engine_not_by_name():
+    import apsw
+
+    from tunelab import engines
+
+    assert engines.disk_full(apsw.FullError("database or disk is full"))
+    assert not engines.disk_full(apsw.SQLError("no such table"))
+    assert not engines.disk_full(OSError("not an engine's"))

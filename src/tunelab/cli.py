@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.set_defaults(func=cmd_run_point)
 
-    sp = sub.add_parser("trace-point", help="capture a point's page-reference trace (SQLite)")
+    sp = sub.add_parser("trace-point", help="a point's page-reference trace (engines that trace)")
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("point", metavar="POINT_ID")
     sp.add_argument("--out", required=True, help="trace file to write (.npz, .npy or text)")
@@ -381,8 +381,8 @@ def _disk_full(exc: BaseException, argv: list[str]) -> str | None:
     for e in _chain(exc):
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
             return str(e.filename or _option(argv, "--out") or "")
-        if type(e).__name__ == "FullError" and type(e).__module__ == "apsw":
-            return _option(argv, "--workdir") or ".tunelab"  # the engine's database file
+        if engines.disk_full(e):
+            return _option(argv, "--workdir") or ".tunelab"  # the engine's data files
     return None
 
 

@@ -17,12 +17,11 @@ from typing import Any
 import numpy as np
 
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, DISTINCT_HUNDREDS, Dataset
-from tunelab.engines.base import AccessPath, Engine, IndexPlan
+from tunelab.engines.base import EXPLAIN_MAX, AccessPath, Engine, IndexPlan
 
 TABLE = "accounts"
 FETCH_BATCH = 10_000  # rows per fetchmany in untimed full reads (warm-up of writes)
 FETCH_MODES = ("all", "count")
-EXPLAIN_MAX = 20  # distinct argument sets explained per point (a plan may depend on them)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "insert": {"rows": 100_000, "threads": 1, "commit_every": 1_000},

@@ -6,6 +6,7 @@ needed when that engine is used. The sweep schema, the workflow's config check, 
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 from tunelab.engines.base import Engine, EngineInfo
@@ -33,3 +34,15 @@ def info(name: str) -> EngineInfo:
 
 def create(name: str, workdir: Path, run_id: str) -> Engine:
     return engine_class(name)(workdir, run_id)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of an engine's ``full_errors`` (its driver saying the disk is
+    full). Only the engines already loaded are asked: a driver's error comes from an engine
+    that was imported, and the others' drivers need not be installed."""
+    for path in _ENGINES.values():
+        module, _, cls = path.partition(":")
+        engine = getattr(sys.modules.get(module), cls, None)
+        if engine is not None and isinstance(exc, engine.full_errors):
+            return True
+    return False

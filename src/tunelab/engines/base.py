@@ -128,6 +128,9 @@ class IndexPlan:
 
 
 ACCESS_MODES = ("optimizer", "forced")
+# Distinct argument sets whose plans a point explains (a plan may depend on them); here, not
+# in the workloads, because an engine's planned SQL names it too.
+EXPLAIN_MAX = 20
 # Bumped when the way a table is built changes, so no table built the old way is reused.
 TABLE_BUILD = 1
 
@@ -199,6 +202,9 @@ class Engine(abc.ABC):
 
     info: EngineInfo
     paramstyle: str = "qmark"  # placeholder style for the engine's DB-API driver
+    # The driver's exceptions that mean the engine's files met a full disk (or quota): the
+    # CLI then says "disk full" and where, as for an OSError ENOSPC, not an engine failure.
+    full_errors: tuple[type[BaseException], ...] = ()
 
     def __init__(self, workdir: Path, run_id: str):
         self.workdir = Path(workdir)

@@ -19,8 +19,9 @@ space, so every physical knob is a documented clause of CREATE BUFFERPOOL / CREA
 - index          CREATE INDEX; CREATE INDEX ... CLUSTER + REORG TABLE ... INDEX; CREATE
                  UNIQUE INDEX ... INCLUDE (covering on a unique key) or a composite index
 
-Every statement and CLP command comes from a small pure function below, so tests check them
-against the documented syntax without a server, and ``tunelab plan --sql`` prints them.
+Every statement and CLP command comes from a small pure function in ``engines.db2_sql``, so
+tests check them against the documented syntax without a server, and ``tunelab plan --sql``
+prints them; this module holds the knobs (``INFO``) and the engine that runs them.
 
 Cold: FLUSH BUFFERPOOLS only writes dirty pages, it does not empty the pool. The lab forces
 the applications off and deactivates the database through the CLP inside the container,
@@ -36,22 +37,19 @@ The engine time is MON_GET_CONNECTION's TOTAL_RQST_TIME of the timed connections
 
 from __future__ import annotations
 
-import math
-import operator
 import os
-import re
 import shlex
 import shutil
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache, workloads
-from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab import cache
+from tunelab.dataset import Dataset
 from tunelab.engines.base import (
+    EXPLAIN_MAX,
     AccessPath,
     CacheState,
     EngineError,
@@ -60,16 +58,65 @@ from tunelab.engines.base import (
     IndexPlan,
     Knob,
 )
+from tunelab.engines.db2_sql import (
+    APPLICATION_HANDLE_SQL,
+    AUTOMATIC,
+    CONNECTION_COUNTERS,
+    DATA_MOUNT,
+    DATABASE,
+    EXPLAIN_SCHEMA,
+    EXPLAIN_TABLES,
+    INDEX_KINDS,
+    INSTANCE,
+    LOAD_DIR,
+    PAGE_SIZES,
+    applied_sql,
+    bind_sql,
+    bufferpool_ddl,
+    bufferpool_name,
+    clp,
+    cold_commands,
+    connection_sql,
+    container_env,
+    counter_sql,
+    counters_from,
+    direct_io_knob,
+    drop_table_sql,
+    engine_time_from,
+    expected_kind,
+    explain_sql,
+    explain_tables_sql,
+    host_path,
+    ident,
+    index_ddl,
+    index_kind,
+    index_name,
+    is_automatic,
+    load_sql,
+    lock_sql,
+    locksize_ddl,
+    locksize_knob,
+    normalise_plan,
+    optguideline,
+    optprofile_script,
+    plan_graph,
+    plan_sql,
+    plan_text,
+    point_cleanup_sql,
+    pool_size_sql,
+    readable_script,
+    runstats_sql,
+    table_ddl,
+    table_sql,
+    tablespace_ddl,
+    tablespace_name,
+)
 from tunelab.engines.server import ServerEngine
 
 # Pinned image (see containers/db2/README.md); TUNELAB_DB2_IMAGE selects another local tag.
 IMAGE = "icr.io/db2_community/db2:12.1.5.0"
 IMAGE_ENV = "TUNELAB_DB2_IMAGE"
 PORT = 50000
-INSTANCE = "db2inst1"  # instance owner, also the user the lab connects as
-SCHEMA = INSTANCE.upper()
-DATABASE = "TUNELAB"  # at most 8 characters
-DATA_MOUNT = "/database"  # the image keeps instance home and databases below this path
 READY_LOG = r"Setup has completed"
 READY_TIMEOUT_S = 15 * 60  # a first start takes 2-10 minutes
 PRIVILEGED_ENV = "TUNELAB_DB2_PRIVILEGED"  # "1": --privileged instead of IPC capabilities
@@ -80,16 +127,6 @@ CONNECT_ATTEMPTS_S = 120
 # container file to be resident and still call the cache cold.
 COLD_ALLOWANCE_EXTENTS = 2
 FETCH_ROWS = 10_000  # rows per fetchmany of a timed read (the per-row loop is the driver's C)
-
-PAGE_SIZES = (4096, 8192, 16384, 32768)
-AUTOMATIC = "automatic"  # PREFETCHSIZE AUTOMATIC: Db2 sizes it at each activation
-INDEX_KINDS = ("none", "nonclustered", "clustered", "covering", "covering_wrong_order")
-_SQL_TYPES = {"integer": "INTEGER", "char20": "CHAR(20)", "char40": "CHAR(40)"}
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-
-
-def is_automatic(value: Any) -> bool:
-    return isinstance(value, str) and value.lower() == AUTOMATIC
 
 
 @dataclass(frozen=True)
@@ -181,42 +218,9 @@ INFO = EngineInfo(
 )  # fmt: skip
 
 
-# -- names and literals -----------------------------------------------------------------------
+# -- the image ---------------------------------------------------------------------------------
 def image() -> str:
     return os.environ.get(IMAGE_ENV) or IMAGE
-
-
-def ident(name: str) -> str:
-    """An ordinary SQL identifier (folded to upper case as Db2 does), else EngineError."""
-    if not _IDENT.match(name):
-        raise EngineError(f"db2: {name!r} is not a plain SQL identifier")
-    return name.upper()
-
-
-def sql_number(value: float) -> str:
-    """A decimal numeric literal without exponent (Db2 accepts it for OVERHEAD/TRANSFERRATE)."""
-    text = format(Decimal(repr(float(value))), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-def page_kb(page_size: int) -> int:
-    if page_size not in PAGE_SIZES:
-        raise EngineError(
-            f"db2: page_size {page_size} not allowed ({', '.join(map(str, PAGE_SIZES))})"
-        )
-    return page_size // 1024
-
-
-def bufferpool_name(page_size: int) -> str:
-    return f"TL_BP_{page_kb(page_size)}K"
-
-
-def tablespace_name(page_size: int) -> str:
-    return f"TL_TS_{page_kb(page_size)}K"
-
-
-def index_name(table: str, kind: str) -> str:
-    return ident(f"IX_{table}_{kind}")
 
 
 # -- cross-knob rules (called by the sweep validator) --------------------------------------------
@@ -238,621 +242,6 @@ def warn_point(knobs: dict[str, Any]) -> list[tuple[str, str]]:
         msg = f"{prefetch} is not a multiple of extent_size {extent} (IBM advises {advice})"
         return [("prefetch_size", msg)]
     return []
-
-
-# -- statements ----------------------------------------------------------------------------------
-def bufferpool_ddl(knobs: dict[str, Any]) -> str:
-    page = int(knobs["page_size"])
-    return (
-        f"CREATE BUFFERPOOL {bufferpool_name(page)} IMMEDIATE "
-        f"SIZE {int(knobs['buffer_pool'])} PAGESIZE {page_kb(page)}K"
-    )
-
-
-def tablespace_ddl(knobs: dict[str, Any]) -> str:
-    """Clauses in the order of IBM's syntax diagram for CREATE TABLESPACE."""
-    page = int(knobs["page_size"])
-    overhead = knobs.get("overhead_ms")
-    transfer = knobs.get("transferrate_ms")
-    caching = "NO FILE SYSTEM CACHING" if knobs.get("direct_io", True) else "FILE SYSTEM CACHING"
-    prefetch = knobs["prefetch_size"]
-    prefetch = "AUTOMATIC" if is_automatic(prefetch) else int(prefetch)
-    return (
-        f"CREATE LARGE TABLESPACE {tablespace_name(page)} PAGESIZE {page_kb(page)}K "
-        "MANAGED BY AUTOMATIC STORAGE "
-        f"EXTENTSIZE {int(knobs['extent_size'])} PREFETCHSIZE {prefetch} "
-        f"BUFFERPOOL {bufferpool_name(page)} "
-        f"OVERHEAD {'INHERIT' if overhead is None else sql_number(overhead)} "
-        f"{caching} "
-        f"TRANSFERRATE {'INHERIT' if transfer is None else sql_number(transfer)}"
-    )
-
-
-def table_ddl(table: str, page_size: int) -> str:
-    """Row-organised table of the dataset's columns in the point's table space (its indexes
-    go there too: Db2's default for a DMS/automatic storage table space)."""
-    cols = ", ".join(f"{c.upper()} {_SQL_TYPES[COLUMN_TYPES[c]]} NOT NULL" for c in COLUMNS)
-    return f"CREATE TABLE {ident(table)} ({cols}) IN {tablespace_name(page_size)} ORGANIZE BY ROW"
-
-
-def drop_table_sql(table: str) -> str:
-    return f"DROP TABLE {ident(table)}"
-
-
-def locksize_ddl(table: str, granularity: str) -> str:
-    sizes = {"row": "ROW", "table": "TABLE"}
-    if granularity not in sizes:
-        raise EngineError(f"db2: lock_granularity {granularity!r} not allowed (row, table)")
-    return f"ALTER TABLE {ident(table)} LOCKSIZE {sizes[granularity]}"
-
-
-def lock_sql(table: str) -> str:
-    return f"LOCK TABLE {ident(table)} IN EXCLUSIVE MODE"
-
-
-def _unique(cols: Sequence[str]) -> list[str]:
-    return [c.upper() for c in dict.fromkeys(cols)]
-
-
-def index_columns(index: IndexPlan) -> tuple[list[str], list[str]]:
-    """(key columns, INCLUDE columns) of the plan's index."""
-    key = _unique(index.key)
-    extra = [c for c in _unique(index.include) if c not in key]
-    if index.kind in ("none",):
-        return [], []
-    if index.kind in ("nonclustered", "clustered"):
-        return key, []
-    if index.kind == "covering":
-        # INCLUDE is only legal on a unique index: a unique key carries the selected columns
-        # as INCLUDE columns, any other key as trailing key columns.
-        return (key, extra) if key_unique(index) else (key + extra, [])
-    if index.kind == "covering_wrong_order":
-        return extra + key, []
-    raise EngineError(f"db2: unknown index kind {index.kind!r} ({', '.join(INDEX_KINDS)})")
-
-
-def key_unique(index: IndexPlan) -> bool:
-    return tuple(c.lower() for c in index.key) == ("id",)
-
-
-def index_ddl(table: str, index: IndexPlan) -> list[str]:
-    """CREATE INDEX statement(s) of the plan; a clustering index is followed by the REORG that
-    puts the rows in its order (ADMIN_CMD, so it runs over the lab's SQL connection)."""
-    key, include = index_columns(index)
-    if not key:
-        return []
-    name = index_name(table, index.kind)
-    unique = "UNIQUE " if key_unique(index) and index.kind != "covering_wrong_order" else ""
-    ddl = f"CREATE {unique}INDEX {name} ON {ident(table)} ({', '.join(key)})"
-    if include:
-        ddl += f" INCLUDE ({', '.join(include)})"
-    if index.kind == "clustered":
-        return [
-            ddl + " CLUSTER",
-            admin_cmd(f"REORG TABLE {SCHEMA}.{ident(table)} INDEX {SCHEMA}.{name}"),
-        ]
-    return [ddl]
-
-
-LOAD_DIR = "load"  # below the data mount: the files LOAD reads on the server
-
-
-def load_sql(table: str, server_file: str) -> str:
-    """Db2's bulk path, run on the server through ADMIN_CMD: LOAD of a delimited file (DEL:
-    comma-separated, strings may go unquoted) the server reads itself, its messages kept on
-    the server, NONRECOVERABLE (no backup pending: the lab's tables are rebuilt at will)."""
-    return admin_cmd(
-        f"LOAD FROM {server_file} OF DEL MESSAGES ON SERVER "
-        f"INSERT INTO {SCHEMA}.{ident(table)} NONRECOVERABLE"
-    )
-
-
-def runstats_sql(table: str, with_indexes: bool) -> str:
-    what = "WITH DISTRIBUTION AND DETAILED INDEXES ALL" if with_indexes else "WITH DISTRIBUTION"
-    return admin_cmd(f"RUNSTATS ON TABLE {SCHEMA}.{ident(table)} {what}")
-
-
-def admin_cmd(command: str) -> str:
-    if "'" in command:
-        raise EngineError(f"db2: quote in ADMIN_CMD command {command!r}")
-    return f"CALL SYSPROC.ADMIN_CMD('{command}')"
-
-
-# Cumulative counters (since activation) of the point's buffer pool; summed over members.
-BUFFERPOOL_COUNTERS = (
-    "POOL_DATA_L_READS", "POOL_INDEX_L_READS", "POOL_TEMP_DATA_L_READS",
-    "POOL_TEMP_INDEX_L_READS", "POOL_DATA_P_READS", "POOL_INDEX_P_READS",
-    "POOL_TEMP_DATA_P_READS", "POOL_TEMP_INDEX_P_READS", "POOL_ASYNC_DATA_READS",
-    "POOL_ASYNC_INDEX_READS", "POOL_READ_TIME", "POOL_ASYNC_READ_TIME",
-    "UNREAD_PREFETCH_PAGES", "DIRECT_READS", "POOL_DATA_WRITES", "POOL_INDEX_WRITES",
-    "POOL_WRITE_TIME", "VECTORED_IOS", "PAGES_FROM_VECTORED_IOS", "BLOCK_IOS",
-    "PAGES_FROM_BLOCK_IOS", "PREFETCH_WAITS", "PREFETCH_WAIT_TIME",
-)  # fmt: skip
-DATABASE_COUNTERS = ("LOCK_WAITS", "LOCK_ESCALS", "LOCK_WAIT_TIME", "LOCK_TIMEOUTS", "DEADLOCKS")
-
-
-def counter_sql(page_size: int) -> dict[str, str]:
-    """The two monitor queries whose cumulative results ``counters`` returns."""
-    bp = bufferpool_name(page_size)
-    sums = ", ".join(f"SUM({c})" for c in BUFFERPOOL_COUNTERS)
-    db_sums = ", ".join(f"SUM({c})" for c in DATABASE_COUNTERS)
-    return {
-        "bufferpool": f"SELECT {sums} FROM TABLE(MON_GET_BUFFERPOOL('{bp}', -2)) AS T",
-        "database": f"SELECT {db_sums} FROM TABLE(MON_GET_DATABASE(-2)) AS T",
-    }
-
-
-def counters_from(bp: Sequence[Any], db: Sequence[Any], page_size: int) -> dict[str, float]:
-    """Common counter keys (engines.md) plus db2_ extras from the two monitor rows."""
-    b = {c: float(v or 0) for c, v in zip(BUFFERPOOL_COUNTERS, bp, strict=True)}
-    d = {c: float(v or 0) for c, v in zip(DATABASE_COUNTERS, db, strict=True)}
-    physical = (
-        b["POOL_DATA_P_READS"] + b["POOL_INDEX_P_READS"]
-        + b["POOL_TEMP_DATA_P_READS"] + b["POOL_TEMP_INDEX_P_READS"]
-    )  # fmt: skip
-    out = {
-        "logical_reads": b["POOL_DATA_L_READS"] + b["POOL_INDEX_L_READS"]
-        + b["POOL_TEMP_DATA_L_READS"] + b["POOL_TEMP_INDEX_L_READS"],
-        # Db2's physical reads include the pages its prefetchers read (async reads).
-        "physical_reads": physical,
-        "prefetch_reads": b["POOL_ASYNC_DATA_READS"] + b["POOL_ASYNC_INDEX_READS"],
-        "prefetch_evicted": b["UNREAD_PREFETCH_PAGES"],
-        "data_read_bytes": physical * page_size,
-        "read_time_ms": b["POOL_READ_TIME"],
-        "lock_waits": d["LOCK_WAITS"],
-        "lock_escalations": d["LOCK_ESCALS"],
-        "lock_wait_time_ms": d["LOCK_WAIT_TIME"],
-    }  # fmt: skip
-    out.update({f"db2_{k.lower()}": v for k, v in b.items()})
-    out.update({f"db2_{k.lower()}": v for k, v in d.items()})
-    return out
-
-
-# -- read-back queries ---------------------------------------------------------------------------
-def pool_size_sql(page_size: int) -> str:
-    """Pages the buffer pool holds in memory now (a deferred pool shows its old size)."""
-    bp = bufferpool_name(page_size)
-    return f"SELECT SUM(BP_CUR_BUFFSZ) FROM TABLE(MON_GET_BUFFERPOOL('{bp}', -2)) AS T"
-
-
-def applied_sql(page_size: int) -> dict[str, str]:
-    bp, ts = bufferpool_name(page_size), tablespace_name(page_size)
-    return {
-        "bufferpool": "SELECT B.PAGESIZE, B.NPAGES, M.BP_CUR_BUFFSZ FROM SYSCAT.BUFFERPOOLS B "
-        f"JOIN TABLE(MON_GET_BUFFERPOOL('{bp}', -2)) AS M ON M.BP_NAME = B.BPNAME "
-        f"WHERE B.BPNAME = '{bp}'",
-        "tablespace": "SELECT T.PAGESIZE, T.EXTENTSIZE, T.PREFETCHSIZE, T.OVERHEAD, "
-        "T.TRANSFERRATE, B.BPNAME, M.FS_CACHING FROM SYSCAT.TABLESPACES T "
-        "JOIN SYSCAT.BUFFERPOOLS B ON B.BUFFERPOOLID = T.BUFFERPOOLID "
-        f"JOIN TABLE(MON_GET_TABLESPACE('{ts}', -2)) AS M ON M.TBSP_NAME = T.TBSPACE "
-        f"WHERE T.TBSPACE = '{ts}'",
-        "containers": f"SELECT CONTAINER_NAME FROM TABLE(MON_GET_CONTAINER('{ts}', -2)) AS C",
-    }
-
-
-def table_sql(table: str) -> dict[str, str]:
-    t = ident(table)
-    return {
-        "table": f"SELECT TBSPACE, LOCKSIZE FROM SYSCAT.TABLES WHERE TABSCHEMA = '{SCHEMA}' "
-        f"AND TABNAME = '{t}'",
-        "indexes": "SELECT I.INDNAME, I.INDEXTYPE, I.UNIQUERULE, U.COLNAME, U.COLORDER "
-        "FROM SYSCAT.INDEXES I JOIN SYSCAT.INDEXCOLUSE U ON U.INDSCHEMA = I.INDSCHEMA "
-        f"AND U.INDNAME = I.INDNAME WHERE I.TABSCHEMA = '{SCHEMA}' AND I.TABNAME = '{t}' "
-        "ORDER BY I.INDNAME, U.COLSEQ",
-        "size": "SELECT DATA_OBJECT_P_SIZE, INDEX_OBJECT_P_SIZE FROM "
-        f"TABLE(SYSPROC.ADMIN_GET_TAB_INFO('{SCHEMA}', '{t}')) AS T",
-    }
-
-
-def locksize_knob(code: str) -> str | None:
-    """SYSCAT.TABLES.LOCKSIZE ('R' row, 'T' table, 'I' block insert) -> knob value."""
-    return {"R": "row", "T": "table"}.get((code or "").strip())
-
-
-def direct_io_knob(fs_caching: int | None) -> bool | None:
-    """fs_caching monitor element: 0 file system caching on, 1 off (direct I/O)."""
-    return None if fs_caching is None else {0: False, 1: True}.get(int(fs_caching))
-
-
-def expected_kind(index: IndexPlan) -> str:
-    """The kind the catalog will show for the plan: a covering index with nothing to cover
-    (an update's key-only access) is physically a plain index on the key."""
-    key, include = index_columns(index)
-    if not key:
-        return "none"
-    if index.kind in ("covering", "covering_wrong_order") and key == _unique(index.key):
-        return "nonclustered" if not include else index.kind
-    return index.kind
-
-
-def index_kind(key: Sequence[str], rows: Sequence[Sequence[str]]) -> str | None:
-    """The index kind the catalog shows for the plan's key, from SYSCAT.INDEXES joined with
-    SYSCAT.INDEXCOLUSE: rows of (index name, INDEXTYPE, UNIQUERULE, column, COLORDER) in
-    COLSEQ order. None when the catalog holds something no kind describes."""
-    names = {r[0] for r in rows}
-    if not names:
-        return "none"
-    if len(names) > 1:
-        return None
-    clustering = rows[0][1].strip() == "CLUS"
-    keys = [r[3].upper() for r in rows if r[4].strip() != "I"]
-    includes = [r[3].upper() for r in rows if r[4].strip() == "I"]
-    want, n = _unique(key), len(_unique(key))
-    if clustering:
-        return "clustered" if keys == want and not includes else None
-    if keys == want:
-        return "covering" if includes else "nonclustered"
-    if includes or len(keys) <= n:
-        return None
-    if keys[:n] == want:
-        return "covering"
-    if keys[-n:] == want:
-        return "covering_wrong_order"
-    return None
-
-
-# -- timed statements: literals, guidelines, plans ------------------------------------------------
-# The optimizer sees each statement's own values: bind() writes the integer arguments into the
-# text, so every distinct statement is compiled with them. REOPT ALWAYS would re-plan at each
-# execution too, but EXPLAIN of a statement with parameter markers plans for unknown values
-# (EXPLAIN offers only WITH REOPT ONCE), so the captured plan could differ from the one run;
-# with literals EXPLAIN PLAN FOR compiles exactly the text that is executed.
-_MARKER = re.compile(r"\?")
-# SUM of an INTEGER column is an INTEGER in Db2 (SQL0802N on overflow, IBM's SUM reference);
-# the aggregates of `fetch: count` sum up to 10^7 x rows, so they are summed as BIGINT.
-_SUM = re.compile(r"\bSUM\((\w+)\)", re.IGNORECASE)
-_GUIDELINE = re.compile(r"\s*/\* <OPTGUIDELINES>.*?</OPTGUIDELINES> \*/", re.DOTALL)
-
-QUERYTAG = "TUNELAB"  # EXPLAIN_STATEMENT.QUERYTAG is CHAR(20)
-EXPLAIN_SCHEMA = SCHEMA  # EXPLAIN writes to the session user's tables before SYSTOOLS'
-EXPLAIN_TABLES = (
-    "EXPLAIN_INSTANCE", "EXPLAIN_STATEMENT", "EXPLAIN_OPERATOR", "EXPLAIN_STREAM",
-    "EXPLAIN_ARGUMENT",
-)  # fmt: skip
-# The columns that identify one explained statement in every explain table.
-_EXPLAIN_KEY = (
-    "EXPLAIN_REQUESTER", "EXPLAIN_TIME", "SOURCE_NAME", "SOURCE_SCHEMA", "SOURCE_VERSION",
-    "EXPLAIN_LEVEL", "STMTNO", "SECTNO",
-)  # fmt: skip
-_ACCESS_OPERATORS = ("TBSCAN", "IXSCAN", "FETCH", "RIDSCN")
-
-
-def sql_int(value: Any) -> str:
-    """An integer argument as a literal; anything else is refused (nothing but int() output
-    ever reaches the statement text)."""
-    if isinstance(value, bool):
-        raise EngineError(f"db2: only integers are written into statements, got {value!r}")
-    try:
-        return str(int(operator.index(value)))
-    except TypeError:
-        raise EngineError(
-            f"db2: only integers are written into statements, got {value!r}"
-        ) from None
-
-
-def bind_sql(sql: str, args: Sequence[Any], inline: bool = True) -> str:
-    """The statement as Db2 receives it: each parameter marker replaced by its integer
-    literal (unless ``inline`` is false), SUMs widened to BIGINT, and an optimization
-    guideline moved to the end, the only place Db2 reads an embedded guideline."""
-    guidelines = [g.strip() for g in _GUIDELINE.findall(sql)]
-    if len(guidelines) > 1:  # Db2 ignores every guideline of a statement that has several
-        raise EngineError(f"db2: more than one optimization guideline in {sql[:120]!r}")
-    text = _GUIDELINE.sub("", sql)
-    if not inline:
-        text = _SUM.sub(r"SUM(CAST(\1 AS BIGINT))", text)
-        return f"{text} {guidelines[0]}" if guidelines else text
-    values = [sql_int(a) for a in args]
-    if len(_MARKER.findall(text)) != len(values):
-        raise EngineError(f"db2: {len(values)} arguments for the markers of {text[:120]!r}")
-    literals = iter(values)
-    text = _MARKER.sub(lambda _m: next(literals), text)
-    text = _SUM.sub(r"SUM(CAST(\1 AS BIGINT))", text)
-    return f"{text} {guidelines[0]}" if guidelines else text
-
-
-def optguideline(table: str, index: IndexPlan) -> str:
-    """The statement-level optimization guideline that pins the access the index plan built:
-    IXSCAN of its index (INDEX is the unqualified index name, TABLE the exposed table name)
-    or TBSCAN without one. A guideline Db2 cannot apply is ignored with SQL0437W reason 13,
-    which is why every forced plan is explained and checked."""
-    t = ident(table)
-    if expected_kind(index) == "none":
-        request = f'<TBSCAN TABLE="{t}"/>'
-    else:
-        request = f'<IXSCAN TABLE="{t}" INDEX="{index_name(table, index.kind)}"/>'
-    return f"/* <OPTGUIDELINES>{request}</OPTGUIDELINES> */"
-
-
-def optprofile_script(database: str = DATABASE) -> str:
-    """CLP script (instance owner) that enables optimization guidelines: DB2_OPTPROFILE=YES,
-    which takes effect at the next instance start. IBM's 11.1+ page on embedded guidelines
-    names no registry setting, an IBM support note says releases before 11.1 needed this one; the
-    lab sets it on either reading. Prints 'restarted' when it had to restart the instance."""
-    db = ident(database)
-    on = "db2set DB2_OPTPROFILE | grep -qiw YES"
-    return (
-        f"{on} && exit 0; "
-        "db2set DB2_OPTPROFILE=YES || exit 1; "
-        "db2 force application all >/dev/null; db2stop force >/dev/null; db2start >/dev/null; "
-        f"db2 activate db {db} >/dev/null; rc=$?; "
-        f"{on} || exit 1; "
-        "echo restarted; exit $(( rc >= 4 ))"
-    )
-
-
-def explain_tables_sql() -> dict[str, str]:
-    """Whether the explain tables exist, and the call that creates them (SYSINSTALLOBJECTS,
-    which IBM prefers to EXPLAIN.DDL; in SYSTOOLSPACE, outside the point's table space)."""
-    names = ", ".join(f"'{t}'" for t in EXPLAIN_TABLES)
-    return {
-        "check": "SELECT COUNT(*) FROM SYSCAT.TABLES "
-        f"WHERE TABSCHEMA = '{EXPLAIN_SCHEMA}' AND TABNAME IN ({names})",
-        "create": "CALL SYSPROC.SYSINSTALLOBJECTS('EXPLAIN', 'C', "
-        f"CAST(NULL AS VARCHAR(128)), '{EXPLAIN_SCHEMA}')",
-    }
-
-
-def explain_sql(statement: str, queryno: int | str) -> str:
-    """EXPLAIN PLAN (clauses in the order of IBM's syntax diagram), tagged so that the rows
-    of this statement can be found again."""
-    n = queryno if isinstance(queryno, str) else int(queryno)
-    tags = f"SET QUERYNO = {n} SET QUERYTAG = '{QUERYTAG}'"
-    return f"EXPLAIN PLAN {tags} FOR {statement}"
-
-
-def plan_sql(queryno: int | str) -> dict[str, str]:
-    """The operators, streams and operator arguments of the latest statement explained with
-    this QUERYNO (level P, plan selection), joined on the explain tables' common key."""
-    n = queryno if isinstance(queryno, str) else int(queryno)
-    s = f"{EXPLAIN_SCHEMA}.EXPLAIN_STATEMENT"
-    tagged = f"QUERYTAG = '{QUERYTAG}' AND QUERYNO = {n} AND EXPLAIN_LEVEL = 'P'"
-    latest = (
-        f"WITH S AS (SELECT {', '.join(_EXPLAIN_KEY)} FROM {s} WHERE {tagged} "
-        f"AND EXPLAIN_TIME = (SELECT MAX(EXPLAIN_TIME) FROM {s} WHERE {tagged})) "
-    )
-    on = " AND ".join(f"X.{k} = S.{k}" for k in _EXPLAIN_KEY)
-
-    def of(table: str, cols: str, order: str) -> str:
-        joined = f"{EXPLAIN_SCHEMA}.{table} X JOIN S ON {on}"
-        return f"{latest}SELECT {cols} FROM {joined} ORDER BY {order}"
-
-    return {
-        "operators": of("EXPLAIN_OPERATOR", "X.OPERATOR_ID, X.OPERATOR_TYPE, X.TOTAL_COST",
-                        "X.OPERATOR_ID"),
-        "streams": of("EXPLAIN_STREAM", "X.STREAM_ID, X.SOURCE_TYPE, X.SOURCE_ID, "
-                      "X.TARGET_TYPE, X.TARGET_ID, X.OBJECT_SCHEMA, X.OBJECT_NAME, "
-                      "X.STREAM_COUNT", "X.STREAM_ID"),
-        "arguments": of("EXPLAIN_ARGUMENT", "X.OPERATOR_ID, X.ARGUMENT_TYPE, X.ARGUMENT_VALUE",
-                        "X.OPERATOR_ID, X.ARGUMENT_TYPE"),
-    }  # fmt: skip
-
-
-@dataclass
-class PlanOperator:
-    """One EXPLAIN_OPERATOR row with its streams (EXPLAIN_STREAM) and arguments."""
-
-    id: int
-    type: str
-    cost: float
-    inputs: list[tuple[str, Any, float]] = field(default_factory=list)  # ("O", id | "D", name)
-    outputs: list[int] = field(default_factory=list)  # operators this one feeds
-    writes: list[str] = field(default_factory=list)  # data objects it writes (UPDATE)
-    rows: float | None = None  # estimated rows it produces
-    args: list[tuple[str, str]] = field(default_factory=list)
-
-
-def plan_graph(
-    operators: Sequence[Sequence[Any]],
-    streams: Sequence[Sequence[Any]],
-    arguments: Sequence[Sequence[Any]] = (),
-) -> dict[int, PlanOperator]:
-    """Operators keyed by OPERATOR_ID from the explain rows as IBM documents them:
-    EXPLAIN_STREAM's SOURCE_TYPE/TARGET_TYPE are 'O' (operator, its id) or 'D' (data object,
-    id -1, named by OBJECT_SCHEMA/OBJECT_NAME); STREAM_COUNT is the estimated cardinality."""
-    ops = {int(i): PlanOperator(int(i), str(t).strip(), float(c or 0)) for i, t, c in operators}
-    for _sid, stype, source, ttype, target, schema, name, count in streams:
-        stype, ttype = str(stype).strip(), str(ttype).strip()
-        obj = f"{(schema or '').strip()}.{(name or '').strip()}".strip(".")
-        rows = float(count) if count is not None else math.nan
-        if ttype == "O" and int(target) in ops:
-            dest = ops[int(target)]
-            if stype == "O":
-                dest.inputs.append(("O", int(source), rows))
-            else:
-                dest.inputs.append(("D", obj, rows))
-        if stype == "O" and int(source) in ops:
-            src = ops[int(source)]
-            src.rows = rows
-            if ttype == "O":
-                src.outputs.append(int(target))
-            else:
-                src.writes.append(obj)
-    for op_id, atype, value in arguments:
-        if int(op_id) in ops:
-            ops[int(op_id)].args.append((str(atype).strip(), "" if value is None else str(value)))
-    return ops
-
-
-def _unqualified(obj: str) -> str:
-    return obj.rsplit(".", 1)[-1]
-
-
-def normalise_plan(ops: dict[int, PlanOperator]) -> str:
-    """scan (TBSCAN of a table) | index:<IX> (IXSCAN whose RIDs reach a FETCH of the table) |
-    index-only:<IX> (IXSCAN with no FETCH), detail after ';': tbscan, ixscan+fetch,
-    list-prefetch (RIDs sorted through RIDSCN before the FETCH), ixscan; guideline when the
-    RETURN operator names a statement profile (STMTPROF), i.e. a guideline was applied."""
-    paths = []
-    for op in sorted(ops.values(), key=lambda o: o.id):
-        data = [name for kind, name, _ in op.inputs if kind == "D"]
-        if op.type == "TBSCAN" and data:
-            paths.append("scan;tbscan")  # a TBSCAN fed by an operator reads a temp table
-        elif op.type == "IXSCAN" and data:
-            index = _unqualified(data[0])
-            seen, todo, fetch = set(), list(op.outputs), False
-            while todo:
-                nxt = todo.pop(0)
-                if nxt in seen or nxt not in ops:
-                    continue
-                seen.add(nxt)
-                if ops[nxt].type == "FETCH":
-                    fetch = True
-                    break
-                todo.extend(ops[nxt].outputs)
-            if not fetch:
-                paths.append(f"index-only:{index};ixscan")
-            elif any(ops[i].type == "RIDSCN" for i in seen):
-                paths.append(f"index:{index};ixscan+fetch;list-prefetch")
-            else:
-                paths.append(f"index:{index};ixscan+fetch")
-    if not paths:
-        return "unknown"
-    if any(a == "STMTPROF" for o in ops.values() for a, _ in o.args):
-        paths = [f"{p};guideline" for p in paths]
-    return " + ".join(dict.fromkeys(paths))
-
-
-def plan_text(ops: dict[int, PlanOperator]) -> str:
-    """The operator tree as text, from RETURN down to the data objects (db2exfmt's order):
-    type (id), cumulative cost in timerons, estimated rows, and the access operators'
-    arguments."""
-    lines: list[str] = []
-
-    def rows(n: float | None) -> str:
-        return "" if n is None or math.isnan(n) else f"  rows={n:.0f}"
-
-    def walk(op: PlanOperator, depth: int, seen: set[int]) -> None:
-        pad = "  " * depth
-        args = ""
-        if op.type in _ACCESS_OPERATORS or op.type == "RETURN":
-            shown = [f"{a}={v}" for a, v in op.args if op.type != "RETURN" or a == "STMTPROF"]
-            args = f"  [{', '.join(shown)}]" if shown else ""
-        lines.append(f"{pad}{op.type} ({op.id})  cost={op.cost:.2f}{rows(op.rows)}{args}")
-        for obj in op.writes:
-            lines.append(f"{pad}  -> table {obj}")
-        for kind, ref, n in op.inputs:
-            if kind == "O" and ref in ops and ref not in seen:
-                walk(ops[ref], depth + 1, seen | {ref})
-            elif kind == "D":
-                what = "index" if op.type == "IXSCAN" else "table"
-                lines.append(f"{pad}  {what} {ref}{rows(n)}")
-
-    roots = [o for o in ops.values() if not o.outputs]
-    for root in sorted(roots, key=lambda o: o.id):
-        walk(root, 0, {root.id})
-    return "\n".join(lines)
-
-
-# -- engine time ----------------------------------------------------------------------------------
-APPLICATION_HANDLE_SQL = "VALUES SYSPROC.MON_GET_APPLICATION_HANDLE()"
-# Request metrics of the lab's own connections (MON_GET_CONNECTION, collected at the default
-# mon_req_metrics BASE). TOTAL_RQST_TIME is the engine time: all time the server spent on the
-# connection's requests, processing and waits (I/O, locks) included, compile, section execution,
-# fetch and commit alike; the time it waits for the client's next request is
-# CLIENT_IDLE_WAIT_TIME, outside it. TOTAL_SECTION_TIME would leave out the compilation of each
-# literal statement, which the client's clock does see. Milliseconds, TOTAL_CPU_TIME in µs.
-CONNECTION_COUNTERS = (
-    "TOTAL_RQST_TIME", "TOTAL_SECTION_TIME", "TOTAL_COMPILE_TIME", "TOTAL_WAIT_TIME",
-    "CLIENT_IDLE_WAIT_TIME", "RQSTS_COMPLETED_TOTAL", "TOTAL_CPU_TIME",
-)  # fmt: skip
-
-
-def connection_sql(handles: Sequence[int]) -> str:
-    ids = ", ".join(str(int(h)) for h in handles)
-    sums = ", ".join(f"SUM(C.{c})" for c in CONNECTION_COUNTERS)
-    return (
-        f"SELECT {sums} FROM TABLE(MON_GET_CONNECTION(CAST(NULL AS BIGINT), -2)) AS C "
-        f"WHERE C.APPLICATION_HANDLE IN ({ids})"
-    )
-
-
-def engine_time_from(row: Sequence[Any]) -> dict[str, float]:
-    """engine_time_ns (TOTAL_RQST_TIME, ms -> ns) and every connection metric as
-    db2_conn_<column>."""
-    c = {k: float(v or 0) for k, v in zip(CONNECTION_COUNTERS, row, strict=True)}
-    out = {"engine_time_ns": c["TOTAL_RQST_TIME"] * 1_000_000}
-    out.update({f"db2_conn_{k.lower()}": v for k, v in c.items()})
-    return out
-
-
-# -- container and CLP ----------------------------------------------------------------------------
-def container_env(password: str) -> dict[str, str]:
-    """Environment of the db2_community image: licence, instance, database, and the documented
-    switches that leave out what the lab does not use, so the first start is shorter."""
-    return {
-        "LICENSE": "accept",
-        "DB2INSTANCE": INSTANCE,
-        "DB2INST1_PASSWORD": password,
-        "DBNAME": DATABASE,
-        "BLU": "false",
-        "ENABLE_ORACLE_COMPATIBILITY": "false",
-        "UPDATEAVAIL": "NO",
-        "TO_CREATE_SAMPLEDB": "false",
-        "SAMPLEDB": "false",  # the older images' name for the same switch
-        "REPODB": "false",
-        "IS_OSXFS": "false",
-        "PERSISTENT_HOME": "true",
-        "HADR_ENABLED": "false",
-        "ARCHIVE_LOGS": "false",
-        "AUTOCONFIG": "false",
-    }
-
-
-def clp(script: str) -> list[str]:
-    """argv that runs ``script`` as the instance owner with the CLP's environment (login shell,
-    which sources the instance's db2profile)."""
-    return ["su", "-", INSTANCE, "-c", script]
-
-
-def cold_commands(database: str = DATABASE) -> dict[str, str]:
-    """CLP scripts of the cold procedure. FORCE APPLICATION is asynchronous and a deactivation
-    with a connection still open only warns, so ``stop`` repeats both until the database is
-    no longer listed as active. Between ``stop`` and ``start`` the host evicts the table space
-    files from its page cache."""
-    db = ident(database)
-    stop = (
-        "db2 force application all >/dev/null; "
-        "for i in $(seq 60); do "
-        f"db2 deactivate db {db} >/dev/null; "
-        f"db2 list active databases | grep -qiw {db} || exit 0; "
-        "sleep 1; db2 force application all >/dev/null; "
-        "done; "
-        f"echo database {db} still active after 60 s; exit 1"
-    )
-    start = f"db2 activate db {db}; rc=$?; exit $(( rc >= 4 ))"
-    return {"stop": stop, "start": start}
-
-
-def readable_script() -> str:
-    """Shell run as root inside the container with the table space container files as
-    arguments: makes them (and the directories above) readable to the host user, who
-    evicts them and measures their residency; Db2 creates them for its instance owner only."""
-    return (
-        'for f in "$@"; do d=$(dirname "$f"); '
-        f'while [ "$d" != / ] && [ "$d" != {DATA_MOUNT} ]; do '
-        'chmod a+rx "$d"; d=$(dirname "$d"); done; '
-        'chmod a+r "$f"; done'
-    )
-
-
-def host_path(container_path: str, host_dir: Path) -> Path | None:
-    """Host path of a file below the data mount, None for a path outside it."""
-    p = Path(container_path)
-    try:
-        return host_dir / p.relative_to(DATA_MOUNT)
-    except ValueError:
-        return None
-
-
-def point_cleanup_sql(table: str | None, page_size: int) -> list[str]:
-    """What a point leaves behind on a kept server: its table, table space and buffer pool
-    (the next point creates its own with its knobs)."""
-    stmts = [drop_table_sql(table)] if table else []
-    return [
-        *stmts,
-        f"DROP TABLESPACE {tablespace_name(page_size)}",
-        f"DROP BUFFERPOOL {bufferpool_name(page_size)}",
-    ]
 
 
 def image_missing_message(tag: str) -> str:
@@ -1291,7 +680,7 @@ class DB2Engine(ServerEngine):
         if workload != "insert":
             lines += [
                 f"{explain_sql('<statement>', '<n>')}  -- before timing, for each distinct timed "
-                f"statement (at most {workloads.EXPLAIN_MAX}) as Db2 receives it",
+                f"statement (at most {EXPLAIN_MAX}) as Db2 receives it",
                 *plan_sql("<n>").values(),
             ]
         if cache in (None, "cold"):

@@ -31,6 +31,7 @@ from typing import Any
 
 from tunelab import containers
 from tunelab.engines.base import Engine, EngineError
+from tunelab.engines.images import ensure_image
 
 
 def host_dir(run_dir: Path) -> Path:
@@ -172,9 +173,7 @@ class ServerEngine(Engine):
         shutil.rmtree(self.home, ignore_errors=True)
 
     def image_tag(self) -> str:
-        from tunelab.images import ensure_image
-
-        return ensure_image(self.info.name)
+        return ensure_image(self.info.name, self.info.image)
 
     # -- the lifecycle ----------------------------------------------------------------------
     def keep_key(self, knobs: dict[str, Any]) -> str:

@@ -107,6 +107,7 @@ build_fingerprint()  # as the module loads: of the code that runs (a forked job'
 class SQLiteEngine(Engine):
     info = INFO
     paramstyle = "qmark"
+    full_errors = (apsw.FullError,)
 
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
@@ -367,11 +368,15 @@ class SQLiteEngine(Engine):
 
     def capture_trace(self, run: Any) -> Any:
         # Through a VFS shim with the smallest page cache, so (nearly) every page the
-        # workload asks for reaches the file and the trace (tunelab.pagetrace).
-        from tunelab import pagetrace
+        # workload asks for reaches the file and the trace (engines.sqlite_pagetrace).
+        from tunelab.engines import sqlite_pagetrace
 
         self.make_cold()
-        return pagetrace.capture_trace(self.path, lambda raw: run([_DBAPIConnection(raw=raw)]))
+
+        def traced(raw: Any) -> Any:
+            return run([_DBAPIConnection(raw=raw)])
+
+        return sqlite_pagetrace.capture_trace(self.path, traced)
 
     def version(self) -> str:
         return f"SQLite {apsw.sqlite_lib_version()} (apsw {apsw.apsw_version()})"

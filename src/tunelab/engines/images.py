@@ -15,14 +15,7 @@ from pathlib import Path
 from tunelab.containers import ContainerError, client
 from tunelab.engines.base import ImageSource
 
-CONTAINERS_DIR = Path(__file__).resolve().parents[2] / "containers"
-
-
-def source(engine: str) -> ImageSource | None:
-    """The engine's declared image (``EngineInfo.image``)."""
-    from tunelab import engines
-
-    return engines.info(engine).image if engine in engines.names() else None
+CONTAINERS_DIR = Path(__file__).resolve().parents[3] / "containers"
 
 
 FILES_LABEL = "org.tunelab.files"
@@ -64,9 +57,9 @@ def _pinned(tags: list[str], alias: str) -> str:
     return versioned[-1] if versioned else alias
 
 
-def ensure_image(engine: str, build: bool = True) -> str:
-    """The image tag to run ``engine`` with; builds the local image once if neither is there."""
-    src = source(engine)
+def ensure_image(engine: str, src: ImageSource | None, build: bool = True) -> str:
+    """The image tag to run ``engine`` with, from its declared image (``EngineInfo.image``);
+    builds the local image once if neither is there."""
     if src is None:
         raise ContainerError(f"no container image is defined for engine '{engine}'")
     if src.official and _present(src.official) is not None:

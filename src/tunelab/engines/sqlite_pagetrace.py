@@ -11,6 +11,8 @@ Page numbers are SQLite's own: ``offset // page_size + 1``; page 1 holds the sch
 shorter than a page (SQLite probing the file header's change counter at the start of a
 read transaction) are counted but not traced. In WAL mode, pages served from the WAL file
 are not in the main file and so not traced: checkpoint before tracing.
+
+The SQLite engine's ``traces`` ability: a run reaches it through ``Engine.capture_trace``.
 """
 
 from __future__ import annotations
