@@ -163,6 +163,32 @@ def test_methods_name_the_container_image_and_overlapping_timings(tmp_path_facto
     assert "overlap in 1 case(s)" in text
 
 
+def test_methods_say_the_cold_steps_as_the_engine_of_the_rows_describes_them(
+    tmp_path_factory, tmp_path
+):
+    from tunelab import cache, engines
+
+    csv, sweep = measured("scan", tmp_path_factory)
+    rows = pd.read_csv(csv)
+    cold = rows["cache_requested"] == "cold"
+    described = {}
+    for name in engines.names():
+        steps = engines.info(name).cold_steps
+        rows["engine"] = name
+        rows.loc[cold, "cache_method"] = "+".join([*steps, "fadvise"])
+        rows.to_csv(tmp_path / f"{name}.csv", index=False)
+        text = methods.methods_text(load(tmp_path / f"{name}.csv", sweep))[1]
+        words = [*steps.values(), cache.EVICT_STEPS["fadvise"]]
+        described[name] = ", ".join(words[:-1]) + " and " + words[-1]
+        assert f"cold repetitions, {described[name]}; then" in text
+    # Rows of an engine the registry does not know: its steps keep their names.
+    rows["engine"] = "unknown"
+    rows.loc[cold, "cache_method"] = "shutdown+fadvise"
+    rows.to_csv(tmp_path / "unknown.csv", index=False)
+    text = methods.methods_text(load(tmp_path / "unknown.csv", sweep))[1]
+    assert f"cold repetitions, shutdown and {cache.EVICT_STEPS['fadvise']}; then" in text
+
+
 def test_methods_without_recorded_timings_say_so(tmp_path_factory):
     csv, sweep = measured("scan", tmp_path_factory)  # rows timed outside the runner
     text = " ".join(methods.methods_text(load(csv, sweep)))

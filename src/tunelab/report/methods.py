@@ -1,6 +1,7 @@
 """The report's Methods: citable paragraphs of what ran where, the protocol (cold and warm
 cache, access path, fetch, bench lock), the device and the statistics, all from the rows'
-provenance columns."""
+provenance columns. The words for a cold cache's steps come from the engines and the cache
+module, which take those steps."""
 
 from __future__ import annotations
 
@@ -10,24 +11,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tunelab import cache, engines
 from tunelab.cache import WARM_BY_PREVIOUS
+from tunelab.engines.base import EngineInfo
 from tunelab.report import checks, stats
 from tunelab.report.appendix import host_lines
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note, reps_per_point, unique
 from tunelab.report.labels import fmt, fmt_percent, ibm_mb_label
 
-# The steps a cache_method names, in the words of a methods section.
-COLD_STEPS = {
-    "close": "every connection was closed (SQLite's page cache lives in the connection)",
-    "restart": "the server was restarted, with no buffer-pool dump or load",
-    "force": "applications were forced off",
-    "deactivate": "the database was deactivated, emptying its buffer pools",
-    "fadvise": "the data files were evicted from the OS page cache (fsync, then "
-    "posix_fadvise DONTNEED per file)",
-    "drop_caches": "the kernel's page cache was dropped (drop_caches)",
-    "activate": "the database was activated again",
-}
 FETCH_MODES = {
     "all": "every result row was fetched to the client through the driver's own C path",
     "count": "the engine returned one row of aggregates (COUNT(*) and an aggregate of every "
@@ -35,16 +27,24 @@ FETCH_MODES = {
 }
 
 
+def _info(engine: str) -> EngineInfo | None:
+    """The registry's description of an engine, None for a name it does not know (an engine
+    since removed, or several engines' names joined). Engine modules import their drivers
+    only when they connect, so this works without the drivers installed."""
+    try:
+        return engines.info(engine)
+    except Exception:  # a sentence of the methods is not worth failing the report for
+        return None
+
+
 def _engine_text(frame: pd.DataFrame, engine: str) -> str:
     """The engine as a methods section names it: its version, and the container image it ran
     from (the parenthesis of engine_version) or that it ran embedded in the lab's process."""
     versions = unique(frame, "engine_version") or [engine or "an unrecorded engine"]
-    try:
-        from tunelab import engines
-
-        contained = engines.info(engine).needs_container
-    except Exception:  # engine drivers are optional; fall back to the version's shape
-        contained = engine not in ("", "sqlite")
+    info = _info(engine)
+    # A named engine the registry does not know ran in a container: the registry always
+    # knows its embedded engines (their modules need no optional driver).
+    contained = info.needs_container if info else bool(engine)
     out = []
     for v in versions:
         name, _, rest = v.partition(" (")
@@ -57,14 +57,27 @@ def _engine_text(frame: pd.DataFrame, engine: str) -> str:
     return "; ".join(out)
 
 
-def _cold_text(frame: pd.DataFrame) -> str:
+def _cold_steps(names: list[str]) -> dict[str, str]:
+    """The steps a cache_method names, in the words of a methods section: the OS page cache's
+    from the cache module, each engine's own as the engine describes them. A step no engine of
+    the rows describes (an engine the registry does not know) keeps its name."""
+    steps = dict(cache.EVICT_STEPS)
+    for name in names:
+        info = _info(name)
+        if info:
+            steps.update(info.cold_steps)
+    return steps
+
+
+def _cold_text(frame: pd.DataFrame, engine: str) -> str:
     rows = frame[frame["cache_requested"].astype(str) == "cold"]
     if rows.empty:
         return ""
     methods = unique(rows, "cache_method")
+    named = _cold_steps(unique(rows, "engine") or [engine])
     steps = []
     for m in methods:
-        words = [COLD_STEPS.get(t, t) for t in m.split("+")]
+        words = [named.get(t, t) for t in m.split("+")]
         steps.append(", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0])
     text = f"Before each of the {len(rows)} cold repetitions, " + (
         "; or ".join(steps) if steps else "the cache was emptied (method not recorded)"
@@ -264,7 +277,7 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
             + ")."
         )
     if "cache_requested" in frame:
-        protocol += [t for t in (_cold_text(frame), _warm_text(frame)) if t]
+        protocol += [t for t in (_cold_text(frame, data.engine), _warm_text(frame)) if t]
     protocol += [t for t in (_access_text(data), _fetch_text(frame), _lock_text(frame)) if t]
     cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
     analysis = [
