@@ -21,66 +21,68 @@ title = ""
 # %%
 # One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
 # logic lives in tunelab.report; this file only says what goes where.
+from tunelab.report import appendix, callouts, methods
 from tunelab.report import data as report_data
 from tunelab.report import sections as s
+from tunelab.report.fragments import show
 
 data = report_data.load(results_csv, sweep_file, sweep_name)
-s.show(s.header_html(data, title))
-s.show(s.checks_html(data))
+show(s.header_html(data, title))
+show(callouts.checks_html(data))
 
 # %% [markdown]
 # ## What was measured
 
 # %%
-s.show(s.measured_html(data))
+show(s.measured_html(data))
 
 # %% [markdown]
 # ## Methods
 
 # %%
-s.show(s.methods_html(data, calibration_json))
+show(methods.methods_html(data, calibration_json))
 
 # %% [markdown]
 # ## Response time and throughput
 
 # %%
-s.show(s.figures_html(data))
+show(s.figures_html(data))
 
 # %%
-s.show(s.locking_html(data))
+show(s.locking_html(data))
 
 # %% [markdown]
 # ## Summary per point
 
 # %%
-s.show(s.summary_html(data))
+show(s.summary_html(data))
 
 # %%
-s.show(s.engine_time_html(data))
+show(s.engine_time_html(data))
 
 # %%
-s.show(s.per_query_html(data))
+show(s.per_query_html(data))
 
 # %% [markdown]
 # ## I/O: physical reads, their rate, and hit ratios
 
 # %%
-s.show(s.io_html(data))
+show(s.io_html(data))
 
 # %%
-s.show(s.device_html(data, calibration_json))
+show(s.device_html(data, calibration_json))
 
 # %%
-s.show(s.simulator_html(data, bpsim_csv))
+show(s.simulator_html(data, bpsim_csv))
 
 # %% [markdown]
 # ## Raw rows
 
 # %%
-s.show(s.raw_html(data))
+show(appendix.raw_html(data))
 
 # %% [markdown]
 # ## Provenance
 
 # %%
-s.show(s.provenance_html(data))
+show(appendix.provenance_html(data))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import containers, engines, runner, spec
+from tunelab import cache, containers, engines, runner, spec
 from tunelab.engines.base import Engine, EngineError, IndexPlan
 from tunelab.engines.server import ServerEngine
 from tunelab.report import labels
@@ -41,6 +41,8 @@ def test_each_engine_declares_what_it_is(name):
         if info.image.build_script:
             assert (REPO / "containers" / info.image.build_script).is_file()
     assert info.traces == (cls.capture_trace is not Engine.capture_trace)
+    # The engine names its own cold steps for the report; evicting the OS cache is cache's.
+    assert info.cold_steps and not set(info.cold_steps) & set(cache.EVICT_STEPS), name
     for knob in info.knobs.values():
         assert knob.readback or knob.name in ("index", "lock_granularity"), (name, knob.name)
     assert {"index", "lock_granularity"} <= set(info.knobs), name

@@ -16,7 +16,7 @@ import pytest
 from test_report_render import number, tables_of
 from test_report_support import TEMPLATE, measured, rendered, report_params
 
-from tunelab.report import checks, plots, sections, tables
+from tunelab.report import callouts, checks, plots, sections, tables
 from tunelab.report.data import load
 from tunelab.report.render import render
 
@@ -78,7 +78,7 @@ def _lookup(medians: dict, key: tuple) -> float:
 # -- access paths --------------------------------------------------------------------------
 def test_points_whose_plan_differs_from_the_index_knob_are_listed_at_the_top(engine):
     data, rows, _, _ = engine
-    top = sections.checks_html(data)
+    top = callouts.checks_html(data)
     assert top.startswith('<div class="tl-warn">')
     assert "did not run the access path their index knob built</b> (access: optimizer)" in top
     listed = re.findall(r"<li>(.*?)</li>", top.split("</ul>")[0])
@@ -135,7 +135,7 @@ def test_figures_ring_exactly_the_medians_of_the_mismatched_points(engine):
 def test_when_every_plan_matches_one_line_says_so(engine, tmp_path):
     data, rows, _, sweep = engine
     matching = _variant(rows[rows["access_matches"]], sweep, tmp_path, "matching")
-    assert sections.access_note(matching) == (
+    assert callouts.access_note(matching) == (
         '<div class="tl-note">Every point ran the access path its index knob built '
         "(access: optimizer).</div>"
     )
@@ -150,7 +150,7 @@ def test_rows_without_a_recorded_plan_are_named_not_guessed(engine, tmp_path):
     point = older["workload"].eq("point")
     older.loc[point, ["access_path", "access_expected", "access_matches"]] = np.nan
     older = older[older["access_matches"].ne(False)]
-    text = sections.access_note(_variant(older, sweep, tmp_path, "mixed"))
+    text = callouts.access_note(_variant(older, sweep, tmp_path, "mixed"))
     assert "Every point whose plan was recorded ran the access path" in text
     assert "plans were not recorded for 4 point(s)" in text
     assert checks.as_bool(pd.Series([True, "false", "True", np.nan, "0"])).tolist() == [
@@ -190,7 +190,7 @@ def test_a_client_bound_point_is_flagged_and_the_others_are_not(engine, tmp_path
         "range", "warm",
     )  # fmt: skip
     assert [c[col] for c in body if c[col].endswith("client-bound")] == ["80.0 % client-bound"]
-    note = sections.client_note(bound)
+    note = callouts.client_note(bound)
     assert note.startswith('<div class="tl-warn"><b>Client-bound:</b>')
     assert note.count("<li>") == 1
     assert "cache = warm: client share 80.0 %, rows to the client: all" in note
@@ -198,7 +198,7 @@ def test_a_client_bound_point_is_flagged_and_the_others_are_not(engine, tmp_path
     # The real rows: SQLite's own time is most of the response time, no point is flagged.
     assert "client-bound" not in "".join(r[col] for r in tables_of(tables.summary_html(data))[
         "summary"][1:])  # fmt: skip
-    assert sections.client_note(data).startswith('<div class="tl-note">At every point')
+    assert callouts.client_note(data).startswith('<div class="tl-note">At every point')
 
 
 def test_client_bound_points_that_fetch_a_count_are_told_why(engine, tmp_path):
@@ -206,7 +206,7 @@ def test_client_bound_points_that_fetch_a_count_are_told_why(engine, tmp_path):
     changed = rows[rows["workload"] == "point"].copy()
     changed["wl_fetch"] = "count"
     changed["client_share"] = 0.7
-    note = sections.client_note(_variant(changed, sweep, tmp_path, "count"))
+    note = callouts.client_note(_variant(changed, sweep, tmp_path, "count"))
     assert note.count("<li>") == 4
     assert "already fetch only a count" in note and "fetch: count</code> in the" not in note
 
@@ -220,7 +220,7 @@ def test_an_engine_without_its_own_time_is_named(engine, tmp_path):
     page = sections.engine_time_html(none)
     assert "sqlite does not expose its own time for the timed statements" in page
     assert "data:image/png" not in page
-    assert sections.client_note(none) is None
+    assert callouts.client_note(none) is None
     assert "client share: median" not in tables_of(tables.summary_html(none))["summary"][0]
 
 
@@ -286,7 +286,7 @@ def test_an_older_result_file_says_what_was_not_recorded(engine, tmp_path):
     path = tmp_path / "older.csv"
     older.to_csv(path, index=False)
     old = load(path, sweep)
-    assert "Plans were not recorded in these results" in sections.checks_html(old)
+    assert "Plans were not recorded in these results" in callouts.checks_html(old)
     assert "own time was not recorded in these results" in sections.engine_time_html(old)
     assert "Per-query times were not recorded" in sections.per_query_html(old)
     header = tables_of(tables.summary_html(old))["summary"][0]

@@ -14,7 +14,7 @@ from test_report_support import measured
 
 from tunelab import claims, cluster, containers, provenance, recovery
 from tunelab.engines import server
-from tunelab.report import checks, index, sections
+from tunelab.report import appendix, callouts, checks, index, methods, sections
 from tunelab.report.data import load
 
 
@@ -37,21 +37,21 @@ def test_one_host_gets_no_warning_and_its_name_in_the_methods(tmp_path_factory):
     csv, sweep = measured("engine", tmp_path_factory)
     data = load(csv, sweep)
     host = pd.read_csv(csv)["host_name"].iloc[0]
-    assert sections.hosts_note(data) is None
-    assert "Measured on" not in sections.checks_html(data)
-    setup = sections.methods_text(data)[0]
+    assert callouts.hosts_note(data) is None
+    assert "Measured on" not in callouts.checks_html(data)
+    setup = methods.methods_text(data)[0]
     assert f", on host {host} (" in setup
     assert "SLURM" not in setup  # not measured in a SLURM job
 
 
 def test_rows_from_two_hosts_are_flagged_at_the_top_and_in_the_methods(tmp_path_factory, tmp_path):
     data, points = two_hosts(tmp_path_factory, tmp_path)
-    top = sections.checks_html(data)
+    top = callouts.checks_html(data)
     half = len(points) // 2
     assert "<b>Measured on 2 hosts</b>" in top
     assert f"node-a: {len(points) - half} points, node-b: {half} points" in top
     assert "pool repetitions" not in top  # every point is on one host
-    setup, protocol, _ = sections.methods_text(data)
+    setup, protocol, _ = methods.methods_text(data)
     assert "on 2 hosts: node-a (" in setup and "; node-b (" in setup
     assert "a difference between them may be a difference between the hosts" in setup
     # Monotonic clocks of two hosts are not compared: sections only overlap within a host.
@@ -62,7 +62,7 @@ def test_rows_from_two_hosts_are_flagged_at_the_top_and_in_the_methods(tmp_path_
 def test_a_point_whose_repetitions_come_from_two_hosts_is_named(tmp_path_factory, tmp_path):
     data, points = two_hosts(tmp_path_factory, tmp_path, pooled=True)
     assert checks.points_on_several_hosts(data.results) == [points[0]]
-    top = sections.checks_html(data)
+    top = callouts.checks_html(data)
     assert f"pool repetitions from several hosts in one median: {points[0]}" in top
 
 
@@ -81,8 +81,8 @@ def test_the_provenance_table_names_the_slurm_job_and_node(tmp_path_factory, tmp
     rows["slurm_job_id"], rows["slurm_node"] = 42, "node-a"
     rows.to_csv(tmp_path / "slurm.csv", index=False)
     data = load(tmp_path / "slurm.csv", sweep)
-    assert "The points ran in SLURM job 42 on node node-a." in sections.methods_text(data)[0]
-    page = sections.provenance_html(data)
+    assert "The points ran in SLURM job 42 on node node-a." in methods.methods_text(data)[0]
+    page = appendix.provenance_html(data)
     assert "SLURM jobs" in page and "node-a" in page
 
 

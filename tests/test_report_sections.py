@@ -12,7 +12,7 @@ import pytest
 from test_report_render import tables_of
 from test_report_support import measured, rendered
 
-from tunelab.report import plots, sections
+from tunelab.report import methods, plots, sections
 from tunelab.report.data import effective_knobs, load
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
@@ -126,7 +126,7 @@ def test_an_engines_note_in_the_sweep_is_shown_in_its_report_only(tmp_path_facto
 def test_methods_name_engine_version_protocol_and_what_was_achieved(tmp_path_factory):
     csv, sweep = measured("engine", tmp_path_factory)
     rows = pd.read_csv(csv)
-    setup, protocol, analysis = sections.methods_text(load(csv, sweep))
+    setup, protocol, analysis = methods.methods_text(load(csv, sweep))
     version = rows["engine_version"].iloc[0]
     assert f"on {version}, embedded in the measuring process (no container)" in setup
     assert (
@@ -156,16 +156,42 @@ def test_methods_name_the_container_image_and_overlapping_timings(tmp_path_facto
     # the second timed section starts before the first one ended
     rows.loc[1, "timed_start_ns"] = rows.loc[0, "timed_end_ns"] - 1
     rows.to_csv(tmp_path / "changed.csv", index=False)
-    text = " ".join(sections.methods_text(load(tmp_path / "changed.csv", sweep)))
+    text = " ".join(methods.methods_text(load(tmp_path / "changed.csv", sweep)))
     assert (
         "on MariaDB 11.8.2-MariaDB-deb13, run from the container image tunelab/mariadb:11.8" in text
     )
     assert "overlap in 1 case(s)" in text
 
 
+def test_methods_say_the_cold_steps_as_the_engine_of_the_rows_describes_them(
+    tmp_path_factory, tmp_path
+):
+    from tunelab import cache, engines
+
+    csv, sweep = measured("scan", tmp_path_factory)
+    rows = pd.read_csv(csv)
+    cold = rows["cache_requested"] == "cold"
+    described = {}
+    for name in engines.names():
+        steps = engines.info(name).cold_steps
+        rows["engine"] = name
+        rows.loc[cold, "cache_method"] = "+".join([*steps, "fadvise"])
+        rows.to_csv(tmp_path / f"{name}.csv", index=False)
+        text = methods.methods_text(load(tmp_path / f"{name}.csv", sweep))[1]
+        words = [*steps.values(), cache.EVICT_STEPS["fadvise"]]
+        described[name] = ", ".join(words[:-1]) + " and " + words[-1]
+        assert f"cold repetitions, {described[name]}; then" in text
+    # Rows of an engine the registry does not know: its steps keep their names.
+    rows["engine"] = "unknown"
+    rows.loc[cold, "cache_method"] = "shutdown+fadvise"
+    rows.to_csv(tmp_path / "unknown.csv", index=False)
+    text = methods.methods_text(load(tmp_path / "unknown.csv", sweep))[1]
+    assert f"cold repetitions, shutdown and {cache.EVICT_STEPS['fadvise']}; then" in text
+
+
 def test_methods_without_recorded_timings_say_so(tmp_path_factory):
     csv, sweep = measured("scan", tmp_path_factory)  # rows timed outside the runner
-    text = " ".join(sections.methods_text(load(csv, sweep)))
+    text = " ".join(methods.methods_text(load(csv, sweep)))
     assert "do not record their timed intervals" in text
     assert pd.read_csv(csv)["engine_version"].iloc[0] in text
 

@@ -6,7 +6,7 @@ import apsw
 import pandas as pd
 import pytest
 
-from tunelab import dataset, runner, spec, workloads
+from tunelab import cache, dataset, runner, spec, workloads
 from tunelab.dataset import Dataset
 from tunelab.engines import sqlite
 from tunelab.engines.base import EngineError
@@ -91,6 +91,8 @@ def test_cold_scan_reads_from_the_device_and_warm_scan_does_not(engine, tmp_path
     run = runner_of(engine, w, rows)
     state = engine.make_cold()
     assert state.achieved == "cold" and state.resident_pages_after == 0
+    # Every step the method names is one the report can say in words.
+    assert set(state.method.split("+")) <= {*engine.info.cold_steps, *cache.EVICT_STEPS}
     conn = engine.connect()
     c0 = engine.counters([conn])
     assert run([conn]) in (ROWS, None)  # None: the runner has the engine count them, untimed

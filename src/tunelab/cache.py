@@ -69,6 +69,14 @@ def can_drop_caches() -> bool:
     return os.access(DROP_CACHES, os.W_OK)
 
 
+# The steps evict names in its method, in the words of a report's methods section.
+EVICT_STEPS = {
+    "fadvise": "the data files were evicted from the OS page cache (fsync, then "
+    "posix_fadvise DONTNEED per file)",
+    "drop_caches": "the kernel's page cache was dropped (drop_caches)",
+}
+
+
 def evict(paths: Iterable[Path | str]) -> str:
     """Evict the files' pages from the OS page cache; return the method used."""
     files = expand(paths)

@@ -175,6 +175,9 @@ class EngineInfo:
     # Where engine_time_ns comes from ("" when the engine exposes no statement time).
     engine_time: str = ""
     traces: bool = False  # capture_trace works (page-reference traces for the simulator)
+    # The steps make_cold names in its cache method ("+"-joined) besides tunelab.cache's
+    # (cache.EVICT_STEPS), each in the words of a report's methods section.
+    cold_steps: dict[str, str] = field(default_factory=dict)
 
     def defaults(self) -> dict[str, Any]:
         return {k: v.default for k, v in self.knobs.items() if v.default is not None}

@@ -210,6 +210,11 @@ INFO = EngineInfo(
     },
     needs_container=True,
     image=ImageSource(IMAGE, None, None),  # pulled where a registry is reachable, never built
+    cold_steps={
+        "force": "applications were forced off",
+        "deactivate": "the database was deactivated, emptying its buffer pools",
+        "activate": "the database was activated again",
+    },
     engine_time="MON_GET_CONNECTION's TOTAL_RQST_TIME for each timed connection (found by "
     "SYSPROC.MON_GET_APPLICATION_HANDLE()): the server's time on the lab's requests "
     "(compilation of each literal statement, section execution, fetch, commit, and their "

@@ -132,6 +132,7 @@ INFO = EngineInfo(
     # The official image follows the same contract as the local one (MARIADB_ROOT_PASSWORD,
     # server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
     image=ImageSource("mariadb:10.11.8", "tunelab/mariadb:local", "mariadb/build.sh"),
+    cold_steps={"restart": "the server was restarted, with no buffer-pool dump or load"},
     engine_time="performance_schema: SUM_TIMER_WAIT of the statements the measured "
     "connections ran (events_statements_summary_by_thread_by_event_name, read on a separate "
     "connection once they are idle), each from the server reading it to the server finishing "

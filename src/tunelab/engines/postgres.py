@@ -162,6 +162,7 @@ INFO = EngineInfo(
     },
     needs_container=True,
     image=ImageSource("postgres:15", "tunelab/postgres:local", "postgres/build.sh"),
+    cold_steps={"restart": "the server was restarted, with no buffer-pool dump or load"},
     engine_time="pg_stat_statements: total_exec_time + total_plan_time (ms) of every top-level "
     "statement the lab's role (tunelab) ran, i.e. the timed connections (the lab's own counter "
     "queries run as another role, and the statistics flush each reading forces is left out): "

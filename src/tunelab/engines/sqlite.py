@@ -77,6 +77,9 @@ INFO = EngineInfo(
     },
     needs_container=False,
     traces=True,
+    cold_steps={
+        "close": "every connection was closed (SQLite's page cache lives in the connection)",
+    },
     engine_time="apsw's statement hooks (exec trace to profile callback): each statement from "
     "its start to its reset; SQLite runs in the client process, so this includes apsw "
     "turning its rows into Python tuples between steps",

@@ -8,11 +8,12 @@ from functools import cache
 from tunelab.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
 # One megabyte per context, always named: the rows' rates use 10^6 bytes; the device
-# calibration uses IBM's 1,024,000 bytes (the MB of DB2's TRANSFERRATE formula); sizes of
-# pools and tables are binary (KiB, MiB).
+# calibration uses IBM's 1,024,000 bytes (MB_IBM_ORIGIN); sizes of pools and tables are
+# binary (KiB, MiB).
 MB_DECIMAL = "MB = 10⁶ B"
 MB_IBM = "IBM MB = 1,024,000 B"
 MB_IBM_BYTES = 1_024_000
+MB_IBM_ORIGIN = "the MB of DB2's TRANSFERRATE formula"
 BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 # Measured and derived columns. Hit ratios are fractions shown as percent; a system hit ratio

@@ -1,0 +1,306 @@
+"""The report's Methods: citable paragraphs of what ran where, the protocol (cold and warm
+cache, access path, fetch, bench lock), the device and the statistics, all from the rows'
+provenance columns. The words for a cold cache's steps come from the engines and the cache
+module, which take those steps."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tunelab import cache, engines
+from tunelab.cache import WARM_BY_PREVIOUS
+from tunelab.engines.base import EngineInfo
+from tunelab.report import checks, stats
+from tunelab.report.appendix import host_lines
+from tunelab.report.data import ReportData
+from tunelab.report.fragments import note, reps_per_point, unique
+from tunelab.report.labels import fmt, fmt_percent, ibm_mb_label
+
+FETCH_MODES = {
+    "all": "every result row was fetched to the client through the driver's own C path",
+    "count": "the engine returned one row of aggregates (COUNT(*) and an aggregate of every "
+    "selected column), so it still read every row but none crossed to the client",
+}
+
+
+def _info(engine: str) -> EngineInfo | None:
+    """The registry's description of an engine, None for a name it does not know (an engine
+    since removed, or several engines' names joined). Engine modules import their drivers
+    only when they connect, so this works without the drivers installed."""
+    try:
+        return engines.info(engine)
+    except Exception:  # a sentence of the methods is not worth failing the report for
+        return None
+
+
+def _engine_text(frame: pd.DataFrame, engine: str) -> str:
+    """The engine as a methods section names it: its version, and the container image it ran
+    from (the parenthesis of engine_version) or that it ran embedded in the lab's process."""
+    versions = unique(frame, "engine_version") or [engine or "an unrecorded engine"]
+    info = _info(engine)
+    # A named engine the registry does not know ran in a container: the registry always
+    # knows its embedded engines (their modules need no optional driver).
+    contained = info.needs_container if info else bool(engine)
+    out = []
+    for v in versions:
+        name, _, rest = v.partition(" (")
+        if contained and rest.endswith(")"):
+            out.append(f"{name}, run from the container image {rest[:-1]}")
+        elif contained:
+            out.append(f"{v}, in a container (image not recorded)")
+        else:
+            out.append(f"{v}, embedded in the measuring process (no container)")
+    return "; ".join(out)
+
+
+def _cold_steps(names: list[str]) -> dict[str, str]:
+    """The steps a cache_method names, in the words of a methods section: the OS page cache's
+    from the cache module, each engine's own as the engine describes them. A step no engine of
+    the rows describes (an engine the registry does not know) keeps its name."""
+    steps = dict(cache.EVICT_STEPS)
+    for name in names:
+        info = _info(name)
+        if info:
+            steps.update(info.cold_steps)
+    return steps
+
+
+def _cold_text(frame: pd.DataFrame, engine: str) -> str:
+    rows = frame[frame["cache_requested"].astype(str) == "cold"]
+    if rows.empty:
+        return ""
+    methods = unique(rows, "cache_method")
+    named = _cold_steps(unique(rows, "engine") or [engine])
+    steps = []
+    for m in methods:
+        words = [named.get(t, t) for t in m.split("+")]
+        steps.append(", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0])
+    text = f"Before each of the {len(rows)} cold repetitions, " + (
+        "; or ".join(steps) if steps else "the cache was emptied (method not recorded)"
+    )
+    text += "; then the data files' residency in the OS page cache was checked (mincore)."
+    if "cache_achieved" in rows:
+        cold = int((rows["cache_achieved"].astype(str) == "cold").sum())
+        text += f" {cold} of {len(rows)} reached a cold cache"
+        if cold < len(rows):
+            text += f" ({len(rows) - cold} only partially)"
+        res = pd.to_numeric(rows.get("resident_fraction", pd.Series()), errors="coerce").dropna()
+        if len(res):
+            text += (
+                f"; resident share of the data files after eviction: median "
+                f"{fmt_percent(float(res.median()))}, at most {fmt_percent(float(res.max()))}"
+            )
+        text += "."
+    return text
+
+
+def _warm_text(frame: pd.DataFrame) -> str:
+    rows = frame[frame["cache_requested"].astype(str) == "warm"]
+    if rows.empty:
+        return ""
+    methods = rows["cache_method"].astype(str) if "cache_method" in rows else pd.Series()
+    by_previous = int((methods == WARM_BY_PREVIOUS).sum())
+    own = len(rows) - by_previous
+    text = (
+        f"Before each of {own} of the {len(rows)} warm repetitions the same workload ran once, "
+        "untimed, on the same connections"
+        if by_previous
+        else f"Before each of the {len(rows)} warm repetitions the same workload ran once, "
+        "untimed, on the same connections"
+    )
+    if "workload" in rows and rows["workload"].astype(str).isin(("insert", "update")).any():
+        text += " (a write workload, which cannot run twice on the same table, read the whole "
+        text += "table instead)"
+    if by_previous:
+        text += (
+            f"; the other {by_previous} followed the repetition before them, which ran the same "
+            "read workload on the same connections and the same unchanged table just before: "
+            "that run was their warm-up"
+        )
+    return text + "."
+
+
+def _access_text(data: ReportData) -> str:
+    frame = data.results
+    modes = checks.access_modes(frame)
+    if not modes:
+        return "The access path of the timed statements was not recorded."
+    how = []
+    if "forced" in modes:
+        how.append(
+            "each timed statement carried the engine's hint for the access path the index knob "
+            "built (access: forced; a plan that still differed would have failed the point)"
+        )
+    if "optimizer" in modes:
+        how.append("the engine's optimizer chose each plan (access: optimizer)")
+    text = "Where " + "; where ".join(how) if len(how) > 1 else how[0][:1].upper() + how[0][1:]
+    text += ". The plan of every timed statement was captured before timing"
+    if checks.plans_recorded(frame):
+        bad = checks.mismatched_points(data)
+        text += (
+            f"; {len(bad)} point(s) ran another plan than the index knob built."
+            if len(bad)
+            else " and was the one the index knob built at every point."
+        )
+    return text + ("" if text.endswith(".") else ".")
+
+
+def _fetch_text(frame: pd.DataFrame) -> str:
+    modes = unique(frame, "wl_fetch")
+    said = [
+        f"{FETCH_MODES.get(m, m)[:1].upper()}{FETCH_MODES.get(m, m)[1:]} (fetch: {m})"
+        for m in modes
+    ]
+    return "; ".join(said) + "." if said else ""
+
+
+def _lock_text(frame: pd.DataFrame) -> str:
+    """What the rows show of the bench lock: their timed sections, on one monotonic clock."""
+    if not {"timed_start_ns", "timed_end_ns"} <= set(frame.columns):
+        return (
+            "The rows do not record their timed intervals, so whether timed sections "
+            "overlapped cannot be checked from them."
+        )
+    spans = frame[["timed_start_ns", "timed_end_ns"]].apply(pd.to_numeric, errors="coerce")
+    # Each host has its own monotonic clock: sections are compared within a host only.
+    spans = spans.assign(_host=checks.row_hosts(frame)).dropna()
+    if len(spans) == 0:
+        return ""
+    overlaps = 0
+    for _, one in spans.groupby("_host"):
+        times = one.sort_values("timed_start_ns")[["timed_start_ns", "timed_end_ns"]].to_numpy()
+        ends = np.maximum.accumulate(times[:, 1])
+        overlaps += int((times[1:, 0] < ends[:-1]).sum())
+    n_hosts = spans["_host"].nunique()
+    clock = "CLOCK_MONOTONIC" + (f", compared within each of the {n_hosts} hosts" if (
+        n_hosts > 1) else "")  # fmt: skip
+    text = (
+        "Each measurement held tunelab's host-wide bench lock exclusively, so no other job of "
+        f"the lab ran beside it; the {len(spans)} timed sections recorded in the rows "
+        f"({clock}) "
+    )
+    if overlaps:
+        return text + f"overlap in {overlaps} case(s): those timings shared the host."
+    return text + "do not overlap."
+
+
+def _calibration_text(data: ReportData, calibration_json: str) -> str:
+    frame = data.results
+    costs = [
+        f"{name} {', '.join(unique(frame, col))} ms"
+        for name, col in (("OVERHEAD", "applied_overhead_ms"), ("TRANSFERRATE",
+                          "applied_transferrate_ms"))
+        if unique(frame, col)
+    ]  # fmt: skip
+    cost = f" The table space's optimizer I/O costs were {' and '.join(costs)}." if costs else ""
+    if not calibration_json or not Path(calibration_json).is_file():
+        return "No device calibration is part of this report." + cost
+    try:
+        from tunelab.calibrate import load as load_calibration
+
+        cal = load_calibration(calibration_json)
+    except Exception:  # a calibration that does not load is reported in its own section
+        return f"Device calibration: {calibration_json} (not readable)." + cost
+    mode = "direct I/O" if getattr(cal, "direct_io", False) else "buffered I/O"
+    where = getattr(cal, "device", "") or getattr(cal, "filesystem", "")
+    text = (
+        f"The device was calibrated with fio ({mode}) on {where}: device read rate "
+        f"{fmt(cal.device_read_rate_mb_s)} MB/s ({ibm_mb_label(getattr(cal, 'mb_bytes', None))}),"
+        f" overhead {fmt(cal.overhead_ms)} ms"
+    )
+    if getattr(cal, "created_at", ""):
+        text += f", measured {cal.created_at}"
+    text += "."
+    measured_on, hosts = str(getattr(cal, "host", "") or ""), checks.hosts(frame)
+    if measured_on and hosts and measured_on not in hosts:
+        text += (
+            f" The calibration was measured on {measured_on}, not on the host of these rows "
+            f"({', '.join(hosts)}): its device limits are another host's."
+        )
+    return text + cost
+
+
+def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
+    """The report's method as citable paragraphs (plain text: what ran where, the protocol,
+    device and statistics), from the rows' provenance columns."""
+    frame = data.results
+    reps = reps_per_point(data)
+    n = f"{int(reps.min())}" if reps.min() == reps.max() else f"{int(reps.min())}–{int(reps.max())}"
+    code = ", ".join(unique(frame, "tunelab_version")) or "an unrecorded version"
+    commit = ", ".join(unique(frame, "git_commit"))
+    hosts, named = host_lines(frame), len(checks.hosts(frame))
+    where = (
+        f"on {named} hosts: {'; '.join(hosts)}" if named > 1
+        else f"on {'host ' if named else 'a host with '}{'; '.join(hosts)}" if hosts
+        else "on an unrecorded host"
+    )  # fmt: skip
+    setup = [
+        f"Measured with tunelab {code}" + (f" (commit {commit})" if commit else "")
+        + f" on {_engine_text(frame, data.engine)}, {where}."
+    ]  # fmt: skip
+    jobs, nodes = checks.cluster_jobs(frame)
+    if jobs:
+        setup.append(
+            f"The points ran in SLURM job{'s' if len(jobs) > 1 else ''} {', '.join(jobs)}"
+            + (f" on node{'s' if len(nodes) > 1 else ''} {', '.join(nodes)}" if nodes else "")
+            + "."
+        )
+    if named > 1:
+        setup.append(
+            "Points measured on different hosts are compared in this report: a difference "
+            "between them may be a difference between the hosts."
+        )
+    rows_ = ", ".join(fmt(int(v)) for v in _numbers(frame, "dataset_rows"))
+    seeds = ", ".join(unique(frame, "seed"))
+    if rows_:
+        seed = f" (seed {seeds})" if seeds else ""
+        setup.append(f"The data set held {rows_} generated rows{seed}.")
+    started = sorted(frame["started_at"].dropna().astype(str)) if "started_at" in frame else []
+    when = f", between {started[0]} and {started[-1]}" if started else ""
+    protocol = [
+        f"Each of the {len(reps)} points was measured {n} times ({len(frame)} repetitions in "
+        f"all{when}); only the workload was timed, with a monotonic nanosecond clock, and the "
+        "engine's counters were read just before and after it."
+    ]
+    writes = unique(frame, "workload")
+    writes = [w for w in ("insert", "update") if w in writes]
+    if writes:
+        built = {"insert": "inserts: an empty table with its index", "update": "updates: the "
+                 "table reloaded and indexed"}  # fmt: skip
+        protocol.append(
+            "Every repetition of a write started from the table built again, untimed ("
+            + "; ".join(built[w] for w in writes)
+            + ")."
+        )
+    if "cache_requested" in frame:
+        protocol += [t for t in (_cold_text(frame, data.engine), _warm_text(frame)) if t]
+    protocol += [t for t in (_access_text(data), _fetch_text(frame), _lock_text(frame)) if t]
+    cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
+    analysis = [
+        _calibration_text(data, calibration_json),
+        "Per point, the report gives the median of the repetitions with a distribution-free "
+        f"order-statistic interval for it (coverage {fmt_percent(cov)} with n = "
+        f"{int(reps.min())}).",
+    ]
+    return [" ".join(part) for part in (setup, protocol, analysis)]
+
+
+def _numbers(frame: pd.DataFrame, col: str) -> list[float]:
+    if col not in frame:
+        return []
+    return sorted(set(pd.to_numeric(frame[col], errors="coerce").dropna()))
+
+
+def methods_html(data: ReportData, calibration_json: str = "") -> str:
+    paragraphs = "".join(
+        f'<p class="tl-methods">{html.escape(t)}</p>' for t in methods_text(data, calibration_json)
+    )
+    return f'<div id="methods">{paragraphs}</div>' + note(
+        "Generated from the rows' provenance columns (engine version, host, cache states "
+        "achieved, access mode, fetch mode, timed intervals) and the calibration file: it "
+        "can be quoted as the method of exactly these measurements."
+    )
