@@ -264,7 +264,7 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, int | float | np.integer | np.floating):
         return float(value)
-    from tunelab.spec import parse_size
+    from tunelab.units import parse_size
 
     size = parse_size(value)
     if size is not None:
