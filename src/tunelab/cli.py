@@ -32,7 +32,7 @@ DELEGATED = {
     "report": "tunelab.report.cli:report_main",
     "index": "tunelab.report.cli:index_main",
     "compare": "tunelab.report.compare:compare_main",
-    "check": "tunelab.claims:check_main",
+    "check": "tunelab.check:check_main",
     "clean": "tunelab.containers:clean_main",
     "recover": "tunelab.recovery:recover_main",
     "progress": "tunelab.progress:progress_main",

@@ -30,7 +30,7 @@ from yaml.nodes import ScalarNode
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
-from tunelab import engines, workloads
+from tunelab import claimspec, engines, workloads
 from tunelab.dataset import Dataset
 from tunelab.engines.base import EngineInfo
 from tunelab.units import parse_size
@@ -613,9 +613,7 @@ def expand(
     if warnings is not None:
         warnings.extend(warned)
     if not errors and "expect" not in broken and doc.get("expect"):
-        from tunelab import claims  # pandas: only for sweeps that state claims
-
-        for fld, msg, allowed_text in claims.validate(doc.get("expect"), points, engine):
+        for fld, msg, allowed_text in claimspec.validate(doc.get("expect"), points, engine):
             errors.append(SpecError(file, fld, msg, allowed_text))
     if errors:
         return [], errors
