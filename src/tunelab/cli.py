@@ -195,10 +195,9 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 def cmd_datagen(args: argparse.Namespace) -> int:
     from tunelab import dataset
-    from tunelab.pipeline import dataset_of_key
 
     try:
-        ds = dataset_of_key(args.key)
+        ds = dataset.Dataset.from_key(args.key)
     except ValueError as exc:
         _err(f"datagen: {exc}")
         return EXIT_USAGE

@@ -269,14 +269,6 @@ def release_timers() -> None:
             thread.cancel()
 
 
-def dataset_of_key(key: str) -> dataset.Dataset:
-    """Inverse of Dataset.key (``accounts-v1-r1000-s42``)."""
-    table, version, rows, seed = key.split("-")
-    if version != f"v{dataset.FORMAT_VERSION}":
-        raise ValueError(f"dataset {key}: generator version {version} is not the current one")
-    return dataset.Dataset(rows=int(rows[1:]), seed=int(seed[1:]), table=table)
-
-
 def sized_dir(directory: str, size: str) -> str:
     """Where a run of this data-set size keeps its results, reports or logs: an assignment-size
     run below ``assignment/``, so its files never mix with the quick size's."""
