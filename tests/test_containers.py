@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from tunelab import containers, recovery
+from tunelab import containers, ownership
 from tunelab.containers import ContainerError, ContainerSpec
 
 pytestmark = pytest.mark.docker
@@ -52,7 +52,7 @@ def test_generate_password_is_fresh_and_plain():
 
 
 def test_start_labels_port_exec_remove(image, run_id, tmp_path, monkeypatch):
-    monkeypatch.setenv(recovery.OWNER_PID_ENV, str(os.getppid()))  # as the workflow exports
+    monkeypatch.setenv(ownership.OWNER_PID_ENV, str(os.getppid()))  # as the workflow exports
     run_dir = tmp_path / "w" / "runs" / run_id
     spec = _shell(image, "echo up; sleep 300", ready_log="^up$")
     rc = containers.start(spec, run_id, "p1", run_dir=run_dir)
@@ -64,12 +64,12 @@ def test_start_labels_port_exec_remove(image, run_id, tmp_path, monkeypatch):
         assert labels[containers.POINT_LABEL] == "p1"
         # The owner: the workflow's process (as it started: a reused pid is not it), the
         # host and its boot, the checkout's work directory; the same in the run directory.
-        assert labels[recovery.PID_LABEL] == str(os.getppid())
-        assert labels[recovery.START_LABEL] == str(recovery.start_time(os.getppid()))
-        assert labels[recovery.HOST_LABEL] == socket.gethostname()
-        assert labels[recovery.BOOT_LABEL] == recovery.boot_id()
-        assert labels[recovery.WORKDIR_LABEL] == str((tmp_path / "w").resolve())
-        assert recovery.Owner.read(run_dir) == recovery.Owner.from_labels(labels)
+        assert labels[ownership.PID_LABEL] == str(os.getppid())
+        assert labels[ownership.START_LABEL] == str(ownership.start_time(os.getppid()))
+        assert labels[ownership.HOST_LABEL] == socket.gethostname()
+        assert labels[ownership.BOOT_LABEL] == ownership.boot_id()
+        assert labels[ownership.WORKDIR_LABEL] == str((tmp_path / "w").resolve())
+        assert ownership.Owner.read(run_dir) == ownership.Owner.from_labels(labels)
         assert list(attrs["NetworkSettings"]["Networks"]) == [containers.network_name(run_id)]
         bindings = attrs["NetworkSettings"]["Ports"]["3306/tcp"]
         assert bindings and all(b["HostIp"] == "127.0.0.1" for b in bindings)

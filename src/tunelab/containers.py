@@ -2,7 +2,7 @@
 
 Every container carries the label ``tunelab=1`` plus the run and point it belongs to and its
 owner (host, boot, pid and start time of the run's owning process, the checkout's work
-directory: see ``tunelab.recovery``), sits on a bridge network of its run alone
+directory: see ``tunelab.ownership``), sits on a bridge network of its run alone
 (``tunelab-<run id>``, no traffic between its containers either), publishes its engine port on
 127.0.0.1 only, gets its secrets through the environment (never printed: log text shown to
 the user is scrubbed), waits for readiness the engine's own way, and is removed in every
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import recovery
+from tunelab import ownership
 
 LABEL = "tunelab"  # value "1" on everything the lab starts
 RUN_LABEL = "tunelab.run"
@@ -57,7 +57,7 @@ def run_secret(run_dir: Path) -> str:
     owner may read, so the run's later points (other processes) can connect. The run's owner
     is recorded beside it first (``owner.json``), so a killed run's directory can be reaped."""
     path = Path(run_dir) / "secret"
-    recovery.claim(path.parent, run_owner(run_dir))
+    ownership.claim(path.parent, run_owner(run_dir))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -67,10 +67,10 @@ def run_secret(run_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def run_owner(run_dir: Path | None) -> recovery.Owner:
+def run_owner(run_dir: Path | None) -> ownership.Owner:
     """The owner of a run whose directory is ``<workdir>/runs/<run id>``; without one, the
     work directory is ``$TUNELAB_WORKDIR``'s, if set."""
-    return recovery.Owner.current(Path(run_dir).resolve().parents[1] if run_dir else None)
+    return ownership.Owner.current(Path(run_dir).resolve().parents[1] if run_dir else None)
 
 
 def network_name(run_id: str) -> str:
@@ -381,7 +381,7 @@ def _find_network(c: Any, name: str) -> Any:
     return next((n for n in c.networks.list(names=[name]) if n.name == name), None)
 
 
-def run_network(run_id: str, owner: recovery.Owner) -> Any:
+def run_network(run_id: str, owner: ownership.Owner) -> Any:
     """The run's own bridge network, created (labelled like its containers) when missing;
     any container of another run found on it is disconnected."""
     from docker.errors import APIError
@@ -479,7 +479,7 @@ def start(
     _install_safety_net()
     owner = run_owner(run_dir)
     if run_dir is not None:
-        recovery.claim(Path(run_dir), owner)
+        ownership.claim(Path(run_dir), owner)
     labels = {LABEL: "1", RUN_LABEL: run_id, POINT_LABEL: point_id, **owner.labels()}
     if keep_key:
         labels[KEY_LABEL] = keep_key
@@ -586,7 +586,7 @@ def clean(
     elif workdir is not None:
         wd = Path(workdir).resolve()
         runs = sorted(d.name for d in (wd / "runs").glob("*") if d.is_dir())
-        scopes = [[f"{LABEL}=1", f"{recovery.WORKDIR_LABEL}={wd}"]]
+        scopes = [[f"{LABEL}=1", f"{ownership.WORKDIR_LABEL}={wd}"]]
         scopes += [[f"{LABEL}=1", f"{RUN_LABEL}={r}"] for r in runs]
     else:
         raise ValueError("clean: name a run, a work directory or everything")
