@@ -344,7 +344,7 @@ def test_killed_run_with_a_kept_mariadb_server_recovers(image, tmp_path):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
-        containers.clean(run_id)
+        recovery.clean(run_id)
 
 
 _TWO_CHECKOUTS = """
@@ -385,8 +385,8 @@ def test_recover_touches_only_its_own_checkout(image, tmp_path):
         assert len(_recover(b, tmp_path)) == 3
         assert left(run_b) == [] and not (b / "runs" / run_b).exists()
     finally:
-        containers.clean(run_a)
-        containers.clean(run_b)
+        recovery.clean(run_a)
+        recovery.clean(run_b)
 
 
 def test_a_stale_lock_goes_with_the_outputs_the_killed_run_had_not_finished(tmp_path):

@@ -33,7 +33,7 @@ DELEGATED = {
     "index": "tunelab.report.cli:index_main",
     "compare": "tunelab.report.compare:compare_main",
     "check": "tunelab.check:check_main",
-    "clean": "tunelab.containers:clean_main",
+    "clean": "tunelab.recovery:clean_main",
     "recover": "tunelab.recovery:recover_main",
     "progress": "tunelab.progress:progress_main",
 }

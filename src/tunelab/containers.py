@@ -7,12 +7,12 @@ directory: see ``tunelab.ownership``), sits on a bridge network of its run alone
 127.0.0.1 only, gets its secrets through the environment (never printed: log text shown to
 the user is scrubbed), waits for readiness the engine's own way, and is removed in every
 outcome: by the engine's teardown, by a safety net at interpreter exit (also after SIGTERM),
-and by ``tunelab recover`` (or ``tunelab clean``) for what a killed run left behind.
+and by ``tunelab recover`` (or ``tunelab clean``, both in ``tunelab.recovery``) for what a
+killed run left behind.
 """
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import datetime as dt
@@ -154,6 +154,12 @@ def _one_line(exc: BaseException) -> str:
 _started: dict[str, RunningContainer] = {}
 _started_lock = threading.Lock()
 _net_installed = False
+
+
+def forget(container_id: str) -> None:
+    """Not this process's to remove at exit any more: removed by other means (``clean``)."""
+    with _started_lock:
+        _started.pop(container_id, None)
 
 
 def _remove_all_started() -> None:
@@ -566,144 +572,3 @@ def remove_kept(run_id: str, except_key: str | None = None) -> list[str]:
             container.remove(force=True, v=True)
             removed.append(container.name)
     return removed
-
-
-# -- clean-up of whatever the lab left behind -------------------------------------------
-def clean(
-    run_id: str | None = None, *, workdir: Path | None = None, everything: bool = False
-) -> list[str]:
-    """Remove the containers, volumes and networks carrying the lab's label: one run's, one
-    checkout's (labelled with its work directory, or of a run whose directory is in it), or,
-    with ``everything``, every checkout's on this host. Returns the names of what was
-    removed (volumes as ``volume:<name>``, networks as ``network:<name>``)."""
-    from docker.errors import APIError, NotFound
-
-    c = client()
-    if run_id:
-        scopes = [[f"{LABEL}=1", f"{RUN_LABEL}={run_id}"]]
-    elif everything:
-        scopes = [[f"{LABEL}=1"]]
-    elif workdir is not None:
-        wd = Path(workdir).resolve()
-        runs = sorted(d.name for d in (wd / "runs").glob("*") if d.is_dir())
-        scopes = [[f"{LABEL}=1", f"{ownership.WORKDIR_LABEL}={wd}"]]
-        scopes += [[f"{LABEL}=1", f"{RUN_LABEL}={r}"] for r in runs]
-    else:
-        raise ValueError("clean: name a run, a work directory or everything")
-
-    def found(collection: Any, **kw: Any) -> list[Any]:
-        seen: dict[str, Any] = {}
-        for labels in scopes:
-            for obj in collection.list(filters={"label": labels}, **kw):
-                seen.setdefault(obj.id, obj)
-        return list(seen.values())
-
-    removed = []
-    for container in found(c.containers, all=True):
-        try:
-            container.remove(force=True, v=True)
-        except NotFound:
-            continue
-        removed.append(container.name)
-        with _started_lock:
-            _started.pop(container.id, None)
-    for volume in found(c.volumes):
-        try:
-            volume.remove(force=True)
-        except NotFound:
-            continue
-        removed.append(f"volume:{volume.name}")
-    for network in found(c.networks):
-        try:
-            remove_network(network)
-        except NotFound:
-            continue
-        except APIError as exc:
-            print(f"tunelab: network {network.name} left: {_one_line(exc)}", file=sys.stderr)
-            continue
-        removed.append(f"network:{network.name}")
-    return removed
-
-
-def clean_main(argv: list[str] | None = None) -> int:
-    """``tunelab clean [--run RUN | --all [--yes]] [--workdir DIR]``."""
-    parser = argparse.ArgumentParser(
-        prog="tunelab clean",
-        description="Remove this checkout's lab containers, networks and volumes (labelled "
-        f"{LABEL}=1 and with its work directory), live runs' too, and the engine data left in "
-        "its work directory. For what killed runs left, `tunelab recover` is enough: it "
-        "leaves live runs alone.",
-    )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--run", metavar="RUN", help="only that run's (and its engine data)")
-    scope.add_argument(
-        "--all",
-        action="store_true",
-        help="every checkout's on this host, live runs' too (asks first; --yes when not on a "
-        "terminal)",
-    )
-    parser.add_argument("--yes", action="store_true", help="with --all: do not ask")
-    parser.add_argument(
-        "--workdir", default=".tunelab", help="this checkout's engine data directory"
-    )
-    args = parser.parse_args(argv)
-    workdir = Path(args.workdir)
-    try:
-        if args.all and not args.yes and not _confirm_all():
-            return 2
-        removed = clean(args.run, workdir=workdir, everything=args.all)
-    except ContainerError as exc:
-        print(f"tunelab clean: {exc}", file=sys.stderr)
-        return 1
-    if args.run:
-        where = f" of run {args.run}"
-    elif args.all:
-        where = " on this host"
-    else:
-        where = f" of the checkout working in {workdir.resolve()}"
-    if removed:
-        print(f"removed {len(removed)}{where}: {', '.join(removed)}")
-    else:
-        print(f"nothing to remove{where}")
-    print(_clean_workdir(workdir, args.run))
-    return 0
-
-
-def _confirm_all() -> bool:
-    """Ask on a terminal; elsewhere refuse (one line) without ``--yes``."""
-    if not sys.stdin.isatty():
-        print(
-            "tunelab clean: --all removes every checkout's lab containers on this host, live "
-            "runs' too: add --yes to confirm",
-            file=sys.stderr,
-        )
-        return False
-    count = len(client().containers.list(all=True, filters={"label": f"{LABEL}=1"}))
-    answer = input(
-        f"remove the lab's {count} container(s), networks and volumes of every checkout on "
-        "this host, live runs' too? [y/N] "
-    )
-    if answer.strip().lower() in ("y", "yes"):
-        return True
-    print("nothing removed", file=sys.stderr)
-    return False
-
-
-def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
-    """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
-    measurement holds the host-wide bench lock (removing would disturb its timed sections)."""
-    import shutil
-
-    from tunelab import benchlock
-
-    # Without a run: the tables runs keep for later runs (SQLite's files) go too.
-    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables"]
-    leftovers = [workdir / d for d in names if (workdir / d).exists()]
-    if not leftovers:
-        return f"no engine data left in {workdir}"
-    if benchlock.held_exclusively():
-        return f"a measurement is running: engine data in {workdir} left alone"
-    with benchlock.shared("clean"):  # no measurement starts while the data goes
-        for d in leftovers:
-            shutil.rmtree(d, ignore_errors=True)
-    return f"removed engine data left in {', '.join(map(str, leftovers))}"

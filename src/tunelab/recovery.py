@@ -5,6 +5,9 @@
 volumes, networks, engine data and secrets of runs whose owner is gone, and Snakemake's lock
 when no live process of the checkout can hold it. A run whose owner is alive, or owned by
 another host, or still named by a live job (``--run-id``), is never touched.
+
+``tunelab clean`` removes the lab's containers, networks and volumes of one run, of this
+checkout or of every checkout on the host, live runs' too, and the engine data they left.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunelab import containers
 from tunelab.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
 
 # What `tunelab` does as a workflow job (the rest, such as validate, plan or progress, never
@@ -93,8 +97,6 @@ class _Run:
 def _docker_leftovers(workdir: Path, runs: dict[str, _Run]) -> None:
     """Add this checkout's containers, networks and volumes to ``runs`` (none when Docker
     does not answer: then only the work directory is looked at)."""
-    from tunelab import containers
-
     try:
         c = containers.client()
     except containers.ContainerError:
@@ -150,8 +152,6 @@ def _why_kept(run: _Run, procs: list[Proc], holders: list[Proc]) -> str | None:
 
 
 def _remove(kind: str, obj: Any) -> None:
-    from tunelab import containers
-
     if kind == "container":
         obj.remove(force=True, v=True)  # with its anonymous volumes
     elif kind == "volume":
@@ -318,3 +318,144 @@ def recover_main(argv: list[str] | None = None) -> int:
         print(f"tunelab recover: {why}", file=sys.stderr)
         return 1
     return 0
+
+
+# -- clean-up of whatever the lab left behind, live runs' too --------------------------------
+def clean(
+    run_id: str | None = None, *, workdir: Path | None = None, everything: bool = False
+) -> list[str]:
+    """Remove the containers, volumes and networks carrying the lab's label: one run's, one
+    checkout's (labelled with its work directory, or of a run whose directory is in it), or,
+    with ``everything``, every checkout's on this host. Returns the names of what was
+    removed (volumes as ``volume:<name>``, networks as ``network:<name>``)."""
+    from docker.errors import APIError, NotFound
+
+    c = containers.client()
+    if run_id:
+        scopes = [[f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={run_id}"]]
+    elif everything:
+        scopes = [[f"{containers.LABEL}=1"]]
+    elif workdir is not None:
+        wd = Path(workdir).resolve()
+        runs = sorted(d.name for d in (wd / "runs").glob("*") if d.is_dir())
+        scopes = [[f"{containers.LABEL}=1", f"{WORKDIR_LABEL}={wd}"]]
+        scopes += [[f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={r}"] for r in runs]
+    else:
+        raise ValueError("clean: name a run, a work directory or everything")
+
+    def found(collection: Any, **kw: Any) -> list[Any]:
+        seen: dict[str, Any] = {}
+        for labels in scopes:
+            for obj in collection.list(filters={"label": labels}, **kw):
+                seen.setdefault(obj.id, obj)
+        return list(seen.values())
+
+    removed = []
+    for container in found(c.containers, all=True):
+        try:
+            container.remove(force=True, v=True)
+        except NotFound:
+            continue
+        removed.append(container.name)
+        containers.forget(container.id)
+    for volume in found(c.volumes):
+        try:
+            volume.remove(force=True)
+        except NotFound:
+            continue
+        removed.append(f"volume:{volume.name}")
+    for network in found(c.networks):
+        try:
+            containers.remove_network(network)
+        except NotFound:
+            continue
+        except APIError as exc:
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            print(f"tunelab: network {network.name} left: {why}", file=sys.stderr)
+            continue
+        removed.append(f"network:{network.name}")
+    return removed
+
+
+def clean_main(argv: list[str] | None = None) -> int:
+    """``tunelab clean [--run RUN | --all [--yes]] [--workdir DIR]``."""
+    parser = argparse.ArgumentParser(
+        prog="tunelab clean",
+        description="Remove this checkout's lab containers, networks and volumes (labelled "
+        f"{containers.LABEL}=1 and with its work directory), live runs' too, and the engine "
+        "data left in its work directory. For what killed runs left, `tunelab recover` is "
+        "enough: it leaves live runs alone.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--run", metavar="RUN", help="only that run's (and its engine data)")
+    scope.add_argument(
+        "--all",
+        action="store_true",
+        help="every checkout's on this host, live runs' too (asks first; --yes when not on a "
+        "terminal)",
+    )
+    parser.add_argument("--yes", action="store_true", help="with --all: do not ask")
+    parser.add_argument(
+        "--workdir", default=".tunelab", help="this checkout's engine data directory"
+    )
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir)
+    try:
+        if args.all and not args.yes and not _confirm_all():
+            return 2
+        removed = clean(args.run, workdir=workdir, everything=args.all)
+    except containers.ContainerError as exc:
+        print(f"tunelab clean: {exc}", file=sys.stderr)
+        return 1
+    if args.run:
+        where = f" of run {args.run}"
+    elif args.all:
+        where = " on this host"
+    else:
+        where = f" of the checkout working in {workdir.resolve()}"
+    if removed:
+        print(f"removed {len(removed)}{where}: {', '.join(removed)}")
+    else:
+        print(f"nothing to remove{where}")
+    print(_clean_workdir(workdir, args.run))
+    return 0
+
+
+def _confirm_all() -> bool:
+    """Ask on a terminal; elsewhere refuse (one line) without ``--yes``."""
+    if not sys.stdin.isatty():
+        print(
+            "tunelab clean: --all removes every checkout's lab containers on this host, live "
+            "runs' too: add --yes to confirm",
+            file=sys.stderr,
+        )
+        return False
+    count = len(
+        containers.client().containers.list(all=True, filters={"label": f"{containers.LABEL}=1"})
+    )
+    answer = input(
+        f"remove the lab's {count} container(s), networks and volumes of every checkout on "
+        "this host, live runs' too? [y/N] "
+    )
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("nothing removed", file=sys.stderr)
+    return False
+
+
+def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
+    """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
+    measurement holds the host-wide bench lock (removing would disturb its timed sections)."""
+    from tunelab import benchlock
+
+    # Without a run: the tables runs keep for later runs (SQLite's files) go too.
+    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables"]
+    leftovers = [workdir / d for d in names if (workdir / d).exists()]
+    if not leftovers:
+        return f"no engine data left in {workdir}"
+    if benchlock.held_exclusively():
+        return f"a measurement is running: engine data in {workdir} left alone"
+    with benchlock.shared("clean"):  # no measurement starts while the data goes
+        for d in leftovers:
+            shutil.rmtree(d, ignore_errors=True)
+    return f"removed engine data left in {', '.join(map(str, leftovers))}"
