@@ -1,10 +1,10 @@
 """Recovery from killed runs: removing what runs whose owner is gone left (the owner record:
 ``tunelab.ownership``).
 
-``tunelab recover`` removes, for one checkout, the containers,
-volumes, networks, engine data and secrets of runs whose owner is gone, and Snakemake's lock
-when no live process of the checkout can hold it. A run whose owner is alive, or owned by
-another host, or still named by a live job (``--run-id``), is never touched.
+``tunelab recover`` removes, for one checkout, the containers, volumes, networks, engine data
+and secrets of runs whose owner is gone, and Snakemake's lock when no live process of the
+checkout can hold it. A run whose owner is alive, or owned by another host, or still named
+by a live job (``--run-id``), is never touched.
 
 ``tunelab clean`` removes the lab's containers, networks and volumes of one run, of this
 checkout or of every checkout on the host, live runs' too, and the engine data they left.
