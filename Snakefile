@@ -95,7 +95,9 @@ include: "workflows/report.smk"
 
 # `./lab run` follows the run from what its plan says (tunelab.progress).
 if workflow.is_main_process and not workflow.remote_exec:
-    pipeline.announce_progress(PLAN, ENGINE, RESULTS, LOGS)
+    from tunelab import progress
+
+    progress.announce(PLAN, ENGINE, RESULTS, LOGS)
 
 
 rule all:

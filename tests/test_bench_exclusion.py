@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import benchlock, containers
+from tunelab import benchlock, recovery
 
 # A clean child (no lock state copied by fork) that imports this module: the workflow's
 # helpers are imported where they are used, so that stays quick.
@@ -119,9 +119,9 @@ def test_clean_leaves_engine_data_alone_while_a_measurement_holds_the_lock(lock_
     (work / "points" / "p1").mkdir(parents=True)
     with holder("exclusive", "measure") as (measuring, _):
         assert measuring.wait(30)
-        assert "left alone" in containers._clean_workdir(work)
+        assert "left alone" in recovery._clean_workdir(work)
         assert (work / "points").exists()
-    assert "removed engine data" in containers._clean_workdir(work)
+    assert "removed engine data" in recovery._clean_workdir(work)
     assert not (work / "points").exists()
 
 

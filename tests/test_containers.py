@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from tunelab import containers, recovery
+from tunelab import containers, ownership, recovery
 from tunelab.containers import ContainerError, ContainerSpec
 
 pytestmark = pytest.mark.docker
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.docker
 def run_id() -> str:
     rid = f"test-{uuid.uuid4().hex[:8]}"
     yield rid
-    containers.clean(rid)
+    recovery.clean(rid)
 
 
 def _lab_containers(run_id: str) -> list:
@@ -52,7 +52,7 @@ def test_generate_password_is_fresh_and_plain():
 
 
 def test_start_labels_port_exec_remove(image, run_id, tmp_path, monkeypatch):
-    monkeypatch.setenv(recovery.OWNER_PID_ENV, str(os.getppid()))  # as the workflow exports
+    monkeypatch.setenv(ownership.OWNER_PID_ENV, str(os.getppid()))  # as the workflow exports
     run_dir = tmp_path / "w" / "runs" / run_id
     spec = _shell(image, "echo up; sleep 300", ready_log="^up$")
     rc = containers.start(spec, run_id, "p1", run_dir=run_dir)
@@ -64,12 +64,12 @@ def test_start_labels_port_exec_remove(image, run_id, tmp_path, monkeypatch):
         assert labels[containers.POINT_LABEL] == "p1"
         # The owner: the workflow's process (as it started: a reused pid is not it), the
         # host and its boot, the checkout's work directory; the same in the run directory.
-        assert labels[recovery.PID_LABEL] == str(os.getppid())
-        assert labels[recovery.START_LABEL] == str(recovery.start_time(os.getppid()))
-        assert labels[recovery.HOST_LABEL] == socket.gethostname()
-        assert labels[recovery.BOOT_LABEL] == recovery.boot_id()
-        assert labels[recovery.WORKDIR_LABEL] == str((tmp_path / "w").resolve())
-        assert recovery.Owner.read(run_dir) == recovery.Owner.from_labels(labels)
+        assert labels[ownership.PID_LABEL] == str(os.getppid())
+        assert labels[ownership.START_LABEL] == str(ownership.start_time(os.getppid()))
+        assert labels[ownership.HOST_LABEL] == socket.gethostname()
+        assert labels[ownership.BOOT_LABEL] == ownership.boot_id()
+        assert labels[ownership.WORKDIR_LABEL] == str((tmp_path / "w").resolve())
+        assert ownership.Owner.read(run_dir) == ownership.Owner.from_labels(labels)
         assert list(attrs["NetworkSettings"]["Networks"]) == [containers.network_name(run_id)]
         bindings = attrs["NetworkSettings"]["Ports"]["3306/tcp"]
         assert bindings and all(b["HostIp"] == "127.0.0.1" for b in bindings)
@@ -205,7 +205,7 @@ def test_killed_run_is_cleaned(image, run_id):
     assert proc.returncode == -signal.SIGKILL
     left = _lab_containers(run_id)
     assert [c.id for c in left] == [cid]  # nothing could remove it
-    removed = containers.clean(run_id)
+    removed = recovery.clean(run_id)
     assert removed == [left[0].name, f"network:{containers.network_name(run_id)}"]
     assert _lab_containers(run_id) == []
     assert _networks(run_id) == []
@@ -219,12 +219,12 @@ def test_clean_main_scoped_to_a_run(image, run_id, capsys):
         vol = containers.client().volumes.create(
             labels={containers.LABEL: "1", containers.RUN_LABEL: run_id}
         )
-        assert containers.clean_main(["--run", run_id]) == 0
+        assert recovery.clean_main(["--run", run_id]) == 0
         out = capsys.readouterr().out
         assert gone.name in out and f"volume:{vol.name}" in out
         assert _lab_containers(run_id) == []
         assert [c.id for c in _lab_containers(other)] == [keep.id]
-        assert containers.clean_main(["--run", run_id]) == 0
+        assert recovery.clean_main(["--run", run_id]) == 0
         assert "nothing to remove" in capsys.readouterr().out
     finally:
         keep.remove()
@@ -268,7 +268,7 @@ def test_clean_without_run_touches_only_this_checkout(image, run_id, tmp_path, c
     try:
         gone = containers.start(spec, run_id, "g", keep_key="k", run_dir=mine / "runs" / run_id)
         (mine / "points" / "p1").mkdir(parents=True)
-        assert containers.clean_main(["--workdir", str(mine)]) == 0
+        assert recovery.clean_main(["--workdir", str(mine)]) == 0
         out = capsys.readouterr().out
         assert gone.name in out and f"network:{containers.network_name(run_id)}" in out
         assert "removed engine data" in out
@@ -277,14 +277,14 @@ def test_clean_without_run_touches_only_this_checkout(image, run_id, tmp_path, c
         assert [c.id for c in _lab_containers(other)] == [keep.id]
         assert (theirs / "runs" / other / "owner.json").exists()
     finally:
-        containers.clean(other)
+        recovery.clean(other)
 
 
 def test_clean_all_asks_first_and_refuses_without_a_terminal(image, run_id, monkeypatch, capsys):
     rc = containers.start(_shell(image, "echo up; exec sleep 300", ready_log="^up$"), run_id, "p")
     try:
         monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # not a terminal
-        assert containers.clean_main(["--all"]) == 2
+        assert recovery.clean_main(["--all"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "--yes" in err[0]
 
@@ -293,7 +293,7 @@ def test_clean_all_asks_first_and_refuses_without_a_terminal(image, run_id, monk
                 return True
 
         monkeypatch.setattr(sys, "stdin", Terminal("n\n"))
-        assert containers.clean_main(["--all"]) == 2
+        assert recovery.clean_main(["--all"]) == 2
         assert "every checkout on this host" in capsys.readouterr().out
         assert [c.id for c in _lab_containers(run_id)] == [rc.id]  # declined: all still there
     finally:
@@ -349,5 +349,5 @@ def test_each_run_has_a_network_of_its_own(image, run_id):
         if outsider is not None:
             outsider.remove(force=True)
         intruder.remove()
-        containers.clean(run_id)
+        recovery.clean(run_id)
     assert _networks(run_id) == [] and _networks(other) == []

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from tunelab import dataset
 from tunelab.dataset import Dataset
@@ -14,6 +15,14 @@ def test_same_seed_gives_byte_identical_files(tmp_path):
     assert a.read_bytes() == b.read_bytes()
     c = dataset.materialise(Dataset(5000, 4), tmp_path / "c")
     assert c.read_bytes() != a.read_bytes()
+
+
+def test_a_key_names_its_data_set_back():
+    ds = Dataset(1000, 42, "accounts")
+    assert Dataset.from_key(ds.key) == ds
+    stale = ds.key.replace(f"-v{dataset.FORMAT_VERSION}-", f"-v{dataset.FORMAT_VERSION + 1}-")
+    with pytest.raises(ValueError, match="generator version"):
+        Dataset.from_key(stale)
 
 
 def test_materialise_reuses_the_cached_file(tmp_path):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tunelab import containers, dataset, runner, spec, workloads
+from tunelab import containers, dataset, recovery, runner, spec, workloads
 from tunelab.dataset import Dataset
 from tunelab.engines import db2, db2_sql
 
@@ -242,7 +242,7 @@ def test_points_of_a_run_share_one_server(write_sweep, tmp_path):
             starts.append(int(row["engine_starts"]))
         assert starts == [1, 0]
     finally:
-        containers.clean(run_id)
+        recovery.clean(run_id)
 
 
 # -- timed statements: plans, forcing, fetch, engine time ------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import cache, containers, engines, runner, spec
+from tunelab import cache, containers, engines, recovery, runner, spec
 from tunelab.engines.base import Engine, EngineError, IndexPlan
 from tunelab.engines.server import ServerEngine
 from tunelab.report import labels
@@ -116,7 +116,7 @@ def test_every_knob_column_has_its_applied_column(name, tmp_path, rows_dir):
     row = frame.iloc[0]
     assert row["applied_index"] == "covering"
     assert row["applied_lock_granularity"] == row["knob_lock_granularity"]
-    containers.clean(run_id)
+    recovery.clean(run_id)
 
 
 def test_a_knob_the_engine_did_not_read_back_fails_the_point(tmp_path):

@@ -369,7 +369,7 @@ def test_sigint_while_the_server_starts(write_sweep, tmp_path, mariadb_image):
 def test_sigint_while_a_kept_server_restarts(write_sweep, tmp_path, mariadb_image):
     """The kept server of a workflow run is stopped for a cold repetition: an interrupt
     then must not wait for it to answer (it used to, 15 s, and report "Connection refused")."""
-    from tunelab import containers
+    from tunelab import containers, recovery
 
     sweep, point = _mariadb_sweep(write_sweep, "cold")
     run_id = f"test-{uuid.uuid4().hex[:8]}"
@@ -393,4 +393,4 @@ def test_sigint_while_a_kept_server_restarts(write_sweep, tmp_path, mariadb_imag
         assert _last_line(err) == "interrupted"
         assert took < 10, err
     finally:
-        containers.clean(run_id)
+        recovery.clean(run_id)

@@ -11,7 +11,7 @@ import MySQLdb
 import pandas as pd
 import pytest
 
-from tunelab import containers, dataset, runner, spec, workloads
+from tunelab import containers, dataset, recovery, runner, spec, workloads
 from tunelab.engines.base import AccessPath, EngineError, IndexPlan
 from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine, _normalise_plan
 
@@ -316,7 +316,7 @@ def test_points_of_a_run_share_a_server_until_a_restart_knob_changes(image, tmp_
         assert all(len(k) == 1 for k in kept)
         assert kept[0] == kept[1] and kept[2] == kept[3] and kept[1] != kept[2]
     finally:
-        containers.clean(run_id)
+        recovery.clean(run_id)
     assert (
         containers.client().containers.list(
             all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}
@@ -353,7 +353,7 @@ def run(tmp_path_factory, image):
     try:
         yield base / "w", base / "d", run_id
     finally:
-        containers.clean(run_id)
+        recovery.clean(run_id)
 
 
 @pytest.fixture(scope="module")

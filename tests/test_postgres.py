@@ -9,7 +9,7 @@ import uuid
 import pandas as pd
 import pytest
 
-from tunelab import containers, dataset, runner, spec, workloads
+from tunelab import containers, dataset, recovery, runner, spec, workloads
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.engines.postgres import (
     INDEX_KINDS,
@@ -591,7 +591,7 @@ def test_points_of_a_run_share_a_server_restarted_for_buffer_pool(image, tmp_pat
         assert builds == ["built", "reused", "reused", "reused"]
         assert all(len(k) == 1 for k in kept) and len({k[0] for k in kept}) == 1
     finally:
-        containers.clean(run_id)
+        recovery.clean(run_id)
     left = containers.client().containers.list(
         all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}
     )
@@ -627,7 +627,7 @@ def test_measured_points_end_to_end(image, tmp_path):
                                        tmp_path / "d", run_id)  # fmt: skip
                 frames[p.workload.type] = pd.read_csv(out)
     finally:
-        containers.clean(run_id)
+        recovery.clean(run_id)
     df = frames["multipoint"]
     assert len(df) == 2
     assert (df["applied_index"] == "covering").all()

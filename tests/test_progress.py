@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO
-from tunelab import progress
+from tunelab import pipeline, progress
 
 SWEEP = """\
 name: tiny
@@ -81,14 +81,14 @@ def run(tmp_path_factory):
     (work / "sweeps").mkdir()
     (work / "sweeps" / "tiny.yaml").write_text(SWEEP)
     args = _args(work)
-    assert progress.count_pending(args) == 4
+    assert pipeline.count_pending(args) == 4
     earlier = sorted(p.point_id for p in _points(work))[0]
     first = _snakemake(work, "--cores", "1", f"results/sqlite/tiny/{earlier}.csv")
     assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
     log = work / "logs" / "jobs.jsonl"
     assert f"run-point results/sqlite/tiny/{earlier}.csv" in log.read_text()
     helper = subprocess.run(
-        [sys.executable, "-m", "tunelab.progress", "--for-run", *args],
+        [sys.executable, "-m", "tunelab.pipeline", "--for-run", *args],
         capture_output=True, text=True, env=_env(), check=True,
     )  # fmt: skip
     options = helper.stdout.split("\0")[:-1]
@@ -228,7 +228,7 @@ def test_the_workflow_writes_the_options_its_plan_gives(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", *_args(tmp_path), "-n"]
     subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=600)
     helper = subprocess.run(
-        [sys.executable, "-m", "tunelab.progress", "--for-run", *_args(tmp_path)],
+        [sys.executable, "-m", "tunelab.pipeline", "--for-run", *_args(tmp_path)],
         capture_output=True, text=True, env=_env(), check=True,
     )  # fmt: skip
     written = json.loads(run_file.read_text())

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import containers, recovery
-from tunelab.recovery import Owner
+from tunelab import containers, ownership, recovery
+from tunelab.ownership import Owner
 
 
 @pytest.fixture(autouse=True)
@@ -28,8 +28,8 @@ def private_env(tmp_path, monkeypatch):
     # A bench lock of this test's own: measurements elsewhere on the host never make recover
     # wait. No owner inherited from a workflow that runs the tests.
     monkeypatch.setenv("TUNELAB_LOCK_DIR", str(tmp_path / "lock"))
-    monkeypatch.delenv(recovery.OWNER_PID_ENV, raising=False)
-    monkeypatch.delenv(recovery.WORKDIR_ENV, raising=False)
+    monkeypatch.delenv(ownership.OWNER_PID_ENV, raising=False)
+    monkeypatch.delenv(ownership.WORKDIR_ENV, raising=False)
 
 
 def _recover(workdir: Path, checkout: Path) -> list[str]:
@@ -56,7 +56,7 @@ def _kill_to_zombie(proc: subprocess.Popen) -> None:
     """SIGKILL, left unreaped (a zombie, as a killed process is until its parent waits)."""
     proc.send_signal(signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while recovery.start_time(proc.pid) is not None:
+    while ownership.start_time(proc.pid) is not None:
         assert time.monotonic() < deadline, "the killed process did not exit"
         time.sleep(0.01)
 
@@ -67,7 +67,7 @@ def test_owner_is_alive_only_while_its_very_process_runs(tmp_path):
     assert (me.pid, me.host, me.state()) == (os.getpid(), socket.gethostname(), "alive")
     proc = _sleeper(tmp_path, "python-sleeper", tmp_path)
     try:
-        owner = Owner(me.host, me.boot, proc.pid, recovery.start_time(proc.pid) or -1)
+        owner = Owner(me.host, me.boot, proc.pid, ownership.start_time(proc.pid) or -1)
         assert owner.state() == "alive"
         assert dataclasses.replace(owner, start=owner.start + 1).state() == "gone"  # pid reused
         assert dataclasses.replace(owner, boot="another-boot").state() == "gone"  # rebooted
@@ -81,7 +81,7 @@ def test_owner_is_alive_only_while_its_very_process_runs(tmp_path):
 
 
 def test_owner_is_the_workflow_process_and_is_recorded_in_the_run_directory(tmp_path, monkeypatch):
-    monkeypatch.setenv(recovery.OWNER_PID_ENV, str(os.getppid()))
+    monkeypatch.setenv(ownership.OWNER_PID_ENV, str(os.getppid()))
     assert Owner.current().pid == os.getppid()
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
@@ -89,7 +89,7 @@ def test_owner_is_the_workflow_process_and_is_recorded_in_the_run_directory(tmp_
         text=True,
         check=True,
     ).stdout
-    monkeypatch.setenv(recovery.OWNER_PID_ENV, gone.strip())
+    monkeypatch.setenv(ownership.OWNER_PID_ENV, gone.strip())
     assert Owner.current().pid == os.getpid()  # a gone process cannot own a new container
 
     run_dir = tmp_path / "w" / "runs" / "r1"
@@ -233,11 +233,11 @@ def test_a_run_directory_is_reaped_only_when_its_owner_is_gone(tmp_path):
     proc = _sleeper(tmp_path, "python-sleeper", tmp_path)
     try:
         owner = dataclasses.replace(
-            Owner.current(workdir), pid=proc.pid, start=recovery.start_time(proc.pid) or -1
+            Owner.current(workdir), pid=proc.pid, start=ownership.start_time(proc.pid) or -1
         )
         live, elsewhere = workdir / "runs" / "live", workdir / "runs" / "elsewhere"
-        recovery.claim(live, owner)
-        recovery.claim(elsewhere, dataclasses.replace(owner, host="another-host"))
+        ownership.claim(live, owner)
+        ownership.claim(elsewhere, dataclasses.replace(owner, host="another-host"))
         (workdir / "points" / "p1" / "engine").mkdir(parents=True)
         assert _recover(workdir, tmp_path) == [
             "left alone: run elsewhere belongs to host another-host"
@@ -262,7 +262,7 @@ def test_a_run_directory_is_reaped_only_when_its_owner_is_gone(tmp_path):
 def test_a_run_whose_job_still_runs_is_left_alone_though_its_owner_is_gone(tmp_path):
     workdir = (tmp_path / "w").resolve()
     gone = dataclasses.replace(Owner.current(workdir), pid=1, start=-1)
-    recovery.claim(workdir / "runs" / "r7", gone)
+    ownership.claim(workdir / "runs" / "r7", gone)
     job = _sleeper(
         tmp_path, "tunelab", tmp_path / "w", "run-point", "s.yaml", "p", "--run-id", "r7"
     )
@@ -312,10 +312,10 @@ def test_killed_run_with_a_kept_mariadb_server_recovers(image, tmp_path):
         assert cid, "the owner did not start its server"
         server = client.containers.get(cid)
         labels = server.labels
-        assert labels[recovery.PID_LABEL] == str(owner.pid)
-        assert labels[recovery.START_LABEL] == str(recovery.start_time(owner.pid))
-        assert labels[recovery.HOST_LABEL] == socket.gethostname()
-        assert labels[recovery.WORKDIR_LABEL] == str(workdir)
+        assert labels[ownership.PID_LABEL] == str(owner.pid)
+        assert labels[ownership.START_LABEL] == str(ownership.start_time(owner.pid))
+        assert labels[ownership.HOST_LABEL] == socket.gethostname()
+        assert labels[ownership.WORKDIR_LABEL] == str(workdir)
         assert Owner.from_labels(labels) == Owner.read(run_dir)
         network = containers.network_name(run_id)
         assert set(server.attrs["NetworkSettings"]["Networks"]) == {network}
@@ -344,7 +344,7 @@ def test_killed_run_with_a_kept_mariadb_server_recovers(image, tmp_path):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
-        containers.clean(run_id)
+        recovery.clean(run_id)
 
 
 _TWO_CHECKOUTS = """
@@ -385,8 +385,8 @@ def test_recover_touches_only_its_own_checkout(image, tmp_path):
         assert len(_recover(b, tmp_path)) == 3
         assert left(run_b) == [] and not (b / "runs" / run_b).exists()
     finally:
-        containers.clean(run_a)
-        containers.clean(run_b)
+        recovery.clean(run_a)
+        recovery.clean(run_b)
 
 
 def test_a_stale_lock_goes_with_the_outputs_the_killed_run_had_not_finished(tmp_path):

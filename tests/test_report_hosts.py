@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from test_report_support import measured
 
-from tunelab import claims, cluster, containers, provenance, recovery
+from tunelab import claims, cluster, containers, ownership, provenance
 from tunelab.engines import server
 from tunelab.report import appendix, callouts, checks, index, methods, sections
 from tunelab.report.data import load
@@ -138,9 +138,9 @@ def test_a_cluster_job_takes_the_run_id_and_the_first_on_a_node_owns_it(monkeypa
     registered = []
     monkeypatch.setattr(atexit, "register", lambda *a: registered.append(a))
     monkeypatch.setenv(cluster.NODE_JOB_ENV, "")  # no job of the run on this node yet
-    monkeypatch.setenv(recovery.OWNER_PID_ENV, "1")  # the submitting run's pid, elsewhere
+    monkeypatch.setenv(ownership.OWNER_PID_ENV, "1")  # the submitting run's pid, elsewhere
     assert cluster.own_node_job("abc123", tmp_path)
-    assert recovery.Owner.current().pid != 1  # this process owns what it starts here
+    assert ownership.Owner.current().pid != 1  # this process owns what it starts here
     assert not cluster.own_node_job("abc123", tmp_path)  # a job it started does not
     assert registered == [(cluster.release_host, "abc123", tmp_path)]
 

@@ -348,7 +348,7 @@ def test_no_lock_figure_without_both_lock_kinds(tmp_path_factory, tmp_path, scan
 def test_lock_figure_of_a_real_mariadb_locking_sweep(tmp_path_factory, image):
     import uuid
 
-    from tunelab import containers
+    from tunelab import recovery
 
     work = tmp_path_factory.mktemp("mdb-locking")
     sweep = work / "locking.yaml"
@@ -358,7 +358,7 @@ def test_lock_figure_of_a_real_mariadb_locking_sweep(tmp_path_factory, image):
     try:
         rows = _measure_points(sweep, "mariadb", work, run_id)
     finally:
-        containers.clean(run_id)
+        recovery.clean(run_id)
     assert set(rows["knob_lock_granularity"]) == {"row", "table"}
     rows.to_csv(work / "locking.csv", index=False)
     _check_lock_figure(load(work / "locking.csv", sweep), rows)

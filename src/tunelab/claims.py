@@ -32,63 +32,28 @@ plan (``access_path``) goes through an index, 0 otherwise, so that ``access: opt
 sweeps can state which plan the optimizer chooses. Its median is 0 or 1, so state such a
 claim as ``lower`` with the side expected to use the index as ``b``: the ratio 0/1 can hold,
 while 1/0 is infinite and gets no verdict.
+
+What a claim may say, and its check against the sweep's points, is ``tunelab.claimspec``;
+the ``tunelab check`` command is ``tunelab.check``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tunelab import results
+from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
 from tunelab.report import stats
 
-KINDS = ("lower", "higher", "similar", "crossover", "falls", "rises")
-PAIR_KINDS = ("lower", "higher", "similar")
-ALONG_KINDS = ("crossover", "falls", "rises")
 VERDICTS = ("holds", "contradicted", "inconclusive")
-ALPHA = 0.05
-MIN_EFFECT = 0.05
 CLIENT_BOUND = 0.5  # as the report flags it
-
-# Row columns a claim may name as its metric; counters also by their short name.
-METRICS = (
-    "elapsed_s", "throughput_rows_s", "engine_elapsed_s", "client_share", "q_first_s",
-    "q_rest_median_s", "q_p50_s", "q_p95_s", "q_p99_s", "q_max_s", "data_mb_s", "read_mb_s",
-    "physical_reads_per_s", "hit_ratio_app", "hit_ratio_sys", "written_bytes", "uses_index",
-)  # fmt: skip
-COUNTERS = (
-    "logical_reads", "physical_reads", "prefetch_reads", "os_read_bytes", "os_write_bytes",
-    "lock_waits", "lock_wait_time_ms", "lock_escalations",
-)  # fmt: skip
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
-
-
-@dataclass(frozen=True)
-class Claim:
-    index: int
-    kind: str
-    says: str
-    metric: str = "elapsed_s"
-    a: dict[str, Any] = field(default_factory=dict)
-    b: dict[str, Any] = field(default_factory=dict)
-    where: dict[str, Any] = field(default_factory=dict)
-    along: str | None = None
-    within: tuple[float, float] | None = None
-    alpha: float = ALPHA
-    min_effect: float = MIN_EFFECT
-    engines: tuple[str, ...] = ()
-
-    def applies_to(self, engine: str) -> bool:
-        return not self.engines or engine in self.engines
 
 
 @dataclass
@@ -122,157 +87,9 @@ class Verdict:
         }
 
 
-# -- parsing and validation ---------------------------------------------------------------
+# -- evaluation ----------------------------------------------------------------------------
 def metric_column(name: str) -> str:
     return f"{results.COUNTER_PREFIX}{name}" if name in COUNTERS else name
-
-
-def _claim_list(expect: Any) -> tuple[list[dict], float, float]:
-    """``expect`` is a list of claims, or a mapping with sweep-wide ``alpha``/``min_effect``
-    and ``claims``."""
-    if isinstance(expect, dict):
-        return (
-            list(expect.get("claims") or []),
-            float(expect.get("alpha", ALPHA)),
-            float(expect.get("min_effect", MIN_EFFECT)),
-        )
-    return list(expect or []), ALPHA, MIN_EFFECT
-
-
-def parse(expect: Any) -> list[Claim]:
-    """Claims from a sweep document's ``expect`` (already checked by the schema)."""
-    raw, alpha, min_effect = _claim_list(expect)
-    claims = []
-    for i, c in enumerate(raw):
-        within = c.get("within")
-        claims.append(
-            Claim(
-                index=i,
-                kind=c["kind"],
-                says=c.get("says") or describe(c),
-                metric=c.get("metric", "elapsed_s"),
-                a=dict(c.get("a") or {}),
-                b=dict(c.get("b") or {}),
-                where=dict(c.get("where") or {}),
-                along=c.get("along"),
-                within=(float(within[0]), float(within[1])) if within else None,
-                alpha=float(c.get("alpha", alpha)),
-                min_effect=float(c.get("min_effect", min_effect)),
-                engines=tuple(c.get("engines") or ()),
-            )
-        )
-    return claims
-
-
-def _kv(d: dict) -> str:
-    return ", ".join(f"{k} {v}" for k, v in d.items())
-
-
-def describe(c: dict) -> str:
-    """A claim in words, when the sweep gives none."""
-    metric = c.get("metric", "elapsed_s")
-    where = f" ({_kv(c['where'])})" if c.get("where") else ""
-    kind = c["kind"]
-    if kind in PAIR_KINDS:
-        rel = {"lower": "<", "higher": ">", "similar": "≈"}[kind]
-        return f"{metric}: {_kv(c.get('a', {}))} {rel} {_kv(c.get('b', {}))}{where}"
-    if kind == "crossover":
-        lo, hi = c.get("within", ("?", "?"))
-        return (
-            f"{metric}: {_kv(c.get('b', {}))} overtakes {_kv(c.get('a', {}))} as "
-            f"{c.get('along')} grows, between {lo:g} and {hi:g}{where}"
-        )
-    verb = "falls" if kind == "falls" else "rises"
-    return f"{metric} {verb} as {c.get('along')} grows{where}"
-
-
-def _values_of(points: Sequence[Any]) -> dict[str, list[Any]]:
-    """Every key a claim may name, with the values the sweep's points take."""
-    seen: dict[str, list[Any]] = {}
-
-    def add(key: str, value: Any) -> None:
-        vals = seen.setdefault(key, [])
-        if not any(_same(v, value) for v in vals):
-            vals.append(value)
-
-    for p in points:
-        for k, v in p.knobs.items():
-            add(k, v)
-        for k, v in p.workload.params.items():
-            add(k, v)
-        add("cache", p.cache)
-        add("workload", p.workload.type)
-    return seen
-
-
-def validate(expect: Any, points: Sequence[Any], engine: str) -> list[tuple[str, str, str]]:
-    """(field, message, allowed) for every claim on ``engine`` that names a key, value or
-    metric the sweep does not have there (``points``: its expanded points on ``engine``)."""
-    raw, _, _ = _claim_list(expect)
-    values = _values_of(points)
-    swept = {k for k, v in values.items() if len(v) > 1}
-    allowed_keys = ", ".join(sorted(values))
-    errors: list[tuple[str, str, str]] = []
-    prefix = "expect.claims" if isinstance(expect, dict) else "expect"
-    for i, c in enumerate(raw):
-        if c.get("engines") and engine not in c["engines"]:
-            continue
-        at = f"{prefix}[{i}]"
-        metric = c.get("metric", "elapsed_s")
-        if metric not in METRICS and metric not in COUNTERS:
-            errors.append((f"{at}.metric", f"unknown metric {metric!r}",
-                           ", ".join((*METRICS, *COUNTERS))))  # fmt: skip
-        for part in ("a", "b", "where"):
-            for key, value in (c.get(part) or {}).items():
-                if key not in values:
-                    errors.append((f"{at}.{part}.{key}", "not a knob or parameter of the sweep",
-                                   allowed_keys))  # fmt: skip
-                elif not any(_same(v, value) for v in values[key]):
-                    shown = ", ".join(map(str, values[key]))
-                    errors.append((f"{at}.{part}.{key}", f"value {value!r} not in the sweep",
-                                   shown))  # fmt: skip
-        kind = c.get("kind")
-        if kind in PAIR_KINDS + ("crossover",) and not (c.get("a") and c.get("b")):
-            errors.append(
-                (at, f"a '{kind}' claim compares a with b: give both", "a: {...}, b: {...}")
-            )
-        if kind in ALONG_KINDS:
-            along = c.get("along")
-            if along not in swept:
-                errors.append((f"{at}.along", f"{along!r} is not swept (two or more values)",
-                               ", ".join(sorted(swept)) or "none"))  # fmt: skip
-        if kind == "crossover" and c.get("within"):
-            lo, hi = c["within"]
-            if not lo < hi:
-                errors.append((f"{at}.within", "low must be below high", "[low, high]"))
-    return errors
-
-
-# -- evaluation ----------------------------------------------------------------------------
-def _same(cell: Any, value: Any) -> bool:
-    if isinstance(cell, float) and math.isnan(cell):
-        return value is None
-    for conv in (_number,):
-        x, y = conv(cell), conv(value)
-        if x is not None and y is not None:
-            return math.isclose(x, y, rel_tol=1e-9)
-    return str(cell).lower() == str(value).lower()
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float | np.integer | np.floating):
-        return float(value)
-    from tunelab.spec import parse_size
-
-    size = parse_size(value)
-    if size is not None:
-        return float(size)
-    try:
-        return float(str(value))
-    except ValueError:
-        return None
 
 
 def _column(frame: pd.DataFrame, key: str) -> str | None:
@@ -289,7 +106,7 @@ def _select(frame: pd.DataFrame, conditions: dict[str, Any]) -> pd.DataFrame:
         col = _column(frame, key)
         if col is None:
             return frame.iloc[0:0]
-        mask &= frame[col].map(lambda cell, v=value: _same(cell, v))
+        mask &= frame[col].map(lambda cell, v=value: same(cell, v))
     return frame[mask]
 
 
@@ -418,7 +235,7 @@ def _values(rows: pd.DataFrame, metric: str) -> np.ndarray:
 
 def _sorted_along(rows: pd.DataFrame, col: str) -> list[Any]:
     vals = list(pd.unique(rows[col].dropna()))
-    return sorted(vals, key=lambda v: (_number(v) is None, _number(v) or 0, str(v)))
+    return sorted(vals, key=lambda v: (as_number(v) is None, as_number(v) or 0, str(v)))
 
 
 def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> tuple[str, str, list[str]]:
@@ -428,7 +245,7 @@ def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> tuple[str, str, list[str]
         a, b = _select(rows, claim.a), _select(rows, claim.b)
         t = _test(_values(a, metric), _values(b, metric), claim.alpha, claim.says)
         verdict = _pair_verdict(claim.kind, t, claim.alpha, claim.min_effect)
-        text = _compare_text(t, metric, _kv(claim.a), _kv(claim.b))
+        text = _compare_text(t, metric, kv(claim.a), kv(claim.b))
         return verdict, text, [] if verdict == "holds" else _causes(pd.concat([a, b]))
     col = _column(rows, claim.along or "")
     if col is None:
@@ -437,8 +254,8 @@ def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> tuple[str, str, list[str]
     if len(along) < 2:
         return "inconclusive", f"fewer than two values of {claim.along}", []
     if claim.kind in ("falls", "rises"):
-        first = rows[rows[col].map(lambda c: _same(c, along[0]))]
-        last = rows[rows[col].map(lambda c: _same(c, along[-1]))]
+        first = rows[rows[col].map(lambda c: same(c, along[0]))]
+        last = rows[rows[col].map(lambda c: same(c, along[-1]))]
         t = _test(_values(last, metric), _values(first, metric), claim.alpha, claim.says)
         verdict = _pair_verdict(claim.kind, t, claim.alpha, claim.min_effect)
         text = _compare_text(t, metric, f"{claim.along} {along[-1]}", f"{claim.along} {along[0]}")
@@ -453,13 +270,13 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]):
     a_rows, b_rows = _select(rows, claim.a), _select(rows, claim.b)
     signs: list[tuple[float, int, stats.RatioTest | None]] = []
     for v in along:
-        x = _values(a_rows[a_rows[col].map(lambda c, v=v: _same(c, v))], claim.metric)
-        y = _values(b_rows[b_rows[col].map(lambda c, v=v: _same(c, v))], claim.metric)
+        x = _values(a_rows[a_rows[col].map(lambda c, v=v: same(c, v))], claim.metric)
+        y = _values(b_rows[b_rows[col].map(lambda c, v=v: same(c, v))], claim.metric)
         t = _test(x, y, claim.alpha, f"{claim.says}/{v}")
         sign = 0
         if t is not None and t.significant(claim.alpha):
             sign = -1 if t.ratio < 1 else 1
-        signs.append((_number(v) or math.nan, sign, t))
+        signs.append((as_number(v) or math.nan, sign, t))
     lo, hi = claim.within or (-math.inf, math.inf)
     estimate = _crossing_estimate(signs)
     est_text = f"≈{estimate:.3g}" if estimate is not None else "none seen"
@@ -550,14 +367,14 @@ def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
     if context:  # the first context only (e.g. cold before warm), named
         key, rows = next(iter(rows.groupby(context, dropna=False, sort=True)))
         label = _context_text(key if isinstance(key, tuple) else (key,), context)
-    where = ", ".join(x for x in (_kv(c.where), label) if x)
+    where = ", ".join(x for x in (kv(c.where), label) if x)
     where = f", {where}" if where else ""
     col = metric_column(c.metric)
     if c.metric == "uses_index" and col not in rows:
         rows = rows.assign(uses_index=_values(rows, "uses_index"))
     if c.kind == "crossover":
         est = held[0].evidence.split("crossing ", 1)[-1].split(" (", 1)[0]
-        return f"{_kv(c.b)} overtakes {_kv(c.a)} at {c.along} {est}{where}"
+        return f"{kv(c.b)} overtakes {kv(c.a)} at {c.along} {est}{where}"
     if c.kind in ("falls", "rises"):
         along = _column(rows, c.along or "")
         medians = rows.groupby(along)[col].median()
@@ -574,86 +391,7 @@ def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
         return f"{name}: {order}{where}"
     a, b = _select(rows, c.a)[col].median(), _select(rows, c.b)[col].median()
     rel = {"lower": "<", "higher": ">", "similar": "≈"}[c.kind]
-    return f"{_kv(c.a)} {_fmt(a, c.metric)} {rel} {_kv(c.b)} {_fmt(b, c.metric)}{where}"
-
-
-# -- the command ---------------------------------------------------------------------------
-def _sweep_doc(path: Path) -> tuple[dict | None, str | None]:
-    from tunelab import spec
-
-    if not path.is_file():
-        return None, f"{path}: sweep file not found"
-    doc, errors = spec.load_yaml(path)
-    if errors or not isinstance(doc, dict):
-        return None, str(errors[0]) if errors else f"{path}: not a sweep file"
-    return doc, None
-
-
-def check_file(csv: Path, sweep: Path | None = None) -> tuple[str, list[Verdict], dict | None]:
-    """The verdicts of one merged results file; raises ValueError with a one-line message."""
-    try:
-        frame = pd.read_csv(csv)
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise ValueError(f"{csv}: cannot read results: {exc}") from None
-    if frame.empty or "sweep_file" not in frame or "engine" not in frame:
-        raise ValueError(f"{csv}: not a merged results file (no rows, or no sweep_file/engine)")
-    path = sweep or Path(str(frame["sweep_file"].iloc[0]))
-    doc, err = _sweep_doc(path)
-    if err:
-        raise ValueError(err)
-    name = str(frame["sweep"].iloc[0]) if "sweep" in frame else csv.stem
-    verdicts = evaluate_sweep(doc.get("expect"), frame, str(frame["engine"].iloc[0]))
-    return name, verdicts, doc
-
-
-def default_results(results_dir: Path = Path("results")) -> list[Path]:
-    """Every merged sweep file of every engine: results/<engine>/<sweep>.csv."""
-    return sorted(p for p in results_dir.glob("*/*.csv") if p.is_file())
-
-
-def check_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tunelab check",
-        description="Check each sweep's expectations (`expect:`) on its merged results: one "
-        "line per claim, exit 1 when one is contradicted.",
-    )
-    parser.add_argument("results", nargs="*", type=Path, metavar="RESULTS_CSV",
-                        help="merged results (default: results/*/*.csv)")  # fmt: skip
-    parser.add_argument("--sweep", type=Path, help="the sweep file (default: from the rows)")
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the verdicts here")
-    parser.add_argument(
-        "--no-fail", action="store_true", help="exit 0 even when a claim is contradicted"
-    )
-    args = parser.parse_args(argv)
-    files = args.results or default_results()
-    if not files:
-        print("tunelab check: no results to check (results/*/*.csv is empty)", file=sys.stderr)
-        return 2
-    out: dict[str, Any] = {}
-    contradicted = 0
-    for csv in files:
-        try:
-            name, verdicts, _ = check_file(csv, args.sweep)
-        except ValueError as exc:
-            print(str(exc), file=sys.stderr)
-            return 2
-        if not verdicts:
-            print(f"{name}: no claims")
-        for v in verdicts:
-            print(v.line(name))
-        contradicted += sum(v.verdict == "contradicted" for v in verdicts)
-        frame = pd.read_csv(csv)
-        out[str(csv)] = {
-            "sweep": name,
-            "engine": str(frame["engine"].iloc[0]),
-            "verdicts": [v.to_json() for v in verdicts],
-            "headline": headline(frame, verdicts),
-        }
-    if args.json:
-        from tunelab import atomic
-
-        atomic.write(args.json, lambda f: f.write(json.dumps(out, indent=2).encode()))
-    return 1 if contradicted and not args.no_fail else 0
+    return f"{kv(c.a)} {_fmt(a, c.metric)} {rel} {kv(c.b)} {_fmt(b, c.metric)}{where}"
 
 
 def summarize(verdicts: Iterable[Verdict]) -> dict[str, int]:

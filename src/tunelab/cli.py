@@ -32,8 +32,8 @@ DELEGATED = {
     "report": "tunelab.report.cli:report_main",
     "index": "tunelab.report.cli:index_main",
     "compare": "tunelab.report.compare:compare_main",
-    "check": "tunelab.claims:check_main",
-    "clean": "tunelab.containers:clean_main",
+    "check": "tunelab.check:check_main",
+    "clean": "tunelab.recovery:clean_main",
     "recover": "tunelab.recovery:recover_main",
     "progress": "tunelab.progress:progress_main",
 }
@@ -195,10 +195,9 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 def cmd_datagen(args: argparse.Namespace) -> int:
     from tunelab import dataset
-    from tunelab.pipeline import dataset_of_key
 
     try:
-        ds = dataset_of_key(args.key)
+        ds = dataset.Dataset.from_key(args.key)
     except ValueError as exc:
         _err(f"datagen: {exc}")
         return EXIT_USAGE

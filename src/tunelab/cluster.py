@@ -26,7 +26,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tunelab import recovery
+from tunelab import ownership
 
 RUN_ID_ENV = "TUNELAB_RUN_ID"
 NODE_JOB_ENV = "TUNELAB_NODE_JOB"  # the pid of the run's outermost job process on this node
@@ -44,7 +44,7 @@ def own_node_job(run: str, workdir: str | Path) -> bool:
     if os.environ.get(NODE_JOB_ENV):
         return False
     os.environ[NODE_JOB_ENV] = str(os.getpid())
-    os.environ[recovery.OWNER_PID_ENV] = str(os.getpid())
+    os.environ[ownership.OWNER_PID_ENV] = str(os.getpid())
     atexit.register(release_host, run, workdir)
     return True
 
@@ -62,8 +62,8 @@ def release_host(run: str, workdir: str | Path) -> list[str]:
 
         c = containers.client()
         of_run = [f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={run}"]
-        owned = [*of_run, f"{recovery.PID_LABEL}={os.getpid()}",
-                 f"{recovery.HOST_LABEL}={socket.gethostname()}"]  # fmt: skip
+        owned = [*of_run, f"{ownership.PID_LABEL}={os.getpid()}",
+                 f"{ownership.HOST_LABEL}={socket.gethostname()}"]  # fmt: skip
         for container in c.containers.list(all=True, filters={"label": owned}):
             container.remove(force=True, v=True)
             removed.append(container.name)

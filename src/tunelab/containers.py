@@ -2,17 +2,17 @@
 
 Every container carries the label ``tunelab=1`` plus the run and point it belongs to and its
 owner (host, boot, pid and start time of the run's owning process, the checkout's work
-directory: see ``tunelab.recovery``), sits on a bridge network of its run alone
+directory: see ``tunelab.ownership``), sits on a bridge network of its run alone
 (``tunelab-<run id>``, no traffic between its containers either), publishes its engine port on
 127.0.0.1 only, gets its secrets through the environment (never printed: log text shown to
 the user is scrubbed), waits for readiness the engine's own way, and is removed in every
 outcome: by the engine's teardown, by a safety net at interpreter exit (also after SIGTERM),
-and by ``tunelab recover`` (or ``tunelab clean``) for what a killed run left behind.
+and by ``tunelab recover`` (or ``tunelab clean``, both in ``tunelab.recovery``) for what a
+killed run left behind.
 """
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import datetime as dt
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import recovery
+from tunelab import ownership
 
 LABEL = "tunelab"  # value "1" on everything the lab starts
 RUN_LABEL = "tunelab.run"
@@ -57,7 +57,7 @@ def run_secret(run_dir: Path) -> str:
     owner may read, so the run's later points (other processes) can connect. The run's owner
     is recorded beside it first (``owner.json``), so a killed run's directory can be reaped."""
     path = Path(run_dir) / "secret"
-    recovery.claim(path.parent, run_owner(run_dir))
+    ownership.claim(path.parent, run_owner(run_dir))
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -67,10 +67,10 @@ def run_secret(run_dir: Path) -> str:
     return path.read_text().strip()
 
 
-def run_owner(run_dir: Path | None) -> recovery.Owner:
+def run_owner(run_dir: Path | None) -> ownership.Owner:
     """The owner of a run whose directory is ``<workdir>/runs/<run id>``; without one, the
     work directory is ``$TUNELAB_WORKDIR``'s, if set."""
-    return recovery.Owner.current(Path(run_dir).resolve().parents[1] if run_dir else None)
+    return ownership.Owner.current(Path(run_dir).resolve().parents[1] if run_dir else None)
 
 
 def network_name(run_id: str) -> str:
@@ -154,6 +154,12 @@ def _one_line(exc: BaseException) -> str:
 _started: dict[str, RunningContainer] = {}
 _started_lock = threading.Lock()
 _net_installed = False
+
+
+def forget(container_id: str) -> None:
+    """Not this process's to remove at exit any more: removed by other means (``clean``)."""
+    with _started_lock:
+        _started.pop(container_id, None)
 
 
 def _remove_all_started() -> None:
@@ -381,7 +387,7 @@ def _find_network(c: Any, name: str) -> Any:
     return next((n for n in c.networks.list(names=[name]) if n.name == name), None)
 
 
-def run_network(run_id: str, owner: recovery.Owner) -> Any:
+def run_network(run_id: str, owner: ownership.Owner) -> Any:
     """The run's own bridge network, created (labelled like its containers) when missing;
     any container of another run found on it is disconnected."""
     from docker.errors import APIError
@@ -479,7 +485,7 @@ def start(
     _install_safety_net()
     owner = run_owner(run_dir)
     if run_dir is not None:
-        recovery.claim(Path(run_dir), owner)
+        ownership.claim(Path(run_dir), owner)
     labels = {LABEL: "1", RUN_LABEL: run_id, POINT_LABEL: point_id, **owner.labels()}
     if keep_key:
         labels[KEY_LABEL] = keep_key
@@ -566,144 +572,3 @@ def remove_kept(run_id: str, except_key: str | None = None) -> list[str]:
             container.remove(force=True, v=True)
             removed.append(container.name)
     return removed
-
-
-# -- clean-up of whatever the lab left behind -------------------------------------------
-def clean(
-    run_id: str | None = None, *, workdir: Path | None = None, everything: bool = False
-) -> list[str]:
-    """Remove the containers, volumes and networks carrying the lab's label: one run's, one
-    checkout's (labelled with its work directory, or of a run whose directory is in it), or,
-    with ``everything``, every checkout's on this host. Returns the names of what was
-    removed (volumes as ``volume:<name>``, networks as ``network:<name>``)."""
-    from docker.errors import APIError, NotFound
-
-    c = client()
-    if run_id:
-        scopes = [[f"{LABEL}=1", f"{RUN_LABEL}={run_id}"]]
-    elif everything:
-        scopes = [[f"{LABEL}=1"]]
-    elif workdir is not None:
-        wd = Path(workdir).resolve()
-        runs = sorted(d.name for d in (wd / "runs").glob("*") if d.is_dir())
-        scopes = [[f"{LABEL}=1", f"{recovery.WORKDIR_LABEL}={wd}"]]
-        scopes += [[f"{LABEL}=1", f"{RUN_LABEL}={r}"] for r in runs]
-    else:
-        raise ValueError("clean: name a run, a work directory or everything")
-
-    def found(collection: Any, **kw: Any) -> list[Any]:
-        seen: dict[str, Any] = {}
-        for labels in scopes:
-            for obj in collection.list(filters={"label": labels}, **kw):
-                seen.setdefault(obj.id, obj)
-        return list(seen.values())
-
-    removed = []
-    for container in found(c.containers, all=True):
-        try:
-            container.remove(force=True, v=True)
-        except NotFound:
-            continue
-        removed.append(container.name)
-        with _started_lock:
-            _started.pop(container.id, None)
-    for volume in found(c.volumes):
-        try:
-            volume.remove(force=True)
-        except NotFound:
-            continue
-        removed.append(f"volume:{volume.name}")
-    for network in found(c.networks):
-        try:
-            remove_network(network)
-        except NotFound:
-            continue
-        except APIError as exc:
-            print(f"tunelab: network {network.name} left: {_one_line(exc)}", file=sys.stderr)
-            continue
-        removed.append(f"network:{network.name}")
-    return removed
-
-
-def clean_main(argv: list[str] | None = None) -> int:
-    """``tunelab clean [--run RUN | --all [--yes]] [--workdir DIR]``."""
-    parser = argparse.ArgumentParser(
-        prog="tunelab clean",
-        description="Remove this checkout's lab containers, networks and volumes (labelled "
-        f"{LABEL}=1 and with its work directory), live runs' too, and the engine data left in "
-        "its work directory. For what killed runs left, `tunelab recover` is enough: it "
-        "leaves live runs alone.",
-    )
-    scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--run", metavar="RUN", help="only that run's (and its engine data)")
-    scope.add_argument(
-        "--all",
-        action="store_true",
-        help="every checkout's on this host, live runs' too (asks first; --yes when not on a "
-        "terminal)",
-    )
-    parser.add_argument("--yes", action="store_true", help="with --all: do not ask")
-    parser.add_argument(
-        "--workdir", default=".tunelab", help="this checkout's engine data directory"
-    )
-    args = parser.parse_args(argv)
-    workdir = Path(args.workdir)
-    try:
-        if args.all and not args.yes and not _confirm_all():
-            return 2
-        removed = clean(args.run, workdir=workdir, everything=args.all)
-    except ContainerError as exc:
-        print(f"tunelab clean: {exc}", file=sys.stderr)
-        return 1
-    if args.run:
-        where = f" of run {args.run}"
-    elif args.all:
-        where = " on this host"
-    else:
-        where = f" of the checkout working in {workdir.resolve()}"
-    if removed:
-        print(f"removed {len(removed)}{where}: {', '.join(removed)}")
-    else:
-        print(f"nothing to remove{where}")
-    print(_clean_workdir(workdir, args.run))
-    return 0
-
-
-def _confirm_all() -> bool:
-    """Ask on a terminal; elsewhere refuse (one line) without ``--yes``."""
-    if not sys.stdin.isatty():
-        print(
-            "tunelab clean: --all removes every checkout's lab containers on this host, live "
-            "runs' too: add --yes to confirm",
-            file=sys.stderr,
-        )
-        return False
-    count = len(client().containers.list(all=True, filters={"label": f"{LABEL}=1"}))
-    answer = input(
-        f"remove the lab's {count} container(s), networks and volumes of every checkout on "
-        "this host, live runs' too? [y/N] "
-    )
-    if answer.strip().lower() in ("y", "yes"):
-        return True
-    print("nothing removed", file=sys.stderr)
-    return False
-
-
-def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
-    """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
-    measurement holds the host-wide bench lock (removing would disturb its timed sections)."""
-    import shutil
-
-    from tunelab import benchlock
-
-    # Without a run: the tables runs keep for later runs (SQLite's files) go too.
-    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables"]
-    leftovers = [workdir / d for d in names if (workdir / d).exists()]
-    if not leftovers:
-        return f"no engine data left in {workdir}"
-    if benchlock.held_exclusively():
-        return f"a measurement is running: engine data in {workdir} left alone"
-    with benchlock.shared("clean"):  # no measurement starts while the data goes
-        for d in leftovers:
-            shutil.rmtree(d, ignore_errors=True)
-    return f"removed engine data left in {', '.join(map(str, leftovers))}"

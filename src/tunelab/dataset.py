@@ -51,6 +51,14 @@ class Dataset:
     def key(self) -> str:
         return f"{self.table}-v{FORMAT_VERSION}-r{self.rows}-s{self.seed}"
 
+    @classmethod
+    def from_key(cls, key: str) -> Dataset:
+        """Inverse of ``key`` (``accounts-v1-r1000-s42``)."""
+        table, version, rows, seed = key.split("-")
+        if version != f"v{FORMAT_VERSION}":
+            raise ValueError(f"dataset {key}: generator version {version} is not the current one")
+        return cls(rows=int(rows[1:]), seed=int(seed[1:]), table=table)
+
 
 def generate(ds: Dataset) -> pd.DataFrame:
     """The table's rows as a DataFrame; the same ``Dataset`` always gives the same frame."""

@@ -213,11 +213,11 @@ def start(run_id: str, workdir: str) -> None:
     if path is None:
         release()
         return
-    from tunelab import recovery
+    from tunelab import ownership
 
     run_dir.mkdir(parents=True, exist_ok=True)
     # Claimed as the points claim it: `tunelab recover` then knows whose run this is.
-    recovery.claim(run_dir, recovery.Owner.current(Path(workdir).resolve()))
+    ownership.claim(run_dir, ownership.Owner.current(Path(workdir).resolve()))
     log = run_dir / "jobserver.log"
     prestart()  # unless the Snakefile did
     try:

@@ -2,7 +2,10 @@
 their points, and the paths of every stage's files. Kept here so the .smk files stay thin.
 
 ``python -m tunelab.pipeline SNAKEMAKE_ARGS...`` names the sweep files a run with those
-arguments will use (what `./lab run` validates before anything starts)."""
+arguments will use (what `./lab run` validates before anything starts); ``--count-pending
+SNAKEMAKE_ARGS...`` prints how many points it will measure (those without a verified results
+file yet) and ``--for-run SNAKEMAKE_ARGS...`` the options of ``tunelab progress`` for it
+(NUL-ended words). Neither takes the bench lock."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import dataset, spec
+from tunelab import dataset, progress, spec
 from tunelab.spec import Point
 from tunelab.workloads import Workload
 
@@ -247,16 +250,6 @@ def clean_run(run_id: str, workdir: str) -> None:
         raise subprocess.CalledProcessError(code, cmd)
 
 
-def announce_progress(plan: Plan, engine: str, results_dir: str, logs_dir: str) -> None:
-    """The options of `tunelab progress` for this run, from its plan, where `./lab run` asks
-    for them (tunelab.progress.RUN_FILE_ENV); the Snakefile's main process, once planned."""
-    from tunelab import progress
-
-    job_log = Path(os.environ["TUNELAB_JOB_LOG"])  # named by the Snakefile, absolute
-    paths = progress.planned(plan, engine, Path.cwd(), results_dir, logs_dir, job_log)
-    progress.write_run_file(paths)
-
-
 def release_timers() -> None:
     """At the workflow's end, in Snakemake's process: its job rate limiter (at most 100 jobs
     a second by default) arms a one-second timer thread after each scheduling round, and
@@ -267,14 +260,6 @@ def release_timers() -> None:
     for thread in threading.enumerate():
         if isinstance(thread, threading.Timer):
             thread.cancel()
-
-
-def dataset_of_key(key: str) -> dataset.Dataset:
-    """Inverse of Dataset.key (``accounts-v1-r1000-s42``)."""
-    table, version, rows, seed = key.split("-")
-    if version != f"v{dataset.FORMAT_VERSION}":
-        raise ValueError(f"dataset {key}: generator version {version} is not the current one")
-    return dataset.Dataset(rows=int(rows[1:]), seed=int(seed[1:]), table=table)
 
 
 def sized_dir(directory: str, size: str) -> str:
@@ -381,11 +366,48 @@ def resolve_run(argv: list[str]) -> Run:
     return Run(engine, files, calibration if calibration.is_file() else None, workdir, data, size)
 
 
+def run_paths(argv: list[str]) -> progress.RunPaths:
+    """What ``tunelab progress`` needs to know of a run with these Snakemake arguments, read
+    the way the Snakefile reads them."""
+    config, directory = run_config(argv)
+    run = resolve_run(argv)
+    found = plan([str(f) for f in run.files], run.engine, run.calibration, run.size)
+    results_dir = sized_dir(str(config.get("results_dir", "results")), run.size)
+    logs_dir = sized_dir(str(config.get("logs_dir", "logs")), run.size)
+    # The Snakefile names the log only when the caller has not (relative to its directory).
+    job_log = directory / os.environ.get("TUNELAB_JOB_LOG", os.path.join(logs_dir, "jobs.jsonl"))
+    return progress.planned(found, run.engine, directory, results_dir, logs_dir, job_log)
+
+
+def count_pending(argv: list[str]) -> int:
+    """How many points a run with these Snakemake arguments will measure."""
+    return run_paths(argv).total
+
+
+def _pending(what: str, argv: list[str]) -> int:
+    """``--count-pending``: how many points the run will measure; ``--for-run``: the options
+    of ``tunelab progress`` for it (NUL-ended words)."""
+    try:
+        paths = run_paths(argv)
+    except SystemExit as exc:  # the plan of invalid sweep files has said why
+        return exc.code if isinstance(exc.code, int) else 2
+    except Exception as exc:  # invalid arguments or sweep files: one line
+        print(f"tunelab progress: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    if what == "--count-pending":
+        print(paths.total)
+    else:
+        sys.stdout.write("".join(f"{w}\0" for w in progress.options_for(paths)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the run's engine, its calibration file (or nothing), the directory Snakemake runs
     in, its engine data directory, its data-set size, its index page and its sweep files, each
     ended by a NUL byte (a file name may hold any other character); or one line and exit 2."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("--count-pending", "--for-run"):
+        return _pending(args[0], args[1:])
     try:
         run = resolve_run(args)
         config, _ = run_config(args)

@@ -8,10 +8,9 @@ time left, e.g.::
 
     [lab] 3/40 scan-vs-page-size page_size-4096_scan_cold: median 0.673 s over 6 reps · ~12 min left
 
-``python -m tunelab.progress --count-pending SNAKEMAKE_ARGS...`` prints how many points a run
-with those arguments will measure (those without a verified results file yet);
-``--for-run SNAKEMAKE_ARGS...`` prints the options of ``tunelab progress`` for that run
-(NUL-ended words), which is what ``./lab run`` uses. It never takes the bench lock.
+The Snakefile, once it has its plan, writes these options where ``./lab run`` asks for them
+(``announce``); ``python -m tunelab.pipeline --for-run SNAKEMAKE_ARGS...`` prints them for a
+run from its arguments.
 """
 
 from __future__ import annotations
@@ -43,21 +42,6 @@ class RunPaths:
     directory: Path  # where Snakemake runs: the job log names files relative to it
     results_dir: str
     logs_dir: str
-
-
-def run_paths(argv: list[str]) -> RunPaths:
-    """What ``tunelab progress`` needs to know of a run with these Snakemake arguments, read
-    the way the Snakefile reads them (tunelab.pipeline)."""
-    from tunelab import pipeline
-
-    config, directory = pipeline.run_config(argv)
-    run = pipeline.resolve_run(argv)
-    plan = pipeline.plan([str(f) for f in run.files], run.engine, run.calibration, run.size)
-    results_dir = pipeline.sized_dir(str(config.get("results_dir", "results")), run.size)
-    logs_dir = pipeline.sized_dir(str(config.get("logs_dir", "logs")), run.size)
-    # The Snakefile names the log only when the caller has not (relative to its directory).
-    job_log = directory / os.environ.get("TUNELAB_JOB_LOG", os.path.join(logs_dir, "jobs.jsonl"))
-    return planned(plan, run.engine, directory, results_dir, logs_dir, job_log)
 
 
 def planned(
@@ -93,6 +77,14 @@ def write_run_file(paths: RunPaths) -> None:
     tmp.replace(target)
 
 
+def announce(plan, engine: str, results_dir: str, logs_dir: str) -> None:
+    """The options of `tunelab progress` for this run, from its plan (tunelab.pipeline.Plan),
+    where `./lab run` asks for them (RUN_FILE_ENV); the Snakefile's main process, once
+    planned."""
+    job_log = Path(os.environ["TUNELAB_JOB_LOG"])  # named by the Snakefile, absolute
+    write_run_file(planned(plan, engine, Path.cwd(), results_dir, logs_dir, job_log))
+
+
 def _await_run_file(path: Path, pid: int) -> list[str] | None:
     """The options the workflow writes to ``path``; None when ``pid`` ends first (a run
     that stopped before its plan: invalid arguments, a dry run that failed)."""
@@ -101,11 +93,6 @@ def _await_run_file(path: Path, pid: int) -> list[str] | None:
             return None
         time.sleep(0.05)
     return [str(w) for w in json.loads(path.read_text())]
-
-
-def count_pending(argv: list[str]) -> int:
-    """How many points a run with these Snakemake arguments will measure."""
-    return run_paths(argv).total
 
 
 def options_for(paths: RunPaths) -> list[str]:
@@ -347,30 +334,3 @@ def progress_main(argv: list[str] | None = None) -> int:
             print(f"tunelab progress: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``--count-pending ARGS...`` or ``--for-run ARGS...`` (Snakemake's arguments)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in ("--count-pending", "--for-run"):
-        print(
-            "usage: python -m tunelab.progress --count-pending|--for-run SNAKEMAKE_ARGS...",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        paths = run_paths(argv[1:])
-    except SystemExit as exc:  # the plan of invalid sweep files has said why
-        return exc.code if isinstance(exc.code, int) else 2
-    except Exception as exc:  # invalid arguments or sweep files: one line
-        print(f"tunelab progress: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
-    if argv[0] == "--count-pending":
-        print(paths.total)
-    else:
-        sys.stdout.write("".join(f"{w}\0" for w in options_for(paths)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

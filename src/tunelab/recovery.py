@@ -1,14 +1,13 @@
-"""Recovery from killed runs: who owns what the lab leaves behind, and removing what runs
-whose owner is gone left.
+"""Recovery from killed runs: removing what runs whose owner is gone left (the owner record:
+``tunelab.ownership``).
 
-Every container and run network the lab starts, and every run directory under the work
-directory (``runs/<run id>/owner.json``), names its owner: the host, the boot, the pid of the
-process that runs the workflow (Snakemake, which exports ``TUNELAB_OWNER_PID``; else the
-process itself), that process's start time (so a reused pid is not taken for the owner) and
-the checkout's work directory. ``tunelab recover`` removes, for one checkout, the containers,
-volumes, networks, engine data and secrets of runs whose owner is gone, and Snakemake's lock
-when no live process of the checkout can hold it. A run whose owner is alive, or owned by
-another host, or still named by a live job (``--run-id``), is never touched.
+``tunelab recover`` removes, for one checkout, the containers, volumes, networks, engine data
+and secrets of runs whose owner is gone, and Snakemake's lock when no live process of the
+checkout can hold it. A run whose owner is alive, or owned by another host, or still named
+by a live job (``--run-id``), is never touched.
+
+``tunelab clean`` removes the lab's containers, networks and volumes of one run, of this
+checkout or of every checkout on the host, live runs' too, and the engine data they left.
 """
 
 from __future__ import annotations
@@ -17,93 +16,18 @@ import argparse
 import base64
 import binascii
 import contextlib
-import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-OWNER_PID_ENV = "TUNELAB_OWNER_PID"  # the pid of the process that owns the run (Snakemake)
-WORKDIR_ENV = "TUNELAB_WORKDIR"  # the checkout's work directory, when no run directory says it
-OWNER_FILE = "owner.json"
-
-HOST_LABEL = "tunelab.owner.host"
-BOOT_LABEL = "tunelab.owner.boot"
-PID_LABEL = "tunelab.owner.pid"
-START_LABEL = "tunelab.owner.start"
-WORKDIR_LABEL = "tunelab.workdir"
-
-
-# -- processes -------------------------------------------------------------------------------
-def boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def start_time(pid: int) -> int | None:
-    """The start time of a live process (clock ticks after boot, /proc/<pid>/stat field 22);
-    None when there is no such process or it has exited (a zombie)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
-        return None
-    rest = text[text.rindex(")") + 2 :].split()  # the command name may hold spaces
-    if rest[0] in ("Z", "X"):
-        return None
-    return int(rest[19])
-
-
-@dataclass(frozen=True)
-class Proc:
-    pid: int
-    argv: tuple[str, ...]
-    cwd: Path | None  # None: not readable (another user's process)
-
-    def names(self) -> set[str]:
-        """The program names of the command line: the interpreter's and its script's."""
-        names = {os.path.basename(a) for a in self.argv[:2]}
-        if "-m" in self.argv[:-1]:
-            names.add(self.argv[self.argv.index("-m") + 1])
-        return names
-
-    def names_run(self, run_id: str) -> bool:
-        args = self.argv
-        return f"--run-id={run_id}" in args or any(
-            a == "--run-id" and b == run_id for a, b in zip(args, args[1:])
-        )
-
-
-def processes() -> list[Proc]:
-    """Every live process but this one."""
-    out = []
-    me = os.getpid()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            raw = Path(entry.path, "cmdline").read_bytes()
-        except OSError:
-            continue  # exited meanwhile
-        if not raw:
-            continue  # a kernel thread or a zombie: holds nothing
-        argv = tuple(a.decode("utf-8", "replace") for a in raw.rstrip(b"\0").split(b"\0"))
-        try:
-            cwd: Path | None = Path(os.readlink(Path(entry.path, "cwd")))
-        except PermissionError:
-            cwd = None
-        except OSError:
-            continue
-        out.append(Proc(int(entry.name), argv, cwd))
-    return out
-
+from tunelab import containers
+from tunelab.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
 
 # What `tunelab` does as a workflow job (the rest, such as validate, plan or progress, never
 # runs under Snakemake's lock, so it cannot keep a stale one).
@@ -159,92 +83,6 @@ def _stop_job_servers(servers: list[Proc], say: Callable[[str], None], wait_s: f
     say(f"stopped the job server of a killed run (pid {pids}) and the jobs it still ran")
 
 
-# -- owners ----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Owner:
-    """The process a run belongs to, and the checkout's work directory."""
-
-    host: str
-    boot: str
-    pid: int
-    start: int
-    workdir: str = ""  # absolute; empty when not known
-
-    @classmethod
-    def current(cls, workdir: Path | str | None = None) -> Owner:
-        """This run's owner: ``$TUNELAB_OWNER_PID`` when it names a live process, else this
-        process; the work directory given, else ``$TUNELAB_WORKDIR``."""
-        pid = os.getpid()
-        named = os.environ.get(OWNER_PID_ENV, "")
-        if named.isdigit() and start_time(int(named)) is not None:
-            pid = int(named)
-        wd = workdir or os.environ.get(WORKDIR_ENV) or ""
-        return cls(
-            socket.gethostname(),
-            boot_id(),
-            pid,
-            start_time(pid) or 0,
-            str(Path(wd).resolve()) if wd else "",
-        )
-
-    def state(self) -> str:
-        """``alive``, ``gone`` (exited, or the host rebooted) or ``elsewhere`` (another host's:
-        not this host's to judge)."""
-        if self.host != socket.gethostname():
-            return "elsewhere"
-        if self.boot != boot_id() or start_time(self.pid) != self.start:
-            return "gone"
-        return "alive"
-
-    def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}"
-
-    def labels(self) -> dict[str, str]:
-        out = {
-            HOST_LABEL: self.host,
-            BOOT_LABEL: self.boot,
-            PID_LABEL: str(self.pid),
-            START_LABEL: str(self.start),
-        }
-        if self.workdir:
-            out[WORKDIR_LABEL] = self.workdir
-        return out
-
-    @classmethod
-    def from_labels(cls, labels: dict[str, str]) -> Owner | None:
-        try:
-            return cls(
-                labels[HOST_LABEL],
-                labels[BOOT_LABEL],
-                int(labels[PID_LABEL]),
-                int(labels[START_LABEL]),
-                labels.get(WORKDIR_LABEL, ""),
-            )
-        except (KeyError, ValueError):
-            return None  # started before the lab recorded owners
-
-    @classmethod
-    def read(cls, run_dir: Path) -> Owner | None:
-        try:
-            data = json.loads((Path(run_dir) / OWNER_FILE).read_text())
-            fields = {k: data[k] for k in ("host", "boot", "pid", "start")}
-            return cls(**fields, workdir=data.get("workdir", ""))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-
-def claim(run_dir: Path, owner: Owner) -> None:
-    """Record ``owner`` in the run directory (atomically), unless it is already there, so
-    engine data and secrets can be reaped without Docker."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if Owner.read(run_dir) == owner:
-        return
-    tmp = run_dir / f".{OWNER_FILE}.{os.getpid()}"
-    tmp.write_text(json.dumps(asdict(owner), sort_keys=True) + "\n")
-    tmp.replace(run_dir / OWNER_FILE)
-
-
 # -- reaping ---------------------------------------------------------------------------------
 @dataclass
 class _Run:
@@ -259,8 +97,6 @@ class _Run:
 def _docker_leftovers(workdir: Path, runs: dict[str, _Run]) -> None:
     """Add this checkout's containers, networks and volumes to ``runs`` (none when Docker
     does not answer: then only the work directory is looked at)."""
-    from tunelab import containers
-
     try:
         c = containers.client()
     except containers.ContainerError:
@@ -316,8 +152,6 @@ def _why_kept(run: _Run, procs: list[Proc], holders: list[Proc]) -> str | None:
 
 
 def _remove(kind: str, obj: Any) -> None:
-    from tunelab import containers
-
     if kind == "container":
         obj.remove(force=True, v=True)  # with its anonymous volumes
     elif kind == "volume":
@@ -484,3 +318,144 @@ def recover_main(argv: list[str] | None = None) -> int:
         print(f"tunelab recover: {why}", file=sys.stderr)
         return 1
     return 0
+
+
+# -- clean-up of whatever the lab left behind, live runs' too --------------------------------
+def clean(
+    run_id: str | None = None, *, workdir: Path | None = None, everything: bool = False
+) -> list[str]:
+    """Remove the containers, volumes and networks carrying the lab's label: one run's, one
+    checkout's (labelled with its work directory, or of a run whose directory is in it), or,
+    with ``everything``, every checkout's on this host. Returns the names of what was
+    removed (volumes as ``volume:<name>``, networks as ``network:<name>``)."""
+    from docker.errors import APIError, NotFound
+
+    c = containers.client()
+    if run_id:
+        scopes = [[f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={run_id}"]]
+    elif everything:
+        scopes = [[f"{containers.LABEL}=1"]]
+    elif workdir is not None:
+        wd = Path(workdir).resolve()
+        runs = sorted(d.name for d in (wd / "runs").glob("*") if d.is_dir())
+        scopes = [[f"{containers.LABEL}=1", f"{WORKDIR_LABEL}={wd}"]]
+        scopes += [[f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={r}"] for r in runs]
+    else:
+        raise ValueError("clean: name a run, a work directory or everything")
+
+    def found(collection: Any, **kw: Any) -> list[Any]:
+        seen: dict[str, Any] = {}
+        for labels in scopes:
+            for obj in collection.list(filters={"label": labels}, **kw):
+                seen.setdefault(obj.id, obj)
+        return list(seen.values())
+
+    removed = []
+    for container in found(c.containers, all=True):
+        try:
+            container.remove(force=True, v=True)
+        except NotFound:
+            continue
+        removed.append(container.name)
+        containers.forget(container.id)
+    for volume in found(c.volumes):
+        try:
+            volume.remove(force=True)
+        except NotFound:
+            continue
+        removed.append(f"volume:{volume.name}")
+    for network in found(c.networks):
+        try:
+            containers.remove_network(network)
+        except NotFound:
+            continue
+        except APIError as exc:
+            why = " ".join(str(exc).split()) or type(exc).__name__
+            print(f"tunelab: network {network.name} left: {why}", file=sys.stderr)
+            continue
+        removed.append(f"network:{network.name}")
+    return removed
+
+
+def clean_main(argv: list[str] | None = None) -> int:
+    """``tunelab clean [--run RUN | --all [--yes]] [--workdir DIR]``."""
+    parser = argparse.ArgumentParser(
+        prog="tunelab clean",
+        description="Remove this checkout's lab containers, networks and volumes (labelled "
+        f"{containers.LABEL}=1 and with its work directory), live runs' too, and the engine "
+        "data left in its work directory. For what killed runs left, `tunelab recover` is "
+        "enough: it leaves live runs alone.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--run", metavar="RUN", help="only that run's (and its engine data)")
+    scope.add_argument(
+        "--all",
+        action="store_true",
+        help="every checkout's on this host, live runs' too (asks first; --yes when not on a "
+        "terminal)",
+    )
+    parser.add_argument("--yes", action="store_true", help="with --all: do not ask")
+    parser.add_argument(
+        "--workdir", default=".tunelab", help="this checkout's engine data directory"
+    )
+    args = parser.parse_args(argv)
+    workdir = Path(args.workdir)
+    try:
+        if args.all and not args.yes and not _confirm_all():
+            return 2
+        removed = clean(args.run, workdir=workdir, everything=args.all)
+    except containers.ContainerError as exc:
+        print(f"tunelab clean: {exc}", file=sys.stderr)
+        return 1
+    if args.run:
+        where = f" of run {args.run}"
+    elif args.all:
+        where = " on this host"
+    else:
+        where = f" of the checkout working in {workdir.resolve()}"
+    if removed:
+        print(f"removed {len(removed)}{where}: {', '.join(removed)}")
+    else:
+        print(f"nothing to remove{where}")
+    print(_clean_workdir(workdir, args.run))
+    return 0
+
+
+def _confirm_all() -> bool:
+    """Ask on a terminal; elsewhere refuse (one line) without ``--yes``."""
+    if not sys.stdin.isatty():
+        print(
+            "tunelab clean: --all removes every checkout's lab containers on this host, live "
+            "runs' too: add --yes to confirm",
+            file=sys.stderr,
+        )
+        return False
+    count = len(
+        containers.client().containers.list(all=True, filters={"label": f"{containers.LABEL}=1"})
+    )
+    answer = input(
+        f"remove the lab's {count} container(s), networks and volumes of every checkout on "
+        "this host, live runs' too? [y/N] "
+    )
+    if answer.strip().lower() in ("y", "yes"):
+        return True
+    print("nothing removed", file=sys.stderr)
+    return False
+
+
+def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
+    """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
+    measurement holds the host-wide bench lock (removing would disturb its timed sections)."""
+    from tunelab import benchlock
+
+    # Without a run: the tables runs keep for later runs (SQLite's files) go too.
+    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables"]
+    leftovers = [workdir / d for d in names if (workdir / d).exists()]
+    if not leftovers:
+        return f"no engine data left in {workdir}"
+    if benchlock.held_exclusively():
+        return f"a measurement is running: engine data in {workdir} left alone"
+    with benchlock.shared("clean"):  # no measurement starts while the data goes
+        for d in leftovers:
+            shutil.rmtree(d, ignore_errors=True)
+    return f"removed engine data left in {', '.join(map(str, leftovers))}"

@@ -30,9 +30,10 @@ from yaml.nodes import ScalarNode
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
-from tunelab import engines, workloads
+from tunelab import claimspec, engines, workloads
 from tunelab.dataset import Dataset
 from tunelab.engines.base import EngineInfo
+from tunelab.units import parse_size
 
 DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
@@ -47,9 +48,6 @@ MAX_POINTS_ENV = "TUNELAB_MAX_POINTS"
 # sweep gives it). The workflow sets the variable from its config, so every job agrees.
 SIZES = ("quick", "assignment")
 SIZE_ENV = "TUNELAB_SIZE"
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|K|M|G|KB|MB|GB)\s*$")
-_UNITS = {"B": 1, "K": 1024, "KB": 1024, "KIB": 1024, "M": 1024**2, "MB": 1024**2,
-          "MIB": 1024**2, "G": 1024**3, "GB": 1024**3, "GIB": 1024**3}  # fmt: skip
 
 
 _KIND = {"array": "a list", "number": "a number", "integer": "an integer", "null": "null",
@@ -125,16 +123,6 @@ def schema() -> dict:
     doc = json.loads(text)
     doc["$defs"]["engine"] = {**doc["$defs"]["engine"], "enum": engines.names()}
     return doc
-
-
-def parse_size(value: Any) -> int | None:
-    """Bytes for strings like '64MiB' or '512K'; None if ``value`` is not such a string."""
-    if not isinstance(value, str):
-        return None
-    m = _SIZE.match(value)
-    if not m:
-        return None
-    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
 
 
 def _path(parts: Any) -> str:
@@ -625,9 +613,7 @@ def expand(
     if warnings is not None:
         warnings.extend(warned)
     if not errors and "expect" not in broken and doc.get("expect"):
-        from tunelab import claims  # pandas: only for sweeps that state claims
-
-        for fld, msg, allowed_text in claims.validate(doc.get("expect"), points, engine):
+        for fld, msg, allowed_text in claimspec.validate(doc.get("expect"), points, engine):
             errors.append(SpecError(file, fld, msg, allowed_text))
     if errors:
         return [], errors

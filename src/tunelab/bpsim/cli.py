@@ -306,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from tunelab import cli
+    # As `tunelab bpsim` runs: beside other jobs, never beside a measurement (the bench lock
+    # tunelab.cli takes for it), without importing the CLI, a layer above this one.
+    from tunelab import benchlock
 
-    sys.exit(cli.main(["bpsim", *sys.argv[1:]]))
+    with benchlock.shared(benchlock.job_name(["bpsim", *sys.argv[1:]])):
+        sys.exit(main())

@@ -212,12 +212,12 @@ class SQLiteEngine(Engine):
     def _copy_out(self, kept: Path | None) -> None:
         if kept is None or kept.exists():
             return
-        from tunelab import recovery
+        from tunelab import ownership
 
         # Copied within the run's directory first (a killed run's half copy is reaped with
         # it: its owner goes with it), then put in place whole.
         run_dir = self.run_dir.resolve()
-        recovery.claim(run_dir, recovery.Owner.current(run_dir.parents[1]))
+        ownership.claim(run_dir, ownership.Owner.current(run_dir.parents[1]))
         tmp = run_dir / "tables-in-progress" / f"{kept.name}.{os.getpid()}"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         kept.parent.mkdir(parents=True, exist_ok=True)

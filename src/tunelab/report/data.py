@@ -14,7 +14,8 @@ import pandas as pd
 import yaml
 
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
-from tunelab.spec import knob_lists, parse_size
+from tunelab.spec import knob_lists
+from tunelab.units import parse_size
 
 REQUIRED = ("elapsed_s",)
 # Dimensions that are not knobs but still separate points when they vary in a sweep.

@@ -30,7 +30,7 @@ from tunelab.report.labels import (
     label,
     unit_text,
 )
-from tunelab.spec import parse_size
+from tunelab.units import parse_size
 
 SUMMARY_ID = "tunelab-summary"  # the JSON block the index page reads
 
