@@ -114,7 +114,7 @@ def start(run_id: str, workdir: str) -> None:
     # Claimed as the points claim it: `tunelab recover` then knows whose run this is.
     recovery.claim(run_dir, recovery.Owner.current(Path(workdir).resolve()))
     log = run_dir / "jobserver.log"
-    prestart()  # unless the Snakefile did
+    prestart()  # unless the run's setup did
     try:
         # Where to listen and log, one line each; then its input closes.
         _server.stdin.write(f"{json.dumps(str(path))}\n{json.dumps(str(log))}\n".encode())
