@@ -3,7 +3,7 @@
 #   snakemake --profile workflows/profile [--config engine=mariadb]
 from snakemake.utils import min_version, validate
 
-from tunelab import pipeline
+from tunelab import pipeline  # the rules' helpers (workflows/*.smk)
 from tunelab.jobserver import control as job_server
 from tunelab.workflow import ENVVARS, setup_run
 
@@ -23,9 +23,11 @@ RUN = setup_run(
     remote=workflow.remote_exec,
     prestart=job_server.prestart,
 )
-SIZE, PLAN, RUN_ID = RUN.size, RUN.plan, RUN.id
+SIZE, PLAN, RUN_ID = RUN.size, RUN.plan, RUN.id  # what the rules use
 
 
+# What a cluster job needs from the submitting run where the executor does not pass the
+# whole environment (Kubernetes).
 envvars:
     *ENVVARS,
 
@@ -35,6 +37,7 @@ onstart:
     job_server.on_start(RUN, local=workflow.local_exec and workflow.is_main_process)
 
 
+# The run's end, whatever the outcome: its clean-up (its shared server engine), the server's stop.
 onsuccess:
     job_server.on_end(RUN)
 
