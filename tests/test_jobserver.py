@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import jobserver, spec
+from tunelab import jobs, pipeline, spec
+from tunelab.jobserver import client, control
 
 TUNELAB = shutil.which("tunelab", path=str(Path(sys.executable).parent))
 SWEEP = """
@@ -32,7 +33,7 @@ repetitions: %d
 @pytest.fixture
 def server(tmp_path):
     """A job server owned by this test process, and the environment that names it."""
-    sock = tmp_path / "run" / jobserver.SOCKET_NAME
+    sock = tmp_path / "run" / control.SOCKET_NAME
     sock.parent.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunelab.jobserver", str(sock), "--owner", str(os.getpid())],
@@ -45,7 +46,7 @@ def server(tmp_path):
         time.sleep(0.05)
     env = {
         **os.environ,
-        jobserver.JOB_SERVER_ENV: str(sock),
+        jobs.JOB_SERVER_ENV: str(sock),
         "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
         "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl"),
     }
@@ -147,7 +148,7 @@ def test_a_killed_job_takes_its_child_along(write_sweep, tmp_path, server, pause
 
 def test_without_a_server_the_command_runs_itself(write_sweep, tmp_path):
     sweep, point = _point(write_sweep, 1)
-    env = {**os.environ, jobserver.JOB_SERVER_ENV: str(tmp_path / "gone.sock"),
+    env = {**os.environ, jobs.JOB_SERVER_ENV: str(tmp_path / "gone.sock"),
            "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
            "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
     job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
@@ -158,7 +159,7 @@ def test_without_a_server_the_command_runs_itself(write_sweep, tmp_path):
 
 def test_the_server_ends_with_its_owner(tmp_path):
     owner = subprocess.Popen(["sleep", "60"])
-    sock = tmp_path / jobserver.SOCKET_NAME
+    sock = tmp_path / control.SOCKET_NAME
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunelab.jobserver", str(sock), "--owner", str(owner.pid)]
     )
@@ -175,7 +176,7 @@ def test_the_server_ends_with_its_owner(tmp_path):
 def test_sigterm_ends_an_idle_server(tmp_path):
     """The server waits with no timeout: the signal itself must wake it (a run's end waits
     for it)."""
-    sock = tmp_path / jobserver.SOCKET_NAME
+    sock = tmp_path / control.SOCKET_NAME
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunelab.jobserver", str(sock), "--owner", str(os.getpid())]
     )
@@ -203,7 +204,7 @@ def _a_point_is_served(tmp_path: Path, write_sweep, proc: subprocess.Popen, sock
         assert proc.poll() is None, proc.stderr.read().decode()
         assert time.monotonic() < deadline, "the server did not start listening"
         time.sleep(0.05)
-    env = {**os.environ, jobserver.JOB_SERVER_ENV: str(sock),
+    env = {**os.environ, jobs.JOB_SERVER_ENV: str(sock),
            "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
            "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
     sweep, point = _point(write_sweep, reps=1, rows=2000)
@@ -224,7 +225,7 @@ def test_a_standby_server_given_no_run_ends_having_bound_nothing(tmp_path):
 
 def test_a_standby_server_serves_the_run_it_is_given(tmp_path, write_sweep):
     proc = _standby(tmp_path)
-    sock, log = tmp_path / "run" / jobserver.SOCKET_NAME, tmp_path / "run" / "jobserver.log"
+    sock, log = tmp_path / "run" / control.SOCKET_NAME, tmp_path / "run" / "jobserver.log"
     sock.parent.mkdir()
     proc.stdin.write(f"{json.dumps(str(sock))}\n{json.dumps(str(log))}\n".encode())
     proc.stdin.close()
@@ -247,18 +248,18 @@ def test_a_server_lab_started_is_adopted_by_the_workflow(tmp_path, write_sweep, 
         env={**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock")},
     )  # fmt: skip
     os.close(read_end)
-    monkeypatch.setenv(jobserver.STANDBY_ENV, f"{proc.pid}:{write_end}")
-    monkeypatch.setattr(jobserver, "_server", None)
-    monkeypatch.delenv(jobserver.JOB_SERVER_ENV, raising=False)
+    monkeypatch.setenv(jobs.STANDBY_ENV, f"{proc.pid}:{write_end}")
+    monkeypatch.setattr(control, "_server", None)
+    monkeypatch.delenv(jobs.JOB_SERVER_ENV, raising=False)
     try:
-        jobserver.prestart()
-        assert isinstance(jobserver._server, jobserver._Adopted)
-        assert jobserver.STANDBY_ENV not in os.environ  # the run's jobs do not see it
+        control.prestart()
+        assert isinstance(control._server, control._Adopted)
+        assert jobs.STANDBY_ENV not in os.environ  # the run's jobs do not see it
         assert not os.get_inheritable(write_end)
-        jobserver.start("adopted", str(tmp_path / "work"))
-        sock = Path(os.environ[jobserver.JOB_SERVER_ENV])
+        control.start("adopted", str(tmp_path / "work"))
+        sock = Path(os.environ[jobs.JOB_SERVER_ENV])
         _a_point_is_served(tmp_path, write_sweep, proc, sock)
-        jobserver.stop()
+        control.stop()
         assert proc.wait(timeout=30) == 0
         assert not sock.exists()
     finally:
@@ -269,8 +270,8 @@ def test_a_server_lab_started_is_adopted_by_the_workflow(tmp_path, write_sweep, 
 
 def test_a_socket_path_too_long_means_no_server(tmp_path):
     deep = tmp_path / ("d" * 120)
-    assert jobserver.socket_path(deep) is None
-    assert jobserver.socket_path(tmp_path) == tmp_path.resolve() / jobserver.SOCKET_NAME
+    assert control.socket_path(deep) is None
+    assert control.socket_path(tmp_path) == tmp_path.resolve() / control.SOCKET_NAME
 
 
 TEMPLATE = """# %% tags=["parameters"]
@@ -294,13 +295,13 @@ def _kernel_parent(tmp_path: Path) -> list[str]:
 
 def test_a_report_kernel_is_forked_warm_by_the_server(tmp_path, server, monkeypatch):
     proc, env = server
-    monkeypatch.setenv(jobserver.JOB_SERVER_ENV, env[jobserver.JOB_SERVER_ENV])
+    monkeypatch.setenv(jobs.JOB_SERVER_ENV, env[jobs.JOB_SERVER_ENV])
     assert _kernel_parent(tmp_path) == [str(proc.pid), "2"]
     assert proc.poll() is None
 
 
 def test_without_a_server_the_kernel_is_ipykernels_own(tmp_path, monkeypatch):
-    monkeypatch.delenv(jobserver.JOB_SERVER_ENV, raising=False)
+    monkeypatch.delenv(jobs.JOB_SERVER_ENV, raising=False)
     assert _kernel_parent(tmp_path) == [str(os.getpid()), "2"]
 
 
@@ -337,14 +338,14 @@ def test_a_job_holds_none_of_the_servers_descriptors(write_sweep, tmp_path, serv
 def test_the_runs_clean_up_at_its_end_runs_in_its_job_server(tmp_path, server, monkeypatch):
     """At the workflow's end (no job runs) the run's clean-up is one more served command,
     not a new interpreter."""
-    from tunelab import containers, pipeline
+    from tunelab import containers
 
     try:
         containers.client()
     except containers.ContainerError as exc:
         pytest.skip(f"the clean-up asks Docker for the run's containers: {exc}")
     _proc, env = server
-    for name in (jobserver.JOB_SERVER_ENV, "TUNELAB_LOCK_DIR", "TUNELAB_JOB_LOG"):
+    for name in (jobs.JOB_SERVER_ENV, "TUNELAB_LOCK_DIR", "TUNELAB_JOB_LOG"):
         monkeypatch.setenv(name, env[name])
     left = tmp_path / "work" / "runs" / "r1" / "sqlite-tables"
     left.mkdir(parents=True)
@@ -353,7 +354,7 @@ def test_the_runs_clean_up_at_its_end_runs_in_its_job_server(tmp_path, server, m
         raise AssertionError(f"a new process was started: {args}")
 
     monkeypatch.setattr(pipeline.subprocess, "run", no_new_process)
-    pipeline.clean_run("r1", str(tmp_path / "work"))
+    pipeline.clean_run("r1", str(tmp_path / "work"), submit=client.submit)
     assert not left.parent.exists()
     assert [s["job"] for s in _spans(tmp_path)] == ["clean"]
 
@@ -362,8 +363,6 @@ def test_the_workflows_end_cancels_snakemakes_pending_timers():
     """Snakemake's job rate limiter leaves a one-second timer thread behind; the interpreter
     would wait for it before it exits."""
     import threading
-
-    from tunelab import pipeline
 
     fired: list[int] = []
     timer = threading.Timer(60, fired.append, [1])

@@ -183,14 +183,14 @@ def test_a_live_runs_job_server_keeps_the_lock(tmp_path):
 
 
 def test_the_job_server_lab_started_for_its_run_does_not_keep_the_lock(tmp_path, monkeypatch):
-    """`./lab run` starts its run's job server before it recovers (tunelab.jobserver's
+    """`./lab run` starts its run's job server before it recovers (tunelab.jobs's
     STANDBY_ENV names it): that server is no killed run's, and holds nothing yet."""
-    from tunelab import jobserver
+    from tunelab import jobs
 
     checkout = _locked_checkout(tmp_path)
     server = _job_server_stand_in(checkout, os.getpid())
     try:
-        monkeypatch.setenv(jobserver.STANDBY_ENV, f"{server.pid}:9")
+        monkeypatch.setenv(jobs.STANDBY_ENV, f"{server.pid}:9")
         lines = _recover(tmp_path / "w", checkout)
         assert len(lines) == 1 and "removed a stale Snakemake lock" in lines[0], lines
         assert _locks(checkout) == [] and server.poll() is None

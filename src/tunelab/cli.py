@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from tunelab import benchlock, engines, spec, workloads
+from tunelab import benchlock, engines, jobs, spec, workloads
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -38,18 +38,10 @@ DELEGATED = {
     "progress": "tunelab.progress:progress_main",
 }
 
-# How the commands Snakemake runs hold the host-wide bench lock (tunelab.benchlock) for
-# their whole run: measurements alone, every other job beside the others but never beside a
-# measurement. run-point and trace-point hold it around the measurement (runner.bench_slot).
-BENCH_LOCK = {
-    "calibrate": benchlock.exclusive,
-    "datagen": benchlock.shared,
-    "merge": benchlock.shared,
-    "bpsim": benchlock.shared,
-    "report": benchlock.shared,
-    "index": benchlock.shared,
-    "check": benchlock.shared,
-}
+# How the commands Snakemake runs hold the host-wide bench lock for their whole run
+# (tunelab.jobs); run-point and trace-point hold it around the measurement (runner.bench_slot).
+_LOCKS = {jobs.EXCLUSIVE: benchlock.exclusive, jobs.SHARED: benchlock.shared}
+BENCH_LOCK = {name: _LOCKS[mode] for name, mode in jobs.JOB_COMMANDS.items() if mode in _LOCKS}
 
 
 def _err(msg: str) -> None:

@@ -19,7 +19,7 @@ import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,16 +233,16 @@ def words(text: str) -> list[str]:
     return shlex.split(text)
 
 
-def clean_run(run_id: str, workdir: str) -> None:
-    """Remove what this run left (its shared server engine), at the workflow's end: in the
-    run's job server while it is up (no job runs then; a new interpreter would take 0.3 s),
-    else in a process of its own. The command gets its arguments as a list: no shell reads
-    them."""
-    from tunelab import jobserver
-
+def clean_run(run_id: str, workdir: str, submit: Callable[..., int | None] | None = None) -> None:
+    """Remove what this run left (its shared server engine), at the workflow's end: through
+    ``submit`` where given (the run's job server's, while it is up: no job runs then, and a
+    new interpreter would take 0.3 s; its exit code, None when it takes no command), else in
+    a process of its own. The command gets its arguments as a list: no shell reads them."""
     args = ["clean", "--run", run_id, "--workdir", workdir]
-    with open(os.devnull, "wb") as devnull:
-        code = jobserver.submit(args, stdout=devnull.fileno())
+    code = None
+    if submit is not None:
+        with open(os.devnull, "wb") as devnull:
+            code = submit(args, stdout=devnull.fileno())
     cmd = [sys.executable, "-m", "tunelab.cli", *args]
     if code is None:
         subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)

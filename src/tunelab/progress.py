@@ -81,7 +81,7 @@ def announce(plan, engine: str, results_dir: str, logs_dir: str) -> None:
     """The options of `tunelab progress` for this run, from its plan (tunelab.pipeline.Plan),
     where `./lab run` asks for them (RUN_FILE_ENV); the Snakefile's main process, once
     planned."""
-    job_log = Path(os.environ["TUNELAB_JOB_LOG"])  # named by the Snakefile, absolute
+    job_log = Path(os.environ["TUNELAB_JOB_LOG"])  # named by tunelab.workflow, absolute
     write_run_file(planned(plan, engine, Path.cwd(), results_dir, logs_dir, job_log))
 
 

@@ -26,15 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import containers
+from tunelab import containers, jobs
 from tunelab.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
 
-# What `tunelab` does as a workflow job (the rest, such as validate, plan or progress, never
-# runs under Snakemake's lock, so it cannot keep a stale one).
-JOB_COMMANDS = frozenset(
-    {"run-point", "trace-point", "datagen", "merge", "report", "index", "check", "bpsim",
-     "calibrate"}
-)  # fmt: skip
+# What `tunelab` does as a workflow job (tunelab.jobs).
+JOB_COMMANDS = frozenset(jobs.JOB_COMMANDS)
 
 
 def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
@@ -49,7 +45,7 @@ def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
             return "snakemake" in names
         if p.cwd != checkout:
             return False
-        if "tunelab.jobserver" in names:  # a run's job server stands for the jobs it forked
+        if jobs.SERVER_MODULE in names:  # a run's job server stands for the jobs it forked
             return True
         return "snakemake" in names or ("tunelab" in names and bool(JOB_COMMANDS & set(p.argv)))
 
@@ -57,12 +53,12 @@ def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
 
 
 def orphaned_job_servers(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
-    """Job servers (``tunelab.jobserver``) of this checkout whose workflow, the process named
+    """Job servers (``jobs.SERVER_MODULE``) of this checkout whose workflow, the process named
     by their ``--owner``, is gone: a killed run's, still ending its jobs."""
     checkout = Path(checkout).resolve()
     found = []
     for p in procs:
-        if "tunelab.jobserver" not in p.names() or p.cwd != checkout:
+        if jobs.SERVER_MODULE not in p.names() or p.cwd != checkout:
             continue
         owner = next((b for a, b in zip(p.argv, p.argv[1:]) if a == "--owner"), "")
         if owner.isdigit() and start_time(int(owner)) is None:
@@ -194,10 +190,8 @@ def _point_dirs(workdir: Path) -> list[Path]:
 
 def _others() -> list[Proc]:
     """The processes, but for the job server `./lab run` started for the run it prepares
-    (tunelab.jobserver.STANDBY_ENV): no run's yet, it holds nothing."""
-    from tunelab.jobserver import STANDBY_ENV
-
-    own = os.environ.get(STANDBY_ENV, "").partition(":")[0]
+    (jobs.STANDBY_ENV): no run's yet, it holds nothing."""
+    own = os.environ.get(jobs.STANDBY_ENV, "").partition(":")[0]
     return [p for p in processes() if str(p.pid) != own]
 
 

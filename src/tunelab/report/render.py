@@ -4,7 +4,7 @@ jupytext reads the percent-format template; the parameters go into a cell tagged
 ``injected-parameters`` right after the cell tagged ``parameters`` (the papermill
 convention, so the template stays runnable on its own); nbclient executes it in a
 ``python3`` kernel (jupyter_client runs a kernel spec whose command is ``python`` with the
-current interpreter; in a run with a job server, a kernel forked warm: ``tunelab.kernel``);
+current interpreter; in a run with a job server, a kernel the server forks warm);
 nbconvert writes HTML with every input and prompt left out. The page
 loads nothing from the network: the script tags for require.js, MathJax and Mermaid are
 dropped and figures are data URIs.
@@ -31,7 +31,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbconvert import HTMLExporter
 from traitlets import DottedObjectName, Type
 
-from tunelab import jobserver
+from tunelab import jobs
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
@@ -189,9 +189,9 @@ class PromptKernelClient(AsyncKernelClient):
     wait_for_ready = _async_wait_for_ready
 
 
-class WarmKernelManager(AsyncKernelManager):
-    """jupyter_client's kernel manager, whose ``python -m ipykernel_launcher`` becomes
-    ``python -m tunelab.kernel`` in a run with a job server: the kernel is forked warm."""
+class ReportKernelManager(AsyncKernelManager):
+    """jupyter_client's kernel manager, with the report's kernel client; in a run with a job
+    server, the one ``tunelab.jobs.WARM_KERNEL_MANAGER`` names starts the kernel warm."""
 
     client_class = DottedObjectName("tunelab.report.render.PromptKernelClient")
     client_factory = Type(PromptKernelClient, klass=AsyncKernelClient)
@@ -202,12 +202,6 @@ class WarmKernelManager(AsyncKernelManager):
         # jupyter_client looks for the kernel's exit every 0.1 s; a warm kernel exits some
         # 30 ms after its shutdown reply, so the report would wait out most of a period.
         await super()._async_finish_shutdown(waittime, min(pollinterval, 0.01), restart)
-
-    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-        cmd = super().format_kernel_cmd(extra_arguments)
-        if os.environ.get(jobserver.JOB_SERVER_ENV) and cmd[1:3] == ["-m", "ipykernel_launcher"]:
-            cmd[2] = "tunelab.kernel"
-        return cmd
 
 
 def execute(
@@ -222,11 +216,14 @@ def execute(
     nb = jupytext.read(template)
     nb = inject_parameters(nb, params)
     nb.metadata["title"] = str(params.get("title") or params.get("sweep_name") or template.stem)
+    # With a job server, its kernel manager (by name: the server is a layer above this one).
+    warm = os.environ.get(jobs.JOB_SERVER_ENV)
+    manager = jobs.WARM_KERNEL_MANAGER if warm else ReportKernelManager
     client = NotebookClient(
         nb,
         timeout=timeout,
         kernel_name="python3",
-        kernel_manager_class=WarmKernelManager,
+        kernel_manager_class=manager,
         resources={"metadata": {"path": str(cwd or Path.cwd())}},
     )
     try:

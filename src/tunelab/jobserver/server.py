@@ -1,268 +1,41 @@
-"""The run's job server: one warm process that starts the workflow's `tunelab` jobs by
-forking, so a point does not pay the interpreter's start and its imports (pandas, numpy,
-the engine drivers: about 0.6 s, a third of a short point's wall time) before its
-measurement.
+"""The run's job server: one warm process, its imports done once (``PRELOAD``), that forks
+a child per job's request. The child becomes the job (its streams, directory, environment
+and signals), runs the command exactly as the command line would (``tunelab.cli.main``;
+ipykernel's for a report's kernel) and its exit status goes back to the job. Each job is its
+own process still: a point's state never outlives it, and the bench lock, results and logs
+are the child's as before. A job that dies (kill -9) has its child stopped with SIGTERM,
+which removes its containers as usual.
 
-The workflow starts it when a local run begins (``start``, from the Snakefile's ``onstart``)
-and names its socket in ``$TUNELAB_JOB_SERVER``. A job's `tunelab` command (``submit``, the
-console script's first step) sends its arguments, working directory, environment and
-standard streams to the server over that socket; the server forks, the child runs the
-command exactly as the command line would (``tunelab.cli.main``) and its exit status goes
-back to the job, which exits with it. Each job is its own process still: a point's state
-never outlives it, and the bench lock, results and logs are the child's as before.
-
-Signals the job gets (Snakemake stopping it, Ctrl-C) are passed on to the child; a job that
-dies (kill -9) has its child stopped with SIGTERM, which removes its containers as usual.
-Where there is no server (a cluster job, a command typed by hand, a socket path too long),
-or it cannot be reached, the command runs in its own process as before.
-
-This module imports only the standard library at the top: it is what every `tunelab`
-command loads first.
+Run as ``python -m tunelab.jobserver SOCKET --owner PID`` (or ``--standby``: the socket and
+log come on standard input once the imports are done); it ends when told to (SIGTERM) or
+when its owner, the workflow's Snakemake, is gone.
 """
 
 from __future__ import annotations
 
-import _signal
 import os
 import sys
 
-TYPE_CHECKING = False  # typing's own costs the job's side 3 ms
-if TYPE_CHECKING:  # the job's side (every `tunelab` command) never needs these
+from tunelab import jobs
+from tunelab.jobserver.client import HEADER_SIZE, JOB_SIGNALS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     import socket
-    import subprocess
     from pathlib import Path
     from typing import NoReturn
 
-JOB_SERVER_ENV = "TUNELAB_JOB_SERVER"
-# "PID:FD": a standby server `./lab run` started before its checks, and the descriptor of
-# its standard input, which the workflow inherits (``prestart`` adopts it).
-STANDBY_ENV = "TUNELAB_JOB_SERVER_STANDBY"
-SOCKET_NAME = "jobs.sock"
-# A report's notebook kernel (tunelab.kernel): ipykernel's, forked warm like a job.
-KERNEL = "kernel"
-# The workflow's job commands (recovery.JOB_COMMANDS) and the reports' kernels; everything
-# else runs in its own process.
-SERVED = frozenset(
-    {"run-point", "trace-point", "datagen", "merge", "report", "index", "check", "bpsim",
-     "calibrate", "clean", KERNEL}
-)  # fmt: skip
 # What the server imports once, before it forks: the modules a job spends its start on, and
-# what a report's kernel imports (IPython, seaborn and scipy: about 2.5 s of each report).
+# what a report's kernel imports (IPython, seaborn and scipy: about 2.5 s of each report);
+# the engines' modules too (the registry's, tunelab.engines).
 PRELOAD = (
-    "tunelab.cli", "tunelab.runner", "tunelab.results", "tunelab.engines.sqlite",
-    "tunelab.engines.mariadb", "tunelab.engines.postgres", "tunelab.engines.db2",
-    "tunelab.report.cli", "tunelab.claims", "ipykernel.kernelapp", "tunelab.report.sections",
-    "tunelab.report.data",
+    "tunelab.cli", "tunelab.runner", "tunelab.results", "tunelab.report.cli", "tunelab.claims",
+    "ipykernel.kernelapp", "tunelab.report.sections", "tunelab.report.data",
+    "tunelab.jobserver.kernel_manager",
 )  # fmt: skip
-# What a job passes on to its child (``submit``); blocked in the server across a fork.
-_JOB_SIGNALS = frozenset({_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT})
-# A request: its length (4 bytes, big-endian), sent with the job's three standard streams,
-# then the request itself (marshal: argv, cwd, env). Replies are lines: "pid N", "exit N".
-_HEADER_SIZE = 4
 _MAX_REQUEST = 16 << 20
-_SUN_PATH_MAX = 107  # sockaddr_un holds 108 bytes with the final NUL
-
-_server: subprocess.Popen | _Adopted | None = None
 
 
-# -- the job's side ------------------------------------------------------------------------
-def submit(argv: list[str], stdout: int = 1) -> int | None:
-    """Run ``tunelab ARGV`` in the run's job server and return its exit code; None when no
-    server takes it (the caller then runs it itself). ``stdout``: the descriptor the command
-    writes its output to."""
-    path = os.environ.get(JOB_SERVER_ENV)
-    if not path or not argv or argv[0] not in SERVED or {"-h", "--help"} & set(argv):
-        return None
-    # C modules only (socket, json and signal would cost every job 10 ms of imports).
-    import _socket
-    import array
-    import marshal
-
-    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    replies = bytearray()
-    try:
-        sock.connect(path)
-        data = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)})
-        streams = array.array("i", [0, stdout, 2])
-        sock.sendmsg([len(data).to_bytes(_HEADER_SIZE, "big")],
-                     [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams)])  # fmt: skip
-        sock.sendall(data)
-        pid = _reply(sock, replies, "pid")
-    except (OSError, ValueError):
-        sock.close()
-        return None  # nothing was started: run it here
-    if pid is None:
-        sock.close()
-        return None
-
-    def pass_on(signum: int, _frame: object) -> None:
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:  # the child has ended meanwhile
-            return
-
-    held = {signum: _signal.signal(signum, pass_on) for signum in _JOB_SIGNALS}
-    try:
-        code = _reply(sock, replies, "exit")  # a signal passed on meanwhile does not cut it
-    except (OSError, ValueError):
-        code = None
-    finally:
-        sock.close()
-        for signum, handler in held.items():  # the caller may go on (the workflow's end)
-            _signal.signal(signum, handler)
-    if code is None:
-        print(f"tunelab {argv[0]}: the run's job server stopped before the job ended",
-              file=sys.stderr)  # fmt: skip
-        return 1
-    return code
-
-
-def _reply(sock: socket.socket, buffer: bytearray, word: str) -> int | None:
-    """The server's next reply line, ``WORD N``: N; None when the connection ends first."""
-    while b"\n" not in buffer:
-        chunk = sock.recv(256)
-        if not chunk:
-            return None
-        buffer += chunk
-    line, _, rest = bytes(buffer).partition(b"\n")
-    buffer[:] = rest
-    said, _, value = line.decode().partition(" ")
-    if said != word:
-        raise ValueError(f"job server: expected {word!r}, got {line!r}")
-    return int(value)
-
-
-# -- the workflow's side -------------------------------------------------------------------
-def socket_path(run_dir: Path) -> Path | None:
-    """Where the run's server listens; None when the path is too long for a Unix socket."""
-    from pathlib import Path
-
-    path = Path(run_dir).resolve() / SOCKET_NAME
-    return path if len(os.fsencode(path)) <= _SUN_PATH_MAX else None
-
-
-class _Adopted:
-    """A standby server this process did not start (``STANDBY_ENV``), held as a Popen is:
-    its standard input, and its end awaited through a pidfd (it is not our child)."""
-
-    def __init__(self, pid: int, fd: int) -> None:
-        os.set_inheritable(fd, False)  # the run's jobs never hold it
-        self.pid = pid
-        self.pidfd = os.pidfd_open(pid)
-        self.stdin = open(fd, "wb", buffering=0)  # noqa: SIM115 (held until start)
-
-    def terminate(self) -> None:
-        os.kill(self.pid, _signal.SIGTERM)
-
-    def kill(self) -> None:
-        os.kill(self.pid, _signal.SIGKILL)
-
-    def wait(self, timeout: float) -> None:
-        import select
-        import subprocess
-
-        try:
-            if not select.select([self.pidfd], [], [], timeout)[0]:
-                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
-        finally:
-            os.close(self.pidfd)
-            self.pidfd = -1
-
-
-def _adopt() -> _Adopted | None:
-    """The standby server named by ``STANDBY_ENV`` (taken out of the environment), if it
-    is there and running."""
-    pid, _, fd = os.environ.pop(STANDBY_ENV, "").partition(":")
-    try:
-        return _Adopted(int(pid), int(fd))
-    except (ValueError, OSError):
-        return None
-
-
-def prestart() -> None:
-    """Start the server's imports now, before the run is known (the Snakefile's first lines,
-    main process of a run): they take a second, which Snakemake's parse and DAG then hide;
-    or take the server `./lab run` started before its checks, its imports under way
-    already. ``start`` gives it the run; a process that ends without ``start`` (a dry run,
-    a lint) closes its standard input, and the server ends having bound nothing."""
-    global _server
-    import subprocess
-
-    if _server is not None:
-        return
-    _server = _adopt()
-    if _server is not None:
-        return
-    cmd = [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())]
-    # Its own process group: the terminal's Ctrl-C reaches the jobs, which pass it on, never
-    # twice. Still in the run's session: what kills the session kills it too.
-    _server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, process_group=0)  # fmt: skip
-
-
-def start(run_id: str, workdir: str) -> None:
-    """Give the run to its server (the Snakefile's ``onstart``, main process of a local run),
-    started by ``prestart`` or now, and name its socket to the jobs. Without one, jobs run as
-    their own processes."""
-    global _server
-    import json
-    from pathlib import Path
-
-    run_dir = Path(workdir) / "runs" / run_id
-    path = socket_path(run_dir)
-    if path is None:
-        release()
-        return
-    from tunelab import ownership
-
-    run_dir.mkdir(parents=True, exist_ok=True)
-    # Claimed as the points claim it: `tunelab recover` then knows whose run this is.
-    ownership.claim(run_dir, ownership.Owner.current(Path(workdir).resolve()))
-    log = run_dir / "jobserver.log"
-    prestart()  # unless the Snakefile did
-    try:
-        # Where to listen and log, one line each; then its input closes.
-        _server.stdin.write(f"{json.dumps(str(path))}\n{json.dumps(str(log))}\n".encode())
-        _server.stdin.close()
-    except OSError:  # it has ended already: the jobs run as their own processes
-        _server = None
-        return
-    os.environ[JOB_SERVER_ENV] = str(path)
-
-
-def release() -> None:
-    """No run for a prestarted server (a cluster run's jobs run elsewhere): it ends."""
-    global _server
-    if _server is not None:
-        import contextlib
-
-        with contextlib.suppress(OSError):
-            _server.stdin.close()
-            if isinstance(_server, _Adopted):  # `./lab run` holds its input open still
-                _server.terminate()
-        _server = None
-
-
-def stop() -> None:
-    """Stop the run's server (at the workflow's end); it waits for jobs still running."""
-    global _server
-    import contextlib
-
-    os.environ.pop(JOB_SERVER_ENV, None)
-    if _server is None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        _server.terminate()
-    import subprocess
-
-    try:
-        _server.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        _server.kill()
-    _server = None
-
-
-# -- the server ----------------------------------------------------------------------------
 def _recv_exact(conn: socket.socket, n: int) -> bytes:
     chunks, got = [], 0
     while got < n:
@@ -279,10 +52,10 @@ def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
     import socket
 
     conn.settimeout(10)  # a job sends its request at once; never let one hang the server
-    head, fds, _flags, _addr = socket.recv_fds(conn, _HEADER_SIZE, 3)
+    head, fds, _flags, _addr = socket.recv_fds(conn, HEADER_SIZE, 3)
     try:
-        if len(head) < _HEADER_SIZE:
-            head += _recv_exact(conn, _HEADER_SIZE - len(head))
+        if len(head) < HEADER_SIZE:
+            head += _recv_exact(conn, HEADER_SIZE - len(head))
         size = int.from_bytes(head, "big")
         if size > _MAX_REQUEST or len(fds) != 3:
             raise ValueError("malformed request")
@@ -323,12 +96,12 @@ def _run_child(request: dict, fds: list[int]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _JOB_SIGNALS)  # held since the fork
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_SIGNALS)  # held since the fork
     argv = [str(a) for a in request["argv"]]
     sys.argv = ["tunelab", *argv]
     code: int = 1
     try:
-        if argv[0] == KERNEL:
+        if argv[0] == jobs.KERNEL:
             from ipykernel import kernelapp
 
             # A report's kernel is never debugged: without debugpy (an import that fails),
@@ -394,7 +167,7 @@ def serve(path: Path | None, owner: int) -> None:
     import signal
     import socket
 
-    from tunelab import benchlock
+    from tunelab import benchlock, engines
 
     # What a job would import first (an engine's missing driver is fine), never beside a
     # measurement: the host-wide bench lock, shared, as every untimed job.
@@ -402,6 +175,9 @@ def serve(path: Path | None, owner: int) -> None:
         for name in PRELOAD:
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
+        for name in engines.names():
+            with contextlib.suppress(ImportError):
+                engines.engine_class(name)
         # The code's commit, which every result row records: git once here, not per job
         # (the jobs run the code loaded here, so it is the commit they measure with).
         from tunelab import provenance
@@ -489,17 +265,17 @@ def serve(path: Path | None, owner: int) -> None:
                 # server as stopping: a job killed right after the fork would have its
                 # child's SIGTERM swallowed and the point measured to its end. Held back
                 # until the child has its own handlers (``_run_child``).
-                signal.pthread_sigmask(signal.SIG_BLOCK, _JOB_SIGNALS)
+                signal.pthread_sigmask(signal.SIG_BLOCK, JOB_SIGNALS)
                 try:
                     pid = os.fork()
                 except OSError:  # no process to be had: the job runs itself (no pid sent)
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _JOB_SIGNALS)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_SIGNALS)
                     for fd in fds:
                         os.close(fd)
                     conn.close()
                     continue
                 if pid != 0:
-                    signal.pthread_sigmask(signal.SIG_UNBLOCK, _JOB_SIGNALS)
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_SIGNALS)
                 if pid == 0:
                     code = 1
                     try:
@@ -572,19 +348,3 @@ def main(argv: list[str] | None = None) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def entry() -> int:
-    """The `tunelab` console script: a workflow job goes to the run's server, anything else
-    (or a job no server takes) to ``tunelab.cli.main`` in this process."""
-    argv = sys.argv[1:]
-    code = submit(argv)
-    if code is None:
-        from tunelab import cli
-
-        code = cli.main(argv)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
