@@ -125,6 +125,43 @@ def test_sigterm_to_the_job_stops_its_child(write_sweep, tmp_path, server):
     assert not (tmp_path / "results" / f"{point}.check.json").exists()
 
 
+def _ignores(pid: int, signum: int) -> bool:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    raise AssertionError(f"no SigIgn line for pid {pid}")
+
+
+@pytest.mark.parametrize("ignored", [False, True])
+def test_a_child_ignores_sigint_as_its_job_was_started(write_sweep, tmp_path, server, ignored):
+    """A job started with SIGINT ignored (a script's background job, cron) runs a child that
+    ignores it too, as the command would in its own process; otherwise SIGINT stops it."""
+    proc, env = server
+    sweep, point = _point(write_sweep, 100, 200_000)  # long enough to be signalled meanwhile
+
+    def start_ignoring() -> None:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE,
+                     preexec_fn=start_ignoring)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "work" / "points" / point).exists():
+        assert job.poll() is None, job.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    [child] = _children(proc.pid)
+    assert _ignores(child, signal.SIGINT) is ignored
+    job.send_signal(signal.SIGINT)
+    if ignored:
+        time.sleep(1)
+        assert job.poll() is None  # it measures on
+        job.send_signal(signal.SIGTERM)
+    job.wait(timeout=60)
+    expected = 128 + signal.SIGTERM if ignored else 130
+    assert job.returncode == expected, job.stderr.read()
+
+
 @pytest.mark.parametrize("pause", [0.0, 0.3])
 def test_a_killed_job_takes_its_child_along(write_sweep, tmp_path, server, pause):
     """Killed right after the fork (before the child has its own signal handlers) or once

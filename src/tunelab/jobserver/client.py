@@ -43,7 +43,11 @@ def submit(argv: list[str], stdout: int = 1) -> int | None:
     replies = bytearray()
     try:
         sock.connect(path)
-        data = marshal.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)})
+        # A signal the job was started with ignored (SIGINT in a script's background job,
+        # SIGHUP under nohup) stays ignored in its child, as it would in its own process.
+        ignored = [s for s in JOB_SIGNALS if _signal.getsignal(s) == _signal.SIG_IGN]
+        request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "ignored": ignored}
+        data = marshal.dumps(request)
         streams = array.array("i", [0, stdout, 2])
         sock.sendmsg([len(data).to_bytes(HEADER_SIZE, "big")],
                      [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams)])  # fmt: skip
@@ -62,7 +66,9 @@ def submit(argv: list[str], stdout: int = 1) -> int | None:
         except ProcessLookupError:  # the child has ended meanwhile
             return
 
-    held = {signum: _signal.signal(signum, pass_on) for signum in JOB_SIGNALS}
+    held = {
+        signum: _signal.signal(signum, pass_on) for signum in JOB_SIGNALS if signum not in ignored
+    }
     try:
         code = _reply(sock, replies, "exit")  # a signal passed on meanwhile does not cut it
     except (OSError, ValueError):

@@ -96,6 +96,8 @@ def _run_child(request: dict, fds: list[int]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
+    for signum in request.get("ignored", ()):  # as the job was started
+        signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, JOB_SIGNALS)  # held since the fork
     argv = [str(a) for a in request["argv"]]
     sys.argv = ["tunelab", *argv]
