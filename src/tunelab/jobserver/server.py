@@ -29,9 +29,10 @@ if TYPE_CHECKING:
 # what a report's kernel imports (IPython, seaborn and scipy: about 2.5 s of each report);
 # the engines' modules too (the registry's, tunelab.engines).
 PRELOAD = (
-    "tunelab.cli", "tunelab.runner", "tunelab.results", "tunelab.report.cli", "tunelab.claims",
-    "ipykernel.kernelapp", "tunelab.report.sections", "tunelab.report.data",
-    "tunelab.jobserver.kernel_manager",
+    "tunelab.cli", "tunelab.runner", "tunelab.results", "tunelab.report.cli", "tunelab.check",
+    "tunelab.recovery", "ipykernel.kernelapp", "tunelab.report.sections",
+    "tunelab.report.methods", "tunelab.report.callouts", "tunelab.report.appendix",
+    "tunelab.report.data", "tunelab.jobserver.kernel_manager",
 )  # fmt: skip
 _MAX_REQUEST = 16 << 20
 
