@@ -74,3 +74,99 @@ def test_summarize_groups_points_sorted_and_keeps_missing_levels():
     pd.testing.assert_frame_equal(
         s, stats.summarize(frame.sample(frac=1, random_state=1), ["knob_x"], "elapsed_s")
     )
+
+
+# -- two sets of repetitions: paired by round where the rows carry it ----------------------
+def drifting(n: int, ratio: float, drift: float, noise: float, seed: int):
+    """``n`` rounds of old and new whose level drifts by ``drift`` per round (both sides
+    alike), new = ratio * old in expectation; returns (old, new, rounds)."""
+    rng = np.random.default_rng(seed)
+    level = 1 + drift * np.arange(n)
+    old = level * rng.lognormal(0, noise, n)
+    new = ratio * level * rng.lognormal(0, noise, n)
+    return old, new, np.arange(n)
+
+
+def test_pairing_by_round_cancels_drift_that_swamps_the_unpaired_test():
+    old, new, rounds = drifting(8, 1.10, drift=0.05, noise=0.01, seed=3)
+    unpaired = stats.compare_samples(old, new, key="drift")
+    paired = stats.compare_samples(old, new, key="drift", old_rounds=rounds, new_rounds=rounds)
+    assert not unpaired.paired and not unpaired.significant(0.05)
+    assert paired.paired and paired.n == 8 and paired.method == stats.PAIRED
+    assert paired.significant(0.05) and paired.low < 1.10 < paired.high
+    assert paired.high - paired.low < (unpaired.high - unpaired.low) / 4
+    assert paired.ratio == pytest.approx(float(np.median(new / old)))
+    # the exact signed-rank test on the log ratios, and its floor for eight pairs
+    from scipy.stats import wilcoxon
+
+    assert paired.p == pytest.approx(wilcoxon(np.log(new / old), method="exact").pvalue)
+    assert paired.min_p == pytest.approx(2 / 2**8)
+
+
+def test_paired_comparison_is_deterministic_and_ignores_row_order():
+    old, new, rounds = drifting(6, 0.9, drift=0.02, noise=0.03, seed=5)
+    a = stats.compare_samples(old, new, key="k", old_rounds=rounds, new_rounds=rounds)
+    back = rounds[::-1]
+    b = stats.compare_samples(old[::-1], new[::-1], key="k", old_rounds=back, new_rounds=back)
+    assert a == b
+
+
+def test_a_round_takes_the_median_of_its_rows_and_only_shared_rounds_pair():
+    old = [1.0, 3.0, 2.0, 2.0, 9.0]  # round 0 twice (median 2), round 1, round 2, round 7
+    old_rounds = [0, 0, 1, 2, 7]
+    new = [4.0, 4.0, 6.0]
+    new_rounds = [0, 1, 2]
+    t = stats.compare_samples(old, new, old_rounds=old_rounds, new_rounds=new_rounds)
+    assert t.paired and t.n == 3  # round 7 has no partner
+    assert t.ratio == pytest.approx(2.0)  # per round: 4/2, 4/2, 6/2
+
+
+@pytest.mark.parametrize(
+    "old_rounds, new_rounds",
+    [(None, None), ([0, 1, 2, 3], None), ([0, 0, 0, 0], [0, 0, 0, 0]),
+     ([math.nan] * 4, [math.nan] * 4)],
+)  # fmt: skip
+def test_without_two_shared_rounds_the_comparison_is_unpaired(old_rounds, new_rounds):
+    old, new = [1.0, 1.1, 0.9, 1.05], [2.0, 2.1, 1.9, 2.2]
+    t = stats.compare_samples(old, new, old_rounds=old_rounds, new_rounds=new_rounds)
+    assert not t.paired and t.method == stats.UNPAIRED
+    assert t == stats.compare_samples(old, new)
+
+
+def test_an_infinite_per_round_ratio_falls_back_to_the_unpaired_test():
+    t = stats.compare_samples([0.0] * 6, [1.0] * 6, old_rounds=range(6), new_rounds=range(6))
+    assert not t.paired and t.ratio == math.inf
+
+
+def test_the_equivalence_interval_is_narrower_than_the_test_interval():
+    old, new, rounds = drifting(10, 1.01, drift=0.0, noise=0.02, seed=1)
+    t = stats.compare_samples(old, new, old_rounds=rounds, new_rounds=rounds)
+    assert t.low <= t.eq_low <= t.ratio <= t.eq_high <= t.high
+    assert t.equivalent(0.05) and not t.equivalent(0.001)
+
+
+def _decides(old, new, rounds, margin=0.05, alpha=0.05) -> bool:
+    t = stats.compare_samples(old, new, old_rounds=rounds, new_rounds=rounds)
+    return t.significant(alpha) or t.equivalent(margin)
+
+
+@pytest.mark.parametrize("ratio", [1.12, 1.0])
+def test_the_repetitions_needed_decide_most_comparisons_at_that_spread(ratio):
+    # the first of these samples that 6 rounds of this spread leave undecided ...
+    sample = next(s for s in (drifting(6, ratio, 0.0, 0.08, 100 + i) for i in range(20))
+                  if not _decides(*s))  # fmt: skip
+    t = stats.compare_samples(sample[0], sample[1], old_rounds=sample[2], new_rounds=sample[2])
+    needed = stats.repetitions_needed(t, 0.05, 0.05, claimed=1 if ratio > 1 else 0)
+    assert needed is not None and needed > 6
+    # ... is decided in most fresh samples of the size it says (80 % aimed at), fewer at 6
+    at_needed = [_decides(*drifting(needed, ratio, 0.0, 0.08, s)) for s in range(20)]
+    at_six = [_decides(*drifting(6, ratio, 0.0, 0.08, s)) for s in range(20)]
+    assert sum(at_needed) >= 14 and sum(at_six) < sum(at_needed)
+
+
+def test_no_repetitions_are_needed_without_spread_and_never_fewer_than_the_test_allows():
+    same = stats.compare_samples([1.0] * 4, [1.0] * 4)
+    assert stats.repetitions_needed(same, 0.05, 0.05) is None
+    few = stats.compare_samples([1.0, 1.2, 0.9], [2.0, 2.3, 1.8])  # min p 0.1 with 3 and 3
+    assert stats.repetitions_needed(few, 0.05, 0.05, claimed=1) >= 4
+    assert stats.min_p(4, 4) < 0.05 <= stats.min_p(3, 3)

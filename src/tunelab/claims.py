@@ -1,31 +1,42 @@
 """What a sweep expects (its ``expect:`` list), checked on the stored rows.
 
-A claim compares groups of repetitions, never single numbers: the ratio of the medians
-with a bootstrap interval and a two-sided Mann–Whitney U test (``report.stats``). Each
-claim gets a verdict:
+A claim compares groups of repetitions, never single numbers (``report.stats``): where the
+rows carry the ``round`` they were measured in, per round the ratio of the two sides, with a
+bootstrap interval over rounds and a Wilcoxon signed-rank test (drift between rounds then
+cancels out); otherwise the ratio of the medians with a bootstrap interval and a two-sided
+Mann–Whitney U test. ``report.decisions`` turns a comparison into a verdict:
 
-- ``holds``: the difference is significant (p < alpha, interval excluding 1) in the claimed
-  direction and at least ``min_effect`` large;
-- ``contradicted``: the difference is significant the other way (or, for ``similar``,
-  significant and larger than ``min_effect``);
-- ``inconclusive``: anything else (intervals overlap, effect too small, rows missing).
+- ``holds``: significant (p < alpha, interval excluding 1) in the claimed direction and at
+  least ``min_effect`` large;
+- ``contradicted``: significant the other way with the whole interval at least
+  ``min_effect`` from 1 (for ``similar``: significant and the interval outside
+  ±min_effect);
+- ``similar``: the claimed effect is shown absent, by two one-sided tests (the 1 − 2·alpha
+  interval within ±min_effect);
+- ``inconclusive``: anything else; the verdict then says how many repetitions the observed
+  spread would need (``Verdict.needed``).
 
-When a claim does not hold, the rows' own evidence names a likely cause: a plan other than
-the one asked for, a cold repetition that was not cold, a client-bound point. A verdict on
-rows measured on more than one host says so (``hosts``): its medians compare hosts too.
+A verdict names likely causes from the evidence and the rows: no difference seen, too few
+repetitions, a crossing outside or at the edge of the tested range, a plan other than the
+one asked for, a cold repetition that was not cold, a client-bound point (for timed metrics).
+A verdict on rows measured on more than one host says so (``hosts``).
 
 Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache`` or
 ``workload`` -- to values):
 
 - ``lower`` / ``higher``: ``a``'s metric is below / above ``b``'s;
 - ``similar``: within ``min_effect`` of each other;
-- ``crossover``: ``a`` is lower at the smallest value of ``along``, ``b`` at the largest,
-  and they cross within ``within: [low, high]``;
-- ``falls`` / ``rises``: the metric at the largest value of ``along`` is below / above the
-  one at the smallest.
+- ``crossover``: ``a`` is lower at small values of ``along``, ``b`` at large ones, and they
+  cross within ``within: [low, high]``; a crossing outside the values swept is reported as
+  such, and contradicts the claim only where the window lies inside the tested range;
+- ``falls`` / ``rises``: the largest value of ``along`` against the smallest for the size,
+  Kendall's tau over every value for the trend, and each step between neighbouring values
+  for points that break it (significantly, by more than ``min_effect``, the other way: the
+  claim is then contradicted).
 
 Rows that differ in a swept key a claim does not mention are compared within each value of
-that key (e.g. cold and warm apart); the claim holds when it holds in every one.
+that key (e.g. cold and warm apart); the claim holds when it holds in every one
+(``decisions.combine``).
 
 Metrics are row columns, counters by their short name, and ``uses_index``: 1 for a row whose
 plan (``access_path``) goes through an index, 0 otherwise, so that ``access: optimizer``
@@ -39,6 +50,7 @@ the ``tunelab check`` command is ``tunelab.check``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -49,9 +61,10 @@ import pandas as pd
 
 from tunelab import results
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
-from tunelab.report import stats
+from tunelab.report import decisions, stats
+from tunelab.report.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
 
-VERDICTS = ("holds", "contradicted", "inconclusive")
+VERDICTS = decisions.VERDICTS
 CLIENT_BOUND = 0.5  # as the report flags it
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
 
@@ -63,6 +76,11 @@ class Verdict:
     evidence: str
     causes: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)  # the compared rows' hosts
+    needed: int | None = None  # inconclusive: repetitions the observed spread would need
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict in decisions.DECIDED
 
     @property
     def pooled(self) -> str:
@@ -84,6 +102,8 @@ class Verdict:
             "evidence": self.evidence,
             "causes": self.causes,
             "hosts": self.hosts,
+            "decided": self.decided,
+            "needed": self.needed,
         }
 
 
@@ -148,12 +168,38 @@ def _fmt(value: float, metric: str) -> str:
     return f"{value:.4g}"
 
 
-def _test(a: np.ndarray, b: np.ndarray, alpha: float, key: str) -> stats.RatioTest | None:
-    """``a`` against ``b`` (ratio a/b), or None when a side has no finite value."""
+@dataclass
+class Outcome:
+    """One context's verdict, its evidence, likely causes and repetitions needed."""
+
+    verdict: str
+    text: str
+    causes: list[str] = field(default_factory=list)
+    needed: int | None = None
+
+
+def _rounds(rows: pd.DataFrame) -> np.ndarray | None:
+    return rows["round"].to_numpy() if "round" in rows else None
+
+
+def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.RatioTest | None:
+    """``a``'s rows against ``b``'s (ratio a/b), paired by round where both carry one; None
+    when a side has no finite value. Seeded by the compared points, so the report's own
+    figures and tables give the same interval for the same comparison."""
+    ids = [r.get("point_id", []) for r in (b, a)]
     try:
-        return stats.compare_samples(b, a, alpha=alpha, key=key)
+        return stats.compare_samples(
+            _values(b, metric), _values(a, metric), alpha=alpha,
+            key=stats.comparison_key(metric_column(metric), *ids),
+            old_rounds=_rounds(b), new_rounds=_rounds(a),
+        )  # fmt: skip
     except ValueError:
         return None
+
+
+def _n_text(t: stats.RatioTest) -> str:
+    n = f"{t.n} rounds paired" if t.paired else f"n={t.n_new}/{t.n_old}"
+    return f"{n}, smallest possible p {t.min_p:.2g}"
 
 
 def _compare_text(t: stats.RatioTest | None, metric: str, a: str, b: str) -> str:
@@ -161,31 +207,32 @@ def _compare_text(t: stats.RatioTest | None, metric: str, a: str, b: str) -> str
         return f"{a} vs {b}: no finite values on one side"
     return (
         f"{a} {_fmt(t.new_median, metric)} vs {b} {_fmt(t.old_median, metric)}: ratio "
-        f"{t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, n={t.n_new}/{t.n_old}"
+        f"{t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, {_n_text(t)}"
     )
 
 
-def _pair_verdict(kind: str, t: stats.RatioTest | None, alpha: float, min_effect: float) -> str:
-    # An infinite ratio (b's median is 0: e.g. no index plan at all) is a real answer.
-    if t is None or math.isnan(t.ratio) or t.n_new < 2 or t.n_old < 2:
-        return "inconclusive"
-    sig = t.significant(alpha)
-    if kind == "similar":
-        if t.low >= 1 - min_effect and t.high <= 1 + min_effect:
-            return "holds"
-        if sig and abs(t.ratio - 1) > min_effect:
-            return "contradicted"
-        return "inconclusive"
-    below = kind in ("lower", "falls")
-    if sig and (t.high < 1 if below else t.low > 1):
-        big = t.ratio <= 1 - min_effect if below else t.ratio >= 1 + min_effect
-        return "holds" if big else "inconclusive"
-    if sig:
-        return "contradicted"
-    return "inconclusive"
+def _evidence_causes(
+    verdict: str, t: stats.RatioTest | None, claim: Claim, claimed: int
+) -> tuple[list[str], int | None]:
+    """Causes the comparison itself shows, and the repetitions an undecided one needs."""
+    if t is None or verdict == HOLDS or math.isnan(t.ratio):
+        return [], None
+    found, m = [], claim.min_effect
+    if t.ratio == 1 and t.low == t.high == 1:
+        found.append("no difference seen (the same values on both sides)")
+    elif abs(t.ratio - 1) < m:
+        found.append(f"no difference seen (ratio {t.ratio:.3g}, within ±{m:.0%})")
+    if verdict != INCONCLUSIVE:
+        return found, None
+    if not t.can_decide(claim.alpha):
+        found.append(f"too few repetitions: {t.n} can give no p below {t.min_p:.2g}")
+    needed = stats.repetitions_needed(t, m, claim.alpha, claimed)
+    if needed is not None:
+        found.append(f"too few repetitions for the observed variance (needs ~{needed})")
+    return found, needed
 
 
-def _causes(rows: pd.DataFrame) -> list[str]:
+def _row_causes(rows: pd.DataFrame, metric: str) -> list[str]:
     """What in the rows themselves makes a comparison doubtful."""
     found: list[str] = []
     if "access_matches" in rows:
@@ -202,12 +249,23 @@ def _causes(rows: pd.DataFrame) -> list[str]:
             asked = int((cold["point_id"] == pid).sum())
             found.append(f"cache not cold at {pid} ({len(g)} of {asked} repetitions "
                          f"{g['cache_achieved'].iloc[0]})")  # fmt: skip
-    if "client_share" in rows:
+    # the client's share of the time can only blur a time or a rate, never a count
+    if "client_share" in rows and metric_column(metric).endswith("_s"):
         for pid, g in rows.groupby("point_id"):
             share = pd.to_numeric(g["client_share"], errors="coerce").median()
             if math.isfinite(share) and share > CLIENT_BOUND:
                 found.append(f"client-bound at {pid} (client share {share:.2f})")
     return found
+
+
+def _outcome(
+    verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, claimed: int,
+    rows: pd.DataFrame, extra: Sequence[str] = (),
+) -> Outcome:  # fmt: skip
+    if verdict == HOLDS:
+        return Outcome(verdict, text)
+    evidence, needed = _evidence_causes(verdict, t, claim, claimed)
+    return Outcome(verdict, text, [*extra, *evidence, *_row_causes(rows, claim.metric)], needed)
 
 
 def _uses_index(path: Any) -> float:
@@ -238,76 +296,160 @@ def _sorted_along(rows: pd.DataFrame, col: str) -> list[Any]:
     return sorted(vals, key=lambda v: (as_number(v) is None, as_number(v) or 0, str(v)))
 
 
-def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> tuple[str, str, list[str]]:
+def _at(rows: pd.DataFrame, col: str, value: Any) -> pd.DataFrame:
+    return rows[rows[col].map(lambda c: same(c, value))]
+
+
+def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> Outcome:
     """The verdict on one context's rows."""
-    metric = claim.metric
+    metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
     if claim.kind in PAIR_KINDS:
         a, b = _select(rows, claim.a), _select(rows, claim.b)
-        t = _test(_values(a, metric), _values(b, metric), claim.alpha, claim.says)
-        verdict = _pair_verdict(claim.kind, t, claim.alpha, claim.min_effect)
+        t = _test(a, b, metric, alpha)
+        if claim.kind == "similar":
+            claimed, verdict = 0, decisions.similarity(t, alpha, m)
+        else:
+            claimed = decisions.LOWER if claim.kind == "lower" else decisions.HIGHER
+            verdict = decisions.directional(t, claimed, alpha, m)
         text = _compare_text(t, metric, kv(claim.a), kv(claim.b))
-        return verdict, text, [] if verdict == "holds" else _causes(pd.concat([a, b]))
+        return _outcome(verdict, text, t, claim, claimed, pd.concat([a, b]))
     col = _column(rows, claim.along or "")
     if col is None:
-        return "inconclusive", f"no column for {claim.along}", []
+        return Outcome(INCONCLUSIVE, f"no column for {claim.along}")
     along = _sorted_along(rows, col)
     if len(along) < 2:
-        return "inconclusive", f"fewer than two values of {claim.along}", []
+        return Outcome(INCONCLUSIVE, f"fewer than two values of {claim.along}")
     if claim.kind in ("falls", "rises"):
-        first = rows[rows[col].map(lambda c: same(c, along[0]))]
-        last = rows[rows[col].map(lambda c: same(c, along[-1]))]
-        t = _test(_values(last, metric), _values(first, metric), claim.alpha, claim.says)
-        verdict = _pair_verdict(claim.kind, t, claim.alpha, claim.min_effect)
-        text = _compare_text(t, metric, f"{claim.along} {along[-1]}", f"{claim.along} {along[0]}")
-        return verdict, text, [] if verdict == "holds" else _causes(pd.concat([first, last]))
+        return _trend(claim, rows, col, along)
     return _crossover(claim, rows, col, along)
 
 
-def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]):
-    """``a`` lower than ``b`` at the low end of ``along``, higher at the high end, crossing
-    within the claimed range: the crossing lies between the last value where ``a`` is
-    significantly lower and the first after it where it is significantly higher."""
+def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outcome:
+    """``falls``/``rises``: the largest value of ``along`` against the smallest gives the size
+    and direction; Kendall's tau over every repetition at every value tests the trend; each
+    step between neighbouring values that goes significantly the other way, by more than
+    min_effect, breaks it and contradicts the claim."""
+    metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
+    claimed = decisions.LOWER if claim.kind == "falls" else decisions.HIGHER
+    first, last = _at(rows, col, along[0]), _at(rows, col, along[-1])
+    t = _test(last, first, metric, alpha)
+    verdict = decisions.directional(t, claimed, alpha, m)
+    name = claim.along
+    text = _compare_text(t, metric, f"{name} {along[-1]}", f"{name} {along[0]}")
+    rank = rows[col].map(lambda c: next((i for i, v in enumerate(along) if same(c, v)), np.nan))
+    tau, p = decisions.trend(rank.to_numpy(dtype=float), _values(rows, metric))
+    text += f"; trend over {len(along)} values: Kendall τ={tau:.2f}, p={p:.2g}"
+    breaks = []
+    for low, high in zip(along, along[1:]):
+        step = _test(_at(rows, col, high), _at(rows, col, low), metric, alpha)
+        if decisions.directional(step, -claimed, alpha, m) == HOLDS and decisions.clears(
+            step, -claimed, m
+        ):
+            breaks.append(f"{low} → {high} ratio {step.ratio:.3g} [{step.low:.3g}, "
+                          f"{step.high:.3g}]")  # fmt: skip
+    extra = []
+    if breaks:
+        text += "; against the trend: " + ", ".join(breaks)
+        verdict = CONTRADICTED
+        extra.append(f"not monotonic: {len(breaks)} step(s) go the other way")
+    elif verdict == HOLDS and not (p < alpha and tau * claimed > 0):
+        verdict = INCONCLUSIVE
+        extra.append(f"the trend over every value is not significant (p={p:.2g})")
+    return _outcome(verdict, text, t, claim, claimed, pd.concat([first, last]), extra)
+
+
+def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outcome:
+    """``a`` lower than ``b`` at small values of ``along``, higher at large ones, crossing
+    within the claimed window: the crossing lies between the last value where ``a`` is
+    clearly lower (the comparison holds for ``lower``) and the first after it where it is
+    clearly higher. A crossing beyond a swept end is reported as outside the tested range,
+    and contradicts only when the window does not reach past that end."""
+    metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
     a_rows, b_rows = _select(rows, claim.a), _select(rows, claim.b)
-    signs: list[tuple[float, int, stats.RatioTest | None]] = []
+    xs, signs, tests = [], [], []
     for v in along:
-        x = _values(a_rows[a_rows[col].map(lambda c, v=v: same(c, v))], claim.metric)
-        y = _values(b_rows[b_rows[col].map(lambda c, v=v: same(c, v))], claim.metric)
-        t = _test(x, y, claim.alpha, f"{claim.says}/{v}")
+        t = _test(_at(a_rows, col, v), _at(b_rows, col, v), metric, alpha)
         sign = 0
-        if t is not None and t.significant(claim.alpha):
-            sign = -1 if t.ratio < 1 else 1
-        signs.append((as_number(v) or math.nan, sign, t))
+        if decisions.directional(t, decisions.LOWER, alpha, m) == HOLDS:
+            sign = -1
+        elif decisions.directional(t, decisions.HIGHER, alpha, m) == HOLDS:
+            sign = 1
+        number = as_number(v)
+        xs.append(math.nan if number is None else number)
+        signs.append(sign)
+        tests.append(t)
     lo, hi = claim.within or (-math.inf, math.inf)
-    estimate = _crossing_estimate(signs)
-    est_text = f"≈{estimate:.3g}" if estimate is not None else "none seen"
-    ratios = ", ".join(f"{v:g}: {t.ratio:.2f}" for v, _, t in signs if t is not None)
-    text = f"crossing {est_text} (a/b by {claim.along}: {ratios})"
-    causes = _causes(pd.concat([a_rows, b_rows]))
-    below = [v for v, s, _ in signs if s < 0]
-    if not below:
-        verdict = "contradicted" if signs[0][1] > 0 else "inconclusive"
-        return verdict, text, causes
-    last_below = max(below)
-    above = [v for v, s, _ in signs if s > 0 and v > last_below]
-    if not above:
-        # a still lower at the high end: contradicted when that end is past the window
-        verdict = "contradicted" if signs[-1][1] < 0 and signs[-1][0] >= hi else "inconclusive"
-        return verdict, text, causes
-    first_above = min(above)
-    if lo <= last_below and first_above <= hi:
-        return "holds", text, []
-    # the crossing lies strictly between them: before ``lo`` when b already wins at ``lo``
-    if first_above <= lo or last_below >= hi:
-        return "contradicted", text, causes
-    return "inconclusive", text, causes
+    verdict, where, extra = _crossing(xs, signs, lo, hi)
+    estimate = _crossing_estimate(xs, tests)
+    est = f"≈{estimate:.3g}" if estimate is not None else "none seen"
+    ratios = ", ".join(f"{x:g}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
+    shown = next((t for t in tests if t is not None), None)
+    n = f"; {_n_text(shown)} per value" if shown is not None else ""
+    text = f"crossing {est} ({where}; a/b by {claim.along}: {ratios}{n})"
+    if verdict == HOLDS:
+        return Outcome(verdict, text)
+    return Outcome(verdict, text, [*extra, *_row_causes(pd.concat([a_rows, b_rows]), metric)])
 
 
-def _crossing_estimate(signs: list[tuple[float, int, stats.RatioTest | None]]) -> float | None:
+def _crossing(
+    xs: list[float], signs: list[int], lo: float, hi: float
+) -> tuple[str, str, list[str]]:
+    """(verdict, where the crossing lies, causes) from the sign at each value swept: -1 where
+    ``a`` is clearly lower, +1 where ``b`` is, 0 where neither."""
+    first, last = xs[0], xs[-1]
+    below = [i for i, s in enumerate(signs) if s < 0]
+    lower_end = max(below) if below else None
+    above = [i for i, s in enumerate(signs) if s > 0 and (lower_end is None or i > lower_end)]
+    upper_end = min(above) if above else None
+    if lower_end is not None and upper_end is not None:
+        left, right = xs[lower_end], xs[upper_end]
+        where = f"between {left:g} and {right:g}"
+        edge = [f"the crossing lies at the {e} edge of the tested range" for e, at in
+                (("low", lower_end == 0), ("high", upper_end == len(xs) - 1)) if at]  # fmt: skip
+        where += (
+            f", at the tested range's {'low' if lower_end == 0 else 'high'} edge" if edge else ""
+        )
+        if lo <= left and right <= hi:
+            return HOLDS, where, []
+        if right <= lo or left >= hi:
+            return CONTRADICTED, where, [f"the crossing lies outside [{lo:g}, {hi:g}]"]
+        return INCONCLUSIVE, where, [f"the crossing ({left:g}–{right:g}) straddles an end "
+                                     f"of [{lo:g}, {hi:g}]", *edge]  # fmt: skip
+    if upper_end is not None:  # a never clearly lower: the crossing lies before upper_end
+        right = xs[upper_end]
+        if upper_end == 0:
+            where = (
+                f"below the tested range: b already lower at the smallest value swept ({first:g})"
+            )
+        else:
+            where = f"below {right:g}, where b is first clearly lower"
+        if right <= lo:
+            return CONTRADICTED, where, [f"the crossing lies below {lo:g}, the window's low end"]
+        if upper_end == 0:
+            return INCONCLUSIVE, where, [f"the crossing lies below the tested range; sweep "
+                                         f"down to {lo:g} to place it"]  # fmt: skip
+        return INCONCLUSIVE, where, [f"no value before {right:g} where a is clearly lower"]
+    if lower_end is not None:  # b never clearly lower: the crossing lies after lower_end
+        left = xs[lower_end]
+        if lower_end == len(xs) - 1:
+            where = f"above the tested range: a still lower at the largest value swept ({last:g})"
+        else:
+            where = f"above {left:g}, where a is last clearly lower"
+        if left >= hi:
+            return CONTRADICTED, where, [f"the crossing lies above {hi:g}, the window's high end"]
+        if lower_end == len(xs) - 1:
+            return INCONCLUSIVE, where, [f"the crossing lies above the tested range; sweep "
+                                         f"up to {hi:g} to place it"]  # fmt: skip
+        return INCONCLUSIVE, where, [f"no value after {left:g} where b is clearly lower"]
+    return INCONCLUSIVE, "no clear difference at any value", ["no clear difference at any value"]
+
+
+def _crossing_estimate(xs: list[float], tests: list[stats.RatioTest | None]) -> float | None:
     """Where a's median curve first meets b's, as the report's selectivity figure marks it
     (``report.marks.crossings``: linear in log10 of ``along`` when every value is positive)."""
     from tunelab.report.marks import crossings
 
-    pts = [(v, t.new_median, t.old_median) for v, _, t in signs if t is not None]
+    pts = [(x, t.new_median, t.old_median) for x, t in zip(xs, tests) if t is not None]
     if len(pts) < 2:
         return None
     x, a, b = (list(c) for c in zip(*pts))
@@ -315,31 +457,30 @@ def _crossing_estimate(signs: list[tuple[float, int, stats.RatioTest | None]]) -
     return found[0] if found else None
 
 
-def evaluate(claim: Claim, frame: pd.DataFrame) -> Verdict:
-    """The claim's verdict on a sweep's rows (one engine)."""
+def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> Verdict:
+    """The claim's verdict on a sweep's rows (one engine). ``alpha``, when given, replaces
+    the claim's own (a procedure that looks several times spends its alpha over the looks)."""
+    if alpha is not None:
+        claim = dataclasses.replace(claim, alpha=float(alpha))
     rows = _select(frame, claim.where)
     if rows.empty:
-        return Verdict(claim, "inconclusive", "no rows match")
+        return Verdict(claim, INCONCLUSIVE, "no rows match", ["no rows match"])
     context = _context_columns(rows, claim)
     groups = [((), rows)] if not context else list(rows.groupby(context, dropna=False, sort=True))
-    parts, causes, verdicts = [], [], []
+    parts, causes, outcomes = [], [], []
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
-        verdict, text, why = _evaluate_one(claim, g)
+        o = _evaluate_one(claim, g)
         label = _context_text(key, context)
-        parts.append(f"{label}: {text}" if label else text)
-        verdicts.append(verdict)
-        causes.extend(w for w in why if w not in causes)
-    if all(v == "holds" for v in verdicts):
-        overall = "holds"
-    elif "contradicted" in verdicts:
-        overall = "contradicted"
-    else:
-        overall = "inconclusive"
-    if overall != "holds" and not causes and "inconclusive" in verdicts:
-        causes.append("the intervals overlap or the effect is below the minimum")
-    kept = causes if overall != "holds" else []
-    return Verdict(claim, overall, "; ".join(parts), kept, _hosts(rows))
+        parts.append(f"{label}: {o.text}" if label else o.text)
+        outcomes.append(o)
+        causes.extend(w for w in o.causes if w not in causes)
+    overall = decisions.combine([o.verdict for o in outcomes])
+    needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
+    return Verdict(
+        claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
+        max(needed) if needed and overall == INCONCLUSIVE else None,
+    )  # fmt: skip
 
 
 def _hosts(rows: pd.DataFrame) -> list[str]:
@@ -349,8 +490,11 @@ def _hosts(rows: pd.DataFrame) -> list[str]:
     return sorted({str(h).strip() for h in rows["host_name"].dropna() if str(h).strip()})
 
 
-def evaluate_sweep(expect: Any, frame: pd.DataFrame, engine: str) -> list[Verdict]:
-    return [evaluate(c, frame) for c in parse(expect) if c.applies_to(engine)]
+def evaluate_sweep(
+    expect: Any, frame: pd.DataFrame, engine: str, alpha: float | None = None
+) -> list[Verdict]:
+    """Every claim of ``expect`` on ``engine`` evaluated; ``alpha`` as in ``evaluate``."""
+    return [evaluate(c, frame, alpha) for c in parse(expect) if c.applies_to(engine)]
 
 
 def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:

@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tunelab.report.decisions import VERDICTS
 from tunelab.report.render import write_atomic
 from tunelab.report.sections import SUMMARY_ID
 
@@ -44,6 +45,7 @@ a { color: #0b5cad; }
 .tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
   border-radius: 9px; margin: 0 4px 3px 0; white-space: nowrap; }
 .tl-holds { background: #dafbe1; color: #116329; }
+.tl-similar { background: #ddf4ff; color: #0a3069; }
 .tl-contradicted { background: #ffebe9; color: #a40e26; }
 .tl-inconclusive { background: #fff8c5; color: #7d4e00; }
 details.tl-claims summary { cursor: pointer; }
@@ -72,7 +74,7 @@ def _claims_cell(entry: dict[str, Any] | None) -> str:
     esc = html.escape
     verdicts = entry["verdicts"]
     counts = {k: sum(v["verdict"] == k for v in verdicts)
-              for k in ("holds", "contradicted", "inconclusive")}  # fmt: skip
+              for k in VERDICTS}  # fmt: skip
     badges = "".join(f'<span class="tl-verdict tl-{k}">{n} {k}</span>'
                      for k, n in counts.items() if n)  # fmt: skip
     items = "".join(

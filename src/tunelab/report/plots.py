@@ -602,9 +602,11 @@ WRITES = ("insert", "update")
 
 def lock_ratios(data: ReportData) -> pd.DataFrame | None:
     """Per write workload and thread count (and any other point column that varies), the
-    ratio of median throughput with row locks to that with a table lock, with its bootstrap
-    interval and p (stats.compare_samples); None unless the rows have both lock kinds.
-    Columns: the keys, then table_median, row_median, ratio, low, high, p, n_table, n_row."""
+    ratio of median throughput with row locks to that with a table lock (the median ratio
+    per round where the rows carry rounds), with its bootstrap interval and p
+    (``lock_test``); None unless the rows have both lock kinds.
+    Columns: the keys, then table_median, row_median, ratio, low, high, p, n_table, n_row,
+    method."""
     frame = data.results
     if LOCK not in frame or not _has(frame, LOCK_METRIC):
         return None
@@ -619,17 +621,16 @@ def lock_ratios(data: ReportData) -> pd.DataFrame | None:
     rows = []
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
-        table = stats.finite_values(group.loc[lock[group.index] == "table", LOCK_METRIC])
-        row = stats.finite_values(group.loc[lock[group.index] == "row", LOCK_METRIC])
-        if table.size == 0 or row.size == 0:
+        table = group[lock[group.index] == "table"]
+        row = group[lock[group.index] == "row"]
+        if not (_has(table, LOCK_METRIC) and _has(row, LOCK_METRIC)):
             continue
-        # seeded by the point's key: its interval does not depend on the other points
-        name = " · ".join(fmt(v) for v in key)
-        test = stats.compare_samples(old=table, new=row, key=f"{data.name}|{name}")
+        test = lock_test(table, row)
         rows.append({
             **dict(zip(keys, key, strict=True)), "table_median": test.old_median,
             "row_median": test.new_median, "ratio": test.ratio, "low": test.low,
             "high": test.high, "p": test.p, "n_table": test.n_old, "n_row": test.n_new,
+            "method": test.method,
         })  # fmt: skip
     if not rows:
         return None
@@ -638,6 +639,18 @@ def lock_ratios(data: ReportData) -> pd.DataFrame | None:
         order = {c: order_key(data.orders, c) for c in keys}
         out = out.sort_values(keys, key=lambda s: s.map(order[s.name]), kind="stable")
     return out.reset_index(drop=True)
+
+
+def lock_test(table: pd.DataFrame, row: pd.DataFrame) -> stats.RatioTest:
+    """Row-lock rows against table-lock rows, as a claim on the same points compares them:
+    paired by round where the rows carry one, seeded by the compared points (so the
+    interval depends on no other point, and a claim on these points prints the same)."""
+    ids = [r.get("point_id", []) for r in (table, row)]
+    rounds = [r.get("round", None) for r in (table, row)]
+    return stats.compare_samples(
+        old=table[LOCK_METRIC], new=row[LOCK_METRIC],
+        key=stats.comparison_key(LOCK_METRIC, *ids), old_rounds=rounds[0], new_rounds=rounds[1],
+    )  # fmt: skip
 
 
 def ratio_keys(ratios: pd.DataFrame) -> list[str]:

@@ -13,12 +13,14 @@ rather than calling it a 95 % interval.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 from math import comb
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -114,10 +116,15 @@ def summarize(
 
 
 # -- two sets of repetitions: the ratio of their medians ---------------------------------
-# Shared by `tunelab compare` (run against run) and the sweep's claims (point against point).
+# Shared by `tunelab compare` (run against run), the sweep's claims (point against point) and
+# the report's ratio figures and tables: one comparison gives one interval wherever it is shown.
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
 EXACT_LIMIT = 20_000  # tied samples up to this many splits get an exact permutation test
+POWER = 0.8  # of the repetitions a verdict says an undecided comparison needs
+MIN_PAIRS = 2  # rounds both sides share before the comparison is paired
+UNPAIRED = "medians of all repetitions, bootstrap of each side, Mann–Whitney U"
+PAIRED = "per-round ratios, bootstrap of rounds, Wilcoxon signed-rank"
 
 
 @dataclass(frozen=True)
@@ -126,14 +133,29 @@ class RatioTest:
     n_new: int
     old_median: float
     new_median: float
-    ratio: float  # median(new) / median(old); 1 when both are 0
+    ratio: float  # median(new) / median(old), or the median per-round ratio when paired
     low: float
     high: float
-    p: float  # two-sided Mann–Whitney U
+    p: float  # two-sided: Mann–Whitney U, or Wilcoxon signed-rank when paired
     min_p: float  # the smallest p these sample sizes allow
+    paired: bool = False
+    n: int = 0  # rounds compared when paired, else the smaller side's repetitions
+    method: str = UNPAIRED
+    level: float = LEVEL  # of [low, high]
+    eq_low: float = math.nan  # the (2 * level - 1) interval, for two one-sided tests
+    eq_high: float = math.nan
 
     def significant(self, alpha: float) -> bool:
         return (self.low > 1 or self.high < 1) and self.p < alpha
+
+    def can_decide(self, alpha: float) -> bool:
+        """Whether these sample sizes can reach p < alpha at all."""
+        return self.min_p < alpha
+
+    def equivalent(self, margin: float) -> bool:
+        """Two one-sided tests at (1 - level) / 2 each: the (2 * level - 1) interval lies
+        within [1 - margin, 1 + margin]."""
+        return 1 - margin <= self.eq_low and self.eq_high <= 1 + margin
 
 
 def finite_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -148,18 +170,29 @@ def _ratio(new: np.ndarray | float, old: np.ndarray | float) -> np.ndarray:
     return np.where((new == 0) & (old == 0), 1.0, r)  # nothing before, nothing now: no change
 
 
+def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
+    # inverted_cdf picks resampled values, never interpolates (a resample may give inf)
+    tail = (1 - level) / 2
+    low, high = np.quantile(draws, [tail, 1 - tail], method="inverted_cdf")
+    return float(low), float(high)
+
+
+def _bootstrap_ratios(
+    old: np.ndarray, new: np.ndarray, resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    old_b = np.median(old[rng.integers(0, old.size, size=(resamples, old.size))], axis=1)
+    new_b = np.median(new[rng.integers(0, new.size, size=(resamples, new.size))], axis=1)
+    return _ratio(new_b, old_b)
+
+
 def ratio_interval(
     old: np.ndarray, new: np.ndarray, level: float, resamples: int, rng: np.random.Generator
 ) -> tuple[float, float, float]:
     """Ratio of medians new/old and its percentile bootstrap interval at ``level``."""
     old, new = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     ratio = float(_ratio(np.median(new), np.median(old)))
-    old_b = np.median(old[rng.integers(0, old.size, size=(resamples, old.size))], axis=1)
-    new_b = np.median(new[rng.integers(0, new.size, size=(resamples, new.size))], axis=1)
-    # inverted_cdf picks resampled values, never interpolates (a resample may give inf)
-    tail = (1 - level) / 2
-    low, high = np.quantile(_ratio(new_b, old_b), [tail, 1 - tail], method="inverted_cdf")
-    return ratio, float(low), float(high)
+    low, high = _percentiles(_bootstrap_ratios(old, new, resamples, rng), level)
+    return ratio, low, high
 
 
 def mann_whitney_p(old: np.ndarray, new: np.ndarray) -> float:
@@ -193,6 +226,62 @@ def min_p(n_old: int, n_new: int) -> float:
     return min(1.0, 2 / comb(n_old + n_new, n_old))
 
 
+def signed_rank_p(log_ratios: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p on per-round log ratios, rounds with no difference
+    left out: exact (every sign flip enumerated, ties allowed) up to ``EXACT_LIMIT`` flips,
+    else scipy's own method."""
+    from scipy import stats
+
+    d = np.asarray(log_ratios, dtype=float)
+    d = d[d != 0]
+    if d.size == 0:
+        return 1.0
+    if 2**d.size <= EXACT_LIMIT:
+        method = stats.PermutationMethod(n_resamples=EXACT_LIMIT)
+        return float(stats.wilcoxon(d, method=method).pvalue)
+    return float(stats.wilcoxon(d).pvalue)
+
+
+def min_p_paired(n: int) -> float:
+    """The smallest two-sided p a signed-rank test can give with ``n`` pairs: every sign the
+    same, 2 / 2^n."""
+    return min(1.0, 2.0 ** (1 - n)) if n > 0 else 1.0
+
+
+def _rounds(rounds: Sequence[Any] | np.ndarray | None, size: int) -> np.ndarray | None:
+    if rounds is None:
+        return None
+    r = np.asarray(pd.to_numeric(pd.Series(list(rounds)), errors="coerce"), dtype=float)
+    if r.size != size:
+        raise ValueError(f"{r.size} rounds for {size} values")
+    return r
+
+
+def per_round(values: np.ndarray, rounds: np.ndarray) -> dict[float, float]:
+    """Round -> median of the side's finite values measured in it."""
+    keep = np.isfinite(values) & np.isfinite(rounds)
+    frame = pd.DataFrame({"r": rounds[keep], "v": values[keep]})
+    return frame.groupby("r")["v"].median().to_dict()
+
+
+def _paired(
+    old: np.ndarray, new: np.ndarray, old_rounds: np.ndarray, new_rounds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per shared round (sorted): old's median, new's median; None unless at least
+    ``MIN_PAIRS`` rounds are shared and every per-round ratio is positive and finite (a log
+    ratio is what the signed-rank test ranks)."""
+    o, n = per_round(old, old_rounds), per_round(new, new_rounds)
+    shared = sorted(set(o) & set(n))
+    if len(shared) < MIN_PAIRS:
+        return None
+    old_m = np.array([o[r] for r in shared])
+    new_m = np.array([n[r] for r in shared])
+    ratios = _ratio(new_m, old_m)
+    if not np.all(np.isfinite(ratios) & (ratios > 0)):
+        return None
+    return old_m, new_m, ratios
+
+
 def compare_samples(
     old: Sequence[float] | np.ndarray,
     new: Sequence[float] | np.ndarray,
@@ -200,22 +289,125 @@ def compare_samples(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     key: str = "",
+    old_rounds: Sequence[Any] | np.ndarray | None = None,
+    new_rounds: Sequence[Any] | np.ndarray | None = None,
 ) -> RatioTest:
     """Compare two sets of repetitions; ``key`` (point and metric) seeds the bootstrap
-    together with ``seed``, so a point's interval does not depend on the other points."""
-    x, y = finite_values(old), finite_values(new)
+    together with ``seed``, so a point's interval does not depend on the other points.
+
+    With the round each value was measured in (``old_rounds``/``new_rounds``, aligned with
+    the values) and at least ``MIN_PAIRS`` rounds on both sides, the comparison is paired:
+    per shared round the ratio of the sides' medians in that round; the estimate is the
+    median of those ratios, its interval a percentile bootstrap over rounds, p the
+    signed-rank test on their logs. Drift between rounds then cancels out. Otherwise each
+    side's repetitions are taken as one sample (ratio of medians, Mann–Whitney U)."""
+    x_all = np.asarray(pd.to_numeric(pd.Series(list(old)), errors="coerce"), dtype=float)
+    y_all = np.asarray(pd.to_numeric(pd.Series(list(new)), errors="coerce"), dtype=float)
+    x, y = x_all[np.isfinite(x_all)], y_all[np.isfinite(y_all)]
     if x.size == 0 or y.size == 0:
         raise ValueError("both sides need at least one finite value")
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-    ratio, low, high = ratio_interval(x, y, 1 - alpha, resamples, rng)
+    xr, yr = _rounds(old_rounds, x_all.size), _rounds(new_rounds, y_all.size)
+    pairs = _paired(x_all, y_all, xr, yr) if xr is not None and yr is not None else None
+    if pairs is not None:
+        return _paired_test(*pairs, alpha, resamples, rng)
+    draws = _bootstrap_ratios(x, y, resamples, rng)
+    low, high = _percentiles(draws, 1 - alpha)
+    eq_low, eq_high = _percentiles(draws, 1 - 2 * alpha)
     return RatioTest(
         n_old=int(x.size),
         n_new=int(y.size),
         old_median=float(np.median(x)),
         new_median=float(np.median(y)),
-        ratio=ratio,
+        ratio=float(_ratio(np.median(y), np.median(x))),
         low=low,
         high=high,
         p=mann_whitney_p(x, y),
         min_p=min_p(int(x.size), int(y.size)),
+        n=int(min(x.size, y.size)),
+        level=1 - alpha,
+        eq_low=eq_low,
+        eq_high=eq_high,
     )
+
+
+def _paired_test(
+    old_m: np.ndarray,
+    new_m: np.ndarray,
+    ratios: np.ndarray,
+    alpha: float,
+    resamples: int,
+    rng: np.random.Generator,
+) -> RatioTest:
+    n = int(ratios.size)
+    draws = np.median(ratios[rng.integers(0, n, size=(resamples, n))], axis=1)
+    low, high = _percentiles(draws, 1 - alpha)
+    eq_low, eq_high = _percentiles(draws, 1 - 2 * alpha)
+    logs = np.log(ratios)
+    return RatioTest(
+        n_old=n,
+        n_new=n,
+        old_median=float(np.median(old_m)),
+        new_median=float(np.median(new_m)),
+        ratio=float(np.median(ratios)),
+        low=low,
+        high=high,
+        p=signed_rank_p(logs),
+        min_p=min_p_paired(int(np.count_nonzero(logs))),
+        paired=True,
+        n=n,
+        method=PAIRED,
+        level=1 - alpha,
+        eq_low=eq_low,
+        eq_high=eq_high,
+    )
+
+
+def repetitions_needed(t: RatioTest, margin: float, alpha: float, claimed: int = 0) -> int | None:
+    """Roughly how many repetitions (rounds when paired) would decide the comparison at the
+    observed spread with about ``POWER`` (80 %) probability, taking an interval's half-width
+    on the log scale, w = z * se, to shrink as 1/sqrt(n): the decision needs
+    se * (z + z_power) <= target, so n_needed = n * (w * (z + z_power) / (z * target))^2,
+    where with d = |log ratio| and m = log(1 + margin)
+
+    - within +-margin, the (1 - 2 alpha) interval must fit inside it: target m - d;
+    - beyond it in the ``claimed`` direction (-1 lower, +1 higher), the (1 - alpha)
+      interval must exclude 1: target d;
+    - beyond it otherwise (the other way, or ``claimed`` 0), the interval must clear the
+      margin: target d - m.
+
+    Never below the size at which the rank test can reach alpha. None when the estimate is
+    not finite or the interval has no width (nothing to scale)."""
+    if not (t.n > 0 and math.isfinite(t.ratio) and t.ratio > 0):
+        return None
+    log_r, m = math.log(t.ratio), math.log(1 + margin)
+    d = abs(log_r)
+    inside = abs(t.ratio - 1) < margin
+    low, high = (t.eq_low, t.eq_high) if inside else (t.low, t.high)
+    if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
+        return None
+    if inside:
+        target = m - d
+    elif claimed and (log_r < 0) == (claimed < 0):
+        target = d
+    else:
+        target = d - m
+    if target <= 0:
+        return None
+    from scipy.stats import norm
+
+    width = (math.log(high) - math.log(low)) / 2
+    z = norm.ppf(1 - alpha) if inside else norm.ppf(1 - alpha / 2)  # one-sided tests when inside
+    n = math.ceil(t.n * (width * (z + norm.ppf(POWER)) / (z * target)) ** 2)
+    floor = t.n + 1
+    while (min_p_paired(floor) if t.paired else min_p(floor, floor)) >= alpha:
+        floor += 1
+    return max(n, floor)
+
+
+def comparison_key(metric: str, old_points: Sequence[Any], new_points: Sequence[Any]) -> str:
+    """The bootstrap key of a comparison, from what it compares (metric and each side's point
+    ids), so a claim, a figure and a table comparing the same points draw the same resamples
+    and print the same interval."""
+    side = lambda ids: ",".join(sorted({str(i) for i in ids}))  # noqa: E731
+    return f"{metric}|{side(old_points)}|{side(new_points)}"

@@ -1,0 +1,102 @@
+"""What one comparison (a ``stats.RatioTest`` of a against b) decides about a claim.
+
+Four verdicts, for a claimed direction (``lower``: ratio below 1, ``higher``: above 1):
+
+- ``holds``: the difference is significant (p < alpha and the 1 - alpha interval excludes 1)
+  in the claimed direction and the estimate is at least ``margin`` (min_effect) from 1;
+- ``contradicted``: the difference is significant the other way and the whole interval lies
+  beyond the margin: the effect is shown to be at least ``margin`` large the other way, so a
+  3 % effect against a 5 % margin never contradicts;
+- ``similar``: equivalence within +-margin by two one-sided tests at alpha each (the
+  1 - 2 alpha interval inside [1 - margin, 1 + margin]): the claimed effect is shown absent;
+- ``inconclusive``: none of these, including sample sizes whose rank test cannot reach
+  p < alpha at all.
+
+A claim of similarity holds on the equivalence test, and is contradicted when the
+difference is significant and its whole interval lies outside +-margin; a large p alone
+(absence of evidence) decides nothing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tunelab.report.stats import RatioTest
+
+HOLDS, SIMILAR, CONTRADICTED, INCONCLUSIVE = "holds", "similar", "contradicted", "inconclusive"
+VERDICTS = (HOLDS, SIMILAR, CONTRADICTED, INCONCLUSIVE)
+DECIDED = (HOLDS, SIMILAR, CONTRADICTED)
+LOWER, HIGHER = -1, 1
+
+
+def usable(t: RatioTest | None, alpha: float) -> bool:
+    """A test that can decide at all: two values a side (or two rounds), a ratio that is a
+    number, and sample sizes whose rank test can reach p < alpha."""
+    return (
+        t is not None
+        and not math.isnan(t.ratio)
+        and min(t.n_old, t.n_new) >= 2
+        and t.can_decide(alpha)
+    )
+
+
+def beyond(t: RatioTest, direction: int, margin: float) -> bool:
+    """The estimate at least ``margin`` from 1 in ``direction``."""
+    return t.ratio <= 1 - margin if direction < 0 else t.ratio >= 1 + margin
+
+
+def clears(t: RatioTest, direction: int, margin: float) -> bool:
+    """The whole interval at least ``margin`` from 1 in ``direction``."""
+    return t.high <= 1 - margin if direction < 0 else t.low >= 1 + margin
+
+
+def directional(t: RatioTest | None, claimed: int, alpha: float, margin: float) -> str:
+    """The verdict on a claim that the ratio lies below 1 (``claimed`` -1) or above (+1)."""
+    if t is None or not usable(t, alpha):
+        return INCONCLUSIVE
+    significant = t.significant(alpha)
+    if significant and beyond(t, claimed, margin):
+        return HOLDS
+    if significant and clears(t, -claimed, margin):
+        return CONTRADICTED
+    if t.equivalent(margin):
+        return SIMILAR
+    return INCONCLUSIVE
+
+
+def similarity(t: RatioTest | None, alpha: float, margin: float) -> str:
+    """The verdict on a claim that the ratio lies within +-margin of 1."""
+    if t is None or not usable(t, alpha):
+        return INCONCLUSIVE
+    if t.equivalent(margin):
+        return HOLDS
+    if t.significant(alpha) and (clears(t, LOWER, margin) or clears(t, HIGHER, margin)):
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def combine(verdicts: list[str]) -> str:
+    """One verdict from those of a claim's contexts (cold and warm, ...): contradicted where
+    one is; else similar where the claimed effect is absent in one; else inconclusive where
+    one is undecided; holds when it holds in every one."""
+    for v in (CONTRADICTED, SIMILAR, INCONCLUSIVE):
+        if v in verdicts:
+            return v
+    return HOLDS if verdicts else INCONCLUSIVE
+
+
+def trend(positions: np.ndarray, values: np.ndarray) -> tuple[float, float]:
+    """Kendall's tau-b between the rank of a value of ``along`` and each repetition's metric,
+    and its two-sided p: a test over every value swept, not only the two ends. (nan, 1.0)
+    when either has no spread."""
+    from scipy import stats
+
+    x, y = np.asarray(positions, dtype=float), np.asarray(values, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    x, y = x[keep], y[keep]
+    if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
+        return math.nan, 1.0
+    result = stats.kendalltau(x, y)
+    return float(result.statistic), float(result.pvalue)
