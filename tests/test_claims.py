@@ -18,13 +18,13 @@ from tunelab import claims
 RNG = np.random.default_rng(7)
 
 
-def rows(point: str, reps: int = 6, scale: float = 1.0, **cols) -> list[dict]:
+def rows(point: str, reps: int = 6, scale: float = 1.0, sigma: float = 0.03, **cols) -> list[dict]:
     """``reps`` rows of one point with lognormal timings around ``scale`` seconds."""
     base = {"point_id": point, "cache_requested": "cold", "cache_achieved": "cold",
             "access_matches": True, "access_path": "index:ix", "access_expected": "index:ix",
             "client_share": 0.1}  # fmt: skip
     out = []
-    for r, t in enumerate(RNG.lognormal(np.log(scale), 0.03, reps)):
+    for r, t in enumerate(RNG.lognormal(np.log(scale), sigma, reps)):
         out.append({**base, **cols, "rep": r, "elapsed_s": t})
     return out
 
@@ -50,19 +50,27 @@ def test_a_clear_difference_in_the_claimed_direction_holds_the_other_way_is_cont
     assert verdict({**LOWER, "kind": "higher"}, data).verdict == "contradicted"
 
 
-def test_equal_samples_are_inconclusive_for_lower_and_hold_for_similar():
-    data = frame(rows("c", scale=0.1, knob_index="clustered"),
-                 rows("n", scale=0.1, knob_index="nonclustered"))  # fmt: skip
-    v = verdict(LOWER, data)
-    assert v.verdict == "inconclusive"
-    assert "overlap" in v.causes[-1]
-    assert verdict({**LOWER, "kind": "similar", "min_effect": 0.1}, data).verdict == "holds"
+def test_equal_samples_are_similar_when_precise_enough_and_inconclusive_when_not():
+    precise = frame(rows("c", reps=30, scale=0.1, knob_index="clustered"),
+                    rows("n", reps=30, scale=0.1, knob_index="nonclustered"))  # fmt: skip
+    v = verdict(LOWER, precise)
+    assert v.verdict == "similar" and v.decided and v.needed is None
+    assert v.causes[0].startswith("no difference seen (ratio")
+    assert verdict({**LOWER, "kind": "similar"}, precise).verdict == "holds"
+    noisy = frame(rows("c", scale=0.1, sigma=0.3, knob_index="clustered"),
+                  rows("n", scale=0.1, sigma=0.3, knob_index="nonclustered"))  # fmt: skip
+    v = verdict({**LOWER, "kind": "similar"}, noisy)  # a large p is no equivalence
+    assert v.verdict == "inconclusive" and not v.decided
+    assert (
+        v.needed > 6
+        and f"too few repetitions for the observed variance (needs ~{v.needed})" in v.causes
+    )
 
 
-def test_an_effect_below_the_minimum_is_not_called_a_hold():
+def test_an_effect_below_the_minimum_is_similar_not_a_hold():
     data = frame(rows("c", scale=0.097, knob_index="clustered", reps=12),
                  rows("n", scale=0.1, knob_index="nonclustered", reps=12))  # fmt: skip
-    assert verdict({**LOWER, "min_effect": 0.2}, data).verdict == "inconclusive"
+    assert verdict({**LOWER, "min_effect": 0.2}, data).verdict == "similar"
 
 
 def test_a_failed_claim_names_the_plan_the_cache_and_the_client_from_the_rows():

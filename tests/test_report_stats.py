@@ -170,3 +170,18 @@ def test_no_repetitions_are_needed_without_spread_and_never_fewer_than_the_test_
     few = stats.compare_samples([1.0, 1.2, 0.9], [2.0, 2.3, 1.8])  # min p 0.1 with 3 and 3
     assert stats.repetitions_needed(few, 0.05, 0.05, claimed=1) >= 4
     assert stats.min_p(4, 4) < 0.05 <= stats.min_p(3, 3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=2, max_size=12))
+def test_the_signed_rank_test_is_exact_with_ties_and_zeros(steps):
+    from scipy.stats import PermutationMethod, wilcoxon
+
+    d = np.array(steps, dtype=float) / 10  # ties and zeros are common
+    nonzero = d[d != 0]
+    ours = stats.signed_rank_p(d)
+    if nonzero.size < 2:
+        assert ours == (1.0 if nonzero.size == 0 else pytest.approx(1.0))
+        return
+    every_flip = wilcoxon(nonzero, method=PermutationMethod(n_resamples=10_000)).pvalue
+    assert ours == pytest.approx(every_flip, abs=1e-12)

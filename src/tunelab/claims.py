@@ -381,11 +381,11 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> 
     lo, hi = claim.within or (-math.inf, math.inf)
     verdict, where, extra = _crossing(xs, signs, lo, hi)
     estimate = _crossing_estimate(xs, tests)
-    est = f"≈{estimate:.3g}" if estimate is not None else "none seen"
+    est = f"≈{estimate:.3g} " if estimate is not None else ""
     ratios = ", ".join(f"{x:g}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
     shown = next((t for t in tests if t is not None), None)
     n = f"; {_n_text(shown)} per value" if shown is not None else ""
-    text = f"crossing {est} ({where}; a/b by {claim.along}: {ratios}{n})"
+    text = f"crossing {est}({where}; a/b by {claim.along}: {ratios}{n})"
     if verdict == HOLDS:
         return Outcome(verdict, text)
     return Outcome(verdict, text, [*extra, *_row_causes(pd.concat([a_rows, b_rows]), metric)])

@@ -122,6 +122,7 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 0
 EXACT_LIMIT = 20_000  # tied samples up to this many splits get an exact permutation test
 POWER = 0.8  # of the repetitions a verdict says an undecided comparison needs
+EXACT_PAIRS = 50  # rounds up to which the signed-rank test is exact
 MIN_PAIRS = 2  # rounds both sides share before the comparison is paired
 UNPAIRED = "medians of all repetitions, bootstrap of each side, Mann–Whitney U"
 PAIRED = "per-round ratios, bootstrap of rounds, Wilcoxon signed-rank"
@@ -228,18 +229,31 @@ def min_p(n_old: int, n_new: int) -> float:
 
 def signed_rank_p(log_ratios: np.ndarray) -> float:
     """Two-sided Wilcoxon signed-rank p on per-round log ratios, rounds with no difference
-    left out: exact (every sign flip enumerated, ties allowed) up to ``EXACT_LIMIT`` flips,
-    else scipy's own method."""
-    from scipy import stats
+    left out: exact up to ``EXACT_PAIRS`` rounds, ties included (the null distribution of the
+    positive rank sum counted over every sign flip, on doubled ranks so that tied average
+    ranks stay integers); p = 2 * min(P(T <= t), P(T >= t)), as scipy's exact test. Beyond
+    that, scipy's normal approximation."""
+    from scipy.stats import rankdata
 
     d = np.asarray(log_ratios, dtype=float)
     d = d[d != 0]
     if d.size == 0:
         return 1.0
-    if 2**d.size <= EXACT_LIMIT:
-        method = stats.PermutationMethod(n_resamples=EXACT_LIMIT)
-        return float(stats.wilcoxon(d, method=method).pvalue)
-    return float(stats.wilcoxon(d).pvalue)
+    if d.size > EXACT_PAIRS:
+        from scipy.stats import wilcoxon
+
+        return float(wilcoxon(d, method="approx").pvalue)
+    doubled = np.rint(2 * rankdata(np.abs(d))).astype(int)
+    observed = int(doubled[d > 0].sum())
+    counts = np.zeros(int(doubled.sum()) + 1)
+    counts[0] = 1.0
+    for w in doubled:  # each round's rank joins the sum or not, with probability 1/2
+        shifted = np.zeros_like(counts)
+        shifted[w:] = counts[: counts.size - w]
+        counts = (counts + shifted) / 2
+    probs = counts
+    below, above = probs[: observed + 1].sum(), probs[observed:].sum()
+    return float(min(1.0, 2 * min(below, above)))
 
 
 def min_p_paired(n: int) -> float:
@@ -353,7 +367,7 @@ def _paired_test(
         low=low,
         high=high,
         p=signed_rank_p(logs),
-        min_p=min_p_paired(int(np.count_nonzero(logs))),
+        min_p=min_p_paired(n),
         paired=True,
         n=n,
         method=PAIRED,
@@ -376,16 +390,22 @@ def repetitions_needed(t: RatioTest, margin: float, alpha: float, claimed: int =
     - beyond it otherwise (the other way, or ``claimed`` 0), the interval must clear the
       margin: target d - m.
 
-    Never below the size at which the rank test can reach alpha. None when the estimate is
-    not finite or the interval has no width (nothing to scale)."""
+    Never below the size at which the rank test can reach alpha (that size alone where the
+    spread gives nothing to scale). None when these sizes can reach alpha and the estimate is
+    not finite, the interval has no width, or the estimate sits on the margin."""
+    floor = t.n + 1
+    while (min_p_paired(floor) if t.paired else min_p(floor, floor)) >= alpha:
+        floor += 1
+    # sample sizes that cannot reach alpha need at least ``floor``, whatever the spread
+    fallback = None if t.can_decide(alpha) else floor
     if not (t.n > 0 and math.isfinite(t.ratio) and t.ratio > 0):
-        return None
+        return fallback
     log_r, m = math.log(t.ratio), math.log(1 + margin)
     d = abs(log_r)
     inside = abs(t.ratio - 1) < margin
     low, high = (t.eq_low, t.eq_high) if inside else (t.low, t.high)
     if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
-        return None
+        return fallback
     if inside:
         target = m - d
     elif claimed and (log_r < 0) == (claimed < 0):
@@ -393,15 +413,12 @@ def repetitions_needed(t: RatioTest, margin: float, alpha: float, claimed: int =
     else:
         target = d - m
     if target <= 0:
-        return None
+        return fallback
     from scipy.stats import norm
 
     width = (math.log(high) - math.log(low)) / 2
     z = norm.ppf(1 - alpha) if inside else norm.ppf(1 - alpha / 2)  # one-sided tests when inside
     n = math.ceil(t.n * (width * (z + norm.ppf(POWER)) / (z * target)) ** 2)
-    floor = t.n + 1
-    while (min_p_paired(floor) if t.paired else min_p(floor, floor)) >= alpha:
-        floor += 1
     return max(n, floor)
 
 

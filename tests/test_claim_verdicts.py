@@ -1,0 +1,266 @@
+"""Verdicts that rest on the right test: contradictions need an effect, similarity needs an
+equivalence test, pairing by round cancels drift, falls/rises look at every value, crossings
+outside the tested range say so, and the causes match the evidence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tunelab import claims, results
+from tunelab.claimspec import parse
+from tunelab.report import stats
+
+BASE = {"cache_requested": "warm", "cache_achieved": "warm", "access_matches": True,
+        "access_path": "scan", "access_expected": "scan", "client_share": 0.1}  # fmt: skip
+LOWER = {"kind": "lower", "a": {"index": "covering"}, "b": {"index": "none"}}
+
+
+def point(pid: str, values, rounds=None, **cols) -> list[dict]:
+    out = []
+    for i, v in enumerate(values):
+        row = {**BASE, **cols, "point_id": pid, "rep": i, "elapsed_s": float(v)}
+        if rounds is not None:
+            row["round"] = int(rounds[i])
+        out.append(row)
+    return out
+
+
+def pair(a_values, b_values, with_rounds: bool, **cols) -> pd.DataFrame:
+    rounds = range(len(a_values)) if with_rounds else None
+    return pd.DataFrame(
+        point("a", a_values, rounds, knob_index="covering", **cols)
+        + point("b", b_values, rounds, knob_index="none", **cols)
+    )
+
+
+def verdict(claim: dict, data: pd.DataFrame, alpha: float | None = None) -> claims.Verdict:
+    (v,) = claims.evaluate_sweep([claim], data, "sqlite", alpha=alpha)
+    return v
+
+
+# -- a contradiction needs an effect of at least min_effect ---------------------------------
+@pytest.mark.parametrize("with_rounds", [False, True])
+@pytest.mark.parametrize("reps", [6, 12])
+def test_a_three_percent_effect_against_a_five_percent_minimum_is_never_contradicted(
+    with_rounds, reps
+):
+    seen = set()
+    for seed in range(100):
+        rng = np.random.default_rng(seed)
+        b = rng.lognormal(np.log(0.1), 0.02, reps)
+        a = 1.03 * rng.lognormal(np.log(0.1), 0.02, reps)  # the other way round by 3 %
+        data = pair(a, b, with_rounds)
+        for claim in (LOWER, {**LOWER, "kind": "similar"}):
+            v = verdict(claim, data)
+            assert v.verdict != "contradicted", (seed, v.evidence)
+            seen.add(v.verdict)
+    assert "inconclusive" in seen  # not a vacuous pass: the tests did run and decide
+    assert {"similar", "holds"} & seen or reps == 6
+
+
+def test_a_significant_difference_the_other_way_beyond_min_effect_contradicts():
+    rng = np.random.default_rng(1)
+    b = rng.lognormal(np.log(0.1), 0.01, 8)
+    v = verdict(LOWER, pair(1.2 * b[::-1], b, with_rounds=True))
+    assert v.verdict == "contradicted" and v.decided
+    assert "8 rounds paired" in v.evidence
+
+
+def test_a_small_significant_difference_is_similar_for_a_directional_claim():
+    rng = np.random.default_rng(2)
+    b = rng.lognormal(np.log(0.1), 0.002, 12)
+    v = verdict(LOWER, pair(1.02 * b * rng.lognormal(0, 0.002, 12), b, with_rounds=True))
+    assert v.verdict == "similar", v.evidence
+    assert "no difference seen (ratio 1.02, within ±5%)" in v.causes
+
+
+# -- drift: back-to-back repetitions against rounds -----------------------------------------
+def test_linear_drift_makes_a_false_effect_back_to_back_and_none_in_rounds():
+    """The same engine times both points alike, but the host slows by 1 % a repetition:
+    measured a's six repetitions then b's, b looks slower; in rounds (a and b alternating
+    in a seeded order within each round) the paired comparison sees no effect."""
+    rng = np.random.default_rng(3)
+
+    def timed(slot: float) -> float:
+        return 0.1 * (1 + 0.01 * slot) * rng.lognormal(0, 0.002)
+
+    back_to_back = pair([timed(i) for i in range(6)], [timed(6 + i) for i in range(6)], False)
+    assert verdict(LOWER, back_to_back).verdict == "holds"  # the false effect
+    a, b = [], []
+    for r in range(6):
+        first_a = rng.random() < 0.5
+        a.append(timed(2 * r + (0 if first_a else 1)))
+        b.append(timed(2 * r + (1 if first_a else 0)))
+    v = verdict(LOWER, pair(a, b, with_rounds=True))
+    assert v.verdict != "holds" and "rounds paired" in v.evidence
+
+
+# -- alpha from the caller ---------------------------------------------------------------------
+def test_alpha_given_to_evaluate_overrides_the_claims_own():
+    rng = np.random.default_rng(4)
+    b = rng.lognormal(np.log(0.1), 0.01, 6)
+    data = pair(0.8 * b, b, with_rounds=True)
+    assert verdict(LOWER, data).verdict == "holds"
+    strict = verdict(LOWER, data, alpha=0.01)  # 6 rounds give no p below 2/64
+    assert strict.verdict == "inconclusive"
+    assert "too few repetitions: 6 can give no p below 0.031" in strict.causes
+    assert strict.needed >= 8  # 2 / 2^8 < 0.01
+    (claim,) = parse([LOWER])
+    assert claims.evaluate(claim, data, alpha=0.01).verdict == "inconclusive"
+    assert claim.alpha == 0.05  # the claim itself is left as it was
+
+
+# -- falls / rises over every value ------------------------------------------------------------
+def curve(medians: list[float], with_rounds: bool, sigma: float = 0.01) -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    rounds = range(6) if with_rounds else None
+    groups = [
+        point(f"p{pool}", m * rng.lognormal(0, sigma, 6), rounds, knob_buffer_pool=pool)
+        for pool, m in zip((16, 32, 64, 128, 256), medians)
+    ]
+    return pd.DataFrame([r for g in groups for r in g])
+
+
+FALLS = {"kind": "falls", "along": "buffer_pool"}
+
+
+@pytest.mark.parametrize("with_rounds", [False, True])
+def test_falls_holds_on_a_curve_that_falls_then_levels(with_rounds):
+    v = verdict(FALLS, curve([1.0, 0.6, 0.4, 0.4, 0.4], with_rounds))
+    assert v.verdict == "holds", v.evidence
+    assert "trend over 5 values: Kendall τ=-" in v.evidence
+
+
+@pytest.mark.parametrize("with_rounds", [False, True])
+def test_a_step_against_the_trend_is_named_and_contradicts(with_rounds):
+    # the two ends alone would say "falls"
+    v = verdict(FALLS, curve([1.0, 0.5, 0.8, 0.4, 0.3], with_rounds))
+    assert v.verdict == "contradicted", v.evidence
+    assert "against the trend: 32 → 64 ratio 1.5" in v.evidence  # 0.8 / 0.5, and no other step
+    assert v.evidence.count("→") == 1
+    assert "not monotonic: 1 step(s) go the other way" in v.causes
+    assert verdict({**FALLS, "kind": "rises"}, curve([0.3, 0.4, 0.8, 0.5, 1.0], True)).verdict == (
+        "contradicted"
+    )
+
+
+def test_a_step_back_within_min_effect_does_not_break_the_trend():
+    v = verdict(FALLS, curve([1.0, 0.6, 0.61, 0.4, 0.3], True, sigma=0.002))
+    assert v.verdict == "holds", v.evidence
+
+
+# -- crossover outside or at the edge of the tested range ------------------------------------
+def selectivity(index: list[float], scan: float, within_rounds: bool = True) -> pd.DataFrame:
+    rng = np.random.default_rng(6)
+    rounds = range(6) if within_rounds else None
+    rows = []
+    for s, ti in zip((0.001, 0.01, 0.05, 0.1, 0.5), index):
+        rows += point(f"i{s}", ti * rng.lognormal(0, 0.01, 6), rounds, knob_index="nonclustered",
+                      wl_selectivity=s)  # fmt: skip
+        rows += point(f"s{s}", scan * rng.lognormal(0, 0.01, 6), rounds, knob_index="none",
+                      wl_selectivity=s)  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def cross(low: float, high: float) -> dict:
+    return {"kind": "crossover", "a": {"index": "nonclustered"}, "b": {"index": "none"},
+            "along": "selectivity", "within": [low, high]}  # fmt: skip
+
+
+ALREADY_SLOWER = [0.2, 0.5, 1.0, 2.0, 5.0]  # the scan (0.1) wins at every selectivity
+
+
+def test_a_crossing_below_the_tested_range_is_reported_as_such():
+    data = selectivity(ALREADY_SLOWER, 0.1)
+    v = verdict(cross(0.0001, 0.5), data)  # the window reaches below what was swept
+    assert v.verdict == "inconclusive", v.evidence
+    assert "below the tested range: b already lower at the smallest value swept (0.001)" in (
+        v.evidence
+    )
+    assert v.evidence.startswith("crossing (below the tested range")
+    assert any("sweep down to 0.0001" in c for c in v.causes)
+    edge = verdict(cross(0.001, 0.5), data)  # the window starts where the sweep does
+    assert edge.verdict == "contradicted"
+    assert "below the tested range" in edge.evidence
+    assert "the crossing lies below 0.001, the window's low end" in edge.causes
+
+
+def test_a_crossing_above_the_tested_range_is_reported_as_such():
+    data = selectivity([0.01, 0.02, 0.03, 0.05, 0.08], 0.1)  # the index wins everywhere
+    v = verdict(cross(0.001, 0.9), data)
+    assert v.verdict == "inconclusive"
+    assert "above the tested range: a still lower at the largest value swept (0.5)" in v.evidence
+    assert verdict(cross(0.001, 0.5), data).verdict == "contradicted"
+
+
+def test_a_crossing_between_the_first_two_values_says_it_lies_at_the_range_edge():
+    v = verdict(cross(0.001, 0.5), selectivity([0.05, 0.2, 0.4, 0.8, 2.0], 0.1))
+    assert v.verdict == "holds"
+    assert "between 0.001 and 0.01, at the tested range's low edge" in v.evidence
+
+
+# -- causes that match the evidence ----------------------------------------------------------
+def test_identical_reads_say_no_difference_and_blame_no_client():
+    rows = pair([1707] * 6, [1707] * 6, with_rounds=True, client_share=0.8)
+    rows[f"{results.COUNTER_PREFIX}physical_reads"] = 1707
+    v = verdict({**LOWER, "metric": "physical_reads"}, rows)
+    assert v.verdict == "similar"
+    assert v.causes == ["no difference seen (the same values on both sides)"]
+    timed = verdict(LOWER, pair([0.1] * 6, [0.1] * 6, True, client_share=0.8))
+    assert any(c.startswith("client-bound at a") for c in timed.causes)  # a time can be blurred
+
+
+def test_the_evidence_gives_n_and_the_smallest_possible_p():
+    rng = np.random.default_rng(8)
+    b = rng.lognormal(np.log(0.1), 0.01, 5)
+    unpaired = verdict(LOWER, pair(0.5 * b, b, with_rounds=False))
+    assert "n=5/5, smallest possible p 0.0079" in unpaired.evidence
+    paired = verdict(LOWER, pair(0.5 * b, b, with_rounds=True))
+    assert "5 rounds paired, smallest possible p 0.062" in paired.evidence
+    assert paired.verdict == "inconclusive" and paired.needed == 6
+
+
+def test_verdict_json_and_counts_know_similar():
+    data = pair([0.1] * 6, [0.1] * 6, with_rounds=True)
+    v = verdict(LOWER, data)
+    assert v.to_json()["verdict"] == "similar" and v.to_json()["decided"] is True
+    assert claims.summarize([v]) == {"holds": 0, "similar": 1, "contradicted": 0,
+                                     "inconclusive": 0}  # fmt: skip
+
+
+# -- one interval: the report's lock table and a claim on the same points ---------------------
+@pytest.mark.parametrize("with_rounds", [False, True])
+def test_the_lock_table_and_a_claim_on_the_same_points_print_the_same_interval(with_rounds):
+    from tunelab.report import plots
+    from tunelab.report.data import ReportData
+
+    rng = np.random.default_rng(9)
+    rows = []
+    for lock, level in (("row", 900.0), ("table", 1000.0)):
+        rounds = range(6) if with_rounds else None
+        values = level * rng.lognormal(0, 0.05, 6)
+        for r in point(f"update-{lock}", values, rounds, knob_lock_granularity=lock,
+                       workload="update", wl_threads=1):  # fmt: skip
+            r["throughput_rows_s"] = r.pop("elapsed_s")
+            rows.append(r)
+    frame = pd.DataFrame(rows)
+    data = ReportData(frame, {}, "", "", "locking", "sqlite", ["knob_lock_granularity"], [])
+    (table,) = plots.lock_ratios(data).to_dict("records")
+    claim = {"kind": "higher", "metric": "throughput_rows_s", "a": {"lock_granularity": "row"},
+             "b": {"lock_granularity": "table"}, "where": {"workload": "update"}}  # fmt: skip
+    v = verdict(claim, frame)
+    shown = f"ratio {table['ratio']:.3g} [{table['low']:.3g}, {table['high']:.3g}]"
+    assert shown in v.evidence
+    assert table["method"] == (stats.PAIRED if with_rounds else stats.UNPAIRED)
+
+
+def test_the_index_counts_and_colours_similar_verdicts():
+    from tunelab.report.index import INDEX_CSS, _claims_cell
+
+    v = verdict(LOWER, pair([0.1] * 6, [0.1] * 6, with_rounds=True)).to_json()
+    cell = _claims_cell({"verdicts": [v, {**v, "verdict": "holds"}]})
+    assert '<span class="tl-verdict tl-similar">1 similar</span>' in cell
+    assert '<span class="tl-verdict tl-holds">1 holds</span>' in cell
+    assert ".tl-similar {" in INDEX_CSS
