@@ -105,7 +105,7 @@ def test_alpha_given_to_evaluate_overrides_the_claims_own():
     assert verdict(LOWER, data).verdict == "holds"
     strict = verdict(LOWER, data, alpha=0.01)  # 6 rounds give no p below 2/64
     assert strict.verdict == "inconclusive"
-    assert "too few repetitions: 6 can give no p below 0.031" in strict.causes
+    assert "too few repetitions: 6 rounds give no p below 0.031" in strict.causes
     assert strict.needed >= 8  # 2 / 2^8 < 0.01
     (claim,) = parse([LOWER])
     assert claims.evaluate(claim, data, alpha=0.01).verdict == "inconclusive"
@@ -220,6 +220,7 @@ def test_the_evidence_gives_n_and_the_smallest_possible_p():
     paired = verdict(LOWER, pair(0.5 * b, b, with_rounds=True))
     assert "5 rounds paired, smallest possible p 0.062" in paired.evidence
     assert paired.verdict == "inconclusive" and paired.needed == 6
+    assert "too few repetitions: 5 rounds give no p below 0.062" in paired.causes
 
 
 def test_verdict_json_and_counts_know_similar():

@@ -225,7 +225,8 @@ def _evidence_causes(
     if verdict != INCONCLUSIVE:
         return found, None
     if not t.can_decide(claim.alpha):
-        found.append(f"too few repetitions: {t.n} can give no p below {t.min_p:.2g}")
+        n = f"{t.n} rounds" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
+        found.append(f"too few repetitions: {n} give no p below {t.min_p:.2g}")
     needed = stats.repetitions_needed(t, m, claim.alpha, claimed)
     if needed is not None:
         found.append(f"too few repetitions for the observed variance (needs ~{needed})")
