@@ -86,7 +86,7 @@ def run(tmp_path_factory):
     first = _snakemake(work, "--cores", "1", f"results/sqlite/tiny/{earlier}.csv")
     assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
     log = work / "logs" / "jobs.jsonl"
-    assert f"run-point results/sqlite/tiny/{earlier}.csv" in log.read_text()
+    assert f"point-results results/sqlite/tiny/{earlier}.csv" in log.read_text()
     helper = subprocess.run(
         [sys.executable, "-m", "tunelab.pipeline", "--for-run", *args],
         capture_output=True, text=True, env=_env(), check=True,
@@ -154,9 +154,9 @@ def test_a_cut_last_line_and_a_failed_point_are_no_crash(run, tmp_path):
         missing = "results/sqlite/tiny/gone.csv"
         (work / "logs" / "sqlite" / "tiny" / "gone.log").write_text("EngineError: boom\n")
         with open(log, "a") as f:
-            f.write(_span(f"run-point {point}", 1 << 30, 1_000_000_000, 3_000_000_000))
-            f.write(_span(f"run-point {missing}", 1 << 30, 3_000_000_000, 4_000_000_000))
-            f.write('{"job": "run-point results/sqlite/tiny/x.csv", "kind": "exc')  # cut
+            f.write(_span(f"point-results {point}", 1 << 30, 1_000_000_000, 3_000_000_000))
+            f.write(_span(f"point-results {missing}", 1 << 30, 3_000_000_000, 4_000_000_000))
+            f.write('{"job": "point-results results/sqlite/tiny/x.csv", "kind": "exc')  # cut
         sleeper.kill()  # the run ends
         sleeper.wait()
         out, err = follower.communicate(timeout=30)

@@ -52,6 +52,11 @@ wildcard_constraints:
     key=r"[a-z]+-v\d+-r\d+-s\d+",
 
 
+def sweep_datasets(wildcards):
+    keys = sorted({p.dataset.key for p in PLAN.sweeps[wildcards.sweep]})
+    return [f"{config['data_dir']}/{key}.csv" for key in keys]
+
+
 def calibration_for_points(wildcards):
     """Points whose knobs say 'calibrated' need the calibration file; others do not wait."""
     if not PLAN.uses_calibration(wildcards.sweep):
