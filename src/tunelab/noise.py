@@ -246,29 +246,51 @@ class Watch:
         self.engine_pids = list(engine_pids)
         cores = os.cpu_count() or 1
         self.free_cpus = max(0, cores - _cpus_used(placement, bool(engine_pids), cores))
-        # Listed once, before: the same task files are read at both ends.
+        # Listed and opened once, before: the same files are read again at the end (a read
+        # from offset 0 of an open /proc file is a fresh reading, without a path lookup).
         self._own = _tasks("self", proc)
         self._engine = [t for pid in self.engine_pids for t in _tasks(pid, proc)]
+        self._fds: dict[Path, int | None] = {}
         self.before: _Reading | None = None
         self.after: _Reading | None = None
+
+    def _read(self, path: Path) -> str:
+        if path not in self._fds:
+            try:
+                self._fds[path] = os.open(path, os.O_RDONLY)
+            except OSError:
+                self._fds[path] = None
+        fd = self._fds[path]
+        if fd is None:
+            return ""
+        try:
+            return os.pread(fd, 1 << 16, 0).decode("ascii", "replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                os.close(fd)
+        self._fds.clear()
 
     def read(self) -> _Reading:
         r = _Reading(at=time.perf_counter())
         with suppress(OSError, AttributeError):
             r.client_invol = float(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
         for task in self._own:
-            r.ours_running += _task_status(_read(task / "status"))[0]
-            if not math.isnan(wait := _wait_ns(_read(task / "schedstat"))):
+            r.ours_running += _task_status(self._read(task / "status"))[0]
+            if not math.isnan(wait := _wait_ns(self._read(task / "schedstat"))):
                 r.client_wait[str(task)] = wait
         for task in self._engine:
-            running, invol = _task_status(_read(task / "status"))
+            running, invol = _task_status(self._read(task / "status"))
             r.ours_running += running
             if not math.isnan(invol):
                 r.engine_invol[str(task)] = invol
-            if not math.isnan(wait := _wait_ns(_read(task / "schedstat"))):
+            if not math.isnan(wait := _wait_ns(self._read(task / "schedstat"))):
                 r.engine_wait[str(task)] = wait
-        r.pressure_us = _pressure(_read(self.proc / "pressure" / "cpu"))
-        _stat(_read(self.proc / "stat"), r)  # last: procs_running closest to the section
+        r.pressure_us = _pressure(self._read(self.proc / "pressure" / "cpu"))
+        _stat(self._read(self.proc / "stat"), r)  # last: procs_running closest to the section
         r.at = (r.at + time.perf_counter()) / 2
         return r
 
@@ -324,6 +346,7 @@ def watch(
         yield w
     finally:
         w.after = w.read()
+        w.close()
 
 
 NOISE_COLUMNS = (
