@@ -349,6 +349,7 @@ def watch(
         w.close()
 
 
+PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine")  # Placement.columns, Engine.cpu_columns
 NOISE_COLUMNS = (
     "noise_steal_share",  # share of the CPUs' time the hypervisor stole during the section
     # seconds the client's threads (those alive at both ends) waited for a CPU, per second
