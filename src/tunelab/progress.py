@@ -3,8 +3,8 @@
 ``tunelab progress --job-log logs/jobs.jsonl --pid PID --total N`` follows the job log
 (tunelab.benchlock: one JSON line per job) from its current end until process PID is gone,
 and for every finished ``point-results`` job (a point's rows out of its sweep's rounds, just
-after the sweep is measured: ``tunelab.sweeprun``) prints to stderr the sweep, the point and the median
-of its repetitions' response times, with how many points are done and an estimate of the
+after the sweep is measured: ``tunelab.sweeprun``) prints to stderr the sweep, the point and
+the median of its repetitions' response times, with how many points are done and an estimate of the
 time left, e.g.::
 
     [lab] 3/40 scan-vs-page-size page_size-4096_scan_cold: median 0.673 s over 6 reps · ~12 min left

@@ -23,9 +23,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic, benchlock, cache, dataset, engines, provenance, results, workloads
+from tunelab import (
+    atomic,
+    benchlock,
+    cache,
+    dataset,
+    engines,
+    noise,
+    provenance,
+    results,
+    workloads,
+)
 from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
 from tunelab.spec import Point
+
+_PLACEMENT: list[noise.Placement] = []  # this measuring process's, once pinned
+
+
+def placement(engine: str) -> noise.Placement | None:
+    """The client's and a server engine's CPUs: the measuring process is pinned to the
+    client's once, the engine's container gets the rest. An engine in the client's process
+    (SQLite) is left where it was: pinning it would also bind its worker threads."""
+    if not engines.info(engine).needs_container:
+        return None
+    if not _PLACEMENT:
+        _PLACEMENT.append(noise.pin_client(noise.plan_cpus()))
+    return _PLACEMENT[0]
 
 
 @contextlib.contextmanager
@@ -193,6 +216,7 @@ def provisioned(
     run_id = run_dir.name if run_dir is not None else uuid.uuid4().hex[:12]
     eng = engines.create(point.engine, workdir / "engine", run_id)
     eng.run_dir = run_dir
+    eng.placement = placement(point.engine)
     with eng:
         eng.provision(point.knobs)
         applied = eng.applied_knobs()
@@ -283,6 +307,8 @@ class PointSession:
             self.base["host_fs"] = provenance.filesystem(eng.workdir)
             self.page_size = self.setup.applied.get("page_size") or point.knobs.get("page_size")
             self.run = self.setup.runner()
+            where = eng.placement or noise.Placement(noise.usable_cpus())
+            self.base.update({**where.columns(), **eng.cpu_columns()})
         except BaseException:
             self._stack.close()
             raise
@@ -317,10 +343,12 @@ class PointSession:
         self._kept = []
         times: list[int] = []
         try:
+            pids = eng.pids()  # with the connections open (a server's backends)
             before = eng.counters(conns)
-            t0 = time.perf_counter_ns()
-            touched = self.run(conns, times)
-            t1 = time.perf_counter_ns()
+            with noise.watch(pids, eng.placement) as watched:  # reads /proc outside t0..t1
+                t0 = time.perf_counter_ns()
+                touched = self.run(conns, times)
+                t1 = time.perf_counter_ns()
             after = eng.counters(conns)
         finally:
             if point.cache == "warm" and not w.writes:
@@ -367,6 +395,7 @@ class PointSession:
             "table_build": table_build,
             **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
             **derived(delta, elapsed, page_size),
+            **watched.columns(),
         }
         if len(times_ns):
             query = np.arange(len(times_ns))

@@ -228,8 +228,6 @@ def _write_plans(out: Path, point_id: str, plans: list[dict]) -> None:
                      lambda f: f.write(text.encode()))  # fmt: skip
 
 
-
-
 def write_sweep(frame: pd.DataFrame, reason: str, out: Path, journal: Journal) -> Path:
     """The sweep's rows (each with why measuring stopped) to ``out``, each statement's time
     beside each point's results file; then the journal goes."""
