@@ -205,9 +205,9 @@ def test_no_job_runs_beside_a_timed_section(pack):
         {"start_ns": a, "end_ns": b} for a, b in zip(rows["timed_start_ns"], rows["timed_end_ns"])
     ]
 
-    # (a) every kind of job recorded its span: six measurements, the rest shared
+    # (a) every kind of job recorded its span: two measurements (a sweep each), the rest shared
     commands = {s["job"].split()[0] for s in shared}
-    assert [s["job"].split()[0] for s in exclusive] == ["run-point"] * 6
+    assert [s["job"].split()[0] for s in exclusive] == ["run-sweep"] * 2
     assert {"datagen", "merge", "report", "index"} <= commands
     assert len(rows) == 6 * 2 and len(timed) == 12
     # the clocks agree: every timed section lies inside its measurement's hold

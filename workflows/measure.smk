@@ -10,7 +10,9 @@ rule measure_sweep:
         data=lambda wc: [ancient(d) for d in sweep_datasets(wc)],
         calibration=calibration_for_points,
     output:
-        rounds=f"{RESULTS}/{ENGINE}/{{sweep}}/rounds.csv.gz",
+        # temp: once every point has its file, it goes; a point file deleted, cut or added
+        # then measures its whole sweep again, so that its rows stay paired by round
+        rounds=temp(f"{RESULTS}/{ENGINE}/{{sweep}}/rounds.csv.gz"),
     conda:
         "../environment.yml"
     log:
