@@ -453,8 +453,8 @@ def _judge(
         x, y = _column(o, metric), _column(n, metric)
         if x.size == 0 or y.size == 0:
             continue
-        test = compare_samples(x, y, alpha, resamples, seed, f"{engine}/{sweep}/{'|'.join(key)}"
-                               f"/{metric}")  # fmt: skip
+        where = f"{engine}/{sweep}/{'|'.join(key)}/{metric}"  # the bootstrap's seed, as before
+        test = compare_samples(x, y, alpha, resamples, seed, where)
         aa, count = (float("nan"), 0)
         if context.floor is not None and host:
             aa, count = context.floor.floor(host, floor_key, metric)
