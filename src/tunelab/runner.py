@@ -295,6 +295,9 @@ class PointSession:
             "dataset_rows": point.dataset.rows,
             "seed": point.dataset.seed,
             "cache_requested": point.cache,
+            # what the sweep asked: measuring stops between them when its claims are decided
+            "repetitions_min": point.repetitions_min,
+            "repetitions_max": point.repetitions,
             **provenance.host(),
             **provenance.code(),
         }
@@ -474,7 +477,7 @@ def run_point(
             # Between two points, where nothing is timed: the fastest gzip level (the file is
             # about 20 % larger than at the default level, written four times sooner).
             atomic.write_csv(pd.concat(times, ignore_index=True), queries_path(out), level=1)
-        return results.write_point(rows, out, point.repetitions)
+        return results.write_point(rows, out, point.repetitions, point.repetitions_min)
     except BaseException:
         # Keep what was measured (the workflow deletes a failed job's outputs, not this file);
         # a failure to save it must not hide the error that stopped the point.

@@ -55,6 +55,21 @@ def looks(n_min: int, n_max: int) -> list[int]:
     return out
 
 
+# A server engine's sweep measures its rounds in passes of this many (tunelab.sweeprun):
+# its looks fall on a pass's end.
+PASS_ROUNDS = 3
+
+
+def looks_for(n_min: int, n_max: int, order_mode: str = "rounds") -> list[int]:
+    """``looks`` where a look can be taken: after any round, or (``blocked`` order) only
+    after a pass of ``PASS_ROUNDS``, each look moved to the end of its pass (or the budget).
+    Fixed by the sweep and its engine in advance, as the union bound needs."""
+    found = looks(n_min, n_max)
+    if order_mode != "blocked":
+        return found
+    return sorted({min(n_max, -(-n // PASS_ROUNDS) * PASS_ROUNDS) for n in found})
+
+
 def look_alpha(alpha: float, look_index: int, looks: Sequence[int]) -> float:
     """The alpha spent at look ``look_index`` (0-based) of ``looks``: all of it with one look;
     else ``FIRST_SHARE`` of it at the first and the rest in equal parts at the later ones.

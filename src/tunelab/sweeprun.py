@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 
 from tunelab import atomic, engines, results, runner
+from tunelab.sequential import PASS_ROUNDS
 from tunelab.spec import Point
 
-PASS_ROUNDS = 3  # a server engine's points measure this many rounds at a time
 ROUND_FILE = "round-{:03d}.csv"
 QUERIES_FILE = "round-{:03d}.queries.csv.gz"
 
@@ -251,7 +251,9 @@ def point_results(rounds: Path, point_id: str, out: Path) -> Path:
     mine = frame[frame["point_id"].astype(str) == point_id]
     if mine.empty:
         raise ValueError(f"{rounds}: no rows of point {point_id}")
-    return results.write_point(mine.to_dict("records"), out, len(mine))
+    asked = [int(mine[c].iloc[0]) if c in mine else len(mine)
+             for c in ("repetitions_max", "repetitions_min")]  # fmt: skip
+    return results.write_point(mine.to_dict("records"), out, *asked)
 
 
 def run_sweep(
