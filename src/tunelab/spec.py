@@ -590,7 +590,9 @@ def expand(
     for src in ("knobs", "fixed"):
         for k in ((doc.get("overrides") or {}).get(engine) or {}).get(src) or {}:
             where[k] = f"overrides.{engine}.{src}.{k}"
-    caches = ["cold", "warm"] if doc.get("cache", "cold") == "both" else [doc.get("cache", "cold")]
+    # A refused cache value is reported by the schema; the rest is checked as if cold.
+    cache_asked = doc.get("cache", "cold") if "cache" not in broken else "cold"
+    caches = ["cold", "warm"] if cache_asked == "both" else [cache_asked]
     total, longest = _grid_size(lists, where, doc["workloads"], caches)
     if total > limit:
         msg = f"the sweep expands to {total} points, more than the limit of {limit}"
