@@ -1,3 +1,5 @@
+from pathlib import Path
+
 # Paths of every stage, from the config (helpers live in tunelab.pipeline). A run at the
 # assignment's size keeps its results, reports and logs below assignment/ (SIZE: Snakefile).
 RESULTS = pipeline.sized_dir(config["results_dir"], SIZE)
@@ -39,6 +41,11 @@ def sweep_reports(wildcards):
 
 def sweep_verdicts(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.verdicts.json" for s in PLAN.sweeps]
+
+
+def stability_file(wildcards):
+    found = Path(REPORTS) / "stability.json"
+    return [str(found)] if found.is_file() else []
 
 
 def other_engine_reports(wildcards):
