@@ -205,9 +205,9 @@ def test_no_job_runs_beside_a_timed_section(pack):
         {"start_ns": a, "end_ns": b} for a, b in zip(rows["timed_start_ns"], rows["timed_end_ns"])
     ]
 
-    # (a) every kind of job recorded its span: six measurements, the rest shared
+    # (a) every kind of job recorded its span: two measurements (a sweep each), the rest shared
     commands = {s["job"].split()[0] for s in shared}
-    assert [s["job"].split()[0] for s in exclusive] == ["run-point"] * 6
+    assert [s["job"].split()[0] for s in exclusive] == ["run-sweep"] * 2
     assert {"datagen", "merge", "report", "index"} <= commands
     assert len(rows) == 6 * 2 and len(timed) == 12
     # the clocks agree: every timed section lies inside its measurement's hold
@@ -258,11 +258,12 @@ def test_two_checkouts_on_one_host_never_measure_at_once(tmp_path):
             {"start_ns": a, "end_ns": b}
             for a, b in zip(rows["timed_start_ns"], rows["timed_end_ns"])
         ]
-        assert len(held[work]) == 3 and len(timed[work]) == 6
+        assert len(held[work]) == 1 and len(timed[work]) == 6  # one sweep, in rounds
     one, two = checkouts
-    # the two runs did run at the same time (their spans interleave) ...
-    first_end = min(max(s["end_ns"] for s in held[w]) for w in checkouts)
-    last_start = max(min(s["start_ns"] for s in held[w]) for w in checkouts)
+    # the two runs did run at the same time (their jobs' spans interleave) ...
+    every = {w: spans(w / "logs" / "jobs.jsonl") for w in checkouts}
+    first_end = min(max(s["end_ns"] for s in every[w]) for w in checkouts)
+    last_start = max(min(s["start_ns"] for s in every[w]) for w in checkouts)
     assert last_start < first_end, "the runs did not overlap: nothing was shown"
     # ... yet no measurement of one overlapped a measurement or timed section of the other
     assert not any(overlap(a, b) for a in held[one] for b in held[two])

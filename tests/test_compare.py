@@ -128,7 +128,8 @@ repetitions: 8
 
 LINE = re.compile(
     r"^sqlite/cmp (?P<point>\S+): (?P<metric>\w+) (?P<ratio>[\d.]+x|inf) "
-    r"\[(?P<low>[\d.]+|inf), (?P<high>[\d.]+|inf)\] p=(?P<p>[\d.e+-]+) (?P<verdict>.+)$"
+    r"\[(?P<low>[\d.]+|inf), (?P<high>[\d.]+|inf)\] p=(?P<p>[\d.e+-]+), "
+    r"noise (?P<noise>[^:]+): (?P<verdict>.+)$"
 )
 
 

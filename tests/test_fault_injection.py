@@ -83,7 +83,7 @@ def kill_session(proc: subprocess.Popen) -> None:
 
 # What to wait for before killing, and how long to wait after it appears (seconds).
 PHASES = {
-    "point": ("tunelab run-point", 2.5),  # loading, cold preparation or the timed section
+    "point": ("tunelab run-sweep", 2.5),  # loading, cold preparation or the timed section
     "merge": ("tunelab merge", 0.3),
     "report": ("tunelab report", 3.0),
     "anytime": (None, 12.0),

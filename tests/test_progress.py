@@ -86,7 +86,7 @@ def run(tmp_path_factory):
     first = _snakemake(work, "--cores", "1", f"results/sqlite/tiny/{earlier}.csv")
     assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]
     log = work / "logs" / "jobs.jsonl"
-    assert f"run-point results/sqlite/tiny/{earlier}.csv" in log.read_text()
+    assert f"point-results results/sqlite/tiny/{earlier}.csv" in log.read_text()
     helper = subprocess.run(
         [sys.executable, "-m", "tunelab.pipeline", "--for-run", *args],
         capture_output=True, text=True, env=_env(), check=True,
@@ -154,9 +154,9 @@ def test_a_cut_last_line_and_a_failed_point_are_no_crash(run, tmp_path):
         missing = "results/sqlite/tiny/gone.csv"
         (work / "logs" / "sqlite" / "tiny" / "gone.log").write_text("EngineError: boom\n")
         with open(log, "a") as f:
-            f.write(_span(f"run-point {point}", 1 << 30, 1_000_000_000, 3_000_000_000))
-            f.write(_span(f"run-point {missing}", 1 << 30, 3_000_000_000, 4_000_000_000))
-            f.write('{"job": "run-point results/sqlite/tiny/x.csv", "kind": "exc')  # cut
+            f.write(_span(f"point-results {point}", 1 << 30, 1_000_000_000, 3_000_000_000))
+            f.write(_span(f"point-results {missing}", 1 << 30, 3_000_000_000, 4_000_000_000))
+            f.write('{"job": "point-results results/sqlite/tiny/x.csv", "kind": "exc')  # cut
         sleeper.kill()  # the run ends
         sleeper.wait()
         out, err = follower.communicate(timeout=30)
@@ -184,12 +184,12 @@ def test_the_process_gone_ends_it_with_exit_0(tmp_path):
 
 def test_sigterm_reads_the_log_once_more_and_ends_with_exit_0(tmp_path):
     log = tmp_path / "jobs.jsonl"
-    log.write_text(_span("run-point results/old.csv", 1 << 30, 0, 1))  # an earlier run
+    log.write_text(_span("point-results results/old.csv", 1 << 30, 0, 1))  # an earlier run
     follower = _follow("--job-log", str(log), "--pid", str(os.getpid()), "--total", "1",
                        "--directory", str(tmp_path))  # fmt: skip
     _ready(follower)
     with open(log, "a") as f:
-        f.write(_span("run-point results/sqlite/s/p.csv", 1 << 30, 0, 1))
+        f.write(_span("point-results results/sqlite/s/p.csv", 1 << 30, 0, 1))
     follower.send_signal(signal.SIGTERM)
     out, err = follower.communicate(timeout=30)
     assert follower.returncode == 0
@@ -200,13 +200,13 @@ def test_job_log_reader_keeps_a_partial_line_until_it_is_complete(tmp_path):
     log = tmp_path / "jobs.jsonl"
     log.write_text(_span("merge results/old.csv", 1, 0, 1))
     reader = progress.JobLog(log)
-    line = _span("run-point results/a.csv", 1, 0, 1)
+    line = _span("point-results results/a.csv", 1, 0, 1)
     with open(log, "a") as f:
         f.write(line[:20])
     assert reader.read() == []
     with open(log, "a") as f:
         f.write(line[20:])
-    assert [s["job"] for s in reader.read()] == ["run-point results/a.csv"]
+    assert [s["job"] for s in reader.read()] == ["point-results results/a.csv"]
     with open(log, "a") as f:
         f.write("not json\n" + line[:30])
     assert reader.read(final=True) == []

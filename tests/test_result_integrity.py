@@ -313,7 +313,8 @@ def _stamps(pack: Path) -> dict[str, int]:
 
 
 def _run(pack: Path):
-    """One workflow run; returns it and the points it measured (from the job log)."""
+    """One workflow run; returns it and what it measured (from the job log): a sweep is
+    measured whole, in rounds, so the target of each measurement is its rounds file."""
     from test_workflow_e2e import snakemake
 
     log = pack / "logs" / "jobs.jsonl"
@@ -321,7 +322,7 @@ def _run(pack: Path):
     proc = snakemake(pack, "--cores", "2")
     spans = [json.loads(line) for line in log.read_text().splitlines()[seen:]]
     measured = sorted(Path(s["job"].split()[1]).name for s in spans
-                      if s["job"].startswith("run-point"))  # fmt: skip
+                      if s["job"].startswith("run-sweep"))  # fmt: skip
     return proc, measured
 
 
@@ -336,7 +337,8 @@ def _assert_complete(pack: Path) -> None:
 
 def _refused_then_measured_again(pack: Path, index: int, damage, problem: str) -> None:
     """Damage one point file: the next run's merge refuses it, naming it, and exits 1; the
-    run after measures exactly that point again and merges every point."""
+    run after measures its sweep again (every point, in rounds: their rows stay paired) and
+    merges every point."""
     point = _points(pack)[index]
     rel = point.relative_to(pack)
     data = point.read_bytes()
@@ -353,9 +355,10 @@ def _refused_then_measured_again(pack: Path, index: int, damage, problem: str) -
 
     proc, measured = _run(pack)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert measured == [point.name]
+    assert measured == ["rounds.csv.gz"]
     assert point.read_bytes() != data  # a new measurement
-    assert {k: v for k, v in _stamps(pack).items() if k in others} == others
+    stamps = _stamps(pack)
+    assert all(stamps[k] != v for k, v in others.items())  # the whole sweep, measured anew
     _assert_complete(pack)
     for f in point.parent.glob("*.rejected"):  # leave the pack as a later test expects it
         f.unlink()
@@ -396,8 +399,9 @@ def test_a_deleted_point_file_is_measured_again_and_its_report_rendered(pack, wh
     proc, measured = _run(pack)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Nothing to be done" not in proc.stdout + proc.stderr
-    assert measured == [point.name]
-    assert {k: v for k, v in _stamps(pack).items() if k in others} == others
+    assert measured == ["rounds.csv.gz"]  # its sweep, whole
+    stamps = _stamps(pack)
+    assert all(stamps[k] != v for k, v in others.items())
     assert _report(pack).stat().st_mtime_ns > report
     _assert_complete(pack)
     assert not list(point.parent.glob("*.rejected"))
@@ -421,8 +425,9 @@ def test_a_point_added_to_the_sweep_is_measured_and_merged(pack):
     try:
         proc, measured = _run(pack)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert len(measured) == 2 and all(m.startswith("buffer_pool-50_") for m in measured)
-        assert {k: v for k, v in _stamps(pack).items() if k in stamps} == stamps
+        assert measured == ["rounds.csv.gz"]  # the sweep again: every point in rounds
+        assert sum(k.startswith("buffer_pool-50_") for k in _stamps(pack)) == 4  # 2 + checks
+        assert all(_stamps(pack)[k] != v for k, v in stamps.items())
         merged = pd.read_csv(_merged(pack))
         assert merged["point_id"].nunique() == 8 and len(merged) == 8 * REPS
     finally:  # leave the pack as it was for any later test

@@ -108,6 +108,8 @@ SCAN = "workloads: [{type: scan}]\n"
         ("- just\n- a list\n", "x.yaml: a sweep file must be a mapping of keys"),
         ("name: x\nengines: [mariadb]\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n",
          "x.yaml: engines: this sweep does not run on sqlite (allowed: mariadb)"),
+        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncache: [cold, warm]\n",
+         "x.yaml: cache: ['cold', 'warm'] not allowed (allowed: cold, warm, both)"),
     ],
 )  # fmt: skip
 def test_each_error_names_file_field_and_what_is_allowed(write_sweep, body, expected):

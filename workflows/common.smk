@@ -1,3 +1,5 @@
+from pathlib import Path
+
 # Paths of every stage, from the config (helpers live in tunelab.pipeline). A run at the
 # assignment's size keeps its results, reports and logs below assignment/ (SIZE: Snakefile).
 RESULTS = pipeline.sized_dir(config["results_dir"], SIZE)
@@ -41,6 +43,11 @@ def sweep_verdicts(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.verdicts.json" for s in PLAN.sweeps]
 
 
+def stability_file(wildcards):
+    found = Path(REPORTS) / "stability.json"
+    return [str(found)] if found.is_file() else []
+
+
 def other_engine_reports(wildcards):
     """Reports rendered earlier for other engines stay linked from the index."""
     return pipeline.reports_of_other_engines(REPORTS, ENGINE)
@@ -50,6 +57,11 @@ wildcard_constraints:
     sweep=r"[a-z0-9][a-z0-9_-]*",
     point=r"[a-z0-9_-]+",
     key=r"[a-z]+-v\d+-r\d+-s\d+",
+
+
+def sweep_datasets(wildcards):
+    keys = sorted({p.dataset.key for p in PLAN.sweeps[wildcards.sweep]})
+    return [f"{config['data_dir']}/{key}.csv" for key in keys]
 
 
 def calibration_for_points(wildcards):

@@ -1,20 +1,22 @@
 from tunelab import results
 
 
-rule measure_point:
-    """One point of a sweep: all its repetitions, timed one at a time (bench_slot)."""
+rule measure_sweep:
+    """Every point of a sweep, measured in rounds (round r: repetition r of every point, in a
+    seeded random order), timed one repetition at a time (bench_slot). A killed run keeps
+    its finished rounds; the next continues from there."""
     input:
         sweep=lambda wc: ancient(sweep_file(wc)),
-        data=lambda wc: ancient(point_dataset(wc)),
+        data=lambda wc: [ancient(d) for d in sweep_datasets(wc)],
         calibration=calibration_for_points,
     output:
-        csv=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
-        # written after the CSV: a CSV without it was never verified, so not measured
-        check=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.check.json",
+        # temp: once every point has its file, it goes; a point file deleted, cut or added
+        # then measures its whole sweep again, so that its rows stay paired by round
+        rounds=temp(f"{RESULTS}/{ENGINE}/{{sweep}}/rounds.csv.gz"),
     conda:
         "../environment.yml"
     log:
-        f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.log",
+        f"{LOGS}/{ENGINE}/{{sweep}}.measure.log",
     params:
         engine=ENGINE,
         workdir=config["workdir"],
@@ -23,12 +25,30 @@ rule measure_point:
         calibration=lambda wc, input: pipeline.option("--calibration", input.calibration),
     resources:
         bench_slot=2,  # both slots: no other job of the run beside a measurement
-    # Points that share a server run together (ordered by its fresh and restart knobs).
-    priority: lambda wc: PLAN.measure_priority(wc.sweep, wc.point)
+    # Sweeps whose points share a server run one after the other (fresh and restart knobs).
+    priority: lambda wc: PLAN.sweep_priority(wc.sweep)
     shell:
-        "tunelab run-point {input.sweep:q} {wildcards.point:q} --engine {params.engine:q}"
-        " --out {output.csv:q} --workdir {params.workdir:q} --data-dir {params.data_dir:q}"
+        "tunelab run-sweep {input.sweep:q} --engine {params.engine:q} --out {output.rounds:q}"
+        " --workdir {params.workdir:q} --data-dir {params.data_dir:q}"
         " --run-id {params.run_id:q} {params.calibration:q} > {log:q} 2>&1"
+
+
+rule measure_point:
+    """A point's rows of its sweep's rounds, verified, to its own results file."""
+    input:
+        rounds=f"{RESULTS}/{ENGINE}/{{sweep}}/rounds.csv.gz",
+    output:
+        csv=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
+        # written after the CSV: a CSV without it was never verified, so not measured
+        check=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.check.json",
+    conda:
+        "../environment.yml"
+    log:
+        f"{LOGS}/{ENGINE}/{{sweep}}/{{point}}.log",
+    priority: pipeline.SHORT_UNTIMED
+    shell:
+        "tunelab point-results {input.rounds:q} {wildcards.point:q} --out {output.csv:q}"
+        " > {log:q} 2>&1"
 
 
 rule merge_sweep:

@@ -47,6 +47,8 @@ rule report_index:
     input:
         reports=sweep_reports,
         verdicts=sweep_verdicts,
+        # `tunelab check --stability-out` over several runs: the index shows it when newer
+        stability=stability_file,
     output:
         html=f"{REPORTS}/index.html",
     conda:

@@ -166,6 +166,41 @@ def cmd_run_point(args: argparse.Namespace) -> int:
     return _on_point(args, lambda p: runner.run_point(p, Path(args.out), *dirs, args.run_id))
 
 
+def cmd_run_sweep(args: argparse.Namespace) -> int:
+    """Every point of a sweep, in rounds (tunelab.sweeprun), to one rounds file."""
+    from tunelab import sweeprun
+    from tunelab.engines.base import EngineError
+
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    for e in errors:
+        _err(str(e))
+    if errors:
+        return EXIT_USAGE
+    if not points:
+        _err(f"{args.file}: no point runs on engine {args.engine}")
+        return EXIT_USAGE
+    dirs = (Path(args.workdir), Path(args.data_dir))
+    try:
+        sweeprun.run_sweep(points, Path(args.out), *dirs, args.run_id,
+                           log=lambda line: print(line, flush=True))  # fmt: skip
+    except EngineError as exc:
+        _err(f"{args.file}: {exc}")
+        return EXIT_FAILED
+    return 0
+
+
+def cmd_point_results(args: argparse.Namespace) -> int:
+    from tunelab import sweeprun
+    from tunelab.results import ResultExistsError
+
+    try:
+        sweeprun.point_results(Path(args.rounds), args.point, Path(args.out))
+    except (ResultExistsError, ValueError, OSError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    return 0
+
+
 def cmd_trace_point(args: argparse.Namespace) -> int:
     from tunelab import runner
 
@@ -255,6 +290,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
     common(sp)
     sp.set_defaults(func=cmd_run_point)
+
+    sp = sub.add_parser("run-sweep", help="measure every point of a sweep in rounds "
+                        "(Snakemake calls this)")  # fmt: skip
+    sp.add_argument("file", metavar="FILE")
+    sp.add_argument("--out", required=True, help="the sweep's rounds file (every row)")
+    sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
+    sp.add_argument("--run-id", help="a workflow run whose points may share one server engine "
+                    "(removed when the run ends; `tunelab recover` after a kill)")  # fmt: skip
+    sp.add_argument("--data-dir", default="data", help="cached generated data sets")
+    common(sp)
+    sp.set_defaults(func=cmd_run_sweep)
+
+    sp = sub.add_parser("point-results", help="one point's rows of a sweep's rounds file, "
+                        "verified, to its results file")  # fmt: skip
+    sp.add_argument("rounds", metavar="ROUNDS_CSV")
+    sp.add_argument("point", metavar="POINT_ID")
+    sp.add_argument("--out", required=True, help="the point's results CSV")
+    sp.set_defaults(func=cmd_point_results)
 
     sp = sub.add_parser("trace-point", help="a point's page-reference trace (engines that trace)")
     sp.add_argument("file", metavar="FILE")

@@ -103,6 +103,9 @@ class ContainerSpec:
     # it in place (label org.tunelab.restart-signal), restart() does (not for `sh -c ...`).
     restart_in_place: bool = False
     secrets: tuple[str, ...] = ()  # values to scrub from any log text shown to the user
+    # The host CPUs the container may run on ("0-2,5", Docker's cpuset_cpus); None: any. A
+    # request: where the Docker engine has not those CPUs, the container runs on any.
+    cpuset: str | None = None
 
     def secret_values(self) -> tuple[str, ...]:
         """Declared secrets plus every environment value whose name says it is one."""
@@ -215,6 +218,32 @@ class RunningContainer:
 
     def __repr__(self) -> str:
         return f"RunningContainer({self.name}, 127.0.0.1:{self.host_port})"
+
+    @property
+    def cpuset(self) -> str:
+        """The CPUs the container may run on, as Docker holds them ("": any)."""
+        try:
+            self._container.reload()
+            return self._container.attrs["HostConfig"].get("CpusetCpus") or ""
+        except Exception:
+            return ""
+
+    def host_pid(self) -> int | None:
+        """The container's first process as the host numbers it (None: not running)."""
+        try:
+            self._container.reload()
+            return int(self._container.attrs["State"].get("Pid") or 0) or None
+        except Exception:
+            return None
+
+    def set_cpuset(self, cpuset: str | None) -> None:
+        """Move a running container to these CPUs (None: any), as far as the Docker engine
+        has them (else it stays where it is)."""
+        from docker.errors import APIError
+
+        if (cpuset or "") != self.cpuset:
+            with contextlib.suppress(APIError):
+                self._container.update(cpuset_cpus=cpuset or _all_cpus())
 
     @property
     def status(self) -> str:
@@ -372,6 +401,15 @@ def _slug(text: str, limit: int = 40) -> str:
     return slug[:limit] or "x"
 
 
+def _all_cpus() -> str:
+    # Docker's "no restriction" on update: every CPU the Docker engine has.
+    return f"0-{(client().info().get('NCPU') or 1) - 1}"
+
+
+def _cpus_unavailable(exc: BaseException) -> bool:
+    return "cpus are not available" in str(exc).lower() or "cpuset" in str(exc).lower()
+
+
 def _port_taken(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "port is already allocated" in text or "address already in use" in text
@@ -492,6 +530,7 @@ def start(
     name = f"tunelab-{_slug(run_id)}-{_slug(point_id)}-{secrets.token_hex(3)}"
     binds = {host: {"bind": inside, "mode": "rw"} for host, inside in spec.volumes.items()}
     rc: RunningContainer | None = None
+    cpuset = spec.cpuset
     try:
         network = run_network(run_id, owner)
         for attempt in range(_PORT_ATTEMPTS):
@@ -509,6 +548,7 @@ def start(
                     privileged=spec.privileged,
                     stop_signal=spec.stop_signal,
                     shm_size=spec.shm_size,
+                    cpuset_cpus=cpuset,
                     network=network.name,  # and no other: not the default bridge
                     detach=True,
                 )
@@ -518,6 +558,9 @@ def start(
                     "(see containers/README.md for how to get or build it)"
                 ) from None
             except APIError as exc:
+                if cpuset and _cpus_unavailable(exc):
+                    cpuset = None  # CPUs this host's Docker engine has not: run on any
+                    continue
                 if _network_gone(exc) and attempt < _PORT_ATTEMPTS - 1:
                     # The run's last container went and took the network with it meanwhile.
                     network = run_network(run_id, owner)
@@ -559,7 +602,9 @@ def attach(spec: ContainerSpec, run_id: str, keep_key: str) -> RunningContainer 
             network = _find_network(client(), network_name(run_id))
             if network is not None:
                 _isolate(network, run_id)
-            return RunningContainer(container, spec, int(bindings[0]["HostPort"]))
+            rc = RunningContainer(container, spec, int(bindings[0]["HostPort"]))
+            rc.set_cpuset(spec.cpuset)  # kept by a point that placed it otherwise
+            return rc
     return None
 
 

@@ -17,7 +17,9 @@ AROUND_MEASUREMENT = "around measurement"
 # (validate, plan, progress, ...) never runs under Snakemake's lock, so it cannot keep a
 # stale one.
 JOB_COMMANDS = {
+    "run-sweep": AROUND_MEASUREMENT,
     "run-point": AROUND_MEASUREMENT,
+    "point-results": SHARED,
     "trace-point": AROUND_MEASUREMENT,
     "calibrate": EXCLUSIVE,
     "datagen": SHARED,

@@ -104,6 +104,11 @@ class Plan:
         below)."""
         return self._measure_order.get((sweep, point_id), MEASURE_BASE)
 
+    def sweep_priority(self, sweep: str) -> int:
+        """A sweep measured in rounds (one job): its first point's place in the measuring
+        order (``measure_priority``), so sweeps that share a server run one after another."""
+        return max(self.measure_priority(sweep, p) for p in self.point_ids(sweep))
+
     def report_priority(self, sweep: str) -> float:
         """Snakemake's priority of a sweep's report, between 0 and 1 (below the short jobs
         and the checks): the reports that draw more start first (more varied dimensions, then

@@ -2,8 +2,9 @@
 
 ``tunelab progress --job-log logs/jobs.jsonl --pid PID --total N`` follows the job log
 (tunelab.benchlock: one JSON line per job) from its current end until process PID is gone,
-and for every finished ``run-point`` job prints to stderr the sweep, the point and the median
-of its repetitions' response times, with how many points are done and an estimate of the
+and for every finished ``point-results`` job (a point's rows out of its sweep's rounds, just
+after the sweep is measured: ``tunelab.sweeprun``) prints to stderr the sweep, the point and
+the median of its repetitions' response times, with how many points are done and an estimate of the
 time left, e.g.::
 
     [lab] 3/40 scan-vs-page-size page_size-4096_scan_cold: median 0.673 s over 6 reps · ~12 min left
@@ -31,7 +32,7 @@ from typing import TextIO
 
 POLL_S = 0.5
 SETTLE_S = 2.0  # at the end: how long a point whose span is logged may take to write its file
-JOB = "run-point"
+JOB = "point-results"
 
 
 # -- what a run will measure -----------------------------------------------------------------

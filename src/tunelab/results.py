@@ -15,8 +15,8 @@ Column groups (a row is a flat dict):
   started_at, engine_starts
 
 A point's file has a check file beside it (``<point>.check.json``: sha256, bytes, rows,
-columns, repetitions), written after it; ``verify_points`` checks point files against their
-check files and each other before a merge.
+columns, the repetitions got and those asked), written after it; ``verify_points`` checks
+point files against their check files and each other before a merge.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunelab import atomic
+from tunelab import atomic, noise
 
 KNOB_PREFIX = "knob_"
 APPLIED_PREFIX = "applied_"
@@ -46,7 +46,9 @@ REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old
 # points are kept and whose missing ones are measured anew merges (the old rows get blanks),
 # instead of refusing the new points for want of a majority, again at every run.
-ADDED_COLUMNS = frozenset({"table_build", "slurm_job_id", "slurm_node"})
+ADDED_COLUMNS = frozenset(
+    {"table_build", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS, *noise.NOISE_COLUMNS}
+)
 
 
 class ResultExistsError(FileExistsError):
@@ -83,11 +85,19 @@ def check_path(csv: Path | str) -> Path:
     return Path(csv).with_suffix(CHECK_SUFFIX)
 
 
-def write_point(rows: Sequence[dict], path: Path | str, repetitions: int) -> Path:
+def write_point(
+    rows: Sequence[dict], path: Path | str, repetitions: int, repetitions_min: int | None = None
+) -> Path:
     """Write a finished point's rows at ``path``, then its check file, both atomically.
-    Verified results are never overwritten; a file that fails verification (e.g. left
-    without its check file) is set aside first, kept for inspection."""
+    A point has one row per round, ``repetitions`` of them, or between ``repetitions_min``
+    and ``repetitions`` where measuring stops once the claims are decided (ValueError
+    otherwise). Verified results are never overwritten; a file that fails verification
+    (e.g. left without its check file) is set aside first, kept for inspection."""
     path = Path(path)
+    low = repetitions if repetitions_min is None else repetitions_min
+    if not low <= len(rows) <= repetitions:
+        asked = f"{low} to {repetitions}" if low != repetitions else str(repetitions)
+        raise ValueError(f"{path}: {len(rows)} rows, expected {asked} (one per repetition)")
     if path.exists():
         problem = verify_point(path).problem
         if problem is None:
@@ -106,7 +116,8 @@ def write_point(rows: Sequence[dict], path: Path | str, repetitions: int) -> Pat
         "sha256": hashlib.sha256(data).hexdigest(),
         "bytes": len(data),
         "rows": len(frame),
-        "repetitions": repetitions,
+        "repetitions": len(frame),  # what the point got; verification counts rows against it
+        "repetitions_asked": [low, repetitions],
         "columns": [str(c) for c in frame.columns],
         "point_id": _single(frame, "point_id"),
     }
@@ -153,6 +164,7 @@ def _verify(path: Path, result: PointCheck) -> str | None:
         record = json.loads(check.read_text())
         sha, size = str(record["sha256"]), int(record["bytes"])
         reps, rows = int(record["repetitions"]), int(record["rows"])
+        low, high = map(int, record.get("repetitions_asked", (reps, reps)))
         recorded = [str(c) for c in record["columns"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"check file {check.name} cannot be read ({type(exc).__name__}: {exc})"
@@ -175,6 +187,8 @@ def _verify(path: Path, result: PointCheck) -> str | None:
         return f"required column(s) missing: {', '.join(missing)}"
     if len(frame) != rows or rows != reps:
         return f"{len(frame)} rows, expected {reps} (one per repetition; check file: {rows})"
+    if not low <= reps <= high:
+        return f"{reps} repetitions, its check file asked {low} to {high}"
     got = frame["rep"].tolist()
     if got != list(range(reps)):
         shown = ", ".join(str(r) for r in got[:12]) + (", ..." if len(got) > 12 else "")

@@ -23,9 +23,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic, benchlock, cache, dataset, engines, provenance, results, workloads
+from tunelab import (
+    atomic,
+    benchlock,
+    cache,
+    dataset,
+    engines,
+    noise,
+    provenance,
+    results,
+    workloads,
+)
 from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
 from tunelab.spec import Point
+
+_PLACEMENT: list[noise.Placement] = []  # this measuring process's, once pinned
+
+
+def placement(engine: str) -> noise.Placement | None:
+    """The client's and a server engine's CPUs: the measuring process is pinned to the
+    client's once, the engine's container gets the rest. An engine in the client's process
+    (SQLite) is left where it was: pinning it would also bind its worker threads."""
+    if not engines.info(engine).needs_container:
+        return None
+    if not _PLACEMENT:
+        _PLACEMENT.append(noise.pin_client(noise.plan_cpus()))
+    return _PLACEMENT[0]
 
 
 @contextlib.contextmanager
@@ -125,17 +148,27 @@ def _query_times(times_ns: np.ndarray) -> dict[str, float]:
 
 
 def _prepare_cache(
-    eng: Engine, w: workloads.Workload, point: Point, run: Any, kept: list[Any]
+    eng: Engine,
+    w: workloads.Workload,
+    point: Point,
+    run: Any,
+    kept: list[Any],
+    follows_itself: bool = True,
 ) -> tuple:
     """The connections of a repetition, with the cache as asked. ``kept``: a warm read's
-    connections from the repetition before, which ran the same workload on them just before
-    (on a pool in the server or, as SQLite's, in the connections): that was its warm-up."""
+    connections from the repetition before, which ran the same workload on them (on a pool
+    in the server or, as SQLite's, in the connections): that was its warm-up when it ran just
+    before (``follows_itself``); after other points (whose cold repetitions may have dropped
+    the OS cache) they run the workload once more, untimed."""
     threads = w.params.get("threads", 1)
     if point.cache == "cold":
         state = eng.make_cold()
         conns = [eng.connect() for _ in range(threads)]
         return conns, state
-    if kept:
+    if kept and not follows_itself:
+        conns, method = kept, cache.WARM_UP
+        workloads.warm_up(w, conns, run)
+    elif kept:
         conns, method = kept, cache.WARM_BY_PREVIOUS
     else:
         eng.settle()
@@ -183,6 +216,7 @@ def provisioned(
     run_id = run_dir.name if run_dir is not None else uuid.uuid4().hex[:12]
     eng = engines.create(point.engine, workdir / "engine", run_id)
     eng.run_dir = run_dir
+    eng.placement = placement(point.engine)
     with eng:
         eng.provision(point.knobs)
         applied = eng.applied_knobs()
@@ -230,6 +264,150 @@ def _explained(setup: Setup, point: Point, plans_sink: list[dict] | None) -> dic
     }
 
 
+class PointSession:
+    """One point's engine, provisioned and its table built, kept open between the point's
+    repetitions: a sweep measured in rounds keeps several open (an engine without a server)
+    or opens one again for each run of repetitions (a server engine: one server at a time).
+    A warm read's connections go from one repetition of the point to its next: the
+    repetition before ran the same workload on them, on the same unchanged table."""
+
+    def __init__(
+        self, point: Point, workdir: Path, data_dir: Path, run_dir: Path | None = None
+    ) -> None:
+        self.point, self.workdir, self.data_dir, self.run_dir = point, workdir, data_dir, run_dir
+        self.plans: list[dict] = []  # the timed statements' plans, once per point
+        self.times: list[pd.DataFrame] = []  # each timed statement's time, per repetition
+        self._stack = contextlib.ExitStack()
+        self._kept: list[Any] = []
+        self._read_back = False
+        self.base: dict[str, Any] = {}
+
+    def __enter__(self) -> PointSession:
+        point, w = self.point, self.point.workload
+        self.base = {
+            "sweep": point.sweep,
+            "sweep_file": point.sweep_file,
+            "point_id": point.point_id,
+            "engine": point.engine,
+            **{f"{results.KNOB_PREFIX}{k}": v for k, v in point.knobs.items()},
+            "workload": w.type,
+            **{f"{results.WORKLOAD_PREFIX}{k}": v for k, v in w.params.items()},
+            "dataset_rows": point.dataset.rows,
+            "seed": point.dataset.seed,
+            "cache_requested": point.cache,
+            # what the sweep asked: measuring stops between them when its claims are decided
+            "repetitions_min": point.repetitions_min,
+            "repetitions_max": point.repetitions,
+            **provenance.host(),
+            **provenance.code(),
+        }
+        try:
+            self.setup = self._stack.enter_context(
+                provisioned(point, self.workdir, self.data_dir, self.run_dir)
+            )
+            eng = self.setup.engine
+            self.base["engine_version"] = eng.version()
+            self.base["host_fs"] = provenance.filesystem(eng.workdir)
+            self.page_size = self.setup.applied.get("page_size") or point.knobs.get("page_size")
+            self.run = self.setup.runner()
+            where = eng.placement or noise.Placement(noise.usable_cpus())
+            self.base.update({**where.columns(), **eng.cpu_columns()})
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            for c in self._kept:
+                c.close()
+            self._kept = []
+        finally:
+            self._stack.close()
+
+    def repetition(
+        self, rep: int, extra: dict[str, Any] | None = None, follows_itself: bool = True
+    ) -> dict[str, Any]:
+        """Measure one repetition; its row (``extra``: columns such as its round).
+        ``follows_itself``: nothing ran on the host since this point's previous repetition."""
+        point, setup = self.point, self.setup
+        eng, w, plan, source = setup.engine, setup.workload, setup.plan, setup.source
+        table_build = setup.table_build
+        if w.writes:
+            table_build = _prepare_table(eng, w, plan, source)
+        if not self._read_back:
+            if w.writes:
+                read_back_table(setup, point)
+            self.base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in setup.applied.items()})
+            self.base.update(_explained(setup, point, None if self.plans else self.plans))
+            self._read_back = True
+        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        conns, state = _prepare_cache(eng, w, point, self.run, self._kept, follows_itself)
+        self._kept = []
+        times: list[int] = []
+        try:
+            pids = eng.pids()  # with the connections open (a server's backends)
+            before = eng.counters(conns)
+            with noise.watch(pids, eng.placement) as watched:  # reads /proc outside t0..t1
+                t0 = time.perf_counter_ns()
+                touched = self.run(conns, times)
+                t1 = time.perf_counter_ns()
+            after = eng.counters(conns)
+        finally:
+            if point.cache == "warm" and not w.writes:
+                self._kept = conns  # warm for the next repetition: its warm-up was this one
+            else:
+                for c in conns:
+                    c.close()
+        if touched is None:  # the fetch path did not count: the engine does, untimed
+            conn = eng.connect()
+            try:
+                touched = workloads.result_rows(conn, setup.statements)
+            finally:
+                conn.close()
+        elapsed = (t1 - t0) / 1e9
+        times_ns = np.asarray(times, dtype=np.int64)
+        delta = _delta(before, after)
+        engine_s = delta.get("engine_time_ns", math.nan) / 1e9
+        data_bytes = eng.data_bytes(workloads.TABLE)
+        page_size = self.page_size
+        row = {
+            **self.base,
+            "rep": rep,
+            **(extra or {}),
+            "started_at": started,
+            "rows_touched": touched,
+            "elapsed_s": elapsed,
+            # CLOCK_MONOTONIC is system-wide: lets anyone check timed sections never overlap
+            "timed_start_ns": t0,
+            "timed_end_ns": t1,
+            "throughput_rows_s": touched / elapsed if elapsed else math.nan,
+            "engine_elapsed_s": engine_s,
+            # Engine time is summed over the client connections: compare it with the
+            # connections' wall time, so several threads cannot push the share below 0.
+            "client_share": 1 - engine_s / (elapsed * len(conns)) if elapsed else math.nan,
+            **_query_times(times_ns),
+            "cache_achieved": state.achieved,
+            "cache_method": state.method,
+            "resident_fraction": state.resident_fraction,
+            "page_size_bytes": page_size,
+            "data_bytes": data_bytes,
+            "data_mb_s": data_bytes / elapsed / 1e6 if data_bytes and elapsed else math.nan,
+            "written_bytes": delta.get("os_write_bytes", math.nan),
+            "engine_starts": eng.starts,
+            "table_build": table_build,
+            **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
+            **derived(delta, elapsed, page_size),
+            **watched.columns(),
+        }
+        if len(times_ns):
+            query = np.arange(len(times_ns))
+            self.times.append(pd.DataFrame(
+                {"rep": rep, "query": query, "elapsed_s": times_ns / 1e9}
+            ))  # fmt: skip
+        return row
+
+
 def measure(
     point: Point,
     workdir: Path,
@@ -239,105 +417,21 @@ def measure(
     plans_sink: list[dict] | None = None,
     times_sink: list[pd.DataFrame] | None = None,
 ) -> list[dict]:
-    """Run every repetition of ``point``; each finished row is appended to ``rows_sink`` at
-    once, so a later failure loses nothing already measured. The plans of the timed
-    statements go to ``plans_sink``, each statement's time to ``times_sink``."""
-    w = point.workload
-    base = {
-        "sweep": point.sweep,
-        "sweep_file": point.sweep_file,
-        "point_id": point.point_id,
-        "engine": point.engine,
-        **{f"{results.KNOB_PREFIX}{k}": v for k, v in point.knobs.items()},
-        "workload": w.type,
-        **{f"{results.WORKLOAD_PREFIX}{k}": v for k, v in w.params.items()},
-        "dataset_rows": point.dataset.rows,
-        "seed": point.dataset.seed,
-        "cache_requested": point.cache,
-        **provenance.host(),
-        **provenance.code(),
-    }
-    with provisioned(point, workdir, data_dir, run_dir) as setup:
-        eng, plan, source, applied = setup.engine, setup.plan, setup.source, setup.applied
-        base["engine_version"] = eng.version()
-        base["host_fs"] = provenance.filesystem(eng.workdir)
-        page_size = applied.get("page_size") or point.knobs.get("page_size")
-        run = setup.runner()
-        # A warm read's connections go from one repetition to the next: the repetition before
-        # ran the same workload on them, on the same unchanged table, just before.
-        kept: list[Any] = []
-        try:
+    """Run every repetition of ``point``, back to back (one point alone: each repetition is
+    its own round); each finished row is appended to ``rows_sink`` at once, so a later
+    failure loses nothing already measured. The plans of the timed statements go to
+    ``plans_sink``, each statement's time to ``times_sink``."""
+    session = PointSession(point, workdir, data_dir, run_dir)
+    try:
+        with session:
             for rep in range(point.repetitions):
-                table_build = setup.table_build
-                if w.writes:
-                    table_build = _prepare_table(eng, w, plan, source)
-                if rep == 0:
-                    if w.writes:
-                        read_back_table(setup, point)
-                    base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in applied.items()})
-                    base.update(_explained(setup, point, plans_sink))
-                started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-                conns, state = _prepare_cache(eng, w, point, run, kept)
-                times: list[int] = []
-                try:
-                    before = eng.counters(conns)
-                    t0 = time.perf_counter_ns()
-                    touched = run(conns, times)
-                    t1 = time.perf_counter_ns()
-                    after = eng.counters(conns)
-                finally:
-                    if point.cache == "warm" and not w.writes:
-                        kept = conns  # warm for the next repetition: its warm-up was this one
-                    else:
-                        for c in conns:
-                            c.close()
-                if touched is None:  # the fetch path did not count: the engine does, untimed
-                    conn = eng.connect()
-                    try:
-                        touched = workloads.result_rows(conn, setup.statements)
-                    finally:
-                        conn.close()
-                elapsed = (t1 - t0) / 1e9
-                times_ns = np.asarray(times, dtype=np.int64)
-                delta = _delta(before, after)
-                engine_s = delta.get("engine_time_ns", math.nan) / 1e9
-                data_bytes = eng.data_bytes(workloads.TABLE)
-                row = {
-                    **base,
-                    "rep": rep,
-                    "started_at": started,
-                    "rows_touched": touched,
-                    "elapsed_s": elapsed,
-                    # CLOCK_MONOTONIC is system-wide: lets anyone check timed sections never overlap
-                    "timed_start_ns": t0,
-                    "timed_end_ns": t1,
-                    "throughput_rows_s": touched / elapsed if elapsed else math.nan,
-                    "engine_elapsed_s": engine_s,
-                    # Engine time is summed over the client connections: compare it with the
-                    # connections' wall time, so several threads cannot push the share below 0.
-                    "client_share": 1 - engine_s / (elapsed * len(conns)) if elapsed else math.nan,
-                    **_query_times(times_ns),
-                    "cache_achieved": state.achieved,
-                    "cache_method": state.method,
-                    "resident_fraction": state.resident_fraction,
-                    "page_size_bytes": page_size,
-                    "data_bytes": data_bytes,
-                    "data_mb_s": data_bytes / elapsed / 1e6 if data_bytes and elapsed else math.nan,
-                    "written_bytes": delta.get("os_write_bytes", math.nan),
-                    "engine_starts": eng.starts,
-                    "table_build": table_build,
-                    **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
-                    **derived(delta, elapsed, page_size),
-                }
-                rows_sink.append(row)
-                if times_sink is not None and len(times_ns):
-                    query = np.arange(len(times_ns))
-                    times_sink.append(pd.DataFrame(
-                        {"rep": rep, "query": query, "elapsed_s": times_ns / 1e9}
-                    ))  # fmt: skip
-        finally:
-            for c in kept:
-                c.close()
+                extra = {"round": rep, "order_in_round": 0}
+                rows_sink.append(session.repetition(rep, extra))
+    finally:
+        if plans_sink is not None:
+            plans_sink.extend(session.plans)
+        if times_sink is not None:
+            times_sink.extend(session.times)
     return rows_sink
 
 
@@ -383,7 +477,7 @@ def run_point(
             # Between two points, where nothing is timed: the fastest gzip level (the file is
             # about 20 % larger than at the default level, written four times sooner).
             atomic.write_csv(pd.concat(times, ignore_index=True), queries_path(out), level=1)
-        return results.write_point(rows, out, point.repetitions)
+        return results.write_point(rows, out, point.repetitions, point.repetitions_min)
     except BaseException:
         # Keep what was measured (the workflow deletes a failed job's outputs, not this file);
         # a failure to save it must not hide the error that stopped the point.

@@ -37,6 +37,10 @@ from tunelab.units import parse_size
 
 DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
+# The most rounds a point may get, fixed or as a {min, max} budget (the schema says the same:
+# a test keeps the two equal). A round of a cold point restarts or re-reads its table, so a
+# hundred is already hours on the slower engines; a sequential budget stops earlier.
+MAX_REPETITIONS = 100
 DEFAULT_ACCESS = "optimizer"
 CALIBRATED = "calibrated"
 # Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply.
@@ -95,11 +99,17 @@ class Point:
     knobs: dict[str, Any]
     workload: workloads.Workload
     cache: str
-    repetitions: int
+    repetitions: int  # the most rounds the point may get: the budget
     dataset: Dataset
     trace: bool = False
     swept: tuple[str, ...] = field(default=())
     access: str = "optimizer"  # or "forced": the plan must be what the index knob built
+    # The fewest rounds before measuring may stop (tunelab.sequential); 0: as repetitions.
+    repetitions_min: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.repetitions_min:
+            object.__setattr__(self, "repetitions_min", self.repetitions)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,6 +121,7 @@ class Point:
             "cache": self.cache,
             "access": self.access,
             "repetitions": self.repetitions,
+            "repetitions_min": self.repetitions_min,
             "dataset": {"rows": self.dataset.rows, "seed": self.dataset.seed},
         }
 
@@ -375,6 +386,31 @@ def _grid_size(
     return total, longest
 
 
+def repetitions(doc: dict) -> tuple[int, int]:
+    """(min, max) rounds of a valid sweep: an integer N is (N, N), a mapping {min, max} its
+    two values, no key the default."""
+    reps = doc.get("repetitions", DEFAULT_REPETITIONS)
+    if isinstance(reps, dict):
+        return int(reps["min"]), int(reps["max"])
+    return int(reps), int(reps)
+
+
+def _repetitions_errors(file: str, doc: dict) -> list[SpecError]:
+    """What the schema cannot say about ``repetitions``: JSON Schema counts 6.0 an integer,
+    and min above max."""
+    reps = doc.get("repetitions", DEFAULT_REPETITIONS)
+    items = [((k,), v) for k, v in reps.items()] if isinstance(reps, dict) else [((), reps)]
+    errors = [
+        SpecError(file, ".".join(["repetitions", *k]), f"{_show(v)} has the wrong type", "integer")
+        for k, v in items
+        if type(v) is not int
+    ]
+    if not errors and isinstance(reps, dict) and reps["min"] > reps["max"]:
+        msg = f"min {reps['min']} is above max {reps['max']}"
+        errors.append(SpecError(file, "repetitions", msg, "min <= max"))
+    return errors
+
+
 def engines_of(doc: dict) -> list[str]:
     return list(doc.get("engines") or engines.names())
 
@@ -554,7 +590,9 @@ def expand(
     for src in ("knobs", "fixed"):
         for k in ((doc.get("overrides") or {}).get(engine) or {}).get(src) or {}:
             where[k] = f"overrides.{engine}.{src}.{k}"
-    caches = ["cold", "warm"] if doc.get("cache", "cold") == "both" else [doc.get("cache", "cold")]
+    # A refused cache value is reported by the schema; the rest is checked as if cold.
+    cache_asked = doc.get("cache", "cold") if "cache" not in broken else "cold"
+    caches = ["cold", "warm"] if cache_asked == "both" else [cache_asked]
     total, longest = _grid_size(lists, where, doc["workloads"], caches)
     if total > limit:
         msg = f"the sweep expands to {total} points, more than the limit of {limit}"
@@ -578,7 +616,9 @@ def expand(
     if access not in info.access_modes:
         errors.append(SpecError(file, "access", f"{engine} cannot honour access: {access}",
                                 ", ".join(info.access_modes)))  # fmt: skip
-    reps = doc.get("repetitions", DEFAULT_REPETITIONS)
+    if "repetitions" not in broken:
+        errors.extend(_repetitions_errors(file, doc))
+    reps_min, reps = repetitions(doc) if "repetitions" not in broken else (1, 1)
     points: list[Point] = []
     seen: set[str] = set()
     warned: list[SpecWarning] = []
@@ -609,7 +649,7 @@ def expand(
                 pid = point_id(swept, w, c, varied)
                 points.append(Point(str(doc.get("name")), file, pid, engine, knobs, w, c, reps, ds,
                                     bool(doc.get("trace", False)), tuple(names),
-                                    access))  # fmt: skip
+                                    access, reps_min))  # fmt: skip
     if warnings is not None:
         warnings.extend(warned)
     if not errors and "expect" not in broken and doc.get("expect"):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tunelab.dataset import COLUMNS, Dataset, Source
+from tunelab.noise import Placement
 
 
 class EngineError(RuntimeError):
@@ -217,10 +218,24 @@ class Engine(abc.ABC):
         # When set (by the runner, for a workflow run), a server engine may keep its server
         # running here across the points of the run, restarting only when a knob needs it.
         self.run_dir: Path | None = None
+        # When set (by the runner), the CPUs the engine's own processes run on, apart from the
+        # client's (``noise.plan_cpus``); None: wherever the host puts them.
+        self.placement: Placement | None = None
 
     @classmethod
     def preflight(cls) -> None:
         """Raise EngineError, before anything starts, if this host cannot run the engine."""
+
+    # -- processes and CPUs ------------------------------------------------------------------
+    def pids(self) -> list[int]:
+        """The host's PIDs of the engine's own processes, for counting what preempted them;
+        [] for an engine that runs in the client's process."""
+        return []
+
+    def cpu_columns(self) -> dict[str, str]:
+        """``cpus_engine``: the CPUs the engine's processes may run on, as applied ("client":
+        it runs in the measuring process, on the client's CPUs)."""
+        return {"cpus_engine": "client"}
 
     # -- knobs ---------------------------------------------------------------------------
     @staticmethod

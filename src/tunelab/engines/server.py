@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tunelab import containers
+from tunelab import containers, noise
 from tunelab.engines.base import Engine, EngineError
 from tunelab.engines.images import ensure_image
 
@@ -95,6 +95,8 @@ class ServerEngine(Engine):
         self._admin_conn: Any = None
         self.tables: set[str] = set()  # the point's tables (those not kept: dropped at its end)
         self.kept: dict[str, str] = {}  # table -> key of the build kept for later points
+        self._pid: int | None = None  # the container's first process, looked up once per start
+        self._pid_of: tuple[str, int] | None = None
 
     @classmethod
     def preflight(cls) -> None:
@@ -110,6 +112,27 @@ class ServerEngine(Engine):
     @abc.abstractmethod
     def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
         """One driver connection over TCP to the published port (no retry here)."""
+
+    def placed_spec(self) -> containers.ContainerSpec:
+        """The container spec with the engine's CPUs of the placement (if any) as its cpuset."""
+        spec = self.container_spec()
+        spec.cpuset = self.placement.engine_cpuset if self.placement is not None else None
+        return spec
+
+    def pids(self) -> list[int]:
+        """The container's first process and its descendants, as far as this host's /proc
+        shows them (its threads' ``children`` lists); [] when the container's processes are
+        in a PID namespace this process cannot see."""
+        if self.container is None:
+            return []
+        if self._pid_of != (self.container.id, self.starts) or not noise.alive(self._pid):
+            self._pid, self._pid_of = self.container.host_pid(), (self.container.id, self.starts)
+        if self._pid is None or not noise.in_cgroup_of(self._pid, self.container.id):
+            return []
+        return noise.descendants(self._pid)
+
+    def cpu_columns(self) -> dict[str, str]:
+        return {"cpus_engine": self.container.cpuset if self.container is not None else ""}
 
     #: The driver's errors that mean "not accepting connections yet".
     connect_errors: tuple[type[BaseException], ...] = (OSError,)
@@ -205,7 +228,7 @@ class ServerEngine(Engine):
         self.home = host_dir(self.run_dir) / f"{self.info.name}-{key}"
         self.password = containers.run_secret(self.run_dir)
         self.image = self.image or self.image_tag()
-        found = containers.attach(self.container_spec(), self.run_id, key)
+        found = containers.attach(self.placed_spec(), self.run_id, key)
         if found is not None and (self.home / "knobs.json").exists():
             self.container = found
             self.knobs = json.loads((self.home / "knobs.json").read_text())
@@ -225,7 +248,7 @@ class ServerEngine(Engine):
             self.image = self.image or self.image_tag()
             keep = self.keep_key(full) if self.run_dir is not None else None
             self.container = containers.start(
-                self.container_spec(), self.run_id, self.point_id, keep_key=keep,
+                self.placed_spec(), self.run_id, self.point_id, keep_key=keep,
                 run_dir=self.run_dir,
             )  # fmt: skip
         except containers.ContainerError as exc:

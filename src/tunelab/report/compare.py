@@ -9,11 +9,17 @@ Per matched point and metric: the ratio of medians NEW/OLD, a percentile bootstr
 for it (each side's repetitions resampled, seeded per point, so adding a point changes no
 other point's numbers) and a two-sided Mann–Whitney U test. A change is significant when the
 interval excludes 1 and p < alpha; it is "worse" when, in addition, it moves past the
-threshold in the worse direction. Points whose provenance makes them incomparable (another
-engine version, another host, a cache state achieved another way) are listed, not compared.
+threshold in the worse direction and past the point's noise floor on that host (the larger of
+the spread within the runs and the A/A floor of earlier runs of one commit, ``report.noise``,
+times a multiplier). Points whose provenance makes them incomparable (another engine
+version, another host, a cache state achieved another way) are listed, not compared.
 
-Exit codes: 1 when a point got significantly worse beyond the threshold, 0 otherwise, 2 for
-bad input (one line ``file: message`` on stderr).
+Comparing two runs of one clean commit on one host records each point's |log ratio| as an A/A
+observation in the floor file (``noise-floor.json`` in NEW's results directory, with OLD's
+observations carried over, unless ``--noise-floor`` names one), after judging them.
+
+Exit codes: 1 when a point got significantly worse beyond the threshold and its noise floor,
+0 otherwise, 2 for bad input (one line ``file: message`` on stderr).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.cache import method_family
-from tunelab.report import stats
+from tunelab.report import noise, stats
 from tunelab.report.data import ReportInputError, read_rows
 from tunelab.report.labels import fmt, label
 from tunelab.results import APPLIED_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
@@ -76,18 +82,27 @@ DEFAULT_ALPHA = 0.05
 DEFAULT_THRESHOLD = 0.10
 DEFAULT_RESAMPLES = stats.DEFAULT_RESAMPLES
 DEFAULT_SEED = stats.DEFAULT_SEED
+DEFAULT_NOISE_MULTIPLIER = 1.0
 
-# Verdicts, most severe first (the order of the tables and of the text lines).
-WORSE, WORSE_WITHIN, BETTER, BETTER_WITHIN, TOO_FEW, SAME = (
+# Verdicts, most severe first (the order of the tables and of the text lines). "-noise":
+# significant and past the threshold, but not past the point's noise floor.
+WORSE, WORSE_NOISE, WORSE_WITHIN, BETTER, BETTER_NOISE, BETTER_WITHIN, TOO_FEW, SAME = (
     "worse",
+    "worse-noise",
     "worse-within",
     "better",
+    "better-noise",
     "better-within",
     "too-few",
     "same",
 )
-RANK = {v: i for i, v in enumerate((WORSE, WORSE_WITHIN, BETTER, BETTER_WITHIN, TOO_FEW, SAME))}
-SIGNIFICANT = (WORSE, WORSE_WITHIN, BETTER, BETTER_WITHIN)
+RANK = {
+    v: i
+    for i, v in enumerate(
+        (WORSE, WORSE_NOISE, WORSE_WITHIN, BETTER, BETTER_NOISE, BETTER_WITHIN, TOO_FEW, SAME)
+    )
+}
+SIGNIFICANT = (WORSE, WORSE_NOISE, WORSE_WITHIN, BETTER, BETTER_NOISE, BETTER_WITHIN)
 INCOMPARABLE_RANK = len(RANK)
 
 
@@ -102,18 +117,22 @@ mann_whitney_p = stats.mann_whitney_p
 _finite = stats.finite_values
 
 
-def verdict(test: RatioTest, direction: int, alpha: float, threshold: float) -> str:
-    """worse/better beyond the threshold, or within it, or no significant change. For a
-    metric where lower is worse the threshold is the same change seen from the other side,
+def verdict(
+    test: RatioTest, direction: int, alpha: float, threshold: float, bar: float = 0.0
+) -> str:
+    """worse/better beyond the threshold and the noise bar (a |log ratio|, ``Noise.bar``),
+    within the noise, within the threshold, or no significant change. For a metric where
+    lower is worse the threshold is the same change seen from the other side,
     1 / (1 + threshold): a time 10 % up is a throughput 9.1 % down."""
     if not test.significant(alpha):
         return TOO_FEW if test.min_p >= alpha else SAME
     up = test.ratio > 1
     worse = up if direction > 0 else not up
     past = test.ratio > 1 + threshold or test.ratio < 1 / (1 + threshold)
+    beyond_noise = test.ratio == 0 or abs(math.log(test.ratio)) > bar  # inf passes any bar
     if worse:
-        return WORSE if past else WORSE_WITHIN
-    return BETTER if past else BETTER_WITHIN
+        return (WORSE if beyond_noise else WORSE_NOISE) if past else WORSE_WITHIN
+    return (BETTER if beyond_noise else BETTER_NOISE) if past else BETTER_WITHIN
 
 
 # -- input ---------------------------------------------------------------------------------
@@ -204,6 +223,7 @@ class MetricChange:
     metric: str
     test: RatioTest
     verdict: str
+    noise: noise.Noise = field(default_factory=lambda: noise.Noise(float("nan"), noise.ROUNDS))
 
 
 @dataclass(frozen=True)
@@ -256,6 +276,19 @@ class Comparison:
     sweeps: list[SweepComparison]
     sweeps_only_old: list[str]
     sweeps_only_new: list[str]
+    noise_multiplier: float = DEFAULT_NOISE_MULTIPLIER
+    floor_path: str = ""  # the A/A floor file read ("" when none)
+    floor_observations: int = 0  # observations it held when read
+    # A/A observations this comparison makes (two runs of one commit on one host):
+    # (host, point key, metric, observation), recorded after judging by `record`.
+    aa: list[tuple[str, str, str, dict]] = field(default_factory=list)
+    aa_commit: str = ""
+    recorded: int = 0
+
+    @property
+    def sources(self) -> set[str]:
+        """Where the in-run noise came from: rounds, repetitions or both."""
+        return {c.noise.source for _, _, c in self.changes()}
 
     def points(self) -> list[tuple[SweepComparison, PointComparison]]:
         return [(s, p) for s in self.sweeps for p in s.points]
@@ -334,6 +367,45 @@ def _provenance(old: pd.DataFrame, new: pd.DataFrame) -> tuple[list[Difference],
     return reasons, differences
 
 
+def _one(frame: pd.DataFrame, col: str) -> str:
+    """The column's only value ("" when it is missing or takes several)."""
+    if col not in frame:
+        return ""
+    values = {canon(v) for v in frame[col]}
+    return values.pop() if len(values) == 1 else ""
+
+
+def _in_rounds(frame: pd.DataFrame) -> bool:
+    """Whether every row says its round: repetitions spread over the run, not back to back."""
+    return "round" in frame and bool(frame["round"].notna().all())
+
+
+def _run_name(frame: pd.DataFrame) -> str:
+    started = frame["started_at"].dropna() if "started_at" in frame else []
+    return noise.run_fingerprint(started, _column(frame, "elapsed_s"))
+
+
+def _aa_commit(o: pd.DataFrame, n: pd.DataFrame) -> str:
+    """The commit both runs measured when it is one clean commit (a dirty tree may differ
+    between runs), else ""."""
+    commit = _one(o, "git_commit")
+    if commit != _one(n, "git_commit") or commit in ("", "unknown") or commit.endswith("-dirty"):
+        return ""
+    return commit
+
+
+@dataclass
+class NoiseContext:
+    """What a sweep's comparison needs to judge against noise and to record A/A observations."""
+
+    multiplier: float = DEFAULT_NOISE_MULTIPLIER
+    floor: noise.FloorFile | None = None
+    old: str = ""
+    new: str = ""
+    aa: list[tuple[str, str, str, dict]] = field(default_factory=list)
+    commits: set[str] = field(default_factory=set)
+
+
 def compare_sweep(
     engine: str,
     sweep: str,
@@ -343,7 +415,9 @@ def compare_sweep(
     threshold: float,
     resamples: int,
     seed: int,
+    context: NoiseContext | None = None,
 ) -> SweepComparison:
+    context = context or NoiseContext()
     cols, one_sided = _identity(old, new)
     old_groups, new_groups = _groups(old, cols), _groups(new, cols)
     common = sorted(set(old_groups) & set(new_groups))
@@ -353,20 +427,76 @@ def compare_sweep(
         point = PointComparison(_point_name(n, key, cols))
         point.incomparable, point.differences = _provenance(o, n)
         if not point.incomparable:
-            for metric, direction in METRICS.items():
-                x, y = _column(o, metric), _column(n, metric)
-                if x.size == 0 or y.size == 0:
-                    continue
-                where = f"{engine}/{sweep}/{'|'.join(key)}/{metric}"
-                test = compare_samples(x, y, alpha, resamples, seed, where)
-                point.changes.append(
-                    MetricChange(metric, test, verdict(test, direction, alpha, threshold))
-                )
+            point.changes = _judge(engine, sweep, key, point.point, o, n, alpha, threshold,
+                                   resamples, seed, context)  # fmt: skip
         points.append(point)
     points.sort(key=lambda p: (p.rank, p.point))
     only_old = sorted(_point_name(old_groups[k], k, cols) for k in set(old_groups) - set(common))
     only_new = sorted(_point_name(new_groups[k], k, cols) for k in set(new_groups) - set(common))
     return SweepComparison(engine, sweep, points, only_old, only_new, one_sided)
+
+
+def _judge(
+    engine: str, sweep: str, key: tuple[str, ...], name: str, o: pd.DataFrame,
+    n: pd.DataFrame, alpha: float, threshold: float, resamples: int, seed: int,
+    context: NoiseContext,
+) -> list[MetricChange]:  # fmt: skip
+    """The point's metrics, each judged against the test, the threshold and its noise; the A/A
+    observations it gives when both runs measured one clean commit on one host."""
+    source = noise.ROUNDS if _in_rounds(o) and _in_rounds(n) else noise.REPETITIONS
+    host = _one(n, "host_name") if _one(n, "host_name") == _one(o, "host_name") else ""
+    floor_key = f"{engine}/{sweep}/{name}"
+    commit = _aa_commit(o, n) if host else ""
+    runs = (_run_name(o), _run_name(n)) if commit else ("", "")
+    changes = []
+    for metric, direction in METRICS.items():
+        x, y = _column(o, metric), _column(n, metric)
+        if x.size == 0 or y.size == 0:
+            continue
+        where = f"{engine}/{sweep}/{'|'.join(key)}/{metric}"  # the bootstrap's seed, as before
+        test = compare_samples(x, y, alpha, resamples, seed, where)
+        aa, count = (float("nan"), 0)
+        if context.floor is not None and host:
+            aa, count = context.floor.floor(host, floor_key, metric)
+        point_noise = noise.Noise(noise.in_run(x, y), source, aa, count, context.multiplier)
+        code = verdict(test, direction, alpha, threshold, point_noise.bar)
+        changes.append(MetricChange(metric, test, code, point_noise))
+        if commit and runs[0] != runs[1] and 0 < test.ratio < math.inf:
+            obs = noise.observation(test.ratio, commit, runs, (x.size, y.size), source,
+                                    context.old, context.new)  # fmt: skip
+            context.aa.append((host, floor_key, metric, obs))
+            context.commits.add(commit)
+    return changes
+
+
+def results_root(path: Path) -> Path:
+    """The results directory a side names: the directory itself, or for a merged CSV
+    ``<root>/<engine>/<sweep>.csv`` its root, for another CSV the folder holding it."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    return path.parent.parent if path.parent.name in _engine_names() else path.parent
+
+
+def read_floor(old_path: Path, new_path: Path, floor_path: Path | None = None) -> noise.FloorFile:
+    """The A/A floor: ``floor_path`` when given, else NEW's results directory's
+    ``noise-floor.json`` with OLD's observations merged in (the floor travels with the
+    results). Raises CompareInputError for a file that cannot be used."""
+    try:
+        if floor_path is not None:
+            return noise.load(floor_path)
+        floor = noise.load(results_root(new_path) / noise.FLOOR_NAME)
+        floor.merge(noise.load(results_root(old_path) / noise.FLOOR_NAME))
+    except noise.NoiseFloorError as exc:
+        raise CompareInputError(str(exc)) from None
+    return floor
+
+
+def record(result: Comparison, floor: noise.FloorFile) -> int:
+    """Add the comparison's A/A observations to the floor (after judging, so none judges
+    itself); how many were new."""
+    result.recorded = sum(floor.add(*item) for item in result.aa)
+    return result.recorded
 
 
 def compare(
@@ -376,12 +506,17 @@ def compare(
     threshold: float = DEFAULT_THRESHOLD,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
+    noise_multiplier: float = DEFAULT_NOISE_MULTIPLIER,
+    floor: noise.FloorFile | None = None,
 ) -> Comparison:
+    """Compare two runs; ``floor`` (``read_floor``) gives the A/A floor, none when None. The
+    A/A observations the comparison makes are in ``result.aa`` (``record`` keeps them)."""
     old_path, new_path = Path(old_path), Path(new_path)
     by = ["engine", "sweep"]
     old, new = _groups(load_side(old_path), by), _groups(load_side(new_path), by)
+    context = NoiseContext(noise_multiplier, floor, str(old_path), str(new_path))
     sweeps = [
-        compare_sweep(*key, old[key], new[key], alpha, threshold, resamples, seed)
+        compare_sweep(*key, old[key], new[key], alpha, threshold, resamples, seed, context)
         for key in sorted(set(old) & set(new))
     ]
     result = Comparison(
@@ -394,6 +529,11 @@ def compare(
         sweeps=sweeps,
         sweeps_only_old=[f"{e}/{s}" for e, s in sorted(set(old) - set(new))],
         sweeps_only_new=[f"{e}/{s}" for e, s in sorted(set(new) - set(old))],
+        noise_multiplier=noise_multiplier,
+        floor_path=str(floor.path) if floor is not None else "",
+        floor_observations=floor.count() if floor is not None else 0,
+        aa=context.aa,
+        aa_commit=", ".join(sorted(context.commits)),
     )
     if not result.points():
         raise CompareInputError(
@@ -430,8 +570,10 @@ def verdict_text(code: str, threshold: float) -> str:
     within = f"within {threshold_text(threshold)}"
     return {
         WORSE: "worse",
+        WORSE_NOISE: "worse, within the noise",
         WORSE_WITHIN: f"worse, {within}",
         BETTER: "better",
+        BETTER_NOISE: "better, within the noise",
         BETTER_WITHIN: f"better, {within}",
         TOO_FEW: "too few repetitions to tell",
         SAME: "no significant change",
@@ -439,10 +581,12 @@ def verdict_text(code: str, threshold: float) -> str:
 
 
 def change_line(sweep: str, point: str, c: MetricChange, threshold: float) -> str:
+    """E.g. "sqlite/s p: elapsed_s 1.12x [1.05, 1.19] p=0.002, noise ±6 % (rounds) / ±4 %
+    (A/A, 3 comparisons): worse"."""
     t = c.test
     return (
         f"{sweep} {point}: {c.metric} {times_text(t.ratio)} "
-        f"[{ratio_text(t.low)}, {ratio_text(t.high)}] p={p_text(t.p)} "
+        f"[{ratio_text(t.low)}, {ratio_text(t.high)}] p={p_text(t.p)}, {c.noise.text()}: "
         f"{verdict_text(c.verdict, threshold)}"
     )
 
@@ -457,7 +601,8 @@ def summary_line(result: Comparison) -> str:
     return (
         f"{compared} point(s) compared ({len(result.changes())} metrics): "
         f"{result.count(WORSE)} worse, {result.count(BETTER)} better, "
-        f"{within} within {threshold_text(result.threshold)}, {unchanged} unchanged; "
+        f"{within} within {threshold_text(result.threshold)}, "
+        f"{result.count(WORSE_NOISE, BETTER_NOISE)} within the noise, {unchanged} unchanged; "
         f"{len(points) - compared} incomparable; {only_old} only in OLD, {only_new} only in NEW"
     )
 
@@ -493,7 +638,8 @@ PAGE_CSS = """
   vertical-align: top; font-size: 12px; }
 """
 
-VERDICT_CLASS = {WORSE: "tl-worse", WORSE_WITHIN: "tl-worse", BETTER: "tl-better",
+VERDICT_CLASS = {WORSE: "tl-worse", WORSE_NOISE: "tl-worse", WORSE_WITHIN: "tl-worse",
+                 BETTER: "tl-better", BETTER_NOISE: "tl-better",
                  BETTER_WITHIN: "tl-better"}  # fmt: skip
 
 
@@ -525,13 +671,13 @@ def _point_notes(p: PointComparison) -> str:
 def sweep_table(s: SweepComparison, result: Comparison, table_id: str) -> str:
     level = f"{100 * (1 - result.alpha):g} %"
     head = ["point", "metric", "n OLD / NEW", "median OLD", "median NEW", "NEW / OLD",
-            f"{level} interval", "p", "verdict", "provenance"]  # fmt: skip
+            f"{level} interval", "noise floor", "p", "verdict", "provenance"]  # fmt: skip
     rows = []
     for p in s.points:
         notes = _point_notes(p)
         if p.incomparable or not p.changes:
             verdict_cell = "incomparable" if p.incomparable else "no metric on both sides"
-            cells = [f'<td class="tl-point">{_e(p.point)}</td>', *["<td>—</td>"] * 7,
+            cells = [f'<td class="tl-point">{_e(p.point)}</td>', *["<td>—</td>"] * 8,
                      f"<td>{verdict_cell}</td>", f'<td class="tl-why">{notes}</td>']  # fmt: skip
             rows.append("<tr>" + "".join(cells) + "</tr>")
             continue
@@ -549,6 +695,7 @@ def sweep_table(s: SweepComparison, result: Comparison, table_id: str) -> str:
                 f"<td>{_e(t.new_median)}</td>",
                 f"<td><b>{times_text(t.ratio).replace('x', '×')}</b></td>",
                 f"<td>[{ratio_text(t.low)}, {ratio_text(t.high)}]</td>",
+                f"<td>{_e(c.noise.text().removeprefix('noise '))}</td>",
                 f"<td>{p_text(t.p)}</td>",
                 f'<td class="{cls}">{_e(verdict_text(c.verdict, result.threshold))}</td>',
             ]
@@ -606,13 +753,52 @@ def method_text(result: Comparison) -> str:
     )
 
 
+def noise_text(result: Comparison) -> str:
+    """How the noise floor was estimated, where the A/A floor came from and what was kept."""
+    k = result.noise_multiplier
+    times = "" if k == 1 else f"{k:g} × "
+    text = (
+        "A change is flagged worse or better only when it also passes the point's noise "
+        f"floor: {times}the larger of two estimates of how much the point moves from run to run "
+        "on this host. In the run: each side's values as log deviations from their median, "
+        f"pooled; {noise.IN_RUN_SCALE:.2f} × their median absolute deviation (the half-width "
+        "of the central 80 % for normal noise). Where the rows carry their round, the "
+        "repetitions were spread over the run, so this includes the host's drift across it "
+        '("rounds"); otherwise they ran back to back and their spread hides that drift '
+        '("repetitions"). A/A: the largest |log ratio| between two runs of one commit on this '
+        f"host, over the last {noise.KEEP} such comparisons of the point. A significant "
+        'change past the threshold but not past the floor is "within the noise".'
+    )
+    if result.floor_path:
+        text += (
+            f" A/A floor file: {result.floor_path} ({result.floor_observations} observation(s) read"
+        )
+        if result.aa:
+            text += (
+                f"; OLD and NEW measured commit {result.aa_commit} on one host: "
+                f"{result.recorded} observation(s) recorded after judging"
+            )
+        text += ")."
+    return text
+
+
+def fallback_text(result: Comparison) -> str:
+    if noise.REPETITIONS not in result.sources:
+        return ""
+    return (
+        "Rows without a round (measured before rounds, or back to back): their in-run noise is "
+        "the spread of the repetitions, which hides drift across the run."
+    )
+
+
 def html_page(result: Comparison) -> str:
     from tunelab.report.render import CSS
 
     t = threshold_text(result.threshold)
     facts = (
         f"<b>OLD</b> <code>{_e(result.old)}</code> → <b>NEW</b> <code>{_e(result.new)}</code>"
-        f" · α = {result.alpha:g} · threshold {t}"
+        f" · α = {result.alpha:g} · threshold {t} · noise multiplier "
+        f"{result.noise_multiplier:g}"
     )
     parts = [
         '<header class="tl-header"><h1>What changed between two runs</h1>'
@@ -636,6 +822,9 @@ def html_page(result: Comparison) -> str:
             )
         )
     parts.append(_note(_e(method_text(result))))
+    parts.append(_note(_e(noise_text(result))))
+    if fallback_text(result):
+        parts.append(_note(_e(fallback_text(result)), "warn"))
     parts.append("<h2>Changes per sweep</h2>")
     for i, s in enumerate(result.sweeps):
         parts.append(f"<h3>{_e(s.name)}</h3>")
@@ -697,8 +886,10 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="tunelab compare",
         description="What changed between two runs: per matched point, the ratio of medians "
-        "NEW/OLD with a bootstrap interval and a Mann-Whitney U test. Exit 1 when a point got "
-        "significantly worse beyond the threshold, 2 for bad input.",
+        "NEW/OLD with a bootstrap interval and a Mann-Whitney U test, judged against the "
+        "point's noise on the host (its spread over the run's rounds, and the A/A floor of "
+        "earlier runs of one commit). Exit 1 when a point got significantly worse beyond the "
+        "threshold and its noise floor, 2 for bad input.",
     )
     p.add_argument("old", type=Path, metavar="OLD", help="results directory or result CSV")
     p.add_argument("new", type=Path, metavar="NEW", help="results directory or result CSV")
@@ -711,7 +902,46 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
                    help="bootstrap resamples (default 2000)")  # fmt: skip
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default 0)")
+    p.add_argument("--noise-floor", type=Path, metavar="FILE",
+                   help="A/A noise floor file to read and update (default: noise-floor.json "
+                   "in NEW's results directory, with OLD's observations carried over)")  # fmt: skip
+    p.add_argument("--noise-multiplier", type=_multiplier, default=DEFAULT_NOISE_MULTIPLIER,
+                   help="a change must pass this many noise floors (default 1; 0: the test "
+                   "and the threshold alone)")  # fmt: skip
+    p.add_argument("--no-record", action="store_true",
+                   help="do not record A/A observations (two runs of one commit)")  # fmt: skip
     return p
+
+
+def _multiplier(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 0 or above")
+    return value
+
+
+def _save_floor(floor: noise.FloorFile, result: Comparison) -> None:
+    """Write the floor when it gained observations; a floor that cannot be written costs the
+    next comparison its A/A floor, not this one its result, so it is a warning."""
+    if not floor.changed:
+        return
+    try:
+        floor.save()
+    except OSError as exc:
+        print(
+            f"{exc.filename or floor.path}: {exc.strerror or exc} (A/A noise floor not saved)",
+            file=sys.stderr,
+        )
+        return
+    if result.recorded:
+        print(
+            f"tunelab compare: {result.recorded} A/A observation(s) of commit "
+            f"{result.aa_commit} recorded in {floor.path}",
+            file=sys.stderr,
+        )
 
 
 def compare_main(argv: Sequence[str] | None = None) -> int:
@@ -723,7 +953,12 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
             raise _UsageError("tunelab compare: --alpha must be below 1")
         if args.resamples < 100:
             raise _UsageError("tunelab compare: --resamples must be at least 100")
-        result = compare(args.old, args.new, args.alpha, args.threshold, args.resamples, args.seed)
+        floor = read_floor(args.old, args.new, args.noise_floor)
+        result = compare(args.old, args.new, args.alpha, args.threshold, args.resamples,
+                         args.seed, args.noise_multiplier, floor)  # fmt: skip
+        if not args.no_record:
+            record(result, floor)
+            _save_floor(floor, result)
         out = write_atomic(args.html, html_page(result))
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
@@ -735,6 +970,8 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
         return 2
     for line in text_lines(result):
         print(line)
+    if fallback_text(result):
+        print(f"tunelab compare: {fallback_text(result)}", file=sys.stderr)
     print(f"tunelab compare: wrote {out}", file=sys.stderr)
     return 1 if result.worse else 0
 

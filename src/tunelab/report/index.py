@@ -4,6 +4,10 @@ Each report carries a JSON summary (sweep, engine, points, repetitions, when mea
 the notebook computed from the rows; the index reads it back, so the index needs no kernel
 and says the same as the reports. A report without the block (an older page) is still
 listed, with its results looked up in ``results_dir``.
+
+When the claims were checked over several runs of the same sweeps (``tunelab check RUN...
+--stability-out``), the file it wrote, ``stability.json`` beside the index by default, adds
+per sweep whether each claim reached the same verdict in every run.
 """
 
 from __future__ import annotations
@@ -122,11 +126,16 @@ def _results_link(summary: dict[str, Any], report: Path, results_dir: Path) -> P
 
 
 def _row(
-    report: Path, out: Path, results_dir: Path, verdicts: dict[tuple[str, str], dict] | None = None
+    report: Path,
+    out: Path,
+    results_dir: Path,
+    verdicts: dict[tuple[str, str], dict] | None = None,
+    stability: tuple[list[str], dict[tuple[str, str], dict]] = ([], {}),
 ) -> tuple[str, str]:
     s = read_summary(report) or {"sweep": report.stem}
-    checked = (verdicts or {}).get((str(s.get("engine", report.parent.name)),
-                                    str(s.get("sweep") or report.stem)))  # fmt: skip
+    key = (str(s.get("engine", report.parent.name)), str(s.get("sweep") or report.stem))
+    checked = (verdicts or {}).get(key)
+    stable = _stability_block(stability[1].get(key), len(stability[0]))
     esc = html.escape
     name = s.get("title") or s.get("sweep") or report.stem
     link = f'<a class="tl-sweep" href="{esc(_rel(report, out.parent))}">{esc(name)}</a>'
@@ -154,20 +163,29 @@ def _row(
                  "hosts: medians of different hosts compared</div>")  # fmt: skip
     csv = _results_link(s, report, results_dir)
     rows = f'<a href="{esc(_rel(csv, out.parent))}">CSV</a>' if csv else "—"
-    cells = [link, _claims_cell(checked), engine, swept, size, cache, when, rows]
+    cells = [link, _claims_cell(checked) + stable, engine, swept, size, cache, when, rows]
     return str(s.get("sweep") or report.stem), "<tr>" + "".join(
         f"<td>{c}</td>" for c in cells
     ) + "</tr>"
 
 
 def write_index(
-    reports: list[Path], out: Path, results_dir: Path, verdict_files: list[Path] | None = None
+    reports: list[Path],
+    out: Path,
+    results_dir: Path,
+    verdict_files: list[Path] | None = None,
+    stability_file: Path | None = None,
 ) -> Path:
     """Write the index page linking ``reports`` (sorted by sweep name), with each sweep's
-    claim verdicts and headline finding where ``verdict_files`` hold them."""
+    claim verdicts and headline finding where ``verdict_files`` hold them, and their
+    stability over runs where ``stability_file`` (default: ``stability.json`` beside
+    ``out``) holds it."""
     out = Path(out)
     verdicts = read_verdicts(list(verdict_files or []))
-    rows = sorted((_row(Path(r), out, Path(results_dir), verdicts), str(r)) for r in reports)
+    stability = read_stability(stability_file or out.parent / STABILITY_FILE)
+    rows = sorted(
+        (_row(Path(r), out, Path(results_dir), verdicts, stability), str(r)) for r in reports
+    )
     head = "".join(
         f"<th>{h}</th>"
         for h in (
@@ -186,11 +204,75 @@ def write_index(
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>tunelab reports</title>\n<style>{INDEX_CSS}</style>\n</head>\n<body>\n<main>\n"
+        f"<title>tunelab reports</title>\n<style>{INDEX_CSS}{STABILITY_CSS}</style>\n"
+        "</head>\n<body>\n<main>\n"
         f'<h1>tunelab reports</h1>\n<p class="tl-muted">{count}. Each report shows the median '
         "and an interval for every point, every raw repetition, physical reads beside hit "
         "ratios, and where the numbers came from.</p>\n"
+        f"{_stability_note(*stability)}"
         f'<table class="tl-index"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
         "</main>\n</body>\n</html>\n"
     )
     return write_atomic(out, page)
+
+
+# -- stability over runs (``tunelab check RUN... --stability-out``) ---------------------------
+STABILITY_FILE = "stability.json"  # beside the index, read when present
+
+STABILITY_CSS = """
+.tl-stability { font-size: 12px; margin-top: 3px; }
+.tl-stable { color: #116329; }
+.tl-unstable { color: #a40e26; font-weight: 600; }
+ul.tl-unstable-claims { margin: 2px 0 0; padding-left: 18px; font-size: 12px; color: #444c56; }
+"""
+
+
+def read_stability(path: Path | None) -> tuple[list[str], dict[tuple[str, str], dict]]:
+    """(the runs pooled, (engine, sweep) -> its claims' verdicts per run) from a
+    ``tunelab check --stability-out`` file; nothing when it is missing, unreadable, or
+    pools fewer than two runs."""
+    if path is None:
+        return [], {}
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return [], {}
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if not isinstance(runs, list) or len(runs) < 2:
+        return [], {}
+    sweeps = {
+        (str(e.get("engine", "")), str(e.get("sweep", ""))): e
+        for e in doc.get("sweeps") or []
+        if isinstance(e, dict) and isinstance(e.get("claims"), list)
+    }
+    return [str(r) for r in runs], sweeps
+
+
+def _stability_block(entry: dict[str, Any] | None, runs: int) -> str:
+    """Under a sweep's verdicts: the same in every run, or which claims changed and how."""
+    if not entry or not entry["claims"]:
+        return ""
+    esc = html.escape
+    unstable = [c for c in entry["claims"] if not c.get("stable")]
+    if not unstable:
+        return (f'<div class="tl-stability tl-stable">same verdicts in {runs} of {runs} '
+                "runs</div>")  # fmt: skip
+    items = "".join(f"<li>{esc(str(c.get('claim', '')))}: {esc(str(c.get('pooled', '')))}</li>"
+                    for c in unstable)  # fmt: skip
+    return (
+        f'<div class="tl-stability tl-unstable">{len(unstable)} of {len(entry["claims"])} '
+        f"claim{'s' if len(entry['claims']) != 1 else ''} unstable over {runs} runs</div>"
+        f'<ul class="tl-unstable-claims">{items}</ul>'
+    )
+
+
+def _stability_note(runs: list[str], sweeps: dict[tuple[str, str], dict]) -> str:
+    """The page's sentence on stability, or "" when a single run is shown."""
+    if not runs:
+        return ""
+    every = [c for e in sweeps.values() for c in e["claims"]]
+    stable = sum(bool(c.get("stable")) for c in every)
+    names = html.escape(", ".join(runs))
+    return (f'<p class="tl-stability">Claims checked over {len(runs)} runs '
+            f'(<span class="tl-muted">{names}</span>): {stable} of {len(every)} reached the '
+            "same verdict in every run.</p>\n")  # fmt: skip

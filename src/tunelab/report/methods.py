@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tunelab import cache, engines
+from tunelab import cache, engines, noise
 from tunelab.cache import WARM_BY_PREVIOUS
 from tunelab.engines.base import EngineInfo
 from tunelab.report import checks, stats
@@ -188,6 +188,61 @@ def _lock_text(frame: pd.DataFrame) -> str:
     return text + "do not overlap."
 
 
+def _cpu_set(value: object) -> str:
+    """A row's CPU list as written ("" for none); a CSV may have read "0" as 0 or 0.0."""
+    if isinstance(value, float):
+        return "" if np.isnan(value) else f"{value:g}"
+    return str(value)
+
+
+def _cpus(values: list[str]) -> str:
+    return " or ".join(f"CPU{'s' if ',' in v or '-' in v else ''} {v}" for v in values)
+
+
+def _placement_text(frame: pd.DataFrame) -> str:
+    """Where the client and the engine ran, from the rows' cpus_client and cpus_engine."""
+    if "cpus_client" not in frame:
+        return ""
+    clients = sorted(set(frame["cpus_client"].map(_cpu_set)) - {""})
+    engine = frame["cpus_engine"] if "cpus_engine" in frame else pd.Series([""] * len(frame))
+    engine = engine.map(_cpu_set)
+    parts = ["the engine inside it"] if (engine == "client").any() else []
+    if pinned := sorted(set(engine) - {"client", ""}):
+        parts.append(f"the engine's processes on {_cpus(pinned)}")
+    if (engine == "").any():
+        parts.append("the engine's processes on any CPU")
+    where = _cpus(clients) if clients else "CPUs not recorded"
+    return f"The measuring process ran on {where}, " + "; ".join(parts) + "."
+
+
+def _interference_text(frame: pd.DataFrame) -> str:
+    """How noisy the host was: the repetitions marked as measured under interference, and the
+    CPU time the hypervisor stole, from the rows' noise columns."""
+    if "noise_interfered" not in frame:
+        return ""
+    marks = frame["noise_interfered"].dropna().astype(str).str.lower()
+    if marks.empty:
+        return ""
+    hit = int(marks.isin(("true", "1", "1.0")).sum())
+    text = (
+        "What else competed for the CPUs was read from the kernel just before and after each "
+        f"timed section: {hit} of {len(marks)} repetitions ({fmt_percent(hit / len(marks))}) "
+        "ran under interference (the hypervisor took more than "
+        f"{fmt_percent(noise.STEAL_LIMIT)} of the CPUs' time, the client waited for a CPU "
+        f"more than {fmt_percent(noise.WAIT_LIMIT)} of the time, or other processes had more "
+        "runnable tasks than the client and the engine left CPUs free)"
+    )
+    steal = pd.to_numeric(frame.get("noise_steal_share", pd.Series()), errors="coerce").dropna()
+    if len(steal):
+        text += (
+            f"; CPU time stolen by the hypervisor: median {fmt_percent(float(steal.median()))}"
+            f", at most {fmt_percent(float(steal.max()))}"
+        )
+    else:
+        text += "; the host does not expose stolen CPU time"
+    return text + "."
+
+
 def _calibration_text(data: ReportData, calibration_json: str) -> str:
     frame = data.results
     costs = [
@@ -279,6 +334,7 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
     if "cache_requested" in frame:
         protocol += [t for t in (_cold_text(frame, data.engine), _warm_text(frame)) if t]
     protocol += [t for t in (_access_text(data), _fetch_text(frame), _lock_text(frame)) if t]
+    protocol += [t for t in (_placement_text(frame), _interference_text(frame)) if t]
     cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
     analysis = [
         _calibration_text(data, calibration_json),

@@ -1,0 +1,363 @@
+"""Noise on the host: where the client and the engine run, and what else competed for the
+CPUs while a workload was timed.
+
+CPU placement: ``plan_cpus`` splits the CPUs this process may use between the measuring
+client (one CPU, a quarter of them on larger hosts) and the engine (the rest), so that
+neither preempts the other; ``pin_client`` binds the measuring process to its share and
+records what it got. A host with fewer than two usable CPUs gets no split.
+
+Interference: ``watch`` reads the kernel's counters just before and just after one timed
+section (never inside it) and gives the row's ``noise_*`` columns: CPU time stolen by the
+hypervisor, the time the client's and the engine's threads waited for a CPU, their
+involuntary context switches, the other runnable tasks, the CPU pressure stall time, and
+``noise_interfered``. Counters the host does not expose come out NaN, never as an error.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+PROC = Path("/proc")
+
+# A repetition counts as measured under interference when, during its timed section:
+STEAL_LIMIT = 0.01  # the hypervisor took more than 1 % of the CPUs' time, or
+WAIT_LIMIT = 0.05  # the client's threads waited for a CPU more than 5 % of the section, or
+# more tasks of other processes were runnable (at the start or at the end) than there were
+# CPUs left unused by the client and the engine.
+
+_first_affinity: tuple[int, ...] | None = None
+
+
+def usable_cpus() -> tuple[int, ...]:
+    """The CPUs this process could run on when first asked: pinning the client later does not
+    shrink the set a later plan splits."""
+    global _first_affinity
+    if _first_affinity is None:
+        _first_affinity = tuple(sorted(os.sched_getaffinity(0)))
+    return _first_affinity
+
+
+def cpulist(cpus: Iterable[int]) -> str:
+    """CPUs in the kernel's and Docker's list format: ``0-3,6``; "" for none."""
+    out: list[str] = []
+    run: list[int] = []
+    for cpu in sorted(set(cpus)):
+        if run and cpu != run[-1] + 1:
+            out.append(_span(run))
+            run = []
+        run.append(cpu)
+    if run:
+        out.append(_span(run))
+    return ",".join(out)
+
+
+def _span(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+def parse_cpulist(text: str) -> tuple[int, ...]:
+    """The inverse of ``cpulist`` ("" or text that is no list: no CPUs)."""
+    cpus: set[int] = set()
+    for part in (text or "").split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            cpus.update(range(int(first), int(last or first) + 1))
+        except ValueError:
+            return ()
+    return tuple(sorted(cpus))
+
+
+@dataclass(frozen=True)
+class Placement:
+    """How the usable CPUs are split; ``client``/``engine`` empty: not split (one CPU)."""
+
+    usable: tuple[int, ...]
+    client: tuple[int, ...] = ()
+    engine: tuple[int, ...] = ()
+    # The client's affinity read back by pin_client (None: not pinned by this process).
+    pinned: tuple[int, ...] | None = field(default=None, compare=False)
+
+    @property
+    def split(self) -> bool:
+        return bool(self.client and self.engine)
+
+    @property
+    def engine_cpuset(self) -> str | None:
+        """What a container engine's cpuset is set to (None: leave it unrestricted)."""
+        return cpulist(self.engine) if self.split else None
+
+    def columns(self) -> dict[str, str]:
+        """``cpus_client``: the CPUs the measuring process could run on (its affinity once
+        pinned, else the usable set)."""
+        return {"cpus_client": cpulist(self.pinned if self.pinned is not None else self.usable)}
+
+
+def plan_cpus(usable: Iterable[int] | None = None) -> Placement:
+    """The client gets the highest-numbered usable CPU (a quarter of them, from the top, on
+    hosts with eight or more: its worker threads may need more than one), the engine the
+    others; with fewer than two usable CPUs, no split. ``usable`` defaults to
+    ``usable_cpus()``."""
+    cpus = tuple(sorted(set(usable_cpus() if usable is None else usable)))
+    if len(cpus) < 2:
+        return Placement(cpus)
+    n_client = max(1, len(cpus) // 4) if len(cpus) >= 8 else 1
+    return Placement(cpus, client=cpus[-n_client:], engine=cpus[:-n_client])
+
+
+def _tasks(pid: int | str, proc: Path = PROC) -> list[Path]:
+    try:
+        return [proc / str(pid) / "task" / t for t in os.listdir(proc / str(pid) / "task")]
+    except OSError:
+        return []
+
+
+def _set_affinity(cpus: Iterable[int], proc: Path = PROC) -> None:
+    # Every thread of the process: os.sched_setaffinity(0, ...) binds only the calling one.
+    cpus = set(cpus)
+    for task in _tasks("self", proc):
+        with suppress(OSError, ValueError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(task.name), cpus)
+    os.sched_setaffinity(0, cpus)
+
+
+def pin_client(placement: Placement) -> Placement:
+    """Bind the measuring process (every thread, and those it starts later) to the client's
+    CPUs; the returned placement records the affinity read back. Not split, or refused by
+    the host: the affinity stays as it was, and is what gets recorded."""
+    if placement.split:
+        with suppress(OSError):
+            _set_affinity(placement.client)
+    return replace(placement, pinned=tuple(sorted(os.sched_getaffinity(0))))
+
+
+def unpin_client(placement: Placement) -> None:
+    """Give the process its usable CPUs back (after measuring)."""
+    with suppress(OSError):
+        _set_affinity(placement.usable)
+
+
+# -- an engine's processes -------------------------------------------------------------------
+def alive(pid: int | None, proc: Path = PROC) -> bool:
+    return pid is not None and (proc / str(pid)).exists()
+
+
+def in_cgroup_of(pid: int, container_id: str, proc: Path = PROC) -> bool:
+    """Whether ``pid``, as this host's /proc numbers it, is in the container's cgroup: a PID
+    the container engine reports from another PID namespace may name another process here."""
+    return bool(container_id) and container_id in _read(proc / str(pid) / "cgroup")
+
+
+def descendants(pid: int, proc: Path = PROC, limit: int = 512) -> list[int]:
+    """``pid`` and its descendants, from its threads' ``children`` lists (only ``pid`` where
+    the kernel has no such lists)."""
+    seen, todo = [pid], [pid]
+    while todo and len(seen) < limit:
+        for task in _tasks(todo.pop(), proc):
+            for child in _read(task / "children").split():
+                if child.isdigit() and int(child) not in seen:
+                    seen.append(int(child))
+                    todo.append(int(child))
+    return seen
+
+
+# -- the counters read around a timed section ------------------------------------------------
+@dataclass
+class _Reading:
+    at: float  # time.perf_counter()
+    cpu_total: float = math.nan  # jiffies over all CPUs
+    steal: float = math.nan
+    procs_running: float = math.nan
+    pressure_us: float = math.nan  # /proc/pressure/cpu "some" total
+    client_invol: float = math.nan
+    ours_running: int = 0  # our own and the engine's tasks in state R
+    engine_invol: dict[str, float] = field(default_factory=dict)  # task -> count
+    client_wait: dict[str, float] = field(default_factory=dict)  # task -> run-queue wait, ns
+    engine_wait: dict[str, float] = field(default_factory=dict)
+
+
+def _read(path: Path) -> str:
+    try:
+        with open(path, "rb", buffering=0) as f:
+            return f.read(1 << 16).decode("ascii", "replace")
+    except OSError:
+        return ""
+
+
+def _stat(text: str, reading: _Reading) -> None:
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            fields = [float(x) for x in line.split()[1:] if x.isdigit()]
+            # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time
+            # is already counted in user and nice
+            if len(fields) >= 8:
+                reading.cpu_total = sum(fields[:8])
+                reading.steal = fields[7]
+        elif line.startswith("procs_running "):
+            value = line.split()[1]
+            reading.procs_running = float(value) if value.isdigit() else math.nan
+
+
+def _pressure(text: str) -> float:
+    for line in text.splitlines():
+        if line.startswith("some "):
+            for item in line.split()[1:]:
+                key, _, value = item.partition("=")
+                if key == "total" and value.isdigit():
+                    return float(value)
+    return math.nan
+
+
+def _task_status(text: str) -> tuple[bool, float]:
+    """(runnable, involuntary context switches) from a task's status file."""
+    running, invol = False, math.nan
+    for line in text.splitlines():
+        if line.startswith("State:"):
+            running = line.split()[1:2] == ["R"]
+        elif line.startswith("nonvoluntary_ctxt_switches:"):
+            value = line.split()[1]
+            invol = float(value) if value.isdigit() else math.nan
+    return running, invol
+
+
+def _wait_ns(text: str) -> float:
+    """Time the task spent runnable but waiting for a CPU (schedstat's second field)."""
+    fields = text.split()
+    return float(fields[1]) if len(fields) >= 2 and fields[1].isdigit() else math.nan
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> float:
+    """Summed over the tasks present at both ends (NaN: none)."""
+    both = set(before) & set(after)
+    return sum(after[t] - before[t] for t in both) if both else math.nan
+
+
+class Watch:
+    """The counters around one timed section (see ``watch``); ``columns()`` once it ended."""
+
+    def __init__(self, engine_pids: list[int], placement: Placement | None, proc: Path) -> None:
+        self.proc = proc
+        self.engine_pids = list(engine_pids)
+        cores = os.cpu_count() or 1
+        self.free_cpus = max(0, cores - _cpus_used(placement, bool(engine_pids), cores))
+        # Listed and opened once, before: the same files are read again at the end (a read
+        # from offset 0 of an open /proc file is a fresh reading, without a path lookup).
+        self._own = _tasks("self", proc)
+        self._engine = [t for pid in self.engine_pids for t in _tasks(pid, proc)]
+        self._fds: dict[Path, int | None] = {}
+        self.before: _Reading | None = None
+        self.after: _Reading | None = None
+
+    def _read(self, path: Path) -> str:
+        if path not in self._fds:
+            try:
+                self._fds[path] = os.open(path, os.O_RDONLY)
+            except OSError:
+                self._fds[path] = None
+        fd = self._fds[path]
+        if fd is None:
+            return ""
+        try:
+            return os.pread(fd, 1 << 16, 0).decode("ascii", "replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                os.close(fd)
+        self._fds.clear()
+
+    def read(self) -> _Reading:
+        r = _Reading(at=time.perf_counter())
+        with suppress(OSError, AttributeError):
+            r.client_invol = float(resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw)
+        for task in self._own:
+            r.ours_running += _task_status(self._read(task / "status"))[0]
+            if not math.isnan(wait := _wait_ns(self._read(task / "schedstat"))):
+                r.client_wait[str(task)] = wait
+        for task in self._engine:
+            running, invol = _task_status(self._read(task / "status"))
+            r.ours_running += running
+            if not math.isnan(invol):
+                r.engine_invol[str(task)] = invol
+            if not math.isnan(wait := _wait_ns(self._read(task / "schedstat"))):
+                r.engine_wait[str(task)] = wait
+        r.pressure_us = _pressure(self._read(self.proc / "pressure" / "cpu"))
+        _stat(self._read(self.proc / "stat"), r)  # last: procs_running closest to the section
+        r.at = (r.at + time.perf_counter()) / 2
+        return r
+
+    def columns(self) -> dict[str, float | bool]:
+        b, a = self.before, self.after
+        if b is None or a is None:
+            raise RuntimeError("the watched section has not ended")
+        section_s = max(a.at - b.at, 1e-9)
+        total = a.cpu_total - b.cpu_total
+        steal = (a.steal - b.steal) / total if total > 0 else math.nan
+        client_wait = _delta(b.client_wait, a.client_wait) / 1e9 / section_s
+        others = max(
+            (r.procs_running - r.ours_running for r in (b, a) if not math.isnan(r.procs_running)),
+            default=math.nan,
+        )
+        pressure = (a.pressure_us - b.pressure_us) / 1e6 / section_s
+        interfered = bool(
+            steal > STEAL_LIMIT or client_wait > WAIT_LIMIT or others > self.free_cpus
+        )
+        return {
+            "noise_steal_share": steal,
+            "noise_client_wait_share": client_wait,
+            "noise_engine_wait_share": _delta(b.engine_wait, a.engine_wait) / 1e9 / section_s,
+            "noise_client_invol_cs": a.client_invol - b.client_invol,
+            "noise_engine_invol_cs": _delta(b.engine_invol, a.engine_invol),
+            "noise_other_runnable": max(others, 0.0) if not math.isnan(others) else math.nan,
+            "noise_cpu_pressure": pressure,
+            "noise_interfered": interfered,
+        }
+
+
+def _cpus_used(placement: Placement | None, engine_seen: bool, cores: int) -> int:
+    """The CPUs the client and the engine may keep busy. An engine whose processes are not
+    seen (it runs in the client, or in a PID namespace this process cannot read) leaves its
+    CPUs to others: its own runnable tasks are counted among the others' then."""
+    if placement is None:
+        return cores
+    client = placement.pinned if placement.pinned is not None else placement.usable
+    return len(set(client) | (set(placement.engine) if engine_seen else set()))
+
+
+@contextmanager
+def watch(
+    engine_pids: list[int], placement: Placement | None = None, proc: Path = PROC
+) -> Iterator[Watch]:
+    """Read the counters on entering and on leaving: put the timed section, and nothing else,
+    inside. ``engine_pids``: the engine's host processes (``Engine.pids()``, listed before
+    entering); ``placement``: where the client and the engine run (None: they may use every
+    CPU of the host, so any other runnable task counts as interference)."""
+    w = Watch(engine_pids, placement, proc)
+    w.before = w.read()
+    try:
+        yield w
+    finally:
+        w.after = w.read()
+        w.close()
+
+
+PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine")  # Placement.columns, Engine.cpu_columns
+NOISE_COLUMNS = (
+    "noise_steal_share",  # share of the CPUs' time the hypervisor stole during the section
+    # seconds the client's threads (those alive at both ends) waited for a CPU, per second
+    "noise_client_wait_share",
+    "noise_engine_wait_share",  # the same, summed over the engine's processes' threads
+    "noise_client_invol_cs",  # involuntary context switches of the measuring process
+    "noise_engine_invol_cs",  # the same, summed over the engine's processes' threads
+    "noise_other_runnable",  # most runnable tasks not ours, at the section's start or end
+    "noise_cpu_pressure",  # CPU pressure stall ("some") seconds per second of the section
+    "noise_interfered",  # measured under interference: see STEAL_LIMIT and WAIT_LIMIT
+)

@@ -1,0 +1,241 @@
+"""The run-to-run noise of a point on a host, for `tunelab compare`.
+
+Two estimates, both as a half-width on the log scale (``h``: the ratio moves within
+[exp(-h), exp(h)] by noise alone; printed as ±(exp(h) - 1)):
+
+- **In the run.** Each side's values of the point, as log deviations from that side's median,
+  pooled; ``IN_RUN_SCALE`` × their median absolute deviation, which is the half-width of the
+  central 80 % interval of the values for normal noise and robust to a few disturbed
+  repetitions. Rows that carry ``round`` were measured one repetition per round spread over the
+  run, so this spread includes the host's drift across the run; rows without it were measured
+  back to back and their spread hides that drift (``source`` says which).
+- **A/A floor.** Earlier comparisons of two runs of one commit on one host, kept in a small
+  JSON file (``FloorFile``): per host, point and metric the last ``KEEP`` observed
+  |log(ratio of medians)|; the floor is the largest of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from tunelab import atomic
+
+# MAD of log values -> sigma (1.4826) -> half-width of a normal's central 80 % (1.2816).
+IN_RUN_SCALE = 1.4826 * 1.2816
+ROUNDS, REPETITIONS = "rounds", "repetitions"
+FLOOR_NAME = "noise-floor.json"
+FORMAT = 1
+KEEP = 5  # observations kept per host, point and metric: the most recent
+MAX_BYTES = 32 * 2**20
+ABOUT = (
+    "A/A noise floor of tunelab compare: per host, point and metric, the |log(NEW/OLD ratio of "
+    "medians)| observed between two runs of one commit on that host (the last "
+    f"{KEEP}); the floor is the largest."
+)
+
+
+class NoiseFloorError(ValueError):
+    """A floor file that cannot be used; the message is one line ``file: field: message``."""
+
+
+def percent(h: float) -> str:
+    """A log half-width as "±6 %"."""
+    if not math.isfinite(h):
+        return "n/a"
+    value = 100 * math.expm1(h)
+    return f"±{value:.0f} %" if value >= 9.5 else f"±{value:.1f} %".replace(".0 %", " %")
+
+
+def in_run(old: np.ndarray, new: np.ndarray) -> float:
+    """Half-width (log scale) of the point's spread within each run, pooled over both sides;
+    NaN when neither side has a positive median (counters that stayed at 0)."""
+    deviations = []
+    for side in (old, new):
+        side = np.asarray(side, dtype=float)
+        side = side[np.isfinite(side)]
+        if side.size < 2 or not np.median(side) > 0:
+            continue
+        with np.errstate(divide="ignore"):  # a 0 among positive values: an infinite deviation
+            deviations.append(np.abs(np.log(side) - np.log(np.median(side))))
+    if not deviations:
+        return float("nan")
+    return IN_RUN_SCALE * float(np.median(np.concatenate(deviations)))
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A point's noise for one metric: the in-run estimate and its source, the A/A floor and
+    how many observations it rests on, and the multiplier the flag rule applies."""
+
+    in_run: float
+    source: str  # ROUNDS or REPETITIONS
+    aa: float = float("nan")
+    aa_count: int = 0
+    multiplier: float = 1.0
+
+    @property
+    def floor(self) -> float:
+        """The larger of the two estimates (0 when neither is known)."""
+        known = [h for h in (self.in_run, self.aa) if math.isfinite(h)]
+        return max(known, default=0.0)
+
+    @property
+    def bar(self) -> float:
+        """|log ratio| a change must pass to be told from noise."""
+        return self.multiplier * self.floor
+
+    def text(self) -> str:
+        """ "noise ±6 % (rounds) / ±4 % (A/A, 3 comparisons)"."""
+        out = f"noise {percent(self.in_run)} ({self.source})"
+        if self.aa_count:
+            s = "s" if self.aa_count > 1 else ""
+            out += f" / {percent(self.aa)} (A/A, {self.aa_count} comparison{s})"
+        if self.multiplier != 1:
+            out += f" ×{self.multiplier:g}"
+        return out
+
+
+def run_fingerprint(started: Iterable[object], elapsed: Iterable[float]) -> str:
+    """Names one run of a point (its repetitions' start times and times): a run compared with a
+    copy of itself is no A/A observation, and the same pair recorded twice counts once."""
+    text = json.dumps([sorted(map(str, started)), sorted(float(x) for x in elapsed)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def observation(
+    ratio: float, commit: str, runs: tuple[str, str], n: tuple[int, int], source: str,
+    old: str, new: str, when: datetime | None = None,
+) -> dict:  # fmt: skip
+    when = when or datetime.now(UTC)
+    return {
+        "abs_log_ratio": round(abs(math.log(ratio)), 6),
+        "ratio": round(ratio, 6),
+        "commit": commit,
+        "runs": list(runs),
+        "n": list(n),
+        "rows": source,
+        "old": old,
+        "new": new,
+        "recorded": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+@dataclass
+class FloorFile:
+    """The A/A observations: {host: {"engine/sweep/point": {metric: [observation, ...]}}}."""
+
+    path: Path
+    hosts: dict[str, dict[str, dict[str, list[dict]]]] = field(default_factory=dict)
+    changed: bool = False
+
+    def observations(self, host: str, point: str, metric: str) -> list[dict]:
+        return self.hosts.get(host, {}).get(point, {}).get(metric, [])
+
+    def floor(self, host: str, point: str, metric: str) -> tuple[float, int]:
+        """(largest kept |log ratio|, how many observations), (NaN, 0) when none."""
+        kept = self.observations(host, point, metric)
+        if not kept:
+            return float("nan"), 0
+        return max(o["abs_log_ratio"] for o in kept), len(kept)
+
+    def add(self, host: str, point: str, metric: str, obs: dict) -> bool:
+        """Keep ``obs`` unless the same pair of runs is there already; the last ``KEEP``
+        by time of recording stay. True when it was added."""
+        kept = self.hosts.setdefault(host, {}).setdefault(point, {}).setdefault(metric, [])
+        pair = sorted(obs["runs"])
+        if any(sorted(o["runs"]) == pair for o in kept):
+            return False
+        kept.append(obs)
+        kept.sort(key=lambda o: o["recorded"])
+        del kept[:-KEEP]
+        self.changed = True
+        return obs in kept
+
+    def merge(self, other: FloorFile) -> None:
+        """Take in another file's observations (a floor carried by OLD's results)."""
+        for host, points in other.hosts.items():
+            for point, metrics in points.items():
+                for metric, kept in metrics.items():
+                    for obs in kept:
+                        self.add(host, point, metric, obs)
+
+    def count(self) -> int:
+        return sum(len(k) for p in self.hosts.values() for m in p.values() for k in m.values())
+
+    def save(self) -> Path:
+        data = {"format": FORMAT, "about": ABOUT, "keep": KEEP, "hosts": self.hosts}
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        return atomic.write_bytes(self.path, text.encode())
+
+
+def _key(name: str) -> str:
+    return json.dumps(name)
+
+
+def _check_observation(obs: object, where: str) -> None:
+    if not isinstance(obs, dict):
+        raise ValueError(f"{where}: must be a mapping")
+    value = obs.get("abs_log_ratio")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{where}.abs_log_ratio: must be a number")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{where}.abs_log_ratio: must be finite and >= 0, not {value!r}")
+    runs = obs.get("runs")
+    if not (isinstance(runs, list) and len(runs) == 2 and all(isinstance(r, str) for r in runs)):
+        raise ValueError(f"{where}.runs: must be a list of two run names")
+    if not isinstance(obs.get("recorded"), str):
+        raise ValueError(f"{where}.recorded: must be a UTC time as text")
+
+
+def _check(data: object) -> dict:
+    if not isinstance(data, dict):
+        raise ValueError("must be a JSON object with format and hosts")
+    if data.get("format") != FORMAT:
+        raise ValueError(f"format: must be {FORMAT}, not {data.get('format')!r}")
+    hosts = data.get("hosts")
+    if not isinstance(hosts, dict):
+        raise ValueError("hosts: must be a mapping of host names")
+    for host, points in hosts.items():
+        where = f"hosts[{_key(host)}]"
+        if not isinstance(points, dict):
+            raise ValueError(f"{where}: must be a mapping of points")
+        for point, metrics in points.items():
+            at = f"{where}[{_key(point)}]"
+            if not isinstance(metrics, dict):
+                raise ValueError(f"{at}: must be a mapping of metrics")
+            for metric, kept in metrics.items():
+                here = f"{at}[{_key(metric)}]"
+                if not isinstance(kept, list):
+                    raise ValueError(f"{here}: must be a list of observations")
+                for i, obs in enumerate(kept):
+                    _check_observation(obs, f"{here}[{i}]")
+    return hosts
+
+
+def load(path: Path) -> FloorFile:
+    """The floor file at ``path``; an empty one when it does not exist yet."""
+    path = Path(path)
+    if not path.exists():
+        return FloorFile(path)
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise NoiseFloorError(f"{path}: larger than {MAX_BYTES // 2**20} MiB")
+        data = json.loads(path.read_bytes())
+    except NoiseFloorError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not readable JSON ({exc})"
+        raise NoiseFloorError(f"{path}: {reason}") from None
+    try:
+        hosts = _check(data)
+    except ValueError as exc:
+        raise NoiseFloorError(f"{path}: {exc}") from None
+    return FloorFile(path, hosts)

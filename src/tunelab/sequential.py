@@ -1,0 +1,135 @@
+"""Decide, then stop: after which rounds a sweep's claims are looked at, the alpha each look
+spends, and whether measuring stops.
+
+A sweep's ``repetitions: {min, max}`` measures at least ``min`` rounds and at most ``max``.
+The claims are evaluated at a few looks (``looks``), never after every round; at look k a
+claim's test uses ``look_alpha(alpha, k, looks)`` instead of the claim's alpha. The alphas
+of the looks add up to the claim's alpha, so by the union bound the chance that any look
+declares a difference that is not there stays at most alpha, however the looks' tests
+depend on each other (they share rounds). An integer ``repetitions`` has one look, after
+its last round, with the whole alpha: what a fixed number of repetitions always did.
+
+The first look spends most of alpha (``FIRST_SHARE``): the claims' paired test is an exact
+signed-rank test whose smallest two-sided p with n rounds is 2/2**n, 0.031 at six, so a
+first look at six rounds must spend more than that for a large effect to stop there. The
+rest is shared equally by the later looks.
+
+``n`` is always a count of finished rounds (rows number them from 0). A claim decided at
+a look keeps that verdict (``settle``): later looks only decide the claims still open.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from statistics import NormalDist
+from typing import NamedTuple
+
+# Share of alpha the first look spends: 0.035 of 0.05, above the 0.03125 six rounds that
+# all agree reach with the exact signed-rank test. The later looks share the rest.
+FIRST_SHARE = 0.7
+# Each look after the first comes at this many times the previous one's rounds.
+GROWTH = 2
+DECIDED = ("holds", "similar", "contradicted")
+UNDECIDED = "inconclusive"
+FIXED = "fixed repetitions"
+
+
+class StopDecision(NamedTuple):
+    stop: bool
+    reason: str
+
+
+def looks(n_min: int, n_max: int) -> list[int]:
+    """Round counts after which the claims are evaluated: ``n_min``, then about ``GROWTH``
+    times the previous look, and ``n_max``. A last step under half the one before is merged
+    into it (6..25 looks at 6, 12, 25, not 6, 12, 24, 25): a look that adds little data
+    would only take alpha from the others."""
+    if not 1 <= n_min <= n_max:
+        raise ValueError(f"rounds {n_min}..{n_max}: need 1 <= min <= max")
+    out = [n_min]
+    while out[-1] < n_max:
+        out.append(min(n_max, out[-1] * GROWTH))
+    if len(out) >= 3 and 2 * (out[-1] - out[-2]) < out[-2] - out[-3]:
+        del out[-2]
+    return out
+
+
+# A server engine's sweep measures its rounds in passes of this many (tunelab.sweeprun):
+# its looks fall on a pass's end.
+PASS_ROUNDS = 3
+
+
+def looks_for(n_min: int, n_max: int, order_mode: str = "rounds") -> list[int]:
+    """``looks`` where a look can be taken: after any round, or (``blocked`` order) only
+    after a pass of ``PASS_ROUNDS``, each look moved to the end of its pass (or the budget).
+    Fixed by the sweep and its engine in advance, as the union bound needs."""
+    found = looks(n_min, n_max)
+    if order_mode != "blocked":
+        return found
+    return sorted({min(n_max, -(-n // PASS_ROUNDS) * PASS_ROUNDS) for n in found})
+
+
+def look_alpha(alpha: float, look_index: int, looks: Sequence[int]) -> float:
+    """The alpha spent at look ``look_index`` (0-based) of ``looks``: all of it with one look;
+    else ``FIRST_SHARE`` of it at the first and the rest in equal parts at the later ones.
+    The alphas of all looks add up to ``alpha``."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha {alpha}: need 0 < alpha < 1")
+    if not 0 <= look_index < len(looks):
+        raise ValueError(f"look {look_index}: there are {len(looks)} looks")
+    if len(looks) == 1:
+        return alpha
+    if look_index == 0:
+        return alpha * FIRST_SHARE
+    return alpha * (1 - FIRST_SHARE) / (len(looks) - 1)
+
+
+def alpha_at(alpha: float, n: int, looks: Sequence[int]) -> float | None:
+    """The alpha of the look after ``n`` rounds; None when no look falls there."""
+    return look_alpha(alpha, list(looks).index(n), looks) if n in looks else None
+
+
+def settle(earlier: Mapping[str, str], now: Mapping[str, str]) -> dict[str, str]:
+    """Each claim's verdict after a look: one decided at an earlier look keeps it, the others
+    take this look's."""
+    return {k: earlier[k] if earlier.get(k) in DECIDED else v for k, v in now.items()}
+
+
+def decide(verdict_names: Mapping[str, str], n: int, looks: Sequence[int]) -> StopDecision:
+    """Whether measuring stops after ``n`` rounds, given each claim's verdict so far (claim
+    name -> holds, similar, contradicted or inconclusive; anything but the first three is
+    undecided) and the sweep's ``looks``. It stops at the budget (the last look), or at a
+    look when every claim is decided; between looks, nothing is evaluated."""
+    if n < 0:
+        raise ValueError(f"{n} rounds")
+    budget = looks[-1]
+    open_ = [k for k, v in verdict_names.items() if v not in DECIDED]
+    if len(looks) == 1:
+        return StopDecision(n >= budget, FIXED)
+    if n >= budget:
+        if not open_:
+            return StopDecision(True, f"decided at round {n}" if verdict_names else
+                                f"budget of {budget} rounds reached (no claims)")  # fmt: skip
+        return StopDecision(True, f"budget of {budget} rounds reached "
+                            f"(claims undecided: {', '.join(open_)})")  # fmt: skip
+    if n not in looks:
+        upcoming = min(x for x in looks if x > n)
+        return StopDecision(False, f"next look at round {upcoming}")
+    if not verdict_names:
+        return StopDecision(True, f"no claims to decide: minimum of {looks[0]} rounds")
+    if not open_:
+        return StopDecision(True, f"decided at round {n}")
+    return StopDecision(False, f"claims undecided at round {n}: {', '.join(open_)}")
+
+
+def rounds_needed(sd_log_ratio: float, effect: float, alpha: float, power: float = 0.8) -> int:
+    """Rounds a paired comparison needs to tell a ratio of ``1 + effect`` from 1 with a
+    two-sided test at ``alpha`` and the given power, when the per-round log ratios spread
+    with ``sd_log_ratio``: the normal approximation ((z(1-alpha/2) + z(power)) sd /
+    log(1 + effect))², at least two. The signed-rank test needs about 5 % more."""
+    if sd_log_ratio < 0 or effect <= 0:
+        raise ValueError(f"sd {sd_log_ratio}, effect {effect}: need sd >= 0 and effect > 0")
+    z = NormalDist().inv_cdf
+    n = ((z(1 - alpha / 2) + z(power)) * sd_log_ratio / math.log1p(effect)) ** 2
+    return max(2, math.ceil(n))

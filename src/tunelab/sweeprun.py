@@ -1,0 +1,277 @@
+"""Measure a sweep in rounds: round r takes repetition r of every point, so that the host's
+drift over the run falls on every point alike instead of on the points measured last.
+
+Two orders, by what switching from one point to another costs:
+
+- ``rounds`` (an engine without a server, SQLite): every point's engine stays open for the
+  whole sweep; each round visits the points in a seeded random order.
+- ``blocked`` (a server engine: one server at a time, and a point may need a restart, a new
+  data directory or another table): the rounds go in passes of ``PASS_ROUNDS``; within a
+  pass each point measures its repetitions of those rounds, the points in the sweep's
+  measuring order, and every other pass takes them in reverse (A B C | C B A | ...), so a
+  linear drift cancels between the first and the last point. A point's server and table
+  are set up once per pass instead of once per sweep: with the default six repetitions
+  twice, less one at each turn, where the same point measures on.
+
+Each finished round is kept in a journal beside the results (``<out>.partial/``); a run
+killed midway continues from the next round. After each round that is one of the sweep's
+looks, ``stop`` says whether measuring may stop (every claim decided) and why.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from tunelab import atomic, engines, results, runner
+from tunelab.sequential import PASS_ROUNDS
+from tunelab.spec import Point
+
+ROUND_FILE = "round-{:03d}.csv"
+QUERIES_FILE = "round-{:03d}.queries.csv.gz"
+
+# Whether measuring may stop after ``n`` finished rounds, given every row so far: (stop,
+# why). The sweep's claims decide it (tunelab.verdicts); alone, a sweep stops at its budget.
+StopRule = Callable[[pd.DataFrame, int], tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class Visit:
+    round: int
+    order: int  # the point's place in its round
+    point: int  # index into the sweep's points
+
+
+def order_seed(sweep: str, seed: int) -> int:
+    return zlib.crc32(f"{sweep}/{seed}".encode())
+
+
+def mode_of(engine: str) -> str:
+    return "blocked" if engines.info(engine).needs_container else "rounds"
+
+
+def round_order(n_points: int, r: int, seed: int) -> list[int]:
+    """The points of round ``r`` in their seeded random order."""
+    return [int(i) for i in np.random.default_rng([seed, r]).permutation(n_points)]
+
+
+def schedule(n_points: int, first: int, last: int, mode: str, seed: int) -> Iterator[Visit]:
+    """The visits of rounds ``first`` .. ``last - 1``. In blocked mode ``first`` must start a
+    pass; the points go in their given order on even passes and reversed on odd ones."""
+    if mode == "rounds":
+        for r in range(first, last):
+            for order, i in enumerate(round_order(n_points, r, seed)):
+                yield Visit(r, order, i)
+        return
+    start = first
+    while start < last:
+        pass_no = start // PASS_ROUNDS
+        stop = min(last, (pass_no + 1) * PASS_ROUNDS)
+        points = list(range(n_points))
+        if pass_no % 2:
+            points.reverse()
+        for order, i in enumerate(points):
+            for r in range(start, stop):
+                yield Visit(r, order, i)
+        start = stop
+
+
+def pass_start(r: int, mode: str) -> int:
+    """The round a continuation must begin with to keep the order (a pass's first round)."""
+    return r if mode == "rounds" else r - r % PASS_ROUNDS
+
+
+class Journal:
+    """Finished rounds of a sweep's measurement, one file each, beside its results; valid
+    only for the same points (a changed sweep file measures anew)."""
+
+    def __init__(self, out: Path, points: Sequence[Point]) -> None:
+        self.dir = Path(f"{out}.partial")
+        self.key = json.dumps(
+            [[p.point_id, p.knobs, p.workload.params, p.cache, p.dataset.key] for p in points],
+            default=str, sort_keys=True,
+        )  # fmt: skip
+
+    def finished(self) -> list[pd.DataFrame]:
+        """The kept rounds, 0, 1, ... while each is there (a gap ends them)."""
+        key_file = self.dir / "points.json"
+        if not key_file.is_file() or key_file.read_text() != self.key:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return []
+        frames = []
+        while (self.dir / ROUND_FILE.format(len(frames))).is_file():
+            frames.append(pd.read_csv(self.dir / ROUND_FILE.format(len(frames))))
+        return frames
+
+    def queries(self, r: int) -> pd.DataFrame | None:
+        path = self.dir / QUERIES_FILE.format(r)
+        return pd.read_csv(path) if path.is_file() else None
+
+    def keep(self, r: int, rows: list[dict], times: list[pd.DataFrame]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        atomic.write_bytes(self.dir / "points.json", self.key.encode())
+        if times:
+            atomic.write_csv(pd.concat(times, ignore_index=True), self.dir / QUERIES_FILE.format(r),
+                             level=1)  # fmt: skip
+        results.write_rows(rows, self.dir / ROUND_FILE.format(r), overwrite=True)
+
+    def drop_from(self, r: int) -> None:
+        for path in self.dir.glob("round-*"):
+            if int(path.name[6:9]) >= r:
+                path.unlink(missing_ok=True)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def fixed_budget(points: Sequence[Point]) -> StopRule:
+    """Stop at the sweep's repetitions: its budget, no claim asked."""
+    budget = max(p.repetitions for p in points)
+
+    def stop(_rows: pd.DataFrame, n: int) -> tuple[bool, str]:
+        return n >= budget, f"fixed: {budget} repetitions"
+
+    return stop
+
+
+def measure_rounds(
+    points: Sequence[Point],
+    out: Path,
+    workdir: Path,
+    data_dir: Path,
+    run_dir: Path | None,
+    stop: StopRule,
+    log: Callable[[str], None] = print,
+) -> tuple[pd.DataFrame, str]:
+    """Measure the sweep's points in rounds until ``stop`` says so or the budget (the points'
+    largest ``repetitions``) ends; every row, and why measuring stopped."""
+    sweep = points[0].sweep
+    mode = mode_of(points[0].engine)
+    seed = order_seed(sweep, points[0].dataset.seed)
+    budget = max(p.repetitions for p in points)
+    journal = Journal(out, points)
+    kept = journal.finished()
+    done = pass_start(len(kept), mode)
+    journal.drop_from(done)
+    frames = kept[:done]
+    if done:
+        log(f"{sweep}: {done} finished rounds kept from an earlier run")
+    rows_so_far = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    reason = ""
+    if done:
+        finished, reason = stop(rows_so_far, done)
+        if finished or done >= budget:
+            return rows_so_far, reason or f"budget: {budget} repetitions"
+    sessions: dict[int, runner.PointSession] = {}
+    plans: dict[str, list[dict]] = {}
+    point_dir = workdir / "points"
+
+    def close(i: int) -> None:
+        s = sessions.pop(i)
+        plans.setdefault(s.point.point_id, s.plans)
+        s.__exit__(None, None, None)
+
+    previous = None  # the point measured last: a warm point after itself needs no warm-up
+    try:
+        first = done
+        while first < budget:
+            # Rounds up to the next pass's end (blocked) or the next round (rounds).
+            last = min(budget, first + (PASS_ROUNDS if mode == "blocked" else 1))
+            rows: dict[int, list[dict]] = {r: [] for r in range(first, last)}
+            times: dict[int, list[pd.DataFrame]] = {r: [] for r in range(first, last)}
+            for v in schedule(len(points), first, last, mode, seed):
+                if mode == "blocked":
+                    for i in [i for i in sessions if i != v.point]:
+                        close(i)
+                if v.point not in sessions:
+                    p = points[v.point]
+                    s = runner.PointSession(p, point_dir / p.point_id, data_dir, run_dir)
+                    sessions[v.point] = s.__enter__()
+                s = sessions[v.point]
+                extra = {"round": v.round, "order_in_round": v.order, "order_mode": mode}
+                n_times = len(s.times)
+                rows[v.round].append(s.repetition(v.round, extra, previous == v.point))
+                previous = v.point
+                times[v.round].extend(
+                    t.assign(point_id=s.point.point_id) for t in s.times[n_times:]
+                )
+            for r in range(first, last):
+                journal.keep(r, rows[r], times[r])
+                frames.append(pd.DataFrame(rows[r]))
+            first = last
+            rows_so_far = pd.concat(frames, ignore_index=True)
+            finished, reason = stop(rows_so_far, first)
+            log(f"{sweep}: round {first} of at most {budget} done" +
+                (f"; stopping ({reason})" if finished else ""))  # fmt: skip
+            if finished:
+                break
+    finally:
+        for i in list(sessions):
+            close(i)
+        shutil.rmtree(point_dir, ignore_errors=True)
+    for point_id, found in plans.items():
+        _write_plans(out, point_id, found)
+    return rows_so_far, reason or f"budget: {budget} repetitions"
+
+
+def _write_plans(out: Path, point_id: str, plans: list[dict]) -> None:
+    if plans:
+        text = json.dumps(plans, indent=1, default=str)
+        atomic.write(runner.plans_path(out.parent / f"{point_id}.csv"),
+                     lambda f: f.write(text.encode()))  # fmt: skip
+
+
+def write_sweep(frame: pd.DataFrame, reason: str, out: Path, journal: Journal) -> Path:
+    """The sweep's rows (each with why measuring stopped) to ``out``, each statement's time
+    beside each point's results file; then the journal goes."""
+    frame = frame.assign(stop_reason=reason)
+    queries = [q for r in sorted(frame["round"].unique()) if (q := journal.queries(int(r)))
+               is not None]  # fmt: skip
+    if queries:
+        times = pd.concat(queries, ignore_index=True)
+        for point_id, t in times.groupby("point_id", sort=True):
+            csv = out.parent / f"{point_id}.csv"
+            atomic.write_csv(t.drop(columns="point_id"), runner.queries_path(csv), level=1)
+    atomic.write_csv(frame, out, level=1)
+    journal.remove()
+    return out
+
+
+def point_results(rounds: Path, point_id: str, out: Path) -> Path:
+    """One point's rows of a sweep measured in rounds, to its own results file (verified,
+    with its check file): what the merge, the reports and ``tunelab compare`` read."""
+    frame = pd.read_csv(rounds)
+    mine = frame[frame["point_id"].astype(str) == point_id]
+    if mine.empty:
+        raise ValueError(f"{rounds}: no rows of point {point_id}")
+    asked = [int(mine[c].iloc[0]) if c in mine else len(mine)
+             for c in ("repetitions_max", "repetitions_min")]  # fmt: skip
+    return results.write_point(mine.to_dict("records"), out, *asked)
+
+
+def run_sweep(
+    points: Sequence[Point],
+    out: Path,
+    workdir: Path,
+    data_dir: Path,
+    run_id: str | None = None,
+    stop: StopRule | None = None,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Measure a sweep's points in rounds under the bench lock and write their results."""
+    workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
+    out = Path(out)
+    run_dir = workdir / "runs" / run_id if run_id else None
+    stop = stop or fixed_budget(points)
+    sweep_dir = workdir / "sweeps" / points[0].sweep
+    with runner.bench_slot(workdir):
+        frame, reason = measure_rounds(points, out, sweep_dir, data_dir, run_dir, stop, log)
+    write_sweep(frame, reason, out, Journal(out, points))
+    return out

@@ -1,0 +1,183 @@
+"""A sweep measured in rounds (tunelab.sweeprun): the order, drift, a kill and the continuation.
+
+The drift tests measure with a synthetic point session whose time grows linearly with every
+repetition the host has run, as a host whose timed work drifts does: under back-to-back
+order the drift becomes an apparent effect between points, under rounds it does not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tunelab import runner, spec, sweeprun
+from tunelab.report import stats
+
+SWEEP = """
+name: drift
+engines: [sqlite]
+dataset: {rows: 2000, seed: 7}
+knobs:
+  buffer_pool: [64, 128, 256, 512]
+workloads:
+  - type: scan
+cache: warm
+repetitions: 6
+"""
+
+
+@pytest.fixture
+def points(tmp_path) -> list[spec.Point]:
+    path = tmp_path / "drift.yaml"
+    path.write_text(SWEEP)
+    found, errors = spec.expand(path, "sqlite")
+    assert not errors
+    return found
+
+
+class DriftingSession:
+    """Every point alike; each repetition takes 1 % longer than the one before it."""
+
+    clock = itertools.count()
+    opened: list[str] = []
+    fail_at: int | None = None
+
+    def __init__(self, point, *_args, **_kw):
+        self.point, self.plans, self.times = point, [], []
+
+    def __enter__(self):
+        DriftingSession.opened.append(self.point.point_id)
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def repetition(self, rep, extra=None, follows_itself=True):
+        tick = next(DriftingSession.clock)
+        if DriftingSession.fail_at is not None and tick == DriftingSession.fail_at:
+            raise RuntimeError("killed")
+        return {"point_id": self.point.point_id, "rep": rep, **(extra or {}),
+                "tick": tick, "elapsed_s": 1.0 + 0.01 * tick}  # fmt: skip
+
+
+@pytest.fixture
+def drifting(monkeypatch):
+    monkeypatch.setattr(runner, "PointSession", DriftingSession)
+    DriftingSession.clock = itertools.count()
+    DriftingSession.opened = []
+    DriftingSession.fail_at = None
+    return DriftingSession
+
+
+def _first_vs_last(frame: pd.DataFrame, points) -> stats.RatioTest:
+    first = frame[frame["point_id"] == points[0].point_id]["elapsed_s"]
+    last = frame[frame["point_id"] == points[-1].point_id]["elapsed_s"]
+    return stats.compare_samples(first, last, key="drift")
+
+
+def test_linear_drift_is_an_effect_back_to_back_and_none_in_rounds(points, drifting, tmp_path):
+    rows = []
+    for p in points:  # the order before rounds: every repetition of a point, then the next
+        with runner.PointSession(p) as s:
+            rows += [s.repetition(r) for r in range(p.repetitions)]
+    back_to_back = _first_vs_last(pd.DataFrame(rows), points)
+    assert back_to_back.significant(0.05) and back_to_back.ratio > 1.15
+
+    drifting.clock = itertools.count()
+    out = tmp_path / "rounds.csv.gz"
+    frame, reason = sweeprun.measure_rounds(points, out, tmp_path / "w", tmp_path, None,
+                                            sweeprun.fixed_budget(points), log=lambda _: None)
+    assert reason == "fixed: 6 repetitions"
+    assert sorted(frame["round"].unique()) == list(range(6))
+    in_rounds = _first_vs_last(frame, points)
+    assert not in_rounds.significant(0.05)
+    assert abs(in_rounds.ratio - 1) < 0.03  # the drift is shared, not an effect
+
+
+def test_each_round_takes_every_point_once_in_a_seeded_order(points, drifting, tmp_path):
+    frame, _ = sweeprun.measure_rounds(points, tmp_path / "r.csv.gz", tmp_path / "w", tmp_path,
+                                       None, sweeprun.fixed_budget(points), log=lambda _: None)
+    for _, g in frame.groupby("round"):
+        assert sorted(g["point_id"]) == sorted(p.point_id for p in points)
+        assert sorted(g["order_in_round"]) == list(range(len(points)))
+    orders = {tuple(g.sort_values("order_in_round")["point_id"]) for _, g in frame.groupby("round")}
+    assert len(orders) > 1  # the order changes from round to round
+    # one session per point for the whole sweep: an engine without a server stays open
+    assert sorted(drifting.opened) == sorted(p.point_id for p in points)
+    again = sweeprun.round_order(len(points), 3, sweeprun.order_seed("drift", 7))
+    assert again == sweeprun.round_order(len(points), 3, sweeprun.order_seed("drift", 7))
+
+
+def test_blocked_passes_alternate_the_points_and_cancel_linear_drift():
+    visits = list(sweeprun.schedule(3, 0, 6, "blocked", seed=0))
+    order = [v.point for v in visits]
+    assert order == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 1, 0, 0, 0]
+    assert [v.round for v in visits[:3]] == [0, 1, 2] and visits[-1].round == 5
+    # mean time of each point's repetitions is the same under a linear drift
+    mean_tick = {i: np.mean([t for t, v in enumerate(visits) if v.point == i]) for i in range(3)}
+    assert max(mean_tick.values()) - min(mean_tick.values()) < 1e-9
+    assert sweeprun.pass_start(4, "blocked") == 3 and sweeprun.pass_start(4, "rounds") == 4
+
+
+def test_a_killed_sweep_keeps_its_finished_rounds_and_continues(points, drifting, tmp_path):
+    out = tmp_path / "rounds.csv.gz"
+    drifting.fail_at = 2 * len(points) + 1  # in round 2
+    args = (points, out, tmp_path / "w", tmp_path, None, sweeprun.fixed_budget(points))
+    with pytest.raises(RuntimeError):
+        sweeprun.measure_rounds(*args, log=lambda _: None)
+    kept = sweeprun.Journal(out, points).finished()
+    assert len(kept) == 2  # rounds 0 and 1; round 2 was not finished
+    drifting.fail_at = None
+    said = []
+    frame, _ = sweeprun.measure_rounds(*args, log=said.append)
+    assert "2 finished rounds kept" in said[0]
+    assert sorted(frame["round"].unique()) == list(range(6))
+    earlier = frame[frame["round"] < 2]["tick"]
+    assert earlier.max() < 2 * len(points)  # the kept rounds, not measured again
+    assert len(frame) == 6 * len(points)
+
+
+def test_a_changed_sweep_does_not_continue_an_old_journal(points, drifting, tmp_path):
+    out = tmp_path / "rounds.csv.gz"
+    drifting.fail_at = len(points) + 1
+    with pytest.raises(RuntimeError):
+        sweeprun.measure_rounds(points, out, tmp_path / "w", tmp_path, None,
+                                sweeprun.fixed_budget(points), log=lambda _: None)
+    assert len(sweeprun.Journal(out, points).finished()) == 1
+    assert sweeprun.Journal(out, points[:-1]).finished() == []  # other points: measured anew
+
+
+def test_stop_rule_ends_measuring_early_and_says_why(points, drifting, tmp_path):
+    def stop(rows: pd.DataFrame, n: int):
+        return n >= 3, f"decided at round {n}"
+
+    frame, reason = sweeprun.measure_rounds(points, tmp_path / "r.csv.gz", tmp_path / "w",
+                                            tmp_path, None, stop, log=lambda _: None)
+    assert reason == "decided at round 3" and frame["round"].max() == 2
+
+
+@pytest.mark.slow
+def test_a_real_sqlite_sweep_in_rounds(tmp_path):
+    """The real engine: every point's rows with its round, split into verified point files."""
+    path = tmp_path / "s.yaml"
+    path.write_text(SWEEP.replace("repetitions: 6", "repetitions: 3").replace("warm", "both"))
+    found, errors = spec.expand(path, "sqlite")
+    assert not errors
+    out = tmp_path / "results" / "drift" / "rounds.csv.gz"
+    sweeprun.run_sweep(found, out, tmp_path / "work", tmp_path / "data", log=lambda _: None)
+    frame = pd.read_csv(out)
+    assert len(frame) == 3 * len(found) and set(frame["round"]) == {0, 1, 2}
+    assert (frame["stop_reason"] == "fixed: 3 repetitions").all()
+    warm = frame[frame["cache_requested"] == "warm"]
+    # a warm repetition after another point's is warmed again (a cold one drops the OS cache)
+    assert set(warm["cache_method"]) <= {"untimed warm-up run",
+                                         "the previous repetition (the same workload, just before)"}
+    assert not Path(f"{out}.partial").exists()
+    p = found[0]
+    csv = out.parent / f"{p.point_id}.csv"
+    sweeprun.point_results(out, p.point_id, csv)
+    assert len(pd.read_csv(csv)) == 3
