@@ -33,7 +33,7 @@ expect:
   - {kind: lower, a: {index: nonclustered}, b: {index: none}, says: nonclustered beats a scan}
 """
 CLEAR = {"none": 0.1, "covering": 0.02, "nonclustered": 0.05}  # both claims hold
-NO_EFFECT = {**CLEAR, "nonclustered": 0.1}  # the second claim: inconclusive
+NO_EFFECT = {**CLEAR, "nonclustered": 0.1}  # the second claim: similar (no effect, shown)
 
 
 def sweep_file(root: Path) -> Path:
@@ -98,15 +98,15 @@ def test_a_claim_that_flips_between_runs_is_unstable_and_exits_1(tmp_path, capsy
     code, lines, _ = run_check(capsys, *dirs, "--stability-out", out)
     assert "sqlite/tiny: covering beats a scan: holds in 3 of 3 runs" in lines
     assert (
-        "sqlite/tiny: nonclustered beats a scan: unstable: holds 2, inconclusive 1 "
-        "(run 1 holds, run 2 inconclusive, run 3 holds)"
+        "sqlite/tiny: nonclustered beats a scan: unstable: holds 2, similar 1 "
+        "(run 1 holds, run 2 similar, run 3 holds)"
     ) in lines
     assert lines[-1] == "claims stable in all 3 runs: 1 of 2 (1 holds)"
     assert code == 1
     doc = json.loads(out.read_text())
     assert doc["runs"] == [str(d) for d in dirs] and (doc["stable"], doc["claims"]) == (1, 2)
     flipped = doc["sweeps"][0]["claims"][1]
-    assert flipped["verdicts"] == ["holds", "inconclusive", "holds"]
+    assert flipped["verdicts"] == ["holds", "similar", "holds"]
     assert flipped["stable"] is False and flipped["agreement"] == pytest.approx(2 / 3)
     assert run_check(capsys, *dirs, "--no-fail")[0] == 0
 
@@ -183,7 +183,7 @@ def test_the_index_names_the_claims_that_changed_between_runs(tmp_path, capsys):
     run_check(capsys, *dirs, "--stability-out", tmp_path / "s.json")
     page = index_page(tmp_path, tmp_path / "s.json")
     assert "1 of 2 claims unstable over 3 runs" in page
-    assert "nonclustered beats a scan: unstable: holds 2, inconclusive 1" in page
+    assert "nonclustered beats a scan: unstable: holds 2, similar 1" in page
     assert "Claims checked over 3 runs" in page and "1 of 2 reached the same verdict" in page
 
 
