@@ -42,15 +42,15 @@ def verdict(claim: dict, data: pd.DataFrame, alpha: float | None = None) -> clai
 
 # -- a contradiction needs an effect of at least min_effect ---------------------------------
 @pytest.mark.parametrize("with_rounds", [False, True])
-@pytest.mark.parametrize("reps", [6, 12])
+@pytest.mark.parametrize("reps, sigma", [(6, 0.02), (12, 0.02), (24, 0.03)])
 def test_a_three_percent_effect_against_a_five_percent_minimum_is_never_contradicted(
-    with_rounds, reps
+    with_rounds, reps, sigma
 ):
     seen = set()
     for seed in range(100):
         rng = np.random.default_rng(seed)
-        b = rng.lognormal(np.log(0.1), 0.02, reps)
-        a = 1.03 * rng.lognormal(np.log(0.1), 0.02, reps)  # the other way round by 3 %
+        b = rng.lognormal(np.log(0.1), sigma, reps)
+        a = 1.03 * rng.lognormal(np.log(0.1), sigma, reps)  # the other way round by 3 %
         data = pair(a, b, with_rounds)
         for claim in (LOWER, {**LOWER, "kind": "similar"}):
             v = verdict(claim, data)
@@ -58,6 +58,19 @@ def test_a_three_percent_effect_against_a_five_percent_minimum_is_never_contradi
             seen.add(v.verdict)
     assert "inconclusive" in seen  # not a vacuous pass: the tests did run and decide
     assert {"similar", "holds"} & seen or reps == 6
+
+
+@pytest.mark.parametrize("with_rounds", [False, True])
+def test_with_a_wide_spread_a_three_percent_effect_rarely_contradicts(with_rounds):
+    """Where the spread is wide, a sample can stray past the margin: contradictions stay
+    below alpha / 2, the chance that the interval's near end misses the true ratio."""
+    contradicted = 0
+    for seed in range(300):
+        rng = np.random.default_rng(1000 + seed)
+        b = rng.lognormal(np.log(0.1), 0.1, 12)
+        a = 1.03 * rng.lognormal(np.log(0.1), 0.1, 12)
+        contradicted += verdict(LOWER, pair(a, b, with_rounds)).verdict == "contradicted"
+    assert contradicted / 300 <= 0.025
 
 
 def test_a_significant_difference_the_other_way_beyond_min_effect_contradicts():

@@ -14,7 +14,8 @@ Mann–Whitney U test. ``report.decisions`` turns a comparison into a verdict:
 - ``similar``: the claimed effect is shown absent, by two one-sided tests (the 1 − 2·alpha
   interval within ±min_effect);
 - ``inconclusive``: anything else; the verdict then says how many repetitions the observed
-  spread would need (``Verdict.needed``).
+  spread would need (``Verdict.needed``; not for ``crossover``, whose undecided values
+  near the crossing need not be decided).
 
 A verdict names likely causes from the evidence and the rows: no difference seen, too few
 repetitions, a crossing outside or at the edge of the tested range, a plan other than the
