@@ -406,11 +406,9 @@ def _crossing(
     if lower_end is not None and upper_end is not None:
         left, right = xs[lower_end], xs[upper_end]
         where = f"between {left:g} and {right:g}"
-        edge = [f"the crossing lies at the {e} edge of the tested range" for e, at in
-                (("low", lower_end == 0), ("high", upper_end == len(xs) - 1)) if at]  # fmt: skip
-        where += (
-            f", at the tested range's {'low' if lower_end == 0 else 'high'} edge" if edge else ""
-        )
+        ends = [e for e, at in (("low", lower_end == 0), ("high", upper_end == len(xs) - 1)) if at]
+        edge = [f"the crossing lies at the {e} edge of the tested range" for e in ends]
+        where += f", at the tested range's {' and '.join(ends)} edge" if ends else ""
         if lo <= left and right <= hi:
             return HOLDS, where, []
         if right <= lo or left >= hi:
@@ -428,8 +426,9 @@ def _crossing(
         if right <= lo:
             return CONTRADICTED, where, [f"the crossing lies below {lo:g}, the window's low end"]
         if upper_end == 0:
-            return INCONCLUSIVE, where, [f"the crossing lies below the tested range; sweep "
-                                         f"down to {lo:g} to place it"]  # fmt: skip
+            to = f"down to {lo:g}" if math.isfinite(lo) else "smaller values"
+            return INCONCLUSIVE, where, [f"the crossing lies below the tested range; sweep {to} "
+                                         "to place it"]  # fmt: skip
         return INCONCLUSIVE, where, [f"no value before {right:g} where a is clearly lower"]
     if lower_end is not None:  # b never clearly lower: the crossing lies after lower_end
         left = xs[lower_end]
@@ -440,8 +439,9 @@ def _crossing(
         if left >= hi:
             return CONTRADICTED, where, [f"the crossing lies above {hi:g}, the window's high end"]
         if lower_end == len(xs) - 1:
-            return INCONCLUSIVE, where, [f"the crossing lies above the tested range; sweep "
-                                         f"up to {hi:g} to place it"]  # fmt: skip
+            to = f"up to {hi:g}" if math.isfinite(hi) else "larger values"
+            return INCONCLUSIVE, where, [f"the crossing lies above the tested range; sweep {to} "
+                                         "to place it"]  # fmt: skip
         return INCONCLUSIVE, where, [f"no value after {left:g} where b is clearly lower"]
     return INCONCLUSIVE, "no clear difference at any value", ["no clear difference at any value"]
 
