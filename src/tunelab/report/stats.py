@@ -125,7 +125,10 @@ POWER = 0.8  # of the repetitions a verdict says an undecided comparison needs
 EXACT_PAIRS = 50  # rounds up to which the signed-rank test is exact
 MIN_PAIRS = 2  # rounds both sides share before the comparison is paired
 UNPAIRED = "medians of all repetitions, bootstrap of each side, Mann–Whitney U"
-PAIRED = "per-round ratios, bootstrap of rounds, Wilcoxon signed-rank"
+PAIRED = (
+    "per-round ratios, Hodges–Lehmann estimate with the signed-rank interval, "
+    "Wilcoxon signed-rank"
+)
 
 
 @dataclass(frozen=True)
@@ -311,9 +314,9 @@ def compare_samples(
 
     With the round each value was measured in (``old_rounds``/``new_rounds``, aligned with
     the values) and at least ``MIN_PAIRS`` rounds on both sides, the comparison is paired:
-    per shared round the ratio of the sides' medians in that round; the estimate is the
-    median of those ratios, its interval a percentile bootstrap over rounds, p the
-    signed-rank test on their logs. Drift between rounds then cancels out. Otherwise each
+    per shared round the ratio of the sides' medians in that round; p the signed-rank test
+    on their logs, the estimate and interval the ones that test gives (``walsh_interval``).
+    Drift between rounds then cancels out. Otherwise each
     side's repetitions are taken as one sample (ratio of medians, Mann–Whitney U)."""
     x_all = np.asarray(pd.to_numeric(pd.Series(list(old)), errors="coerce"), dtype=float)
     y_all = np.asarray(pd.to_numeric(pd.Series(list(new)), errors="coerce"), dtype=float)
@@ -345,6 +348,40 @@ def compare_samples(
     )
 
 
+@cache
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T+ <= t), t = 0 .. n(n+1)/2, for the signed-rank statistic of ``n`` untied pairs."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for r in range(1, n + 1):  # rank r joins the positive sum or not
+        counts[r:] = counts[r:] + counts[: counts.size - r].copy()
+    return np.cumsum(counts) / 2.0**n
+
+
+def walsh_interval(logs: np.ndarray, level: float) -> tuple[float, float, float]:
+    """The Hodges–Lehmann estimate of the per-round log ratios (the median of the Walsh
+    averages (d_i + d_j) / 2, i <= j) and the interval the signed-rank test inverts: between
+    the k-th smallest and the k-th largest Walsh average, k the largest rank whose exact
+    tail P(T+ < k) stays within (1 - level) / 2. It covers the true shift at least at
+    ``level`` for rounds whose log ratios spread symmetrically, and agrees with the test's
+    p: the interval excludes 0 when p < 1 - level. Too few rounds for ``level``: the full
+    range of the Walsh averages (the rank test then cannot decide either)."""
+    d = np.sort(np.asarray(logs, dtype=float))
+    n = d.size
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    tail = (1 - level) / 2
+    if n <= EXACT_PAIRS:  # k: 1-based rank such that P(T+ <= k - 1) <= tail
+        k = int(np.searchsorted(_signed_rank_cdf(n), tail, side="right"))
+    else:  # T+'s normal approximation, as signed_rank_p beyond EXACT_PAIRS
+        from statistics import NormalDist
+
+        sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+        k = int(math.floor(n * (n + 1) / 4 - NormalDist().inv_cdf(1 - tail) * sd))
+    k = max(1, min(k, (walsh.size + 1) // 2))
+    return float(np.median(walsh)), float(walsh[k - 1]), float(walsh[walsh.size - k])
+
+
 def _paired_test(
     old_m: np.ndarray,
     new_m: np.ndarray,
@@ -353,27 +390,30 @@ def _paired_test(
     resamples: int,
     rng: np.random.Generator,
 ) -> RatioTest:
+    """Paired by round: the estimate, its interval and p all come from the signed-rank
+    statistic of the per-round log ratios (``walsh_interval``, ``signed_rank_p``), so the
+    interval excludes 1 exactly when the test is significant. (A percentile bootstrap of
+    six to twenty rounds covered the true ratio only 92 % of the time at 95 %.)"""
     n = int(ratios.size)
-    draws = np.median(ratios[rng.integers(0, n, size=(resamples, n))], axis=1)
-    low, high = _percentiles(draws, 1 - alpha)
-    eq_low, eq_high = _percentiles(draws, 1 - 2 * alpha)
     logs = np.log(ratios)
+    est, low, high = walsh_interval(logs, 1 - alpha)
+    _, eq_low, eq_high = walsh_interval(logs, 1 - 2 * alpha)
     return RatioTest(
         n_old=n,
         n_new=n,
         old_median=float(np.median(old_m)),
         new_median=float(np.median(new_m)),
-        ratio=float(np.median(ratios)),
-        low=low,
-        high=high,
+        ratio=float(np.exp(est)),
+        low=float(np.exp(low)),
+        high=float(np.exp(high)),
         p=signed_rank_p(logs),
         min_p=min_p_paired(n),
         paired=True,
         n=n,
         method=PAIRED,
         level=1 - alpha,
-        eq_low=eq_low,
-        eq_high=eq_high,
+        eq_low=float(np.exp(eq_low)),
+        eq_high=float(np.exp(eq_high)),
     )
 
 
