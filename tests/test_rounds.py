@@ -89,8 +89,15 @@ def test_linear_drift_is_an_effect_back_to_back_and_none_in_rounds(points, drift
 
     drifting.clock = itertools.count()
     out = tmp_path / "rounds.csv.gz"
-    frame, reason = sweeprun.measure_rounds(points, out, tmp_path / "w", tmp_path, None,
-                                            sweeprun.fixed_budget(points), log=lambda _: None)
+    frame, reason = sweeprun.measure_rounds(
+        points,
+        out,
+        tmp_path / "w",
+        tmp_path,
+        None,
+        sweeprun.fixed_budget(points),
+        log=lambda _: None,
+    )
     assert reason == "fixed: 6 repetitions"
     assert sorted(frame["round"].unique()) == list(range(6))
     in_rounds = _first_vs_last(frame, points)
@@ -99,8 +106,15 @@ def test_linear_drift_is_an_effect_back_to_back_and_none_in_rounds(points, drift
 
 
 def test_each_round_takes_every_point_once_in_a_seeded_order(points, drifting, tmp_path):
-    frame, _ = sweeprun.measure_rounds(points, tmp_path / "r.csv.gz", tmp_path / "w", tmp_path,
-                                       None, sweeprun.fixed_budget(points), log=lambda _: None)
+    frame, _ = sweeprun.measure_rounds(
+        points,
+        tmp_path / "r.csv.gz",
+        tmp_path / "w",
+        tmp_path,
+        None,
+        sweeprun.fixed_budget(points),
+        log=lambda _: None,
+    )
     for _, g in frame.groupby("round"):
         assert sorted(g["point_id"]) == sorted(p.point_id for p in points)
         assert sorted(g["order_in_round"]) == list(range(len(points)))
@@ -145,8 +159,15 @@ def test_a_changed_sweep_does_not_continue_an_old_journal(points, drifting, tmp_
     out = tmp_path / "rounds.csv.gz"
     drifting.fail_at = len(points) + 1
     with pytest.raises(RuntimeError):
-        sweeprun.measure_rounds(points, out, tmp_path / "w", tmp_path, None,
-                                sweeprun.fixed_budget(points), log=lambda _: None)
+        sweeprun.measure_rounds(
+            points,
+            out,
+            tmp_path / "w",
+            tmp_path,
+            None,
+            sweeprun.fixed_budget(points),
+            log=lambda _: None,
+        )
     assert len(sweeprun.Journal(out, points).finished()) == 1
     assert sweeprun.Journal(out, points[:-1]).finished() == []  # other points: measured anew
 
@@ -155,8 +176,9 @@ def test_stop_rule_ends_measuring_early_and_says_why(points, drifting, tmp_path)
     def stop(rows: pd.DataFrame, n: int):
         return n >= 3, f"decided at round {n}"
 
-    frame, reason = sweeprun.measure_rounds(points, tmp_path / "r.csv.gz", tmp_path / "w",
-                                            tmp_path, None, stop, log=lambda _: None)
+    frame, reason = sweeprun.measure_rounds(
+        points, tmp_path / "r.csv.gz", tmp_path / "w", tmp_path, None, stop, log=lambda _: None
+    )
     assert reason == "decided at round 3" and frame["round"].max() == 2
 
 
@@ -174,8 +196,10 @@ def test_a_real_sqlite_sweep_in_rounds(tmp_path):
     assert (frame["stop_reason"] == "fixed: 3 repetitions").all()
     warm = frame[frame["cache_requested"] == "warm"]
     # a warm repetition after another point's is warmed again (a cold one drops the OS cache)
-    assert set(warm["cache_method"]) <= {"untimed warm-up run",
-                                         "the previous repetition (the same workload, just before)"}
+    assert set(warm["cache_method"]) <= {
+        "untimed warm-up run",
+        "the previous repetition (the same workload, just before)",
+    }
     assert not Path(f"{out}.partial").exists()
     p = found[0]
     csv = out.parent / f"{p.point_id}.csv"

@@ -56,9 +56,7 @@ def test_a_flipping_claim_and_the_moved_point_are_named(bench, capsys, tmp_path)
         write_run(r, medians)
     code, lines, _ = run_bench(bench, capsys, *runs)
     found = claim_lines(lines)
-    assert found["nonclustered beats a scan"] == (
-        "holds similar holds; agreement 0.67 UNSTABLE"
-    )
+    assert found["nonclustered beats a scan"] == ("holds similar holds; agreement 0.67 UNSTABLE")
     assert found["covering beats a scan"].endswith("agreement 1.00")
     assert "    run 2 similar: likely cause: no difference seen (ratio" in "\n".join(lines)
     # the nonclustered point doubled from run 1 to run 2, and halved back in run 3

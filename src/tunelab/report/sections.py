@@ -333,17 +333,17 @@ def figures_html(data: ReportData) -> str:
 def lock_caption() -> str:
     return (
         "Marker: the ratio of the median throughput (rows per second) with row locks to the "
-        "median throughput with a table lock, per workload and number of client threads; "
-        f"bar: {stats.LEVEL:.0%} percentile bootstrap interval for the ratio "
+        "median throughput with a table lock, per workload and number of client threads; bar: "
+        f"{stats.LEVEL:.0%} percentile bootstrap interval for the ratio "
         f"({stats.DEFAULT_RESAMPLES:,} resamples of each side's repetitions; where the rows "
         "record the round each repetition was measured in, the marker and bar are the "
         "Hodges–Lehmann estimate and signed-rank interval of the per-round ratios, so that "
         "drift between rounds cancels out); the same comparison as a claim on these points "
         "makes; dashed line: 1, the same throughput either way. Above 1, row locks gave more "
-        "rows per second than a table lock (for instance clients that a table lock makes wait for each other); "
-        "below 1, the table lock gave more (for instance a lock per row costing more than it "
-        "saves when nothing runs beside it). An interval that contains 1 shows no difference "
-        "these repetitions can tell."
+        "rows per second than a table lock (for instance clients that a table lock makes wait "
+        "for each other); below 1, the table lock gave more (for instance a lock per row "
+        "costing more than it saves when nothing runs beside it). An interval that contains 1 "
+        "shows no difference these repetitions can tell."
     )
 
 

@@ -126,8 +126,7 @@ EXACT_PAIRS = 50  # rounds up to which the signed-rank test is exact
 MIN_PAIRS = 2  # rounds both sides share before the comparison is paired
 UNPAIRED = "medians of all repetitions, bootstrap of each side, Mann–Whitney U"
 PAIRED = (
-    "per-round ratios, Hodges–Lehmann estimate with the signed-rank interval, "
-    "Wilcoxon signed-rank"
+    "per-round ratios, Hodges–Lehmann estimate with the signed-rank interval, Wilcoxon signed-rank"
 )
 
 
