@@ -205,3 +205,71 @@ def test_a_real_sqlite_sweep_in_rounds(tmp_path):
     csv = out.parent / f"{p.point_id}.csv"
     sweeprun.point_results(out, p.point_id, csv)
     assert len(pd.read_csv(csv)) == 3
+
+
+SEQUENTIAL = """
+name: seq
+engines: [sqlite]
+dataset: {rows: 2000, seed: 7}
+knobs:
+  buffer_pool: [64, 512]
+workloads:
+  - type: scan
+cache: warm
+repetitions: {min: 6, max: 30}
+expect:
+  - says: a larger pool is faster
+    kind: lower
+    a: {buffer_pool: 512}
+    b: {buffer_pool: 64}
+"""
+
+
+class EffectSession(DriftingSession):
+    """The larger pool is ``effect`` faster; each repetition varies by ``spread`` (seeded)."""
+
+    effect = 0.5
+    spread = 0.01
+    rng = np.random.default_rng(0)
+
+    def repetition(self, rep, extra=None, follows_itself=True):
+        from tunelab import results
+
+        base = 1.0 - (self.effect if self.point.knobs["buffer_pool"] == 512 else 0.0)
+        return {"point_id": self.point.point_id, "rep": rep, **(extra or {}),
+                "sweep": self.point.sweep, "workload": "scan", "cache_requested": "warm",
+                f"{results.KNOB_PREFIX}buffer_pool": self.point.knobs["buffer_pool"],
+                "repetitions_min": self.point.repetitions_min,
+                "repetitions_max": self.point.repetitions,
+                "elapsed_s": base * float(np.exp(self.rng.normal(0, self.spread)))}  # fmt: skip
+
+
+def _sequential_sweep(tmp_path, monkeypatch, effect, spread):
+    from tunelab import claims
+
+    monkeypatch.setattr(runner, "PointSession", EffectSession)
+    EffectSession.effect, EffectSession.spread = effect, spread
+    EffectSession.rng = np.random.default_rng(11)
+    path = tmp_path / "seq.yaml"
+    path.write_text(SEQUENTIAL)
+    found, errors = spec.expand(path, "sqlite")
+    assert not errors and found[0].repetitions_min == 6 and found[0].repetitions == 30
+    expect = spec.load_yaml(path)[0]["expect"]
+    frame, reason = sweeprun.measure_rounds(found, tmp_path / "r.csv.gz", tmp_path / "w",
+                                            tmp_path, None, sweeprun.claims_rule(found, expect),
+                                            log=lambda _: None)  # fmt: skip
+    return frame, reason, claims.evaluate_sweep(expect, frame, "sqlite")[0]
+
+
+def test_a_clear_effect_stops_measuring_at_the_first_look(tmp_path, monkeypatch):
+    frame, reason, verdict = _sequential_sweep(tmp_path, monkeypatch, 0.5, 0.01)
+    assert reason == "decided at round 6" and frame["round"].max() == 5
+    assert verdict.verdict == "holds" and "look 1 of 4 (6 rounds, alpha 0.035)" in verdict.evidence
+
+
+def test_an_effect_too_small_for_its_noise_is_measured_to_the_budget(tmp_path, monkeypatch):
+    frame, reason, verdict = _sequential_sweep(tmp_path, monkeypatch, 0.05, 0.3)
+    assert frame["round"].max() == 29
+    assert reason.startswith("budget of 30 rounds reached (claims undecided: a larger pool")
+    assert verdict.verdict == "inconclusive" and verdict.needed and verdict.needed > 30
+    assert "look 4 of 4 (30 rounds" in verdict.evidence

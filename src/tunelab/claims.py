@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import results
+from tunelab import results, sequential
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
 from tunelab.report import decisions, stats
 from tunelab.report.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
@@ -492,11 +492,50 @@ def _hosts(rows: pd.DataFrame) -> list[str]:
     return sorted({str(h).strip() for h in rows["host_name"].dropna() if str(h).strip()})
 
 
+def looks_of(frame: pd.DataFrame) -> list[int] | None:
+    """The looks of a sweep measured in rounds with ``repetitions: {min, max}``, as its rows
+    record them (``tunelab.sequential``); None for a fixed count or rows without rounds."""
+    cols = {"round", "repetitions_min", "repetitions_max"}
+    if frame.empty or not cols <= set(frame):
+        return None
+    low = pd.to_numeric(frame["repetitions_min"], errors="coerce").min()
+    high = pd.to_numeric(frame["repetitions_max"], errors="coerce").max()
+    if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
+        return None
+    mode = str(frame["order_mode"].iloc[0]) if "order_mode" in frame else "rounds"
+    return sequential.looks_for(int(low), int(high), mode)
+
+
+def evaluate_in_looks(claim: Claim, frame: pd.DataFrame, looks: Sequence[int]) -> Verdict:
+    """The verdict the sequential procedure reaches on rows measured in rounds: the claim is
+    tested at each look the rows reach (on the rounds up to it, at the alpha that look
+    spends); the first decided verdict stands, else the last look's. The same replay that
+    decided when measuring stopped, so a check of the stored rows reaches its verdict."""
+    rounds = pd.to_numeric(frame["round"], errors="coerce")
+    n = int(rounds.max()) + 1 if rounds.notna().any() else 0
+    reached = [k for k, look in enumerate(looks) if look <= n] or [0]
+    verdict = None
+    for k in reached:
+        alpha = sequential.look_alpha(claim.alpha, k, looks)
+        verdict = evaluate(claim, frame[rounds < looks[k]], alpha)
+        verdict.evidence += f"; look {k + 1} of {len(looks)} ({looks[k]} rounds, alpha {alpha:.3g})"
+        if verdict.decided:
+            break
+    assert verdict is not None
+    return verdict
+
+
 def evaluate_sweep(
     expect: Any, frame: pd.DataFrame, engine: str, alpha: float | None = None
 ) -> list[Verdict]:
-    """Every claim of ``expect`` on ``engine`` evaluated; ``alpha`` as in ``evaluate``."""
-    return [evaluate(c, frame, alpha) for c in parse(expect) if c.applies_to(engine)]
+    """Every claim of ``expect`` on ``engine`` evaluated; ``alpha`` as in ``evaluate``.
+    Rows of a sweep that measures until its claims are decided (``repetitions: {min,
+    max}``) are judged as the procedure that stopped it judged them (``evaluate_in_looks``)."""
+    looks = looks_of(frame) if alpha is None else None
+    chosen = [c for c in parse(expect) if c.applies_to(engine)]
+    if looks:
+        return [evaluate_in_looks(c, frame, looks) for c in chosen]
+    return [evaluate(c, frame, alpha) for c in chosen]
 
 
 def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:

@@ -180,8 +180,9 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
         _err(f"{args.file}: no point runs on engine {args.engine}")
         return EXIT_USAGE
     dirs = (Path(args.workdir), Path(args.data_dir))
+    doc, _ = spec.load_yaml(Path(args.file))  # read and checked by expand above
     try:
-        sweeprun.run_sweep(points, Path(args.out), *dirs, args.run_id,
+        sweeprun.run_sweep(points, Path(args.out), *dirs, args.run_id, doc.get("expect"),
                            log=lambda line: print(line, flush=True))  # fmt: skip
     except EngineError as exc:
         _err(f"{args.file}: {exc}")

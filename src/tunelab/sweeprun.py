@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic, engines, results, runner
+from tunelab import atomic, claims, engines, results, runner, sequential
 from tunelab.sequential import PASS_ROUNDS
 from tunelab.spec import Point
 
@@ -38,7 +38,7 @@ ROUND_FILE = "round-{:03d}.csv"
 QUERIES_FILE = "round-{:03d}.queries.csv.gz"
 
 # Whether measuring may stop after ``n`` finished rounds, given every row so far: (stop,
-# why). The sweep's claims decide it (tunelab.verdicts); alone, a sweep stops at its budget.
+# why). The sweep's claims decide it (``claims_rule``), or its fixed budget.
 StopRule = Callable[[pd.DataFrame, int], tuple[bool, str]]
 
 
@@ -137,6 +137,27 @@ def fixed_budget(points: Sequence[Point]) -> StopRule:
 
     def stop(_rows: pd.DataFrame, n: int) -> tuple[bool, str]:
         return n >= budget, f"fixed: {budget} repetitions"
+
+    return stop
+
+
+def claims_rule(points: Sequence[Point], expect: object) -> StopRule:
+    """With ``repetitions: {min, max}``: stop at a look (``sequential.looks_for``) once every
+    claim of the sweep is decided by the procedure ``claims.evaluate_sweep`` replays on the
+    stored rows, or at the budget. A fixed count: stop at it."""
+    n_min = min(p.repetitions_min for p in points)
+    n_max = max(p.repetitions for p in points)
+    if n_min >= n_max:
+        return fixed_budget(points)
+    engine = points[0].engine
+    looks = sequential.looks_for(n_min, n_max, mode_of(engine))
+
+    def stop(rows: pd.DataFrame, n: int) -> tuple[bool, str]:
+        if n not in looks:
+            return sequential.decide({}, n, looks)
+        verdicts = claims.evaluate_sweep(expect, rows, engine)
+        decision = sequential.decide({v.claim.says: v.verdict for v in verdicts}, n, looks)
+        return decision.stop, decision.reason
 
     return stop
 
@@ -262,14 +283,14 @@ def run_sweep(
     workdir: Path,
     data_dir: Path,
     run_id: str | None = None,
-    stop: StopRule | None = None,
+    expect: object = None,
     log: Callable[[str], None] = print,
 ) -> Path:
     """Measure a sweep's points in rounds under the bench lock and write their results."""
     workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
     out = Path(out)
     run_dir = workdir / "runs" / run_id if run_id else None
-    stop = stop or fixed_budget(points)
+    stop = claims_rule(points, expect)
     sweep_dir = workdir / "sweeps" / points[0].sweep
     with runner.bench_slot(workdir):
         frame, reason = measure_rounds(points, out, sweep_dir, data_dir, run_dir, stop, log)
