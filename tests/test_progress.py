@@ -76,7 +76,8 @@ def _ready(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """A real run followed by `tunelab progress`, after an earlier run measured one point."""
+    """A real run followed by `tunelab progress`, after an earlier run measured one point
+    (its sweep, in rounds, whose rows went once that point had its file)."""
     work = tmp_path_factory.mktemp("progress")
     (work / "sweeps").mkdir()
     (work / "sweeps" / "tiny.yaml").write_text(SWEEP)
@@ -92,7 +93,8 @@ def run(tmp_path_factory):
         capture_output=True, text=True, env=_env(), check=True,
     )  # fmt: skip
     options = helper.stdout.split("\0")[:-1]
-    assert options[:4] == ["--total", "3", "--job-log", str(log)]
+    # the sweep is measured again in rounds, so every point of it gets its file anew
+    assert options[:4] == ["--total", "4", "--job-log", str(log)]
     snake = _snakemake(work, "--cores", "2")
     follower = _follow(*options, "--pid", str(snake.pid))
     _ready(follower)
@@ -121,10 +123,10 @@ def test_one_line_per_point_with_its_median_and_the_points_left(run):
     medians = merged.groupby("point_id")["elapsed_s"].median()
     reps = merged.groupby("point_id").size()
     points = [m[4] for m in found]
-    # every point this run measured, once; the earlier run's point is not printed again
-    assert sorted(points) == sorted(set(medians.index) - {earlier})
-    assert [int(m[1]) for m in found] == [1, 2, 3]
-    assert {int(m[2]) for m in found} == {3}
+    # every point this run measured, once: the earlier run's point too (its sweep again)
+    assert sorted(points) == sorted(medians.index) and earlier in points
+    assert [int(m[1]) for m in found] == [1, 2, 3, 4]
+    assert {int(m[2]) for m in found} == {4}
     left = [int(m[2]) - int(m[1]) for m in found]
     assert left == sorted(left, reverse=True) and left[-1] == 0
     for m in found:

@@ -12,7 +12,7 @@ rule measure_sweep:
     output:
         # temp: once every point has its file, it goes; a point file deleted, cut or added
         # then measures its whole sweep again, so that its rows stay paired by round
-        rounds=temp(f"{RESULTS}/{ENGINE}/{{sweep}}/rounds.csv.gz"),
+        rounds=temp(f"{RESULTS}/{ENGINE}/{{sweep}}/{results.ROUNDS_FILE}"),
     conda:
         "../environment.yml"
     log:
@@ -36,7 +36,7 @@ rule measure_sweep:
 rule measure_point:
     """A point's rows of its sweep's rounds, verified, to its own results file."""
     input:
-        rounds=f"{RESULTS}/{ENGINE}/{{sweep}}/rounds.csv.gz",
+        rounds=f"{RESULTS}/{ENGINE}/{{sweep}}/{results.ROUNDS_FILE}",
     output:
         csv=f"{RESULTS}/{ENGINE}/{{sweep}}/{{point}}.csv",
         # written after the CSV: a CSV without it was never verified, so not measured

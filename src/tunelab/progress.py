@@ -53,11 +53,18 @@ def planned(
 
     total = 0
     for sweep, points in plan.sweeps.items():
-        for point in points:
-            csv_file = directory / results_dir / engine / sweep / f"{point.point_id}.csv"
-            # a results file without its check file was never verified: measured again
-            if not (csv_file.is_file() and results.check_path(csv_file).is_file()):
-                total += 1
+        folder = directory / results_dir / engine / sweep
+        # a results file without its check file was never verified: measured again
+        pending = sum(
+            not ((folder / f"{p.point_id}.csv").is_file()
+                 and results.check_path(folder / f"{p.point_id}.csv").is_file())
+            for p in points
+        )  # fmt: skip
+        # Without its rounds file (removed once every point had its file) the sweep is
+        # measured again in rounds, and every point of it gets its file anew.
+        if pending and not (folder / results.ROUNDS_FILE).is_file():
+            pending = len(points)
+        total += pending
     return RunPaths(total, Path(job_log), Path(directory), results_dir, logs_dir)
 
 

@@ -41,6 +41,8 @@ COUNTER_PREFIX = "c_"
 CHECK_SUFFIX = ".check.json"
 REJECTED_SUFFIX = ".rejected"
 CHECK_FORMAT = 1
+# A sweep's rows as measured in rounds, beside its point files until each point has its own.
+ROUNDS_FILE = "rounds.csv.gz"
 # Columns every point's rows have, whatever the engine and workload.
 REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old
