@@ -218,7 +218,7 @@ def test_summary_table_puts_the_pool_size_in_bytes_beside_its_pages(tmp_path_fac
 def test_locking_section_gives_the_ratio_its_interval_and_what_it_means(
     tmp_path_factory,
 ):
-    from test_report_plots import measured_locking, expected_lock_ratios
+    from test_report_plots import expected_lock_ratios, measured_locking
 
     data, rows = measured_locking(tmp_path_factory)
     page = sections.locking_html(data)
