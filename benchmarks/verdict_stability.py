@@ -17,7 +17,9 @@ folder holding results/, or a results directory itself. Printed:
   frequent verdict (1.0: the same in every run) -- `tunelab check RUN...` pools them alike --
   and, for each run where it did not hold, the likely cause the check named;
 - per pair of consecutive runs (run i as OLD, run i+1 as NEW): the points `tunelab compare`
-  flags as worse or better beyond its default threshold, and its count line.
+  flags as worse or better beyond its default threshold, and its count line. As a CI job
+  comparing each run with the last: the A/A observations of the pairs before are a pair's
+  A/A floor (the first pair has none).
 
 Exit status: 0 when every claim has the same verdict in every run and no A/A comparison
 flags a point as worse; 1 otherwise; 2 for bad input (one line on stderr).
@@ -37,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 
 from tunelab import check, engines
-from tunelab.report import compare
+from tunelab.report import compare, noise
 
 ROOT = Path(__file__).resolve().parents[1]
 WALL_GOAL_MIN = {"sqlite": 3, "mariadb": 15, "postgres": 10}  # tables kept from a run before
@@ -98,11 +100,18 @@ def verdicts(results: list[Path]) -> list[check.ClaimStability]:
 
 
 def aa_comparisons(results: list[Path]) -> list[compare.Comparison]:
-    """Run i against run i+1, at `tunelab compare`'s defaults."""
+    """Run i against run i+1, at `tunelab compare`'s defaults, as a CI job comparing each
+    run with the one before makes them: the A/A observations of the comparisons before one
+    are its A/A floor (kept in memory here: no floor file of the runs is read or written)."""
+    floor = noise.FloorFile(Path(noise.FLOOR_NAME))
+    out = []
     try:
-        return [compare.compare(a, b) for a, b in zip(results, results[1:])]
+        for a, b in zip(results, results[1:]):
+            out.append(compare.compare(a, b, floor=floor))
+            compare.record(out[-1], floor)
     except compare.CompareInputError as exc:
         raise BenchInputError(str(exc)) from None
+    return out
 
 
 def flagged(result: compare.Comparison) -> list[str]:

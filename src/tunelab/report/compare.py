@@ -760,10 +760,12 @@ def noise_text(result: Comparison) -> str:
     text = (
         "A change is flagged worse or better only when it also passes the point's noise "
         f"floor: {times}the larger of two estimates of how much the point moves from run to run "
-        "on this host. In the run: each side's values as log deviations from their median, "
-        f"pooled; {noise.IN_RUN_SCALE:.2f} × their median absolute deviation (the half-width "
-        "of the central 80 % for normal noise). Where the rows carry their round, the "
-        "repetitions were spread over the run, so this includes the host's drift across it "
+        f"on this host. In the run: the width of the central {noise.IN_RUN_CENTRAL:.0%} of "
+        "the point's values within one run (90th over 10th percentile), the wider side: a "
+        "run's median can land anywhere among them when the host's state lasts for a while, "
+        "so two runs of one commit differ by up to that much. Where the rows carry their "
+        "round, the repetitions were spread over the run, so this includes the host's drift "
+        "across it "
         '("rounds"); otherwise they ran back to back and their spread hides that drift '
         '("repetitions"). A/A: the largest |log ratio| between two runs of one commit on this '
         f"host, over the last {noise.KEEP} such comparisons of the point. A significant "

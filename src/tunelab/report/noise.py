@@ -1,14 +1,18 @@
 """The run-to-run noise of a point on a host, for `tunelab compare`.
 
-Two estimates, both as a half-width on the log scale (``h``: the ratio moves within
+Two estimates, both a bound on the log scale (``h``: the ratio moves within
 [exp(-h), exp(h)] by noise alone; printed as ±(exp(h) - 1)):
 
-- **In the run.** Each side's values of the point, as log deviations from that side's median,
-  pooled; ``IN_RUN_SCALE`` × their median absolute deviation, which is the half-width of the
-  central 80 % interval of the values for normal noise and robust to a few disturbed
-  repetitions. Rows that carry ``round`` were measured one repetition per round spread over the
-  run, so this spread includes the host's drift across the run; rows without it were measured
-  back to back and their spread hides that drift (``source`` says which).
+- **In the run.** The width of the central 80 % of the point's values within one run, on the
+  log scale (log of the 90th over the 10th percentile), the wider of the two sides. A run's
+  median can land anywhere among the values the host gives that point within a run: where
+  the host's state lasts minutes (a slower disk or CPU for a while, values in two clusters),
+  two runs' medians differ by up to that width with nothing changed, far more than the
+  values' half-width would allow. Empirical percentiles, not a normal's: robust to a few
+  disturbed repetitions (under 10 %) and right for two clusters. Rows that carry ``round``
+  were measured one repetition per round spread over the run, so this spread includes the
+  host's drift across the run; rows without it were measured back to back and their spread
+  hides that drift (``source`` says which).
 - **A/A floor.** Earlier comparisons of two runs of one commit on one host, kept in a small
   JSON file (``FloorFile``): per host, point and metric the last ``KEEP`` observed
   |log(ratio of medians)|; the floor is the largest of them.
@@ -28,8 +32,8 @@ import numpy as np
 
 from tunelab import atomic
 
-# MAD of log values -> sigma (1.4826) -> half-width of a normal's central 80 % (1.2816).
-IN_RUN_SCALE = 1.4826 * 1.2816
+# The central share of a run's values whose width is the in-run noise.
+IN_RUN_CENTRAL = 0.80
 ROUNDS, REPETITIONS = "rounds", "repetitions"
 FLOOR_NAME = "noise-floor.json"
 FORMAT = 1
@@ -55,19 +59,20 @@ def percent(h: float) -> str:
 
 
 def in_run(old: np.ndarray, new: np.ndarray) -> float:
-    """Half-width (log scale) of the point's spread within each run, pooled over both sides;
-    NaN when neither side has a positive median (counters that stayed at 0)."""
-    deviations = []
+    """Width (log scale) of the central ``IN_RUN_CENTRAL`` of the point's values within a
+    run, the wider side; NaN when neither side has two positive values (counters that
+    stayed at 0)."""
+    tail = (1 - IN_RUN_CENTRAL) / 2
+    widths = []
     for side in (old, new):
         side = np.asarray(side, dtype=float)
         side = side[np.isfinite(side)]
         if side.size < 2 or not np.median(side) > 0:
             continue
-        with np.errstate(divide="ignore"):  # a 0 among positive values: an infinite deviation
-            deviations.append(np.abs(np.log(side) - np.log(np.median(side))))
-    if not deviations:
-        return float("nan")
-    return IN_RUN_SCALE * float(np.median(np.concatenate(deviations)))
+        low, high = np.quantile(side, [tail, 1 - tail])
+        # a 0 among positive values: as wide as can be
+        widths.append(math.log(high / low) if low > 0 else math.inf)
+    return max(widths, default=float("nan"))
 
 
 @dataclass(frozen=True)
