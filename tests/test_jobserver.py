@@ -362,8 +362,17 @@ def test_a_job_holds_none_of_the_servers_descriptors(write_sweep, tmp_path, serv
             time.sleep(0.05)
         child = max(_children(proc.pid))  # the later fork
         fd_dir = Path(f"/proc/{child}/fd")
-        links = {int(fd.name): os.readlink(fd) for fd in fd_dir.iterdir()}
-        inherited = [t for fd, t in links.items() if fd > 2 and t.startswith(("socket:", "anon"))]
+        # Right after the fork the child still has the server's descriptors until it closes
+        # them; the job then waits for the bench lock, far longer than this.
+        settle = time.monotonic() + 5
+        while True:
+            links = {int(fd.name): os.readlink(fd) for fd in fd_dir.iterdir()}
+            inherited = [t for fd, t in links.items()
+                         if fd > 2 and t.startswith(("socket:", "anon"))]  # fmt: skip
+            if not inherited or time.monotonic() > settle:
+                break
+            time.sleep(0.05)
+        assert second.poll() is None  # still waiting: the descriptors seen are the job's own
         assert inherited == [], links
     finally:
         for job in (first, second):
