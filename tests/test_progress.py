@@ -214,6 +214,20 @@ def test_job_log_reader_keeps_a_partial_line_until_it_is_complete(tmp_path):
     assert reader.read(final=True) == []
 
 
+def test_time_left_counts_the_sweep_measured_before_its_points_files(tmp_path):
+    """A sweep is measured whole (60 s), then its points' files come in a second: two of
+    four points done after 61 s of the run, so the other two take about a minute more."""
+    sec = 1_000_000_000
+    p = progress.Progress(total=4, directory=tmp_path)
+    p.add({"job": "run-sweep results/sqlite/s/rounds.csv.gz", "start_ns": 0, "end_ns": 60 * sec})
+    for i in range(2):
+        p.add({"job": f"point-results results/sqlite/s/p{i}.csv", "pid": 1 << 30,
+               "start_ns": (60 + i) * sec, "end_ns": (60 + i) * sec + sec // 2})  # fmt: skip
+    lines = p.settle(final=True)
+    assert lines[0].startswith("1/4 s p0: failed") and lines[1].startswith("2/4 s p1: failed")
+    assert lines[1].endswith("· ~1 min left")  # 61 s for two points, two points left
+
+
 def test_time_left_reads_as_seconds_minutes_or_hours():
     assert progress.fmt_left(12.4) == "~12 s left"
     assert progress.fmt_left(720) == "~12 min left"

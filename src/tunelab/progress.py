@@ -215,6 +215,12 @@ class Progress:
 
     def add(self, span: dict) -> None:
         job = span.get("job")
+        start = span.get("start_ns")
+        # From the run's first job on: a sweep is measured whole before its points' files
+        # come, so the time per point counts the measuring jobs too.
+        if isinstance(start, int) and not isinstance(start, bool):
+            first = self.first_start_ns
+            self.first_start_ns = start if first is None else min(start, first)
         if isinstance(job, str) and job.split(" ", 1)[0] == JOB and " " in job:
             self.waiting.append(span)
 
@@ -237,8 +243,9 @@ class Progress:
         self.done += 1
         start, end = span.get("start_ns"), span.get("end_ns")
         if isinstance(start, int) and isinstance(end, int) and end >= start:
-            self.first_start_ns = min(start, self.first_start_ns or start)
-            self.last_end_ns = max(end, self.last_end_ns or end)
+            first, last = self.first_start_ns, self.last_end_ns
+            self.first_start_ns = start if first is None else min(start, first)
+            self.last_end_ns = end if last is None else max(end, last)
         median, reps = point_result(target)
         total = max(self.total, self.done)
         count = f"{self.done}/{total}" if self.total > 0 else f"{self.done}"
