@@ -174,7 +174,7 @@ def test_a_changed_sweep_does_not_continue_an_old_journal(points, drifting, tmp_
 
 def test_stop_rule_ends_measuring_early_and_says_why(points, drifting, tmp_path):
     def stop(rows: pd.DataFrame, n: int):
-        return n >= 3, f"decided at round {n}"
+        return sweeprun.Stop(n >= 3, f"decided at round {n}")
 
     frame, reason = sweeprun.measure_rounds(
         points, tmp_path / "r.csv.gz", tmp_path / "w", tmp_path, None, stop, log=lambda _: None
@@ -273,3 +273,33 @@ def test_an_effect_too_small_for_its_noise_is_measured_to_the_budget(tmp_path, m
     assert reason.startswith("budget of 30 rounds reached (claims undecided: a larger pool")
     assert verdict.verdict == "inconclusive" and verdict.needed and verdict.needed > 30
     assert "look 4 of 4 (30 rounds" in verdict.evidence
+
+
+def test_rounds_after_a_look_measure_only_the_points_of_undecided_claims(tmp_path, monkeypatch):
+    """The clear claim is decided at the first look; the similarity of two pools that the
+    noise hides is not: only those two points go on to the budget."""
+    from tunelab import claims
+
+    monkeypatch.setattr(runner, "PointSession", EffectSession)
+    EffectSession.effect, EffectSession.spread = 0.5, 0.12
+    EffectSession.rng = np.random.default_rng(5)
+    path = tmp_path / "seq.yaml"
+    path.write_text(SEQUENTIAL.replace("[64, 512]", "[64, 128, 512]").replace(
+        "repetitions: {min: 6, max: 30}", "repetitions: {min: 6, max: 12}") + """
+  - says: a pool of 128 pages scans as fast as 64
+    kind: similar
+    a: {buffer_pool: 128}
+    b: {buffer_pool: 64}
+""")
+    found, errors = spec.expand(path, "sqlite")
+    assert not errors
+    expect = spec.load_yaml(path)[0]["expect"]
+    frame, reason = sweeprun.measure_rounds(found, tmp_path / "r.csv.gz", tmp_path / "w",
+                                            tmp_path, None, sweeprun.claims_rule(found, expect),
+                                            log=lambda _: None)  # fmt: skip
+    last = frame.groupby("knob_buffer_pool")["round"].max().to_dict()
+    assert last == {64: 11, 128: 11, 512: 5}
+    assert reason.startswith("budget of 12 rounds reached (claims undecided: a pool of 128")
+    clear, hidden = claims.evaluate_sweep(expect, frame, "sqlite")
+    assert clear.verdict == "holds" and "look 1 of 2" in clear.evidence
+    assert hidden.verdict == "inconclusive" and "look 2 of 2" in hidden.evidence

@@ -485,6 +485,19 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
     )  # fmt: skip
 
 
+def compared_points(chosen: Iterable[Claim], frame: pd.DataFrame) -> frozenset[str]:
+    """The point_ids whose rows the claims compare: both sides of a pair claim, every point
+    along a trend or crossover (within each claim's ``where``)."""
+    found: set[str] = set()
+    for claim in chosen:
+        rows = _select(frame, claim.where)
+        if claim.kind in PAIR_KINDS:
+            rows = pd.concat([_select(rows, claim.a), _select(rows, claim.b)])
+        if "point_id" in rows:
+            found.update(rows["point_id"].astype(str))
+    return frozenset(found)
+
+
 def _hosts(rows: pd.DataFrame) -> list[str]:
     """The hosts that measured ``rows``, by name (as the rows' provenance records them)."""
     if "host_name" not in rows:

@@ -15,7 +15,9 @@ Two orders, by what switching from one point to another costs:
 
 Each finished round is kept in a journal beside the results (``<out>.partial/``); a run
 killed midway continues from the next round. After each round that is one of the sweep's
-looks, ``stop`` says whether measuring may stop (every claim decided) and why.
+looks, ``stop`` says whether measuring may stop (every claim decided) and why, and which
+points the next rounds measure: those of the claims still undecided. A decided claim keeps
+its verdict (``sequential.settle``), so rounds of its points would only cost time.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,9 +40,18 @@ from tunelab.spec import Point
 ROUND_FILE = "round-{:03d}.csv"
 QUERIES_FILE = "round-{:03d}.queries.csv.gz"
 
-# Whether measuring may stop after ``n`` finished rounds, given every row so far: (stop,
-# why). The sweep's claims decide it (``claims_rule``), or its fixed budget.
-StopRule = Callable[[pd.DataFrame, int], tuple[bool, str]]
+
+
+class Stop(NamedTuple):
+    stop: bool
+    reason: str
+    points: frozenset[str] | None = None  # point_ids the next rounds measure; None: every one
+
+
+# Whether measuring may stop after ``n`` finished rounds, given every row so far, why, and
+# what the next rounds measure. The sweep's claims decide it (``claims_rule``), or its
+# fixed budget.
+StopRule = Callable[[pd.DataFrame, int], Stop]
 
 
 @dataclass(frozen=True)
@@ -135,8 +147,8 @@ def fixed_budget(points: Sequence[Point]) -> StopRule:
     """Stop at the sweep's repetitions: its budget, no claim asked."""
     budget = max(p.repetitions for p in points)
 
-    def stop(_rows: pd.DataFrame, n: int) -> tuple[bool, str]:
-        return n >= budget, f"fixed: {budget} repetitions"
+    def stop(_rows: pd.DataFrame, n: int) -> Stop:
+        return Stop(n >= budget, f"fixed: {budget} repetitions")
 
     return stop
 
@@ -144,20 +156,32 @@ def fixed_budget(points: Sequence[Point]) -> StopRule:
 def claims_rule(points: Sequence[Point], expect: object) -> StopRule:
     """With ``repetitions: {min, max}``: stop at a look (``sequential.looks_for``) once every
     claim of the sweep is decided by the procedure ``claims.evaluate_sweep`` replays on the
-    stored rows, or at the budget. A fixed count: stop at it."""
+    stored rows, or at the budget; until then the rounds measure only the points of the
+    claims still undecided at the last look. A fixed count: stop at it."""
     n_min = min(p.repetitions_min for p in points)
     n_max = max(p.repetitions for p in points)
     if n_min >= n_max:
         return fixed_budget(points)
     engine = points[0].engine
     looks = sequential.looks_for(n_min, n_max, mode_of(engine))
+    judged: dict[int, tuple[dict[str, str], frozenset[str]]] = {}  # look -> verdicts, points
 
-    def stop(rows: pd.DataFrame, n: int) -> tuple[bool, str]:
-        if n not in looks:
-            return sequential.decide({}, n, looks)
-        verdicts = claims.evaluate_sweep(expect, rows, engine)
-        decision = sequential.decide({v.claim.says: v.verdict for v in verdicts}, n, looks)
-        return decision.stop, decision.reason
+    def judge(rows: pd.DataFrame, look: int) -> tuple[dict[str, str], frozenset[str]]:
+        if look not in judged:
+            upto = rows[pd.to_numeric(rows["round"], errors="coerce") < look]
+            verdicts = claims.evaluate_sweep(expect, upto, engine)
+            open_ = [v.claim for v in verdicts if not v.decided]
+            judged[look] = ({v.claim.says: v.verdict for v in verdicts},
+                            claims.compared_points(open_, upto))  # fmt: skip
+        return judged[look]
+
+    def stop(rows: pd.DataFrame, n: int) -> Stop:
+        reached = [x for x in looks if x <= n]
+        if not reached:
+            return Stop(*sequential.decide({}, n, looks))
+        names, open_points = judge(rows, reached[-1])
+        decision = sequential.decide(names if n in looks else {}, n, looks)
+        return Stop(decision.stop, decision.reason, open_points)
 
     return stop
 
@@ -186,9 +210,11 @@ def measure_rounds(
         log(f"{sweep}: {done} finished rounds kept from an earlier run")
     rows_so_far = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     reason = ""
+    active = list(range(len(points)))  # the points the next rounds measure
     if done:
-        finished, reason = stop(rows_so_far, done)
-        if finished or done >= budget:
+        finished, reason, wanted = stop(rows_so_far, done)
+        active = _still_measured(points, wanted)
+        if finished or done >= budget or not active:
             return rows_so_far, reason or f"budget: {budget} repetitions"
     sessions: dict[int, runner.PointSession] = {}
     plans: dict[str, list[dict]] = {}
@@ -207,7 +233,8 @@ def measure_rounds(
             last = min(budget, first + (PASS_ROUNDS if mode == "blocked" else 1))
             rows: dict[int, list[dict]] = {r: [] for r in range(first, last)}
             times: dict[int, list[pd.DataFrame]] = {r: [] for r in range(first, last)}
-            for v in schedule(len(points), first, last, mode, seed):
+            for v in schedule(len(active), first, last, mode, seed):
+                v = Visit(v.round, v.order, active[v.point])
                 if mode == "blocked":
                     for i in [i for i in sessions if i != v.point]:
                         close(i)
@@ -228,11 +255,16 @@ def measure_rounds(
                 frames.append(pd.DataFrame(rows[r]))
             first = last
             rows_so_far = pd.concat(frames, ignore_index=True)
-            finished, reason = stop(rows_so_far, first)
+            finished, reason, wanted = stop(rows_so_far, first)
+            active = _still_measured(points, wanted)
+            if not finished and not active:
+                finished, reason = True, f"{reason}; no point left to measure"
             log(f"{sweep}: round {first} of at most {budget} done" +
                 (f"; stopping ({reason})" if finished else ""))  # fmt: skip
             if finished:
                 break
+            for i in [i for i in sessions if i not in active]:
+                close(i)  # a point no undecided claim compares is measured no more
     finally:
         for i in list(sessions):
             close(i)
@@ -240,6 +272,11 @@ def measure_rounds(
     for point_id, found in plans.items():
         _write_plans(out, point_id, found)
     return rows_so_far, reason or f"budget: {budget} repetitions"
+
+
+def _still_measured(points: Sequence[Point], wanted: frozenset[str] | None) -> list[int]:
+    """Indices of the points the next rounds measure: every one, or those ``wanted``."""
+    return [i for i, p in enumerate(points) if wanted is None or p.point_id in wanted]
 
 
 def _write_plans(out: Path, point_id: str, plans: list[dict]) -> None:
