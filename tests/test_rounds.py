@@ -284,13 +284,17 @@ def test_rounds_after_a_look_measure_only_the_points_of_undecided_claims(tmp_pat
     EffectSession.effect, EffectSession.spread = 0.5, 0.12
     EffectSession.rng = np.random.default_rng(5)
     path = tmp_path / "seq.yaml"
-    path.write_text(SEQUENTIAL.replace("[64, 512]", "[64, 128, 512]").replace(
-        "repetitions: {min: 6, max: 30}", "repetitions: {min: 6, max: 12}") + """
+    path.write_text(
+        SEQUENTIAL.replace("[64, 512]", "[64, 128, 512]").replace(
+            "repetitions: {min: 6, max: 30}", "repetitions: {min: 6, max: 12}"
+        )
+        + """
   - says: a pool of 128 pages scans as fast as 64
     kind: similar
     a: {buffer_pool: 128}
     b: {buffer_pool: 64}
-""")
+"""
+    )
     found, errors = spec.expand(path, "sqlite")
     assert not errors
     expect = spec.load_yaml(path)[0]["expect"]

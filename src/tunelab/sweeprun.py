@@ -41,7 +41,6 @@ ROUND_FILE = "round-{:03d}.csv"
 QUERIES_FILE = "round-{:03d}.queries.csv.gz"
 
 
-
 class Stop(NamedTuple):
     stop: bool
     reason: str
