@@ -267,12 +267,17 @@ def test_a_clear_effect_stops_measuring_at_the_first_look(tmp_path, monkeypatch)
     assert verdict.verdict == "holds" and "look 1 of 4 (6 rounds, alpha 0.035)" in verdict.evidence
 
 
-def test_an_effect_too_small_for_its_noise_is_measured_to_the_budget(tmp_path, monkeypatch):
+def test_an_effect_too_small_for_its_noise_stops_once_the_budget_cannot_decide_it(
+    tmp_path, monkeypatch
+):
+    """At the first look the spread says the claim would need far more rounds than the
+    budget's 30: measuring stops there (a futility stop), and the verdict says so."""
     frame, reason, verdict = _sequential_sweep(tmp_path, monkeypatch, 0.05, 0.3)
-    assert frame["round"].max() == 29
-    assert reason.startswith("budget of 30 rounds reached (claims undecided: a larger pool")
+    assert frame["round"].max() == 5
+    assert reason.startswith("stopped at round 6: every other claim decided; these would "
+                             "need more rounds than the budget of 30: a larger pool")  # fmt: skip
     assert verdict.verdict == "inconclusive" and verdict.needed and verdict.needed > 30
-    assert "look 4 of 4 (30 rounds" in verdict.evidence
+    assert "look 1 of 4 (6 rounds" in verdict.evidence
 
 
 def test_rounds_after_a_look_measure_only_the_points_of_undecided_claims(tmp_path, monkeypatch):

@@ -81,6 +81,21 @@ def test_measuring_stops_when_every_claim_is_decided_at_a_look():
     assert sequential.decide({}, 6, looks) == (True, "no claims to decide: minimum of 6 rounds")
 
 
+def test_a_claim_the_budget_cannot_decide_ends_measuring_at_a_look():
+    looks = [6, 12, 24, 30]
+    names = {"a": "holds", "d": "inconclusive", "e": "inconclusive"}
+    stop = sequential.decide(names, 6, looks, {"d": 45})
+    assert stop == (False, "claims undecided at round 6: e")  # e may still be decided
+    stop = sequential.decide(names, 12, looks, {"d": 45, "e": 31})
+    assert stop.stop and stop.reason == (
+        "stopped at round 12: every other claim decided; these would need more rounds than "
+        "the budget of 30: d (~45), e (~31)"
+    )
+    # a claim decided meanwhile is no longer beyond the budget
+    assert sequential.decide({"a": "holds", "d": "holds"}, 12, looks, {"d": 45}) == (
+        True, "decided at round 12")  # fmt: skip
+
+
 def test_a_decided_claim_keeps_its_verdict():
     earlier = {"a": "holds", "b": "inconclusive"}
     assert sequential.settle(earlier, {"a": "inconclusive", "b": "similar"}) == {

@@ -525,7 +525,14 @@ def evaluate_in_looks(claim: Claim, frame: pd.DataFrame, looks: Sequence[int]) -
     spends); the first decided verdict stands, else the last look's. The same replay that
     decided when measuring stopped, so a check of the stored rows reaches its verdict."""
     rounds = pd.to_numeric(frame["round"], errors="coerce")
-    n = int(rounds.max()) + 1 if rounds.notna().any() else 0
+    # The looks this claim's own rows reached: once its points are no longer measured (it was
+    # decided, or beyond the budget), later rounds of other points change nothing for it.
+    if "point_id" in frame:
+        mine = frame["point_id"].astype(str).isin(compared_points([claim], frame))
+        own = rounds[mine] if mine.any() else rounds
+    else:
+        own = rounds
+    n = int(own.max()) + 1 if own.notna().any() else 0
     reached = [k for k, look in enumerate(looks) if look <= n] or [0]
     verdict = None
     for k in reached:

@@ -16,6 +16,12 @@ rest is shared equally by the later looks.
 
 ``n`` is always a count of finished rounds (rows number them from 0). A claim decided at
 a look keeps that verdict (``settle``): later looks only decide the claims still open.
+
+A claim still undecided at a look whose comparison, at the spread observed, would need more
+rounds than the budget (``claims.Verdict.needed``, 80 % power) is not measured for any
+longer: more rounds up to the budget would most likely leave it undecided (a futility stop;
+it only ever keeps a claim from being decided, so alpha still holds). It ends
+``inconclusive`` with the rounds it would need.
 """
 
 from __future__ import annotations
@@ -96,15 +102,23 @@ def settle(earlier: Mapping[str, str], now: Mapping[str, str]) -> dict[str, str]
     return {k: earlier[k] if earlier.get(k) in DECIDED else v for k, v in now.items()}
 
 
-def decide(verdict_names: Mapping[str, str], n: int, looks: Sequence[int]) -> StopDecision:
+def decide(
+    verdict_names: Mapping[str, str],
+    n: int,
+    looks: Sequence[int],
+    beyond: Mapping[str, int] | None = None,
+) -> StopDecision:
     """Whether measuring stops after ``n`` rounds, given each claim's verdict so far (claim
     name -> holds, similar, contradicted or inconclusive; anything but the first three is
     undecided) and the sweep's ``looks``. It stops at the budget (the last look), or at a
-    look when every claim is decided; between looks, nothing is evaluated."""
+    look when every claim is decided or ``beyond`` the budget: undecided, and needing more
+    rounds than the budget at the spread observed (claim name -> rounds it would need).
+    Between looks, nothing is evaluated."""
     if n < 0:
         raise ValueError(f"{n} rounds")
     budget = looks[-1]
-    open_ = [k for k, v in verdict_names.items() if v not in DECIDED]
+    beyond = {k: v for k, v in (beyond or {}).items() if verdict_names.get(k) not in DECIDED}
+    open_ = [k for k, v in verdict_names.items() if v not in DECIDED and k not in beyond]
     if len(looks) == 1:
         return StopDecision(n >= budget, FIXED)
     if n >= budget:
@@ -118,6 +132,10 @@ def decide(verdict_names: Mapping[str, str], n: int, looks: Sequence[int]) -> St
         return StopDecision(False, f"next look at round {upcoming}")
     if not verdict_names:
         return StopDecision(True, f"no claims to decide: minimum of {looks[0]} rounds")
+    if not open_ and beyond:
+        needs = ", ".join(f"{k} (~{v})" for k, v in beyond.items())
+        why = f"would need more rounds than the budget of {budget}: {needs}"
+        return StopDecision(True, f"stopped at round {n}: every other claim decided; these {why}")
     if not open_:
         return StopDecision(True, f"decided at round {n}")
     return StopDecision(False, f"claims undecided at round {n}: {', '.join(open_)}")

@@ -163,14 +163,17 @@ def claims_rule(points: Sequence[Point], expect: object) -> StopRule:
         return fixed_budget(points)
     engine = points[0].engine
     looks = sequential.looks_for(n_min, n_max, mode_of(engine))
-    judged: dict[int, tuple[dict[str, str], frozenset[str]]] = {}  # look -> verdicts, points
+    # look -> verdicts, claims beyond the budget (rounds they would need), points to measure
+    judged: dict[int, tuple[dict[str, str], dict[str, int], frozenset[str]]] = {}
 
-    def judge(rows: pd.DataFrame, look: int) -> tuple[dict[str, str], frozenset[str]]:
+    def judge(rows: pd.DataFrame, look: int) -> tuple[dict[str, str], dict[str, int], frozenset]:
         if look not in judged:
             upto = rows[pd.to_numeric(rows["round"], errors="coerce") < look]
             verdicts = claims.evaluate_sweep(expect, upto, engine)
-            open_ = [v.claim for v in verdicts if not v.decided]
-            judged[look] = ({v.claim.says: v.verdict for v in verdicts},
+            beyond = {v.claim.says: v.needed for v in verdicts if not v.decided and v.needed
+                      and v.needed > n_max}  # fmt: skip
+            open_ = [v.claim for v in verdicts if not v.decided and v.claim.says not in beyond]
+            judged[look] = ({v.claim.says: v.verdict for v in verdicts}, beyond,
                             claims.compared_points(open_, upto))  # fmt: skip
         return judged[look]
 
@@ -178,8 +181,8 @@ def claims_rule(points: Sequence[Point], expect: object) -> StopRule:
         reached = [x for x in looks if x <= n]
         if not reached:
             return Stop(*sequential.decide({}, n, looks))
-        names, open_points = judge(rows, reached[-1])
-        decision = sequential.decide(names if n in looks else {}, n, looks)
+        names, beyond, open_points = judge(rows, reached[-1])
+        decision = sequential.decide(names if n in looks else {}, n, looks, beyond)
         return Stop(decision.stop, decision.reason, open_points)
 
     return stop
