@@ -242,3 +242,48 @@ def test_engine_all_is_every_engine_in_the_labs_order():
 
     assert cli.run_list("all") == ["sqlite", "mariadb", "db2", "postgres"]
     assert cli.run_list("postgres, sqlite") == ["postgres", "sqlite"]
+
+
+def test_the_guide_is_filled_from_a_runs_verdicts(stored, tmp_path):
+    from tunelab.report import guide
+
+    numbers = guide.numbers_from_run(*stored)
+    assert numbers["engines"]["postgres"]["versions"] == ["postgres 1.0"]
+    text = "intro\n<!-- guide: tiny-range -->\nold numbers\n<!-- /guide -->\nend\n"
+    filled = guide.fill(text, numbers)
+    assert "old numbers" not in filled and filled.endswith("<!-- /guide -->\nend\n")
+    assert "| claim | sqlite | postgres |" in filled
+    assert "| the index beats a scan at 1 % | holds 0.04 [0.039, 0.041] | holds 0.041 " in filled
+    assert "| the scan overtakes the index | holds | contradicted |" in filled
+    assert guide.fill(filled, numbers) == filled  # filling again changes nothing
+
+
+def test_the_guide_quotes_exactly_the_stored_numbers():
+    """docs/assignment.md against docs/data/assignment.json, as `tunelab guide --check`."""
+    from tunelab.report import guide
+
+    root = Path(__file__).resolve().parents[1]
+    doc, numbers = root / guide.DOC, root / guide.NUMBERS
+    assert guide.guide_main(["--check", "--doc", str(doc), "--numbers", str(numbers)]) == 0
+    stored = json.loads(numbers.read_text())
+    text = doc.read_text()
+    for sweep in ("insert-vs-buffer-pool", "multipoint-by-index", "range-index-vs-scan"):
+        assert sweep in stored["sweeps"]  # the pack's questions have numbers
+        for engine, claims in stored["sweeps"][sweep].items():
+            for c in claims:
+                if c["ratio"]:
+                    assert f"{c['verdict']} {c['ratio']} [{c['interval'][0]}," in text, engine
+
+
+def test_engine_notes_explain_without_quoting_measured_figures():
+    """A note sits on every run's page: a time, share or ratio it quoted would contradict
+    the page's own numbers on the next run or host (the figures and tables give them)."""
+    import yaml
+
+    measured = re.compile(r"\d[\d,.]*\s?(s|ms|%|x|×)(?![\w])|twice the|three times|four times")
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted((root / "workflows" / "sweeps").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        for engine, text in (doc.get("notes") or {}).items():
+            found = measured.search(text)
+            assert found is None, f"{path.name}: notes.{engine} quotes {found.group(0)!r}"

@@ -31,6 +31,7 @@ DELEGATED = {
     "bpsim": "tunelab.bpsim.cli:main",
     "report": "tunelab.report.cli:report_main",
     "index": "tunelab.report.cli:index_main",
+    "guide": "tunelab.report.guide:guide_main",
     "compare": "tunelab.report.compare:compare_main",
     "check": "tunelab.check:check_main",
     "clean": "tunelab.recovery:clean_main",
