@@ -21,6 +21,7 @@ title = ""
 # %%
 # One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
 # logic lives in tunelab.report; this file only says what goes where.
+from tunelab import claims
 from tunelab.report import appendix, callouts, methods
 from tunelab.report import data as report_data
 from tunelab.report import sections as s
@@ -29,6 +30,23 @@ from tunelab.report.fragments import show
 data = report_data.load(results_csv, sweep_file, sweep_name)
 show(s.header_html(data, title))
 show(callouts.checks_html(data))
+
+# %% [markdown]
+# ## Claims
+
+# %%
+# The same verdicts as `tunelab check` reaches on these rows (and the index shows).
+verdicts = claims.evaluate_sweep(data.sweep.get("expect"), data.results, data.engine)
+show(s.claims_html([v.to_json() for v in verdicts]))
+
+# %% [markdown]
+# ## Response time and throughput
+
+# %%
+show(s.figures_html(data))
+
+# %%
+show(s.locking_html(data))
 
 # %% [markdown]
 # ## What was measured
@@ -41,15 +59,6 @@ show(s.measured_html(data))
 
 # %%
 show(methods.methods_html(data, calibration_json))
-
-# %% [markdown]
-# ## Response time and throughput
-
-# %%
-show(s.figures_html(data))
-
-# %%
-show(s.locking_html(data))
 
 # %% [markdown]
 # ## Summary per point

@@ -31,6 +31,7 @@ DELEGATED = {
     "bpsim": "tunelab.bpsim.cli:main",
     "report": "tunelab.report.cli:report_main",
     "index": "tunelab.report.cli:index_main",
+    "guide": "tunelab.report.guide:guide_main",
     "compare": "tunelab.report.compare:compare_main",
     "check": "tunelab.check:check_main",
     "clean": "tunelab.recovery:clean_main",
@@ -100,10 +101,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_list(text: str) -> list[str]:
+    """The engines of ``engine=all`` (every engine, in the lab's order) or ``engine=a,b``;
+    ValueError naming the bad entry and the allowed values."""
+    allowed = engines.names()
+    if text.strip() == "all":
+        return allowed
+    names = [n.strip() for n in text.split(",")]
+    for i, name in enumerate(names):
+        if name not in allowed:
+            raise ValueError(f"engine={text}: unknown engine {name!r} "
+                             f"(allowed: {', '.join(allowed)}, or all)")  # fmt: skip
+        if name in names[:i]:
+            raise ValueError(f"engine={text}: {name} is listed twice (each engine runs once)")
+    return names
+
+
 def cmd_engines(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    if args.run_list is not None:
+        try:
+            print("\n".join(run_list(args.run_list)))
+        except ValueError as exc:
+            _err(str(exc))
+            return EXIT_USAGE
+        return 0
     rows = []
     for name in engines.names():
         info = engines.info(name)
@@ -279,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("engines", help="list engines and the knobs and values they support")
     sp.add_argument("--json", action="store_true")
+    sp.add_argument("--run-list", metavar="LIST", help="check an engine list of `./lab run "
+                    "--config engine=LIST` (all, or names joined by commas) and print it, one "
+                    "engine a line")  # fmt: skip
     sp.set_defaults(func=cmd_engines)
 
     sp = sub.add_parser("run-point", help="measure one point of a sweep (Snakemake calls this)")

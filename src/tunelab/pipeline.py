@@ -408,8 +408,9 @@ def _pending(what: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Print the run's engine, its calibration file (or nothing), the directory Snakemake runs
-    in, its engine data directory, its data-set size, its index page and its sweep files, each
-    ended by a NUL byte (a file name may hold any other character); or one line and exit 2."""
+    in, its engine data directory, its data-set size, its index page, its results and logs
+    directories and its sweep files, each ended by a NUL byte (a file name may hold any other
+    character); or one line and exit 2."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("--count-pending", "--for-run"):
         return _pending(args[0], args[1:])
@@ -421,8 +422,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INVALID
     reports = sized_dir(str(config.get("reports_dir", "reports")), run.size)
     index = run.directory / reports / "index.html"
+    results = run.directory / sized_dir(str(config.get("results_dir", "results")), run.size)
+    logs = run.directory / sized_dir(str(config.get("logs_dir", "logs")), run.size)
     fields = [run.engine, str(run.calibration or ""), str(run.directory), str(run.workdir),
-              run.size, str(index), *map(str, run.files)]  # fmt: skip
+              run.size, str(index), str(results), str(logs), *map(str, run.files)]  # fmt: skip
     sys.stdout.write("".join(f"{f}\0" for f in fields))
     return 0
 

@@ -16,9 +16,11 @@ import html
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
+from tunelab.report import engines
 from tunelab.report.decisions import VERDICTS
 from tunelab.report.render import write_atomic
 from tunelab.report.sections import SUMMARY_ID
@@ -181,7 +183,11 @@ def write_index(
     stability over runs where ``stability_file`` (default: ``stability.json`` beside
     ``out``) holds it."""
     out = Path(out)
-    verdicts = read_verdicts(list(verdict_files or []))
+    # Every engine's verdicts beside its reports, not only this run's engine.
+    found = sorted(out.parent.glob("*/*.verdicts.json"))
+    verdicts = read_verdicts(found + list(verdict_files or []))
+    matrix, side = _cross_engine(Path(results_dir), out)
+    matrix = _engines_run(out.parent / ENGINES_RUN_FILE) + matrix
     stability = read_stability(stability_file or out.parent / STABILITY_FILE)
     rows = sorted(
         (_row(Path(r), out, Path(results_dir), verdicts, stability), str(r)) for r in reports
@@ -204,16 +210,68 @@ def write_index(
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>tunelab reports</title>\n<style>{INDEX_CSS}{STABILITY_CSS}</style>\n"
+        f"<title>tunelab reports</title>\n<style>{INDEX_CSS}{engines.GRID_CSS}"
+        f"{STABILITY_CSS}</style>\n"
         "</head>\n<body>\n<main>\n"
         f'<h1>tunelab reports</h1>\n<p class="tl-muted">{count}. Each report shows the median '
         "and an interval for every point, every raw repetition, physical reads beside hit "
         "ratios, and where the numbers came from.</p>\n"
+        f"{matrix}{side}"
         f"{_stability_note(*stability)}"
+        '<h2 id="reports">Each engine\'s reports</h2>'
         f'<table class="tl-index"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
         "</main>\n</body>\n</html>\n"
     )
     return write_atomic(out, page)
+
+
+ENGINES_RUN_FILE = "engines-run.tsv"  # `./lab run --config engine=all`: engine, status, detail
+
+
+def _engines_run(path: Path) -> str:
+    """What the last run of several engines did with each: ran, failed (and where its log
+    is) or skipped (and why)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    esc, items = html.escape, []
+    for line in lines:
+        engine, _, rest = line.partition("\t")
+        status, _, detail = rest.partition("\t")
+        if engine and status:
+            items.append(f"<li><strong>{esc(engine)}</strong> {esc(status)}"
+                         + (f": {esc(detail)}" if detail else "") + "</li>")  # fmt: skip
+    if not items:
+        return ""
+    from datetime import datetime
+
+    when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+    return (f'<div id="engines-run"><p>The last run of several engines ({when}):</p>'
+            f"<ul>{''.join(items)}</ul></div>")  # fmt: skip
+
+
+def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str]:
+    """The claim × engine matrix and links to the pages that put each sweep's engines side
+    by side (written here, under ``engines/`` beside the index). A page that cannot be made
+    costs its own section, never the index: one line on stderr says why."""
+    try:
+        experiments = engines.gather(results_dir, out.parent)
+        engines.write_pages(experiments, out.parent / engines.PAGES_DIR)
+    except Exception as exc:  # the index lists what was measured, whatever a page needs
+        print(f"tunelab index: no cross-engine pages ({type(exc).__name__}: {exc})",
+              file=sys.stderr)  # fmt: skip
+        return "", ""
+    if not experiments:
+        return "", ""
+    esc = html.escape
+    links = " · ".join(
+        f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>'
+        f' <span class="tl-muted">({", ".join(r.engine for r in e.runs)})</span>'
+        for e in experiments
+    )
+    side = f'<h2 id="side-by-side">Each experiment, engines side by side</h2><p>{links}</p>'
+    return engines.matrix_html(experiments, out.parent), side
 
 
 # -- stability over runs (``tunelab check RUN... --stability-out``) ---------------------------

@@ -424,6 +424,25 @@ def axis_notes(data: ReportData, x: str, crossover: bool = False) -> str:
     return "".join(" " + html.escape(t) for t in out)
 
 
+def claims_html(verdicts: list[dict[str, Any]]) -> str:
+    """The sweep's claims as ``tunelab check`` judges them (``Verdict.to_json``): each the
+    verdict first, then its evidence and, where it did not hold, the likely cause."""
+    if not verdicts:
+        return note("This sweep states no claims (`expect:`) for this engine.")
+    items = ""
+    for v in verdicts:
+        verdict = esc(str(v.get("verdict", "")))
+        cause = "; ".join(v.get("causes") or [])
+        items += (
+            f'<li><span class="tl-verdict tl-{verdict}">{verdict}</span>'
+            f"<strong>{esc(str(v.get('claim', '')))}</strong>"
+            f'<div class="tl-evidence">{esc(str(v.get("evidence", "")))}'
+            + (f" — likely cause: {esc(cause)}" if cause else "")
+            + "</div></li>"
+        )
+    return f'<ul class="tl-claims">{items}</ul>'
+
+
 def summary_html(data: ReportData) -> str:
     text = html.escape("Per point: " + stats.METHOD + ".")
     if checks.plans_recorded(data.results):

@@ -1,0 +1,610 @@
+"""One experiment on every engine that ran it: ``reports/engines/<sweep>.html``, and the
+claim × engine matrix the index leads with.
+
+Everything comes from what the runs stored: each engine's rows
+(``<results>/<engine>/<sweep>.csv``), its claims' verdicts (``<reports>/<engine>/<sweep>
+.verdicts.json``, written by ``tunelab check``) and its report page. Nothing is measured
+again, so a page can compare an engine run today with one run last week: the page then
+says when and where each engine's rows were measured, and rows from different hosts are
+compared in shape only (each engine's time against its own first point).
+
+Engines answer the same question differently (a bitmap heap scan, a clustered primary key,
+a scan-resistant LRU): the page puts their curves on shared axes, their verdicts, plans and
+notes side by side, and lists the settings they did not share (pool in bytes and as a share
+of the table, page size, access and fetch mode), since those explain as many differences.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from tunelab import engines, spec
+from tunelab.report import plots, stats
+from tunelab.report.data import ReportData, ReportInputError, load, order_key
+from tunelab.report.fragments import unique
+from tunelab.report.labels import fmt, fmt_bytes, fmt_percent, label
+from tunelab.report.methods import methods_text
+from tunelab.report.render import write_atomic
+from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
+
+PAGES_DIR = "engines"  # beside the index
+METRIC = "elapsed_s"
+POOL_BYTES = "pool_bytes"  # derived: the pool in bytes, so that engines share the axis
+MAX_PANELS = 6
+_RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
+
+PAGE_CSS = """
+body { background: #f4f5f7; margin: 0; font-family: -apple-system, "Segoe UI", Roboto,
+  "Helvetica Neue", "DejaVu Sans", Arial, sans-serif; color: #1f2328; font-size: 15px;
+  line-height: 1.5; }
+main { max-width: 1180px; margin: 24px auto 64px; padding: 28px 44px 48px; background: #fff;
+  border-radius: 10px; box-shadow: 0 1px 3px rgba(0,0,0,.07), 0 6px 24px rgba(0,0,0,.04); }
+h1 { font-size: 1.9rem; margin: 0 0 .2rem; }
+h2 { font-size: 1.25rem; margin: 1.6rem 0 .4rem; }
+a { color: #0b5cad; }
+.tl-muted { color: #57606a; }
+"""
+# The claim tables, here and in the index.
+GRID_CSS = """
+table.tl-grid { border-collapse: collapse; font-size: 13.5px; margin: 10px 0;
+  font-variant-numeric: tabular-nums; }
+table.tl-grid th { text-align: left; font-weight: 600; color: #444c56; background: #f6f8fa;
+  border-bottom: 1px solid #d8dce1; padding: 6px 10px; }
+table.tl-grid td { border-bottom: 1px solid #eceef1; padding: 6px 10px; vertical-align: top; }
+.tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
+  border-radius: 9px; margin: 0 4px 3px 0; white-space: nowrap; }
+.tl-holds { background: #dafbe1; color: #116329; }
+.tl-similar { background: #ddf4ff; color: #0a3069; }
+.tl-contradicted { background: #ffebe9; color: #a40e26; }
+.tl-inconclusive { background: #fff8c5; color: #7d4e00; }
+.tl-cell a { text-decoration: none; }
+.tl-ratio { font-size: 12px; color: #57606a; white-space: nowrap; }
+tr.tl-sweep-row td { background: #f6f8fa; padding-top: 10px; }
+"""
+PAGE_CSS += (
+    GRID_CSS
+    + """
+.tl-diff { background: #fff8c5; padding: 8px 12px; border-radius: 6px; font-size: 14px; }
+.tl-side { display: grid; gap: 16px; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); }
+.tl-side > div { font-size: 13.5px; }
+figure.tl-figure { margin: 12px 0; } figure.tl-figure img { max-width: 100%; }
+figcaption { font-size: 13px; color: #57606a; max-width: 60rem; }
+"""
+)
+
+
+@dataclass
+class EngineRun:
+    """One engine's stored rows of a sweep, its verdicts and its report page."""
+
+    engine: str
+    data: ReportData
+    verdicts: list[dict[str, Any]]
+    report: Path | None
+
+    @property
+    def hosts(self) -> list[str]:
+        return unique(self.data.results, "host_name")
+
+
+@dataclass
+class Experiment:
+    sweep: str
+    doc: dict[str, Any]
+    runs: list[EngineRun]
+    missing: dict[str, str] = field(default_factory=dict)  # engine -> why it has no rows
+
+    @property
+    def shape_only(self) -> bool:
+        """Rows from more than one host: times of different machines are not compared."""
+        return len({h for r in self.runs for h in r.hosts}) > 1
+
+
+# -- gathering what the runs stored ---------------------------------------------------------
+def _sweep_doc(frame: pd.DataFrame, sweep: str, sweeps_dir: Path | None) -> tuple[dict, Path]:
+    """The sweep file the rows name (relative to the checkout), else ``sweeps_dir``'s."""
+    named = [Path(p) for p in unique(frame, "sweep_file")]
+    candidates = named + ([Path(sweeps_dir) / f"{sweep}.yaml"] if sweeps_dir else [])
+    for path in candidates:
+        if path.is_file():
+            return spec.load_yaml(path)[0] or {"name": sweep}, path
+    return {"name": sweep}, candidates[0] if candidates else Path(f"{sweep}.yaml")
+
+
+def _verdicts(path: Path) -> list[dict[str, Any]]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    for entry in doc.values() if isinstance(doc, dict) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("verdicts"), list):
+            return entry["verdicts"]
+    return []
+
+
+def why_missing(doc: dict[str, Any], engine: str) -> str:
+    """Why an engine has no rows of a sweep: the sweep is not for it, it cannot vary a swept
+    knob, or it was not run here."""
+    listed = spec.engines_of(doc)
+    if engine not in listed:
+        return f"the sweep runs on {', '.join(listed)} only"
+    reason = spec.cannot_vary(doc, engine)
+    if reason:
+        return reason
+    return f"not run yet (./lab run --config engine={engine})"
+
+
+def gather(
+    results_dir: Path, reports_dir: Path, sweeps_dir: Path | None = None
+) -> list[Experiment]:
+    """Every sweep with stored rows of at least one engine, each engine's run of it."""
+    results_dir, reports_dir = Path(results_dir), Path(reports_dir)
+    found: dict[str, list[tuple[str, Path]]] = {}
+    for engine in engines.names():
+        for csv in sorted((results_dir / engine).glob("*.csv")):
+            found.setdefault(csv.stem, []).append((engine, csv))
+    out = []
+    for sweep, items in sorted(found.items()):
+        runs, doc = [], None
+        for engine, csv in items:
+            try:
+                frame = pd.read_csv(csv, nrows=1)
+                doc, path = _sweep_doc(frame, sweep, sweeps_dir)
+                if not path.is_file():
+                    continue
+                data = load(csv, path, sweep)
+            except (ReportInputError, pd.errors.ParserError, pd.errors.EmptyDataError, OSError):
+                continue  # a file no report could read: the engine's own page says why
+            page = reports_dir / engine / f"{sweep}.html"
+            verdicts = _verdicts(reports_dir / engine / f"{sweep}.verdicts.json")
+            runs.append(EngineRun(engine, data, verdicts, page if page.is_file() else None))
+        if runs and doc is not None:
+            have = {r.engine for r in runs}
+            missing = {e: why_missing(doc, e) for e in engines.names() if e not in have}
+            out.append(Experiment(sweep, doc, runs, missing))
+    return out
+
+
+# -- the shared axes ------------------------------------------------------------------------
+def main_x(exp: Experiment) -> str | None:
+    """The dimension the sweep asks about: the ``along`` of its first trend or crossover
+    claim, else the first swept dimension of its first engine; a pool as bytes."""
+    x = None
+    for claim in exp.doc.get("expect") or []:
+        if isinstance(claim, dict) and claim.get("along"):
+            x = str(claim["along"])
+            break
+    dims = exp.runs[0].data.dims
+    col = next(
+        (c for c in (f"{KNOB_PREFIX}{x}", f"{WORKLOAD_PREFIX}{x}") if x and c in dims),
+        dims[0] if dims else None,
+    )
+    return POOL_BYTES if col == f"{KNOB_PREFIX}buffer_pool" else col
+
+
+def with_pool_bytes(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows with ``pool_bytes``: the pool as applied (pages) times the page size."""
+    pages = pd.to_numeric(frame.get("applied_buffer_pool"), errors="coerce")
+    size = pd.to_numeric(frame.get("page_size_bytes"), errors="coerce")
+    if isinstance(pages, pd.Series) and isinstance(size, pd.Series):
+        return frame.assign(**{POOL_BYTES: pages * size})
+    return frame.assign(**{POOL_BYTES: np.nan})
+
+
+def panel_columns(exp: Experiment, x: str) -> list[str]:
+    """The other columns that separate points (cache, workload, index, ...), not those that
+    only follow ``x`` (a pool given in bytes is another page count at each page size)."""
+    cols: list[str] = []
+    for run in exp.runs:
+        frame = with_pool_bytes(run.data.results)
+        for c in run.data.point_columns:
+            if c in cols or c == x or (x == POOL_BYTES and c == f"{KNOB_PREFIX}buffer_pool"):
+                continue
+            if x in frame and frame.groupby(x, dropna=False)[c].nunique(dropna=False).max() <= 1:
+                continue
+            cols.append(c)
+    return cols
+
+
+def _panels(exp: Experiment, x: str, cols: list[str]) -> list[tuple]:
+    keys: list[tuple] = []
+    for run in exp.runs:
+        frame = run.data.results
+        present = [c for c in cols if c in frame]
+        if len(present) < len(cols):
+            continue
+        keys += [tuple(k) for k in frame[cols].drop_duplicates().itertuples(index=False)]
+    orders = exp.runs[0].data.orders
+    sort = [order_key(orders, c) for c in cols]
+    unique_keys = list(dict.fromkeys(keys))
+    return sorted(unique_keys, key=lambda t: tuple(k(v) for k, v in zip(sort, t, strict=True)))
+
+
+def curve(frame: pd.DataFrame, x: str, metric: str = METRIC) -> pd.DataFrame:
+    """Per value of ``x``: the median of ``metric`` and its order-statistic interval."""
+    out = []
+    for value, g in frame.groupby(x, sort=False):
+        values = pd.to_numeric(g[metric], errors="coerce").dropna().to_numpy()
+        if values.size == 0:
+            continue
+        iv = stats.median_interval(values)
+        out.append({"x": value, "median": iv.median, "low": iv.low, "high": iv.high})
+    table = pd.DataFrame(out, columns=["x", "median", "low", "high"])
+    numeric = pd.to_numeric(table["x"], errors="coerce")
+    return (
+        table.assign(_n=numeric)
+        .sort_values("_n" if numeric.notna().all() else "x")
+        .drop(columns="_n")
+        .reset_index(drop=True)
+    )
+
+
+def _panel_rows(run: EngineRun, cols: list[str], key: tuple) -> pd.DataFrame:
+    frame = with_pool_bytes(run.data.results)
+    mask = pd.Series(True, index=frame.index)
+    for c, v in zip(cols, key, strict=True):
+        mask &= frame[c].astype(str) == str(v)
+    return frame[mask]
+
+
+def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
+    """One panel per combination of the other point columns, one curve per engine: medians
+    with their intervals, or (``normalised``) each divided by the engine's own median at its
+    first value of ``x`` so that shapes compare where absolute times do not."""
+    cols = panel_columns(exp, x)
+    keys = _panels(exp, x, cols)[:MAX_PANELS] or [()]
+    colours = plots.palette_for([r.engine for r in exp.runs])
+    with plots.style():
+        fig, axes = plots._figure(len(keys))
+        drawn = False
+        for ax, key in zip(axes, keys, strict=True):
+            xs_all: list[float] = []
+            for run in exp.runs:
+                rows = _panel_rows(run, cols, key) if cols else with_pool_bytes(run.data.results)
+                if x not in rows or rows.empty:
+                    continue
+                c = curve(rows, x)
+                if c.empty:
+                    continue
+                y, lo, hi = c["median"], c["low"], c["high"]
+                if normalised:
+                    base = float(c["median"].iloc[0])
+                    y, lo, hi = y / base, lo / base, hi / base
+                xv = pd.to_numeric(c["x"], errors="coerce")
+                xs = xv if xv.notna().all() else c["x"].astype(str)
+                ax.errorbar(
+                    xs,
+                    y,
+                    yerr=[y - lo, hi - y],
+                    color=colours[run.engine],
+                    marker="o",
+                    capsize=3,
+                    lw=1.6,
+                    label=run.engine,
+                )
+                drawn = True
+                if xv.notna().all():
+                    xs_all += list(xv)
+            if xs_all and plots.wants_log(xs_all):
+                ax.set_xscale("log")
+            if not normalised:
+                ax.set_yscale("log")
+            ax.set_title(" · ".join(f"{label(c)} {fmt(v)}" for c, v in zip(cols, key, strict=True)))
+            ax.set_xlabel(_x_label(x))
+            ax.set_ylabel("time ÷ own first point" if normalised else label(METRIC))
+            if normalised:
+                ax.axhline(1, color="#999", lw=0.8, ls=":")
+        if not drawn:
+            return None
+        plots._legend(fig, axes, "engine")
+    return fig
+
+
+def _x_label(x: str) -> str:
+    return "buffer pool (bytes, as applied)" if x == POOL_BYTES else label(x)
+
+
+# -- settings, claims, plans ----------------------------------------------------------------
+def _values(frame: pd.DataFrame, col: str, as_bytes: bool = False) -> str:
+    vals = sorted(set(pd.to_numeric(frame[col], errors="coerce").dropna())) if col in frame else []
+    if not vals:
+        return "—"
+    shown = [fmt_bytes(v) if as_bytes else fmt(v) for v in vals]
+    return shown[0] if len(shown) == 1 else f"{shown[0]} to {shown[-1]} ({len(shown)} values)"
+
+
+def settings(run: EngineRun) -> dict[str, str]:
+    """What the engine ran with, as its rows read it back."""
+    frame = with_pool_bytes(run.data.results)
+    pool = _values(frame, POOL_BYTES, as_bytes=True)
+    data_bytes = pd.to_numeric(frame.get("data_bytes"), errors="coerce")
+    if isinstance(data_bytes, pd.Series) and data_bytes.notna().any():
+        share = frame[POOL_BYTES] / data_bytes
+        lo, hi = share.min(), share.max()
+        if np.isfinite(lo):
+            shares = (
+                fmt_percent(lo)
+                if math.isclose(lo, hi, rel_tol=0.01)
+                else (f"{fmt_percent(lo)} to {fmt_percent(hi)}")
+            )
+            pool += f" ({shares} of the table with its indexes)"
+    return {
+        "buffer pool": pool,
+        "page size": _values(frame, "page_size_bytes", as_bytes=True),
+        "access mode": ", ".join(unique(frame, "access_mode")) or "—",
+        "fetch": ", ".join(unique(frame, f"{WORKLOAD_PREFIX}fetch")) or "—",
+        "rows in the table": _values(frame, "dataset_rows"),
+        "cache": ", ".join(unique(frame, "cache_requested")) or "—",
+    }
+
+
+def differences(exp: Experiment) -> list[str]:
+    """The settings the engines did not share, one line each."""
+    per = {r.engine: settings(r) for r in exp.runs}
+    if len(per) < 2:
+        return []
+    lines = []
+    for name in next(iter(per.values())):
+        values = {e: s[name] for e, s in per.items()}
+        if len(set(values.values())) > 1:
+            lines.append(f"{name}: " + "; ".join(f"{e} {v}" for e, v in values.items()))
+    return lines
+
+
+def claim_names(exp: Experiment) -> list[str]:
+    """The claims in the sweep file's order, then any only the verdicts name."""
+    names = [str(c.get("says")) for c in exp.doc.get("expect") or [] if isinstance(c, dict)]
+    for run in exp.runs:
+        names += [str(v.get("claim")) for v in run.verdicts]
+    return list(dict.fromkeys(n for n in names if n and n != "None"))
+
+
+def verdict_of(run: EngineRun, claim: str) -> dict[str, Any] | None:
+    return next((v for v in run.verdicts if str(v.get("claim")) == claim), None)
+
+
+def verdict_cell(v: dict[str, Any] | None, href: str = "", missing: str = "") -> str:
+    """A verdict badge with its ratio and interval (as the evidence gives them), linking to
+    the evidence; "—" with the reason when the engine has no verdict."""
+    if v is None:
+        title = html.escape(missing or "no verdict: the claim is not made for this engine")
+        return f'<span class="tl-muted" title="{title}">—</span>'
+    esc = html.escape
+    verdict = esc(str(v.get("verdict", "")))
+    found = _RATIO_RE.search(str(v.get("evidence", "")))
+    ratio = (
+        f'<div class="tl-ratio">{found.group(1)} [{found.group(2)}, {found.group(3)}]</div>'
+        if (found)
+        else ""
+    )
+    badge = f'<span class="tl-verdict tl-{verdict}">{verdict}</span>'
+    title = esc(str(v.get("evidence", "")))
+    inner = f'<a href="{esc(href)}" title="{title}">{badge}</a>' if href else badge
+    return f'<div class="tl-cell">{inner}{ratio}</div>'
+
+
+def _plans(exp: Experiment, x: str) -> str:
+    """Each engine's access path per point, side by side (the plan each engine chose)."""
+    if not any("access_path" in r.data.results for r in exp.runs):
+        return ""
+    cols = [
+        c
+        for c in dict.fromkeys(c for r in exp.runs for c in r.data.point_columns)
+        if not (x == POOL_BYTES and c == f"{KNOB_PREFIX}buffer_pool")
+    ]
+    table: dict[tuple, dict[str, str]] = {}
+    for run in exp.runs:
+        frame = run.data.results
+        if "access_path" not in frame:
+            continue
+        present = [c for c in cols if c in frame]
+        for key, g in frame.groupby(present, dropna=False, sort=False):
+            key = key if isinstance(key, tuple) else (key,)
+            paths = g["access_path"].dropna().astype(str)
+            table.setdefault(tuple(map(str, key)), {})[run.engine] = (
+                paths.mode().iloc[0] if not paths.empty else "—"
+            )
+    if not table:
+        return ""
+    varied = any(len(set(v.values())) > 1 for v in table.values())
+    head = "".join(f"<th>{html.escape(label(c))}</th>" for c in cols)
+    head += "".join(f"<th>{html.escape(r.engine)}</th>" for r in exp.runs)
+    body = ""
+    for key in sorted(table, key=lambda k: tuple(_sort_key(v) for v in k)):
+        cells = "".join(f"<td>{html.escape(fmt(_as_number(v)))}</td>" for v in key)
+        cells += "".join(f"<td>{html.escape(table[key].get(r.engine, '—'))}</td>" for r in exp.runs)
+        body += f"<tr>{cells}</tr>"
+    lead = (
+        "The engines chose different access paths for the same point: that is the lesson "
+        "of this page."
+        if varied
+        else "Every engine used the same access path at each point."
+    )
+    return (
+        f'<h2 id="plans">Plans</h2><p class="tl-muted">{lead}</p>'
+        f'<table class="tl-grid"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    )
+
+
+def _as_number(v: str) -> Any:
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
+def _sort_key(v: str) -> tuple:
+    n = _as_number(v)
+    return (0, n, "") if isinstance(n, float) else (1, 0.0, v)
+
+
+# -- the page ------------------------------------------------------------------------------
+def claims_html(exp: Experiment, page_dir: Path) -> str:
+    names = claim_names(exp)
+    if not names:
+        return '<p class="tl-muted">The sweep states no claims.</p>'
+    head = "<th>Claim</th>" + "".join(f"<th>{html.escape(r.engine)}</th>" for r in exp.runs)
+    body = ""
+    for name in names:
+        cells = "".join(
+            f"<td>{verdict_cell(verdict_of(r, name), _rel(r.report, page_dir))}</td>"
+            for r in exp.runs
+        )
+        body += f"<tr><td>{html.escape(name)}</td>{cells}</tr>"
+    return (
+        f'<table class="tl-grid" id="claims"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+        '<p class="tl-muted">Each cell: the verdict on that engine\'s rows, the ratio of '
+        "the claim's two sides with its 95 % interval; click for the engine's page.</p>"
+    )
+
+
+def _rel(path: Path | None, base: Path) -> str:
+    if path is None:
+        return ""
+    import os
+
+    return Path(os.path.relpath(Path(path).resolve(), Path(base).resolve())).as_posix()
+
+
+def _side_by_side(items: list[tuple[str, str]]) -> str:
+    return (
+        '<div class="tl-side">'
+        + "".join(f"<div><strong>{html.escape(e)}</strong>{body}</div>" for e, body in items)
+        + "</div>"
+    )
+
+
+def page_html(exp: Experiment, page_dir: Path) -> str:
+    esc = html.escape
+    x = main_x(exp)
+    title = f"{exp.sweep}: {', '.join(r.engine for r in exp.runs)} side by side"
+    parts = [
+        f"<h1>{esc(exp.sweep)}</h1>",
+        f'<p class="tl-muted">{esc(str(exp.doc.get("description", "")).strip())}</p>',
+    ]
+    links = ", ".join(
+        f'<a href="{esc(_rel(r.report, page_dir))}">{esc(r.engine)}</a>'
+        if r.report
+        else esc(r.engine)
+        for r in exp.runs
+    )
+    parts.append(f"<p>Engines: {links}.")
+    if exp.missing:
+        parts.append(
+            " Not here: " + "; ".join(f"{esc(e)} ({esc(w)})" for e, w in exp.missing.items()) + "."
+        )
+    parts.append("</p>")
+    parts += ['<h2 id="claims-head">Claims</h2>', claims_html(exp, page_dir)]
+    diffs = differences(exp)
+    if diffs or exp.shape_only:
+        lines = [esc(d) for d in diffs]
+        if exp.shape_only:
+            hosts = sorted({h for r in exp.runs for h in r.hosts})
+            lines.insert(
+                0,
+                f"rows from {len(hosts)} hosts ({esc(', '.join(hosts))}): compared "
+                "in shape only, each engine against its own first point",
+            )
+        parts.append(
+            '<div class="tl-diff"><strong>Not the same for every engine</strong><ul>'
+            + "".join(f"<li>{d}</li>" for d in lines)
+            + "</ul></div>"
+        )
+    if x:
+        for normalised in [True] if exp.shape_only else [False, True]:
+            fig = engines_figure(exp, x, normalised)
+            if fig is None:
+                continue
+            what = (
+                "each engine's median divided by its own at the smallest value: the "
+                "shapes compare where the absolute times do not"
+                if normalised
+                else "median and 95 % interval of each engine's repetitions, shared axes"
+            )
+            parts.append(
+                plots.figure_html(
+                    fig,
+                    f"{label(METRIC)} against {_x_label(x)}",
+                    f"{label(METRIC)} against {_x_label(x)}: {what}.",
+                )
+            )
+    parts.append(_plans(exp, x or ""))
+    notes = [
+        (r.engine, f"<p>{esc(str(n).strip())}</p>")
+        for r in exp.runs
+        if (n := (exp.doc.get("notes") or {}).get(r.engine))
+    ]
+    if notes:
+        parts += ['<h2 id="notes">What each engine does here</h2>', _side_by_side(notes)]
+    parts.append('<h2 id="methods">Versions, hosts and methods</h2>')
+    parts.append(
+        _side_by_side(
+            [
+                (r.engine, "".join(f"<p>{esc(t)}</p>" for t in methods_text(r.data)))
+                for r in exp.runs
+            ]
+        )
+    )
+    body = "\n".join(p for p in parts if p)
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{PAGE_CSS}</style>\n</head>\n<body>\n<main>\n"
+        f"{body}\n</main>\n</body>\n</html>\n"
+    )
+
+
+def write_pages(experiments: list[Experiment], out_dir: Path) -> list[Path]:
+    """A page per experiment under ``out_dir``."""
+    out_dir = Path(out_dir)
+    return [write_atomic(out_dir / f"{e.sweep}.html", page_html(e, out_dir)) for e in experiments]
+
+
+# -- the matrix the index leads with --------------------------------------------------------
+def matrix_html(experiments: list[Experiment], index_dir: Path) -> str:
+    """Every claim of every sweep by every engine with rows, colour-coded by verdict, each
+    cell linking to the cross-engine page's claims."""
+    cols = [e for e in engines.names() if any(e in {r.engine for r in x.runs} for x in experiments)]
+    if not cols:
+        return ""
+    esc = html.escape
+    head = "<th>Claim</th>" + "".join(f"<th>{esc(e)}</th>" for e in cols)
+    body = ""
+    for exp in experiments:
+        page = f"{PAGES_DIR}/{exp.sweep}.html"
+        span = len(cols) + 1
+        body += (
+            f'<tr class="tl-sweep-row"><td colspan="{span}"><a href="{esc(page)}">'
+            f"<strong>{esc(exp.sweep)}</strong></a></td></tr>"
+        )
+        runs = {r.engine: r for r in exp.runs}
+        for name in claim_names(exp):
+            cells = ""
+            for e in cols:
+                run = runs.get(e)
+                why = exp.missing.get(e, "")
+                cells += (
+                    "<td>"
+                    + (
+                        verdict_cell(verdict_of(run, name), f"{page}#claims")
+                        if run
+                        else verdict_cell(None, missing=why)
+                    )
+                    + "</td>"
+                )
+            body += f"<tr><td>{esc(name)}</td>{cells}</tr>"
+    return (
+        f'<h2 id="matrix">Every claim on every engine</h2><table class="tl-grid tl-matrix">'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    )

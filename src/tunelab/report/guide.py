@@ -1,0 +1,161 @@
+"""The numbers of the students' guide (``docs/assignment.md``), kept in step with a run.
+
+The guide's prose explains each question of the assignment; every number it quotes sits
+between markers, ``<!-- guide: SWEEP -->`` and ``<!-- /guide -->``, and is generated from a
+file of numbers taken from a run's stored verdicts and rows (``docs/data/assignment.json``):
+each claim's verdict with its ratio and interval per engine, and each engine's version, host
+and measuring dates. ``tunelab guide --from-run`` takes the numbers from ``results/`` and
+``reports/`` and fills the guide, ``tunelab guide`` fills it from the stored numbers, and
+``tunelab guide --check`` fails when the guide says anything else (the tests run it): a
+number in the guide is never other than the file that vouches for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tunelab.report import engines as across
+from tunelab.report.fragments import unique
+
+DOC = Path("docs/assignment.md")
+NUMBERS = Path("docs/data/assignment.json")
+_BLOCK_RE = re.compile(r"(<!-- guide: ([a-z0-9_-]+) -->\n)(.*?)(<!-- /guide -->)", re.S)
+_RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
+
+
+def numbers_from_run(results_dir: Path, reports_dir: Path) -> dict[str, Any]:
+    """Per sweep and engine, each claim's verdict, ratio and interval; per engine what ran
+    where and when."""
+    sweeps: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    measured: dict[str, dict[str, Any]] = {}
+    for exp in across.gather(results_dir, reports_dir):
+        for run in exp.runs:
+            claims = []
+            for v in run.verdicts:
+                found = _RATIO_RE.search(str(v.get("evidence", "")))
+                claims.append(
+                    {
+                        "claim": str(v.get("claim")),
+                        "verdict": str(v.get("verdict")),
+                        "ratio": found.group(1) if found else None,
+                        "interval": [found.group(2), found.group(3)] if found else None,
+                    }
+                )
+            sweeps.setdefault(exp.sweep, {})[run.engine] = claims
+            frame = run.data.results
+            started = (
+                sorted(frame["started_at"].dropna().astype(str)) if ("started_at" in frame) else []
+            )
+            seen = measured.setdefault(
+                run.engine, {"versions": set(), "hosts": set(), "first": None, "last": None}
+            )
+            seen["versions"].update(unique(frame, "engine_version"))
+            seen["hosts"].update(unique(frame, "host_cpu"))
+            if started:
+                seen["first"] = min(filter(None, [seen["first"], started[0][:10]]))
+                seen["last"] = max(filter(None, [seen["last"], started[-1][:10]]))
+    for seen in measured.values():
+        seen["versions"], seen["hosts"] = sorted(seen["versions"]), sorted(seen["hosts"])
+    return {"engines": measured, "sweeps": sweeps}
+
+
+def _cell(entry: dict[str, Any] | None) -> str:
+    if entry is None:
+        return "—"
+    ratio = (
+        f" {entry['ratio']} [{entry['interval'][0]}, {entry['interval'][1]}]"
+        if (entry.get("ratio"))
+        else ""
+    )
+    return f"{entry['verdict']}{ratio}"
+
+
+def block(numbers: dict[str, Any], sweep: str) -> str:
+    """The Markdown table of one sweep's claims by engine (verdict, ratio [95 % interval])."""
+    by_engine = numbers.get("sweeps", {}).get(sweep)
+    if not by_engine:
+        return f"*No stored run of `{sweep}` yet.*\n"
+    names = list(dict.fromkeys(c["claim"] for claims in by_engine.values() for c in claims))
+    head = "| claim | " + " | ".join(by_engine) + " |\n|---|" + "---|" * len(by_engine) + "\n"
+    rows = ""
+    for name in names:
+        cells = [
+            _cell(next((c for c in claims if c["claim"] == name), None))
+            for claims in by_engine.values()
+        ]
+        rows += f"| {name} | " + " | ".join(cells) + " |\n"
+    return head + rows
+
+
+def measured_line(numbers: dict[str, Any]) -> str:
+    parts = []
+    for engine, seen in numbers.get("engines", {}).items():
+        when = (
+            seen["first"] if seen["first"] == seen["last"] else f"{seen['first']} to {seen['last']}"
+        )
+        parts.append(f"{engine} ({', '.join(seen['versions'])}; {when})")
+    return "Measured: " + "; ".join(parts) + "." if parts else ""
+
+
+def fill(text: str, numbers: dict[str, Any]) -> str:
+    """The guide with every marked block generated from ``numbers``."""
+
+    def one(m: re.Match) -> str:
+        name = m.group(2)
+        body = measured_line(numbers) + "\n" if name == "measured" else block(numbers, name)
+        return m.group(1) + body + m.group(4)
+
+    return _BLOCK_RE.sub(one, text)
+
+
+def guide_main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="tunelab guide",
+        description="Fill the numbers of the students' guide from a run, or check them.",
+    )
+    p.add_argument("--doc", type=Path, default=DOC)
+    p.add_argument("--numbers", type=Path, default=NUMBERS)
+    how = p.add_mutually_exclusive_group()
+    how.add_argument(
+        "--from-run",
+        nargs=2,
+        type=Path,
+        metavar=("RESULTS", "REPORTS"),
+        help="take the numbers from a run's results and reports directories",
+    )
+    how.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when the guide differs from what the stored numbers give",
+    )
+    args = p.parse_args(argv)
+    try:
+        text = args.doc.read_text(encoding="utf-8")
+        if args.from_run:
+            numbers = numbers_from_run(*args.from_run)
+            args.numbers.parent.mkdir(parents=True, exist_ok=True)
+            args.numbers.write_text(json.dumps(numbers, indent=1, sort_keys=True) + "\n")
+        else:
+            numbers = json.loads(args.numbers.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"tunelab guide: {exc}", file=sys.stderr)
+        return 2
+    filled = fill(text, numbers)
+    if args.check:
+        if filled != text:
+            print(
+                f"tunelab guide: {args.doc} quotes numbers other than {args.numbers} gives; "
+                "fill it with `tunelab guide`",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    args.doc.write_text(filled, encoding="utf-8")
+    print(f"tunelab guide: {args.doc} filled from {args.numbers}", file=sys.stderr)
+    return 0
