@@ -408,7 +408,8 @@ def _plans(exp: Experiment, x: str) -> str:
         if "access_path" not in frame:
             continue
         present = [c for c in cols if c in frame]
-        for key, g in frame.groupby(present, dropna=False, sort=False):
+        groups = frame.groupby(present, dropna=False, sort=False) if present else [((), frame)]
+        for key, g in groups:
             key = key if isinstance(key, tuple) else (key,)
             paths = g["access_path"].dropna().astype(str)
             table.setdefault(tuple(map(str, key)), {})[run.engine] = (
