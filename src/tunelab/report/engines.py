@@ -17,6 +17,7 @@ of the table, page size, access and fetch mode), since those explain as many dif
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
 import re
@@ -42,6 +43,7 @@ METRIC = "elapsed_s"
 POOL_BYTES = "pool_bytes"  # derived: the pool in bytes, so that engines share the axis
 MAX_PANELS = 6
 _RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
+_CROSSING_RE = re.compile(r"crossing ≈([0-9.e-]+)")
 
 PAGE_CSS = """
 body { background: #f4f5f7; margin: 0; font-family: -apple-system, "Segoe UI", Roboto,
@@ -141,7 +143,7 @@ def why_missing(doc: dict[str, Any], engine: str) -> str:
     reason = spec.cannot_vary(doc, engine)
     if reason:
         return reason
-    return f"not run yet (./lab run --config engine={engine})"
+    return f"not run yet: ./lab run --config engine={engine}"
 
 
 def gather(
@@ -257,11 +259,35 @@ def _panel_rows(run: EngineRun, cols: list[str], key: tuple) -> pd.DataFrame:
     return frame[mask]
 
 
+def compared_column(exp: Experiment, cols: list[str]) -> str | None:
+    """The column the sweep's first pair of sides differs in (``index`` for an index against
+    a scan), when it is one of ``cols``: drawn as line styles in one panel, not as panels,
+    so that each panel holds the comparison the claim makes."""
+    for claim in exp.doc.get("expect") or []:
+        a, b = (claim.get(k) if isinstance(claim, dict) else None for k in ("a", "b"))
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in a:
+                for col in (f"{KNOB_PREFIX}{key}", f"{WORKLOAD_PREFIX}{key}"):
+                    if col in cols and str(a[key]) != str(b.get(key)):
+                        return col
+    return None
+
+
+STYLES = ("-", "--", ":", "-.")
+
+
 def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
-    """One panel per combination of the other point columns, one curve per engine: medians
-    with their intervals, or (``normalised``) each divided by the engine's own median at its
-    first value of ``x`` so that shapes compare where absolute times do not."""
+    """One panel per combination of the other point columns (the claim's compared column as
+    line styles inside a panel), one colour per engine: medians with their intervals, or
+    (``normalised``) each divided by its own median at its first value of ``x`` so that
+    shapes compare where absolute times do not."""
     cols = panel_columns(exp, x)
+    styled = compared_column(exp, cols)
+    styles = list(dict.fromkeys(
+        str(v) for r in exp.runs if styled in r.data.results
+        for v in sorted(r.data.results[styled].dropna().unique(), key=str)
+    ))[: len(STYLES)] if styled else [None]  # fmt: skip
+    cols = [c for c in cols if c != styled]
     keys = _panels(exp, x, cols)[:MAX_PANELS] or [()]
     colours = plots.palette_for([r.engine for r in exp.runs])
     with plots.style():
@@ -269,8 +295,10 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
         drawn = False
         for ax, key in zip(axes, keys, strict=True):
             xs_all: list[float] = []
-            for run in exp.runs:
+            for run, (ls, value) in itertools.product(exp.runs, enumerate(styles)):
                 rows = _panel_rows(run, cols, key) if cols else with_pool_bytes(run.data.results)
+                if styled and styled in rows:
+                    rows = rows[rows[styled].astype(str) == value]
                 if x not in rows or rows.empty:
                     continue
                 c = curve(rows, x)
@@ -282,16 +310,9 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                     y, lo, hi = y / base, lo / base, hi / base
                 xv = pd.to_numeric(c["x"], errors="coerce")
                 xs = xv if xv.notna().all() else c["x"].astype(str)
-                ax.errorbar(
-                    xs,
-                    y,
-                    yerr=[y - lo, hi - y],
-                    color=colours[run.engine],
-                    marker="o",
-                    capsize=3,
-                    lw=1.6,
-                    label=run.engine,
-                )
+                name = run.engine if value is None else f"{run.engine} · {value}"
+                ax.errorbar(xs, y, yerr=[y - lo, hi - y], color=colours[run.engine], ls=STYLES[ls],
+                            marker="o", capsize=3, lw=1.6, label=name)  # fmt: skip
                 drawn = True
                 if xv.notna().all():
                     xs_all += list(xv)
@@ -306,7 +327,7 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                 ax.axhline(1, color="#999", lw=0.8, ls=":")
         if not drawn:
             return None
-        plots._legend(fig, axes, "engine")
+        plots._legend(fig, axes, f"engine · {label(styled)}" if styled else "engine")
     return fig
 
 
@@ -381,12 +402,13 @@ def verdict_cell(v: dict[str, Any] | None, href: str = "", missing: str = "") ->
         return f'<span class="tl-muted" title="{title}">—</span>'
     esc = html.escape
     verdict = esc(str(v.get("verdict", "")))
-    found = _RATIO_RE.search(str(v.get("evidence", "")))
-    ratio = (
-        f'<div class="tl-ratio">{found.group(1)} [{found.group(2)}, {found.group(3)}]</div>'
-        if (found)
-        else ""
-    )
+    evidence = str(v.get("evidence", ""))
+    found, crossing = _RATIO_RE.search(evidence), _CROSSING_RE.search(evidence)
+    if found:
+        ratio = f"{found.group(1)} [{found.group(2)}, {found.group(3)}]"
+    else:
+        ratio = f"crossing ≈{crossing.group(1)}" if crossing else ""
+    ratio = f'<div class="tl-ratio">{esc(ratio)}</div>' if ratio else ""
     badge = f'<span class="tl-verdict tl-{verdict}">{verdict}</span>'
     title = esc(str(v.get("evidence", "")))
     inner = f'<a href="{esc(href)}" title="{title}">{badge}</a>' if href else badge
@@ -503,7 +525,7 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
     parts.append(f"<p>Engines: {links}.")
     if exp.missing:
         parts.append(
-            " Not here: " + "; ".join(f"{esc(e)} ({esc(w)})" for e, w in exp.missing.items()) + "."
+            " Not here: " + "; ".join(f"{esc(e)}, {esc(w)}" for e, w in exp.missing.items()) + "."
         )
     parts.append("</p>")
     parts += ['<h2 id="claims-head">Claims</h2>', claims_html(exp, page_dir)]
