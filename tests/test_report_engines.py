@@ -287,3 +287,14 @@ def test_engine_notes_explain_without_quoting_measured_figures():
         for engine, text in (doc.get("notes") or {}).items():
             found = measured.search(text)
             assert found is None, f"{path.name}: notes.{engine} quotes {found.group(0)!r}"
+
+
+def test_methods_name_the_image_of_a_version_with_its_own_parenthesis():
+    from tunelab.report import methods
+
+    version = "PostgreSQL 15.20 (Debian 15.20-0+deb12u1) (tunelab/postgres:bookworm-15.20)"
+    frame = pd.DataFrame({"engine_version": [version]})
+    assert methods._engine_text(frame, "postgres") == (
+        "PostgreSQL 15.20 (Debian 15.20-0+deb12u1), run from the container image "
+        "tunelab/postgres:bookworm-15.20"
+    )

@@ -47,7 +47,8 @@ def _engine_text(frame: pd.DataFrame, engine: str) -> str:
     contained = info.needs_container if info else bool(engine)
     out = []
     for v in versions:
-        name, _, rest = v.partition(" (")
+        # the image is the last parenthesis: a version may carry its own ("(Debian ...)")
+        name, _, rest = v.rpartition(" (") if v.endswith(")") else (v, "", "")
         if contained and rest.endswith(")"):
             out.append(f"{name}, run from the container image {rest[:-1]}")
         elif contained:
