@@ -598,6 +598,7 @@ def write_pages(experiments: list[Experiment], out_dir: Path) -> list[Path]:
 def matrix_html(experiments: list[Experiment], index_dir: Path) -> str:
     """Every claim of every sweep by every engine with rows, colour-coded by verdict, each
     cell linking to the cross-engine page's claims."""
+    experiments = [x for x in experiments if claim_names(x)]
     cols = [e for e in engines.names() if any(e in {r.engine for r in x.runs} for x in experiments)]
     if not cols:
         return ""

@@ -1,0 +1,54 @@
+"""`./lab run --config engine=LIST`: each engine in turn, one that cannot run here skipped
+with its reason, and the index saying what happened to each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+SWEEP = """\
+name: tiny-all
+description: two pool sizes, a warm scan
+dataset: {rows: 3000, seed: 11}
+knobs:
+  buffer_pool: [10, 1000]
+workloads:
+  - type: scan
+cache: warm
+repetitions: 2
+"""
+
+
+def _db2_runs_here() -> bool:
+    tunelab = Path(sys.executable).parent / "tunelab"
+    done = subprocess.run([str(tunelab), "preflight", "db2"],
+                          capture_output=True, text=True)  # fmt: skip
+    return done.returncode == 0
+
+
+def test_an_engine_list_runs_each_engine_and_skips_one_that_cannot_run_here(tmp_path):
+    if _db2_runs_here():
+        pytest.skip("the DB2 image is here: this test needs an engine that cannot run")
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "tiny-all.yaml").write_text(SWEEP)
+    done = subprocess.run(
+        [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--cores", "2", "--config",
+         "engine=sqlite,db2", f"sweeps={tmp_path / 'sweeps'}/*.yaml", "calibrate=off"],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "skipping db2:" in done.stderr
+    status = (tmp_path / "reports" / "engines-run.tsv").read_text().splitlines()
+    assert status[0] == "sqlite\tran\t" and status[1].startswith("db2\tskipped\t")
+    index = (tmp_path / "reports" / "index.html").read_text()
+    assert "<strong>sqlite</strong> ran" in index and "<strong>db2</strong> skipped" in index
+    assert 'id="matrix"' not in index  # the sweep states no claims: no matrix rows
+    page = tmp_path / "reports" / "engines" / "tiny-all.html"
+    assert page.is_file() and "db2, " in page.read_text()  # says why db2 has no rows
