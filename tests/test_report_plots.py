@@ -375,3 +375,17 @@ def test_lock_figure_of_a_real_mariadb_locking_sweep(tmp_path_factory, image):
     assert set(rows["knob_lock_granularity"]) == {"row", "table"}
     rows.to_csv(work / "locking.csv", index=False)
     _check_lock_figure(load(work / "locking.csv", sweep), rows)
+
+
+def test_the_figure_along_the_claims_question_comes_first(ranged):
+    import dataclasses
+    import re
+
+    from tunelab.report import sections
+
+    claim = {"says": "the scan overtakes the index", "kind": "crossover", "along": "selectivity",
+             "a": {"index": "nonclustered"}, "b": {"index": "none"}, "within": [0.01, 0.5]}  # fmt: skip
+    data = dataclasses.replace(ranged[0], sweep={**ranged[0].sweep, "expect": [claim]})
+    assert sections.figure_order(data) == ["wl_selectivity", "knob_index"]
+    heads = re.findall(r"<h3>([^<]+)</h3>", sections.figures_html(data))
+    assert heads.index("Selectivity (fraction of rows)") < heads.index("Index type")

@@ -30,6 +30,7 @@ from tunelab.report.labels import (
     label,
     unit_text,
 )
+from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
 from tunelab.units import parse_size
 
 SUMMARY_ID = "tunelab-summary"  # the JSON block the index page reads
@@ -306,6 +307,18 @@ def figure_caption(data: ReportData) -> str:
     return text
 
 
+MAX_SERIES = 8  # colours a reader can still tell apart in one panel
+
+
+def figure_order(data: ReportData) -> list[str]:
+    """The swept dimensions, the one the sweep's claims ask along (``along``) first: the
+    figure that answers the question leads."""
+    claims = [c for c in data.sweep.get("expect") or [] if isinstance(c, dict)]
+    along = [f"{p}{c['along']}" for c in claims if c.get("along")
+             for p in (KNOB_PREFIX, WORKLOAD_PREFIX)]  # fmt: skip
+    return sorted(data.dims, key=lambda d: (d not in along, data.dims.index(d)))
+
+
 def figures_html(data: ReportData) -> str:
     """One figure per swept dimension: response time and throughput."""
     if not data.dims:
@@ -319,9 +332,18 @@ def figures_html(data: ReportData) -> str:
         parts.append(
             plots.figure_html(fig, "response time versus each swept dimension", caption + notes)
         )
-    for x in data.dims:
+    first = figure_order(data)
+    for x in first:
         name = label(x, data.engine)
         parts.append(f"<h3>{html.escape(name[:1].upper() + name[1:])}</h3>")
+        series = len(plots.hue_levels(data.results, data.hue_for(x), data.orders)[1])
+        if x != first[0] and series > MAX_SERIES:
+            shown = label(first[0], data.engine)
+            parts.append(note(f"Not drawn: {series} series would share one panel, too many to "
+                              f"tell apart; the figure against {html.escape(shown)} above "
+                              "shows the same points, and the summary table below gives each "
+                              "one."))  # fmt: skip
+            continue
         fig = plots.knob_figure(data, x)
         notes = axis_notes(data, x, crossover=True)
         parts.append(
