@@ -383,8 +383,14 @@ def test_the_figure_along_the_claims_question_comes_first(ranged):
 
     from tunelab.report import sections
 
-    claim = {"says": "the scan overtakes the index", "kind": "crossover", "along": "selectivity",
-             "a": {"index": "nonclustered"}, "b": {"index": "none"}, "within": [0.01, 0.5]}  # fmt: skip
+    claim = {
+        "says": "the scan overtakes the index",
+        "kind": "crossover",
+        "along": "selectivity",
+        "a": {"index": "nonclustered"},
+        "b": {"index": "none"},
+        "within": [0.01, 0.5],
+    }
     data = dataclasses.replace(ranged[0], sweep={**ranged[0].sweep, "expect": [claim]})
     assert sections.figure_order(data) == ["wl_selectivity", "knob_index"]
     heads = re.findall(r"<h3>([^<]+)</h3>", sections.figures_html(data))
