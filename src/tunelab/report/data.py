@@ -178,6 +178,10 @@ def load(results_csv: str | Path, sweep_file: str | Path, sweep_name: str = "") 
     groups = [c for c in GROUPING if c in frame and frame[c].nunique(dropna=False) > 1]
     engines = sorted(set(frame["engine"].astype(str))) if "engine" in frame else []
     engine = ", ".join(engines) or str(sweep.get("engine", ""))
+    # A knob the sweep fixes (a pool given in bytes) may still vary in the rows' units (pages
+    # of each page size): it follows the swept knob and is no dimension of its own.
+    fixed = effective_knobs(sweep, engines[0] if len(engines) == 1 else engine)[1]
+    dims = [c for c in dims if not (c.startswith(KNOB_PREFIX) and c[len(KNOB_PREFIX) :] in fixed)]
     return ReportData(
         results=frame,
         sweep=sweep,
