@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from tunelab import engines, spec
 from tunelab.report import plots, stats
@@ -232,8 +233,11 @@ def _panels(exp: Experiment, x: str, cols: list[str]) -> list[tuple]:
     return sorted(unique_keys, key=lambda t: tuple(k(v) for k, v in zip(sort, t, strict=True)))
 
 
-def curve(frame: pd.DataFrame, x: str, metric: str = METRIC) -> pd.DataFrame:
-    """Per value of ``x``: the median of ``metric`` and its order-statistic interval."""
+def curve(
+    frame: pd.DataFrame, x: str, metric: str = METRIC, orders: dict | None = None
+) -> pd.DataFrame:
+    """Per value of ``x``: the median of ``metric`` and its order-statistic interval; numbers
+    ascending, categories in the sweep's order (``orders``, as ``ReportData.orders``)."""
     out = []
     for value, g in frame.groupby(x, sort=False):
         values = pd.to_numeric(g[metric], errors="coerce").dropna().to_numpy()
@@ -243,11 +247,11 @@ def curve(frame: pd.DataFrame, x: str, metric: str = METRIC) -> pd.DataFrame:
         out.append({"x": value, "median": iv.median, "low": iv.low, "high": iv.high})
     table = pd.DataFrame(out, columns=["x", "median", "low", "high"])
     numeric = pd.to_numeric(table["x"], errors="coerce")
-    return (
-        table.assign(_n=numeric)
-        .sort_values("_n" if numeric.notna().all() else "x")
-        .drop(columns="_n")
-        .reset_index(drop=True)
+    if numeric.notna().all():
+        return table.assign(_n=numeric).sort_values("_n").drop(columns="_n").reset_index(drop=True)
+    key = order_key(orders or {}, x)
+    return table.iloc[sorted(range(len(table)), key=lambda i: key(table["x"].iloc[i]))].reset_index(
+        drop=True
     )
 
 
@@ -295,13 +299,14 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
         drawn = False
         for ax, key in zip(axes, keys, strict=True):
             xs_all: list[float] = []
+            ys_all: list[float] = []
             for run, (ls, value) in itertools.product(exp.runs, enumerate(styles)):
                 rows = _panel_rows(run, cols, key) if cols else with_pool_bytes(run.data.results)
                 if styled and styled in rows:
                     rows = rows[rows[styled].astype(str) == value]
                 if x not in rows or rows.empty:
                     continue
-                c = curve(rows, x)
+                c = curve(rows, x, orders=exp.runs[0].data.orders)
                 if c.empty:
                     continue
                 y, lo, hi = c["median"], c["low"], c["high"]
@@ -314,12 +319,21 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                 ax.errorbar(xs, y, yerr=[y - lo, hi - y], color=colours[run.engine], ls=STYLES[ls],
                             marker="o", capsize=3, lw=1.6, label=name)  # fmt: skip
                 drawn = True
+                ys_all += [float(v) for v in hi] + [float(v) for v in lo]
                 if xv.notna().all():
                     xs_all += list(xv)
             if xs_all and plots.wants_log(xs_all):
                 ax.set_xscale("log")
-            if not normalised:
-                ax.set_yscale("log")
+            if x == POOL_BYTES and xs_all:  # binary sizes: ticks at 64 KiB, 1 MiB, 16 MiB...
+                lo, hi = math.log2(min(xs_all)), math.log2(max(xs_all))
+                ax.set_xticks([2.0**k for k in range(math.floor(lo), math.ceil(hi) + 1)
+                               if k % 4 == 0])  # fmt: skip
+                ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: fmt_bytes(v)))
+                ax.xaxis.set_minor_formatter(NullFormatter())
+            if not xs_all:
+                plots._slant(ax, 20)  # categories: long names
+            if not normalised and ys_all:
+                plots._finish_y(ax, np.asarray(ys_all, dtype=float), METRIC)  # log past 100x
             ax.set_title(" · ".join(f"{label(c)} {fmt(v)}" for c, v in zip(cols, key, strict=True)))
             ax.set_xlabel(_x_label(x))
             ax.set_ylabel("time ÷ own first point" if normalised else label(METRIC))
