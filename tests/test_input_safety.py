@@ -373,8 +373,11 @@ def test_the_run_resolves_config_files_directory_and_config_as_snakemake_does(tm
     assert proc.stderr == "config sweeps: no sweep files match 'workflows/sweeps/*.yaml'\n"
     command += ["--config", "sweeps=sweeps/*.yaml"]
     out = subprocess.run(command, capture_output=True, check=True).stdout
-    engine, calibration, directory, workdir, size, index, *files = out.split(b"\0")[:-1]
+    engine, calibration, directory, workdir, size, index, results, logs, *files = out.split(b"\0")[
+        :-1
+    ]
     assert size == b"quick" and index.endswith(b"/work/reports/index.html")
+    assert results.endswith(b"/work/results") and logs.endswith(b"/work/logs")
     assert engine == b"sqlite" and calibration == b""
     assert Path(os.fsdecode(directory)) == tmp_path / "work"
     assert Path(os.fsdecode(workdir)) == tmp_path / "work" / ".tunelab"

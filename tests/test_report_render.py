@@ -222,8 +222,8 @@ def test_page_has_a_methods_section_naming_the_engine_version(scan_report):
     methods = re.search(r'<div id="methods">(.*?)</div>', html, re.S).group(1)
     assert rows["engine_version"].iloc[0] in methods
     assert f"The data set held {rows['dataset_rows'].iloc[0]:,} generated rows" in methods
-    # placed before the figures, right after what was measured
-    assert html.index('id="methods"') < html.index('class="tl-figure"')
+    # the page answers first: the claims and the figures, then what was measured and how
+    assert html.index('class="tl-figure"') < html.index('id="methods"')
 
 
 def test_every_mb_says_which_megabyte(scan_report):

@@ -280,35 +280,23 @@ def test_an_effect_too_small_for_its_noise_stops_once_the_budget_cannot_decide_i
     assert "look 1 of 4 (6 rounds" in verdict.evidence
 
 
-def test_rounds_after_a_look_measure_only_the_points_of_undecided_claims(tmp_path, monkeypatch):
-    """The clear claim is decided at the first look; the similarity of two pools that the
-    noise hides is not: only those two points go on to the budget."""
-    from tunelab import claims
-
+def test_rounds_after_a_look_measure_only_the_points_the_stop_rule_names(tmp_path, monkeypatch):
+    """After the first look only the points of the claims still open (as the stop rule
+    names them) are measured; the others keep the rounds they have."""
     monkeypatch.setattr(runner, "PointSession", EffectSession)
-    EffectSession.effect, EffectSession.spread = 0.5, 0.12
-    EffectSession.rng = np.random.default_rng(5)
     path = tmp_path / "seq.yaml"
-    path.write_text(
-        SEQUENTIAL.replace("[64, 512]", "[64, 128, 512]").replace(
-            "repetitions: {min: 6, max: 30}", "repetitions: {min: 6, max: 12}"
-        )
-        + """
-  - says: a pool of 128 pages scans as fast as 64
-    kind: similar
-    a: {buffer_pool: 128}
-    b: {buffer_pool: 64}
-"""
-    )
+    path.write_text(SEQUENTIAL.replace("[64, 512]", "[64, 128, 512]"))
     found, errors = spec.expand(path, "sqlite")
     assert not errors
-    expect = spec.load_yaml(path)[0]["expect"]
+    still = frozenset(p.point_id for p in found if p.knobs["buffer_pool"] != 512)
+
+    def stop(rows: pd.DataFrame, n: int) -> sweeprun.Stop:
+        if n < 6:
+            return sweeprun.Stop(False, "next look at round 6")
+        return sweeprun.Stop(n >= 12, "open" if n < 12 else "budget", still)
+
     frame, reason = sweeprun.measure_rounds(found, tmp_path / "r.csv.gz", tmp_path / "w",
-                                            tmp_path, None, sweeprun.claims_rule(found, expect),
-                                            log=lambda _: None)  # fmt: skip
+                                            tmp_path, None, stop, log=lambda _: None)  # fmt: skip
     last = frame.groupby("knob_buffer_pool")["round"].max().to_dict()
-    assert last == {64: 11, 128: 11, 512: 5}
-    assert reason.startswith("budget of 12 rounds reached (claims undecided: a pool of 128")
-    clear, hidden = claims.evaluate_sweep(expect, frame, "sqlite")
-    assert clear.verdict == "holds" and "look 1 of 2" in clear.evidence
-    assert hidden.verdict == "inconclusive" and "look 2 of 2" in hidden.evidence
+    assert last == {64: 11, 128: 11, 512: 5} and reason == "budget"
+    assert len(frame) == 6 * 3 + 6 * 2

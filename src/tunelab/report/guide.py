@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tunelab import engines as registry
 from tunelab.report import engines as across
 from tunelab.report.fragments import unique
 
@@ -76,9 +77,15 @@ def _cell(entry: dict[str, Any] | None) -> str:
     return f"{entry['verdict']}{ratio}"
 
 
+def _in_lab_order(by_engine: dict[str, Any]) -> dict[str, Any]:
+    """The engines in the lab's order (as stored, the file sorts them by name)."""
+    order = {e: i for i, e in enumerate(registry.names())}
+    return dict(sorted(by_engine.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
 def block(numbers: dict[str, Any], sweep: str) -> str:
     """The Markdown table of one sweep's claims by engine (verdict, ratio [95 % interval])."""
-    by_engine = numbers.get("sweeps", {}).get(sweep)
+    by_engine = _in_lab_order(numbers.get("sweeps", {}).get(sweep) or {})
     if not by_engine:
         return f"*No stored run of `{sweep}` yet.*\n"
     names = list(dict.fromkeys(c["claim"] for claims in by_engine.values() for c in claims))
@@ -95,7 +102,7 @@ def block(numbers: dict[str, Any], sweep: str) -> str:
 
 def measured_line(numbers: dict[str, Any]) -> str:
     parts = []
-    for engine, seen in numbers.get("engines", {}).items():
+    for engine, seen in _in_lab_order(numbers.get("engines", {})).items():
         when = (
             seen["first"] if seen["first"] == seen["last"] else f"{seen['first']} to {seen['last']}"
         )
