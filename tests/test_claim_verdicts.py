@@ -91,13 +91,13 @@ def test_a_small_significant_difference_is_similar_for_a_directional_claim():
 
 # -- drift: back-to-back repetitions against rounds -----------------------------------------
 def test_linear_drift_makes_a_false_effect_back_to_back_and_none_in_rounds():
-    """The same engine times both points alike, but the host slows by 1 % a repetition:
+    """The same engine times both points alike, but the host slows by 2 % a repetition:
     measured a's six repetitions then b's, b looks slower; in rounds (a and b alternating
     in a seeded order within each round) the paired comparison sees no effect."""
     rng = np.random.default_rng(3)
 
     def timed(slot: float) -> float:
-        return 0.1 * (1 + 0.01 * slot) * rng.lognormal(0, 0.002)
+        return 0.1 * (1 + 0.02 * slot) * rng.lognormal(0, 0.002)
 
     back_to_back = pair([timed(i) for i in range(6)], [timed(6 + i) for i in range(6)], False)
     assert verdict(LOWER, back_to_back).verdict == "holds"  # the false effect

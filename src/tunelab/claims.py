@@ -213,7 +213,7 @@ def _compare_text(t: stats.RatioTest | None, metric: str, a: str, b: str) -> str
 
 
 def _evidence_causes(
-    verdict: str, t: stats.RatioTest | None, claim: Claim, claimed: int
+    verdict: str, t: stats.RatioTest | None, claim: Claim
 ) -> tuple[list[str], int | None]:
     """Causes the comparison itself shows, and the repetitions an undecided one needs."""
     if t is None or verdict == HOLDS or math.isnan(t.ratio):
@@ -223,12 +223,15 @@ def _evidence_causes(
         found.append("no difference seen (the same values on both sides)")
     elif abs(t.ratio - 1) < m:
         found.append(f"no difference seen (ratio {t.ratio:.3g}, within ±{m:.0%})")
+    elif t.significant(claim.alpha):
+        found.append(f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
+                     f"interval [{t.low:.3g}, {t.high:.3g}])")  # fmt: skip
     if verdict != INCONCLUSIVE:
         return found, None
     if not t.can_decide(claim.alpha):
         n = f"{t.n} rounds" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
         found.append(f"too few repetitions: {n} give no p below {t.min_p:.2g}")
-    needed = stats.repetitions_needed(t, m, claim.alpha, claimed)
+    needed = stats.repetitions_needed(t, m, claim.alpha)
     if needed is not None:
         found.append(f"too few repetitions for the observed variance (needs ~{needed})")
     return found, needed
@@ -261,12 +264,12 @@ def _row_causes(rows: pd.DataFrame, metric: str) -> list[str]:
 
 
 def _outcome(
-    verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, claimed: int,
-    rows: pd.DataFrame, extra: Sequence[str] = (),
+    verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, rows: pd.DataFrame,
+    extra: Sequence[str] = (),
 ) -> Outcome:  # fmt: skip
     if verdict == HOLDS:
         return Outcome(verdict, text)
-    evidence, needed = _evidence_causes(verdict, t, claim, claimed)
+    evidence, needed = _evidence_causes(verdict, t, claim)
     return Outcome(verdict, text, [*extra, *evidence, *_row_causes(rows, claim.metric)], needed)
 
 
@@ -314,7 +317,7 @@ def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> Outcome:
             claimed = decisions.LOWER if claim.kind == "lower" else decisions.HIGHER
             verdict = decisions.directional(t, claimed, alpha, m)
         text = _compare_text(t, metric, kv(claim.a), kv(claim.b))
-        return _outcome(verdict, text, t, claim, claimed, pd.concat([a, b]))
+        return _outcome(verdict, text, t, claim, pd.concat([a, b]))
     col = _column(rows, claim.along or "")
     if col is None:
         return Outcome(INCONCLUSIVE, f"no column for {claim.along}")
@@ -357,7 +360,7 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     elif verdict == HOLDS and not (p < alpha and tau * claimed > 0):
         verdict = INCONCLUSIVE
         extra.append(f"the trend over every value is not significant (p={p:.2g})")
-    return _outcome(verdict, text, t, claim, claimed, pd.concat([first, last]), extra)
+    return _outcome(verdict, text, t, claim, pd.concat([first, last]), extra)
 
 
 def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outcome:

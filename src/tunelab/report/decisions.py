@@ -3,10 +3,10 @@
 Four verdicts, for a claimed direction (``lower``: ratio below 1, ``higher``: above 1):
 
 - ``holds``: the difference is significant (p < alpha and the 1 - alpha interval excludes 1)
-  in the claimed direction and the estimate is at least ``margin`` (min_effect) from 1;
-- ``contradicted``: the difference is significant the other way and the whole interval lies
-  beyond the margin: the effect is shown to be at least ``margin`` large the other way, so a
-  3 % effect against a 5 % margin never contradicts;
+  in the claimed direction and the whole interval lies beyond the margin (min_effect): the
+  effect is shown to be at least ``margin`` large;
+- ``contradicted``: the same the other way, so a 3 % effect against a 5 % margin never
+  contradicts;
 - ``similar``: equivalence within +-margin by two one-sided tests at alpha each (the
   1 - 2 alpha interval inside [1 - margin, 1 + margin]): the claimed effect is shown absent;
 - ``inconclusive``: none of these, including sample sizes whose rank test cannot reach
@@ -57,7 +57,7 @@ def directional(t: RatioTest | None, claimed: int, alpha: float, margin: float) 
     if t is None or not usable(t, alpha):
         return INCONCLUSIVE
     significant = t.significant(alpha)
-    if significant and beyond(t, claimed, margin):
+    if significant and clears(t, claimed, margin):
         return HOLDS
     if significant and clears(t, -claimed, margin):
         return CONTRADICTED

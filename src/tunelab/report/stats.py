@@ -416,7 +416,7 @@ def _paired_test(
     )
 
 
-def repetitions_needed(t: RatioTest, margin: float, alpha: float, claimed: int = 0) -> int | None:
+def repetitions_needed(t: RatioTest, margin: float, alpha: float) -> int | None:
     """Roughly how many repetitions (rounds when paired) would decide the comparison at the
     observed spread with about ``POWER`` (80 %) probability, taking an interval's half-width
     on the log scale, w = z * se, to shrink as 1/sqrt(n): the decision needs
@@ -424,10 +424,9 @@ def repetitions_needed(t: RatioTest, margin: float, alpha: float, claimed: int =
     where with d = |log ratio| and m = log(1 + margin)
 
     - within +-margin, the (1 - 2 alpha) interval must fit inside it: target m - d;
-    - beyond it in the ``claimed`` direction (-1 lower, +1 higher), the (1 - alpha)
-      interval must exclude 1: target d;
-    - beyond it otherwise (the other way, or ``claimed`` 0), the interval must clear the
-      margin: target d - m.
+    - beyond it (in either direction: a claim holds, as it is contradicted, only when the
+      whole interval clears the margin), the (1 - alpha) interval must clear the margin:
+      target d - m.
 
     Never below the size at which the rank test can reach alpha (that size alone where the
     spread gives nothing to scale). None when these sizes can reach alpha and the estimate is
@@ -439,18 +438,12 @@ def repetitions_needed(t: RatioTest, margin: float, alpha: float, claimed: int =
     fallback = None if t.can_decide(alpha) else floor
     if not (t.n > 0 and math.isfinite(t.ratio) and t.ratio > 0):
         return fallback
-    log_r, m = math.log(t.ratio), math.log(1 + margin)
-    d = abs(log_r)
+    d, m = abs(math.log(t.ratio)), math.log(1 + margin)
     inside = abs(t.ratio - 1) < margin
     low, high = (t.eq_low, t.eq_high) if inside else (t.low, t.high)
     if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
         return fallback
-    if inside:
-        target = m - d
-    elif claimed and (log_r < 0) == (claimed < 0):
-        target = d
-    else:
-        target = d - m
+    target = m - d if inside else d - m
     if target <= 0:
         return fallback
     from scipy.stats import norm
