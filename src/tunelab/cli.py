@@ -37,12 +37,24 @@ DELEGATED = {
     "clean": "tunelab.recovery:clean_main",
     "recover": "tunelab.recovery:recover_main",
     "progress": "tunelab.progress:progress_main",
+    "hadr-calc": "tunelab.cli:hadr_calc_main",
 }
 
 # How the commands Snakemake runs hold the host-wide bench lock for their whole run
 # (tunelab.jobs); run-point and trace-point hold it around the measurement (runner.bench_slot).
 _LOCKS = {jobs.EXCLUSIVE: benchlock.exclusive, jobs.SHARED: benchlock.shared}
 BENCH_LOCK = {name: _LOCKS[mode] for name, mode in jobs.JOB_COMMANDS.items() if mode in _LOCKS}
+
+
+def hadr_calc_main(argv: list[str]) -> int:
+    """`tunelab hadr-calc`: tunelab.hadr.cli, with the engines' replication modes (it sits
+    below the engines and takes them from here)."""
+    from tunelab.hadr import cli as hadr_cli
+
+    def modes(name: str):
+        return engines.engine_class(name).replication
+
+    return hadr_cli.main(argv, engines.names(), modes)
 
 
 def _err(msg: str) -> None:
