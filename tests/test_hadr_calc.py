@@ -368,3 +368,51 @@ def test_a_missing_file_is_one_line(capsys, tmp_path):
     rc, _, err = _calc(capsys, "--disk", "1", "0", "--network", "1", "1", tmp_path / "none")
     assert rc == 2
     assert err == f"{tmp_path / 'none'}: file: No such file or directory\n"
+
+
+def _calibration(tmp_path, **fields):
+    from tunelab.calibrate import Calibration, save
+
+    cal = dict(host="h", data_dir="d", filesystem="ext4", direct_io=True, overhead_ms=0.1,
+               device_read_rate_mb_s=500.0, transferrate_ms={4096: 0.01},
+               write_overhead_ms=1.0, write_rate_mb_s=204.8, write_fit_r2=0.9)  # fmt: skip
+    cal.update(fields)
+    return save(Calibration(**cal), tmp_path / "cal.json")
+
+
+def test_disk_from_a_calibration_in_the_calculators_units(capsys, tmp_path, scan_file):
+    """The calibration's MB are 1,024,000 bytes and its overhead milliseconds: 204.8 of its
+    MB/s and 1 ms are IBM's examples' 200 MB/s and .001 s."""
+    path = _calibration(tmp_path)
+    rc = tunelab_cli.main(["hadr-calc", "--calibration", str(path), "--network", "120",
+                           ".0001", str(scan_file)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert (rc, err) == (0, "")
+    assert _compared(out, LAN)[:4] == _words(LAN)[:4]
+
+
+@pytest.mark.parametrize(
+    ("fields", "argv", "message"),
+    [
+        ({"write_rate_mb_s": None, "write_fit_r2": None}, [],
+         "--calibration: {}: write_rate_mb_s: none"),
+        ({}, ["--disk", "1", "1"], "--calibration: not allowed with argument --disk"),
+        (None, [], "--calibration: {}: no calibration file"),
+    ],
+)  # fmt: skip
+def test_bad_calibrations_are_one_line(capsys, tmp_path, scan_file, fields, argv, message):
+    path = _calibration(tmp_path, **(fields or {}))
+    if fields is None:
+        path.unlink()
+    rc = tunelab_cli.main(["hadr-calc", *argv, "--calibration", str(path), "--network", "1",
+                           "1", str(scan_file)])  # fmt: skip
+    _, err = capsys.readouterr()
+    assert rc == 2
+    assert err.startswith(message.format(path)), err
+    assert err.count("\n") == 1
+
+
+def test_no_disk_at_all_is_one_line(capsys, scan_file):
+    rc = tunelab_cli.main(["hadr-calc", "--network", "1", "1", str(scan_file)])
+    assert rc == 2
+    assert capsys.readouterr().err == "--disk: required (or --calibration)\n"

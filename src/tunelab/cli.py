@@ -54,7 +54,18 @@ def hadr_calc_main(argv: list[str]) -> int:
     def modes(name: str):
         return engines.engine_class(name).replication
 
-    return hadr_cli.main(argv, engines.names(), modes)
+    def disk(path: str) -> tuple[float, float]:
+        """The calibration's write model in the calculator's units: MB of 2^20 bytes (the
+        calibration's are 1,024,000) and seconds."""
+        from tunelab import calibrate
+
+        cal = calibrate.load(path)
+        if cal.write_rate_mb_s is None:
+            raise ValueError(f"{path}: write_rate_mb_s: none (write time did not grow with "
+                             "size); give --disk")  # fmt: skip
+        return cal.write_rate_mb_s * cal.mb_bytes / 2**20, cal.write_overhead_ms / 1000
+
+    return hadr_cli.main(argv, engines.names(), modes, disk)
 
 
 def _err(msg: str) -> None:

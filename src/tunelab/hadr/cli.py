@@ -4,8 +4,8 @@ workload would get in each replication mode (docs/hadr.md).
 ``main(argv, ...)`` parses its own arguments (without the leading ``hadr-calc``) and returns
 an exit status. Bad input is one line on stderr, ``option: message`` or
 ``file:line: field: message``, and status 2. The engines' modes come in through
-``engine_modes`` (the command layer passes the registry's): this module sits below the
-engines and never imports them.
+``engine_modes`` and a calibration's disk through ``disk_from`` (the command layer passes
+them): this module sits below the engines and the calibration and never imports them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ class _Parser(argparse.ArgumentParser):
         required = "the following arguments are required: "
         if message.startswith(required):
             message = f"{message[len(required) :].split(',')[0]}: required"
+        elif message == "one of the arguments --disk --calibration is required":
+            message = "--disk: required (or --calibration)"
         raise UsageError(message.removeprefix("argument "))
 
 
@@ -52,9 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("scans", nargs="+", metavar="SCAN", help="workload files (see below)")
-    p.add_argument("--disk", nargs=2, required=True, metavar=("RATE", "OVERHEAD"),
-                   help="log disk write rate in MB/s and overhead in seconds per write "
-                   "(`tunelab calibrate` measures both)")  # fmt: skip
+    disk = p.add_mutually_exclusive_group(required=True)
+    disk.add_argument("--disk", nargs=2, metavar=("RATE", "OVERHEAD"),
+                      help="log disk write rate (MB/s) and overhead per write (s)")  # fmt: skip
+    disk.add_argument("--calibration", metavar="FILE",
+                      help="the disk's write model from `tunelab calibrate` instead")  # fmt: skip
     p.add_argument("--network", nargs=2, required=True, metavar=("RATE", "RTT"),
                    help="primary-standby send rate in MB/s and round trip in seconds")  # fmt: skip
     p.add_argument("--modes", metavar="LIST",
@@ -76,10 +80,23 @@ def _number(option: str, label: str, text: str, *, positive: bool) -> float:
     return value
 
 
-def link_from(args: argparse.Namespace) -> Link:
+DiskFrom = Callable[[str], tuple[float, float]]
+
+
+def link_from(args: argparse.Namespace, disk_from: DiskFrom | None = None) -> Link:
+    if args.calibration is not None:
+        if disk_from is None:
+            raise UsageError("--calibration: not available here")
+        try:
+            rate, overhead = disk_from(args.calibration)
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"--calibration: {exc}") from None
+    else:
+        rate = _number("--disk", "RATE", args.disk[0], positive=True)
+        overhead = _number("--disk", "OVERHEAD", args.disk[1], positive=False)
     return Link(
-        disk_rate=_number("--disk", "RATE", args.disk[0], positive=True),
-        disk_overhead=_number("--disk", "OVERHEAD", args.disk[1], positive=False),
+        disk_rate=rate,
+        disk_overhead=overhead,
         net_rate=_number("--network", "RATE", args.network[0], positive=True),
         rtt=_number("--network", "RTT", args.network[1], positive=False),
     )
@@ -133,10 +150,11 @@ def run(
     argv: Sequence[str],
     engine_names: Sequence[str] = (),
     engine_modes: Callable[[str], dict[str, Mode]] | None = None,
+    disk_from: DiskFrom | None = None,
 ) -> list[str]:
     """The report's lines; raises UsageError or scan.ScanError on bad input."""
     args = build_parser().parse_args(list(argv))
-    link = link_from(args)
+    link = link_from(args, disk_from)
     modes = modes_from(args, engine_names, engine_modes)
     work = load(args.scans)
     lines, _ = report.render(work.intervals, modes, link, work.average_rate)
@@ -147,9 +165,11 @@ def main(
     argv: Sequence[str] | None = None,
     engine_names: Sequence[str] = (),
     engine_modes: Callable[[str], dict[str, Mode]] | None = None,
+    disk_from: DiskFrom | None = None,
 ) -> int:
     try:
-        lines = run(sys.argv[1:] if argv is None else argv, engine_names, engine_modes)
+        argv = sys.argv[1:] if argv is None else argv
+        lines = run(argv, engine_names, engine_modes, disk_from)
     except (UsageError, scan.ScanError) as exc:
         sys.stderr.write(f"{str(exc).splitlines()[0]}\n")
         return 2
