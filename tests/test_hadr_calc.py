@@ -416,3 +416,15 @@ def test_no_disk_at_all_is_one_line(capsys, scan_file):
     rc = tunelab_cli.main(["hadr-calc", "--network", "1", "1", str(scan_file)])
     assert rc == 2
     assert capsys.readouterr().err == "--disk: required (or --calibration)\n"
+
+
+def test_scanner_text_from_stdin(capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(SCAN))
+    rc, out, err = _calc(capsys, "--disk", "200", ".001", "--network", "10", ".1", "-")
+    assert (rc, err) == (0, "")
+    assert _compared(out, WAN) == _words(WAN)
+    monkeypatch.setattr("sys.stdin", io.StringIO("nothing\n"))
+    rc, out, err = _calc(capsys, "--disk", "200", ".001", "--network", "10", ".1", "-")
+    assert (rc, out, err) == (2, "", "stdin: intervals: none found (scanner rate lines)\n")
