@@ -51,7 +51,6 @@ class Mode:
     ordering: Ordering
     ack: Ack
     fixed_pages: float | None = None
-    meaning: str = ""
 
 
 SYNC = Mode("SYNC", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_FLUSH)
@@ -138,7 +137,6 @@ class Interval:
     trans_pages: float
     open_trans: float
     seconds: float | None = None
-    source: str = ""  # where it was read ("file:line"), for messages
 
 
 @dataclass(frozen=True)

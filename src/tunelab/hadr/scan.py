@@ -76,7 +76,7 @@ def parse_scanner(text: str, name: str) -> Workload:
             for key in ("rate", "seconds", "flush_pages", "flush_seconds", "trans_pages",
                         "open_trans")
         }  # fmt: skip
-        work.intervals.append(Interval(label=m["label"], source=where, **values))
+        work.intervals.append(Interval(label=m["label"], **values))
     return work
 
 
@@ -117,7 +117,6 @@ def parse_csv(text: str, name: str) -> Workload:
                 trans_pages=size / PAGE_BYTES / commits,
                 open_trans=open_trans,
                 seconds=seconds,
-                source=where,
             )
         )
     return work
