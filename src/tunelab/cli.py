@@ -37,12 +37,35 @@ DELEGATED = {
     "clean": "tunelab.recovery:clean_main",
     "recover": "tunelab.recovery:recover_main",
     "progress": "tunelab.progress:progress_main",
+    "hadr-calc": "tunelab.cli:hadr_calc_main",
 }
 
 # How the commands Snakemake runs hold the host-wide bench lock for their whole run
 # (tunelab.jobs); run-point and trace-point hold it around the measurement (runner.bench_slot).
 _LOCKS = {jobs.EXCLUSIVE: benchlock.exclusive, jobs.SHARED: benchlock.shared}
 BENCH_LOCK = {name: _LOCKS[mode] for name, mode in jobs.JOB_COMMANDS.items() if mode in _LOCKS}
+
+
+def hadr_calc_main(argv: list[str]) -> int:
+    """`tunelab hadr-calc`: tunelab.hadr.cli, with the engines' replication modes (it sits
+    below the engines and takes them from here)."""
+    from tunelab.hadr import cli as hadr_cli
+
+    def modes(name: str):
+        return engines.engine_class(name).replication
+
+    def disk(path: str) -> tuple[float, float]:
+        """The calibration's write model in the calculator's units: MB of 2^20 bytes (the
+        calibration's are 1,024,000) and seconds."""
+        from tunelab import calibrate
+
+        cal = calibrate.load(path)
+        if cal.write_rate_mb_s is None:
+            raise ValueError(f"{path}: write_rate_mb_s: none (write time did not grow with "
+                             "size); give --disk")  # fmt: skip
+        return cal.write_rate_mb_s * cal.mb_bytes / 2**20, cal.write_overhead_ms / 1000
+
+    return hadr_cli.main(argv, engines.names(), modes, disk)
 
 
 def _err(msg: str) -> None:

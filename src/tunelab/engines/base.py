@@ -23,9 +23,10 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tunelab.dataset import COLUMNS, Dataset, Source
+from tunelab.hadr.model import Mode
 from tunelab.noise import Placement
 
 
@@ -209,6 +210,9 @@ class Engine(abc.ABC):
     # The driver's exceptions that mean the engine's files met a full disk (or quota): the
     # CLI then says "disk full" and where, as for an OSError ENOSPC, not an engine failure.
     full_errors: tuple[type[BaseException], ...] = ()
+    # The engine's replication modes (setting value -> what its commit waits for), for the
+    # HADR calculator (`tunelab hadr-calc --engine`, docs/hadr.md); empty: none modelled.
+    replication: ClassVar[dict[str, Mode]] = {}
 
     def __init__(self, workdir: Path, run_id: str):
         self.workdir = Path(workdir)

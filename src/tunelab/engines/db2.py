@@ -112,6 +112,7 @@ from tunelab.engines.db2_sql import (
     tablespace_name,
 )
 from tunelab.engines.server import ServerEngine
+from tunelab.hadr.model import CALCULATOR_MODES
 
 # Pinned image (see containers/db2/README.md); TUNELAB_DB2_IMAGE selects another local tag.
 IMAGE = "icr.io/db2_community/db2:12.1.5.0"
@@ -260,6 +261,8 @@ def image_missing_message(tag: str) -> str:
 class DB2Engine(ServerEngine):
     info = INFO
     paramstyle = "qmark"
+    # HADR_SYNCMODE: the HADR calculator's own modes, which are IBM's model of them.
+    replication = CALCULATOR_MODES
     port = PORT
     database = DATABASE
     admin_database = DATABASE

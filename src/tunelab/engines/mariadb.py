@@ -38,6 +38,7 @@ from tunelab.engines.base import (
     Knob,
 )
 from tunelab.engines.server import ServerEngine, connect_with_retry
+from tunelab.hadr.model import Ack, Mode, Ordering
 
 PORT = 3306
 DATABASE = "tunelab"
@@ -259,9 +260,24 @@ def _keys(node: Any) -> list[str]:
     return own + [k for v in node.values() for k in _keys(v)]
 
 
+# rpl_semi_sync_master_wait_point, for the HADR calculator (docs/hadr.md). MariaDB's
+# documentation: the primary waits for one replica to say it has "received and logged" the
+# events (its relay log, not said to be synced), and waits after the binary log is synced:
+# before the storage engine commits (AFTER_SYNC) or after (AFTER_COMMIT, the default). Both
+# send after the local sync and wait for a receipt: w + s + RTT; they differ in when other
+# sessions see the commit, not in what the committing one waits for. Without semi-sync
+# (`async`) the primary does not wait.
+REPLICATION = {
+    "AFTER_SYNC": Mode("AFTER_SYNC", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_WRITE),
+    "AFTER_COMMIT": Mode("AFTER_COMMIT", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_WRITE),
+    "async": Mode("async", Ordering.FLUSH_THEN_SEND, Ack.NONE),
+}
+
+
 class MariaDBEngine(ServerEngine):
     info = INFO
     paramstyle = "format"
+    replication = REPLICATION
     port = PORT
     database = DATABASE
     admin_database = None  # the admin connection comes first: it creates the database

@@ -56,6 +56,7 @@ from tunelab.engines.base import (
     Knob,
 )
 from tunelab.engines.server import ServerEngine
+from tunelab.hadr.model import Ack, Mode, Ordering
 
 PORT = 5432
 DATABASE = "postgres"  # the lab's tables live in the initial database (schema public)
@@ -362,9 +363,22 @@ def normalise_plan(doc: Any) -> str:
     return f"none;{first}"
 
 
+# synchronous_commit with a synchronous standby, for the HADR calculator (docs/hadr.md).
+# The walsender ships only WAL the primary has already flushed, so every wait on the
+# standby follows the local flush: `on` costs w + s + w + RTT, `remote_write` w + s + RTT.
+# `remote_apply` waits for replay too, which the model leaves out (a lower bound).
+REPLICATION = {
+    "on": Mode("on", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_FLUSH),
+    "remote_apply": Mode("remote_apply", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_FLUSH),
+    "remote_write": Mode("remote_write", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_WRITE),
+    "local": Mode("local", Ordering.FLUSH_THEN_SEND, Ack.NONE),
+}
+
+
 class PostgresEngine(ServerEngine):
     info = INFO
     paramstyle = "format"
+    replication = REPLICATION
     port = PORT
     database = DATABASE
     admin_database = DATABASE
