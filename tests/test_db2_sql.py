@@ -1104,6 +1104,8 @@ def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
             return [conn_row]
         if "MON_GET_BUFFERPOOL" in sql:
             return [(0,) * len(db2_sql.BUFFERPOOL_COUNTERS)]
+        if "MON_GET_TRANSACTION_LOG" in sql:
+            return [(0,) * len(db2_sql.LOG_COUNTERS)]
         return [(0,) * len(db2_sql.DATABASE_COUNTERS)]
 
     monkeypatch.setattr(eng, "query", query)

@@ -105,7 +105,9 @@ def test_a_write_point_records_its_log_and_logscan_reads_it(server_engine, tmp_p
     # Every inserted row is logged: at least its ~40 bytes of values, and each commit
     # flushes (a write and a sync at least once over the section).
     assert (df["c_log_bytes"] > 2000 * 40).all(), df["c_log_bytes"].tolist()
-    assert (df["c_log_writes"] >= 1).all() and (df["c_log_syncs"] >= 1).all()
+    assert (df["c_log_writes"] >= 1).all()
+    if server_engine == "postgres":  # MariaDB 10.11 counts the redo log's fsyncs no more
+        assert (df["c_log_syncs"] >= 1).all()
     assert logscan.main([str(tmp_path / "r"), "--csv"]) == 0
     work = scan.parse_csv(capsys.readouterr().out, "out")
     assert len(work.intervals) == 2
