@@ -81,6 +81,22 @@ def test_a_significant_difference_the_other_way_beyond_min_effect_contradicts():
     assert "8 rounds paired" in v.evidence
 
 
+def test_an_effect_near_min_effect_holds_only_once_its_interval_clears_it():
+    """The estimate past the margin is not enough: an effect about as large as min_effect
+    would otherwise hold or not from run to run with its estimate; the whole interval must
+    clear the margin, as it must for a contradiction, and the cause says so."""
+    rng = np.random.default_rng(5)
+    b = rng.lognormal(np.log(0.1), 0.01, 12)
+    near = verdict(LOWER, pair(0.945 * b * rng.lognormal(0, 0.03, 12), b, with_rounds=True))
+    assert near.verdict == "inconclusive", near.evidence
+    assert any(c.startswith("a difference, not shown to reach ±5%") for c in near.causes)
+    far = verdict(LOWER, pair(0.8 * b * rng.lognormal(0, 0.01, 12), b, with_rounds=True))
+    assert far.verdict == "holds", far.evidence
+    other_way = verdict(LOWER, pair(1.3 * b * rng.lognormal(0, 0.01, 12), b, with_rounds=True))
+    assert other_way.verdict == "contradicted"
+    assert not any(c.startswith("a difference") for c in other_way.causes)
+
+
 def test_a_small_significant_difference_is_similar_for_a_directional_claim():
     rng = np.random.default_rng(2)
     b = rng.lognormal(np.log(0.1), 0.002, 12)

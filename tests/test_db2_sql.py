@@ -350,6 +350,8 @@ def test_monitor_queries_name_the_points_pool_and_space():
         assert f"MON_GET_BUFFERPOOL('{db2_sql.bufferpool_name(page)}', -2)" in q["bufferpool"]
         assert "MON_GET_DATABASE(-2)" in q["database"]
         assert all(f"SUM({c})" in q["bufferpool"] for c in db2_sql.BUFFERPOOL_COUNTERS)
+        assert "MON_GET_TRANSACTION_LOG(-2)" in q["log"]
+        assert all(f"SUM({c})" in q["log"] for c in db2_sql.LOG_COUNTERS)
         a = db2_sql.applied_sql(page)
         assert f"MON_GET_TABLESPACE('{db2_sql.tablespace_name(page)}', -2)" in a["tablespace"]
         assert f"MON_GET_CONTAINER('{db2_sql.tablespace_name(page)}', -2)" in a["containers"]
@@ -408,6 +410,17 @@ def test_counters_map_monitor_columns_to_the_common_keys(bp, db, page):
         d["LOCK_WAITS"], d["LOCK_ESCALS"], d["LOCK_WAIT_TIME"],
     )  # fmt: skip
     assert all(out[f"db2_{k.lower()}"] == v for k, v in {**b, **d}.items())
+
+
+@given(log=st.lists(st.integers(0, 10**9), min_size=4, max_size=4))
+def test_log_counters_map_to_the_common_log_keys(log):
+    bp = [0] * len(db2_sql.BUFFERPOOL_COUNTERS)
+    out = db2_sql.counters_from(bp, [0] * 5, 8192, log)
+    g = dict(zip(db2_sql.LOG_COUNTERS, log, strict=True))
+    assert out["log_bytes"] == g["LOG_WRITES"] * 4096  # log pages are 4 KiB whatever the table's
+    assert out["log_writes"] == out["log_syncs"] == g["NUM_LOG_WRITE_IO"]
+    assert out["log_write_time_ms"] == g["LOG_WRITE_TIME"]
+    assert out["db2_num_log_buffer_full"] == g["NUM_LOG_BUFFER_FULL"]
 
 
 def test_nulls_from_an_idle_pool_count_as_zero():
@@ -1091,6 +1104,8 @@ def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
             return [conn_row]
         if "MON_GET_BUFFERPOOL" in sql:
             return [(0,) * len(db2_sql.BUFFERPOOL_COUNTERS)]
+        if "MON_GET_TRANSACTION_LOG" in sql:
+            return [(0,) * len(db2_sql.LOG_COUNTERS)]
         return [(0,) * len(db2_sql.DATABASE_COUNTERS)]
 
     monkeypatch.setattr(eng, "query", query)

@@ -46,6 +46,9 @@ def test_settings_file_includes_the_datadir_then_sets_the_lab_lines():
         "pg_stat_statements.track = all",
         "pg_stat_statements.track_planning = on",
         "track_io_timing = on",
+        "track_wal_io_timing = on",
+        "checkpoint_timeout = '1d'",
+        "max_wal_size = '4GB'",
     ):
         assert line in lines[2:], line
     # Not asked: the server's own shared_buffers (initdb's) stays.

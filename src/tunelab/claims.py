@@ -223,11 +223,11 @@ def _evidence_causes(
         found.append("no difference seen (the same values on both sides)")
     elif abs(t.ratio - 1) < m:
         found.append(f"no difference seen (ratio {t.ratio:.3g}, within ±{m:.0%})")
-    elif t.significant(claim.alpha):
-        found.append(f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
-                     f"interval [{t.low:.3g}, {t.high:.3g}])")  # fmt: skip
     if verdict != INCONCLUSIVE:
         return found, None
+    if abs(t.ratio - 1) >= m and t.significant(claim.alpha):
+        found.append(f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
+                     f"interval [{t.low:.3g}, {t.high:.3g}])")  # fmt: skip
     if not t.can_decide(claim.alpha):
         n = f"{t.n} rounds" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
         found.append(f"too few repetitions: {n} give no p below {t.min_p:.2g}")

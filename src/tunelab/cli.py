@@ -38,6 +38,7 @@ DELEGATED = {
     "recover": "tunelab.recovery:recover_main",
     "progress": "tunelab.progress:progress_main",
     "hadr-calc": "tunelab.cli:hadr_calc_main",
+    "logscan": "tunelab.report.logscan:main",
 }
 
 # How the commands Snakemake runs hold the host-wide bench lock for their whole run

@@ -396,6 +396,10 @@ class PointSession:
             "written_bytes": delta.get("os_write_bytes", math.nan),
             "engine_starts": eng.starts,
             "table_build": table_build,
+            # The log scanner's per-transaction figures: the commits the timed section made,
+            # and the transactions open at a time (one per client thread, while it writes).
+            "transactions": workloads.transactions(w, touched) if w.writes else math.nan,
+            "open_transactions": w.params["threads"] if w.writes else math.nan,
             **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
             **derived(delta, elapsed, page_size),
             **watched.columns(),

@@ -250,6 +250,13 @@ def write_plan(engine: Engine, w: Workload, sql: str, args: list[tuple]) -> list
     ]
 
 
+def transactions(w: Workload, rows: int) -> int:
+    """Commits a write workload makes writing ``rows`` rows: each client thread commits its
+    share every ``commit_every`` rows, as ``write_plan`` splits them."""
+    n, every = w.params["threads"], w.params["commit_every"]
+    return sum(-(-len(range(i, rows, n)) // every) for i in range(n))
+
+
 def run_writes(
     engine: Engine, conns: Sequence[Any], plan: list[list[Steps]], table_lock: bool, rows: int
 ) -> int:

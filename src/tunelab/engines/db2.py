@@ -576,7 +576,7 @@ class DB2Engine(ServerEngine):
         q = counter_sql(page)
         bp = self.query(q["bufferpool"])[0]
         db = self.query(q["database"])[0]
-        out = counters_from(bp, db, page)
+        out = counters_from(bp, db, page, self.query(q["log"])[0])
         handles = [self._application_handle(c) for c in conns]
         conn_row = self.query(connection_sql(handles))[0] if handles else ()
         out.update(engine_time_from(conn_row or [0] * len(CONNECTION_COUNTERS)))

@@ -198,6 +198,11 @@ BUFFERPOOL_COUNTERS = (
     "PAGES_FROM_BLOCK_IOS", "PREFETCH_WAITS", "PREFETCH_WAIT_TIME",
 )  # fmt: skip
 DATABASE_COUNTERS = ("LOCK_WAITS", "LOCK_ESCALS", "LOCK_WAIT_TIME", "LOCK_TIMEOUTS", "DEADLOCKS")
+# The log's (MON_GET_TRANSACTION_LOG): pages written (LOG_WRITES, 4 KiB log pages), the write
+# requests that wrote them (NUM_LOG_WRITE_IO: the log writer's flushes, each synchronous),
+# their time in ms, and how often a full log buffer made an agent wait.
+LOG_COUNTERS = ("LOG_WRITES", "NUM_LOG_WRITE_IO", "LOG_WRITE_TIME", "NUM_LOG_BUFFER_FULL")
+LOG_PAGE_BYTES = 4096
 
 
 def counter_sql(page_size: int) -> dict[str, str]:
@@ -205,16 +210,22 @@ def counter_sql(page_size: int) -> dict[str, str]:
     bp = bufferpool_name(page_size)
     sums = ", ".join(f"SUM({c})" for c in BUFFERPOOL_COUNTERS)
     db_sums = ", ".join(f"SUM({c})" for c in DATABASE_COUNTERS)
+    log_sums = ", ".join(f"SUM({c})" for c in LOG_COUNTERS)
     return {
         "bufferpool": f"SELECT {sums} FROM TABLE(MON_GET_BUFFERPOOL('{bp}', -2)) AS T",
         "database": f"SELECT {db_sums} FROM TABLE(MON_GET_DATABASE(-2)) AS T",
+        "log": f"SELECT {log_sums} FROM TABLE(MON_GET_TRANSACTION_LOG(-2)) AS T",
     }
 
 
-def counters_from(bp: Sequence[Any], db: Sequence[Any], page_size: int) -> dict[str, float]:
-    """Common counter keys (engines.md) plus db2_ extras from the two monitor rows."""
+def counters_from(
+    bp: Sequence[Any], db: Sequence[Any], page_size: int, log: Sequence[Any] | None = None
+) -> dict[str, float]:
+    """Common counter keys (engines.md) plus db2_ extras from the monitor rows."""
     b = {c: float(v or 0) for c, v in zip(BUFFERPOOL_COUNTERS, bp, strict=True)}
     d = {c: float(v or 0) for c, v in zip(DATABASE_COUNTERS, db, strict=True)}
+    g = {c: float(v or 0) for c, v in zip(LOG_COUNTERS, log or [0] * len(LOG_COUNTERS),
+                                          strict=True)}  # fmt: skip
     physical = (
         b["POOL_DATA_P_READS"] + b["POOL_INDEX_P_READS"]
         + b["POOL_TEMP_DATA_P_READS"] + b["POOL_TEMP_INDEX_P_READS"]
@@ -231,9 +242,13 @@ def counters_from(bp: Sequence[Any], db: Sequence[Any], page_size: int) -> dict[
         "lock_waits": d["LOCK_WAITS"],
         "lock_escalations": d["LOCK_ESCALS"],
         "lock_wait_time_ms": d["LOCK_WAIT_TIME"],
+        "log_bytes": g["LOG_WRITES"] * LOG_PAGE_BYTES,
+        "log_writes": g["NUM_LOG_WRITE_IO"],
+        "log_syncs": g["NUM_LOG_WRITE_IO"],  # Db2 writes its log synchronously
+        "log_write_time_ms": g["LOG_WRITE_TIME"],
     }  # fmt: skip
-    out.update({f"db2_{k.lower()}": v for k, v in b.items()})
-    out.update({f"db2_{k.lower()}": v for k, v in d.items()})
+    for group in (b, d, g):
+        out.update({f"db2_{k.lower()}": v for k, v in group.items()})
     return out
 
 

@@ -69,7 +69,13 @@ _STATUS = {
     "Innodb_buffer_pool_read_ahead_rnd": "innodb_read_ahead_rnd",
     "Innodb_data_reads": "innodb_data_reads",
     "Innodb_data_written": "innodb_data_written",
-    "Innodb_os_log_written": "innodb_os_log_written",
+    # The redo log: bytes written and the writes that wrote them (a commit's flush with
+    # innodb_flush_log_at_trx_commit = 1; 10.11 no longer counts the log's fsyncs apart);
+    # the binary log's, 0 while it is off.
+    "Innodb_os_log_written": "log_bytes",
+    "Innodb_log_writes": "log_writes",
+    "Binlog_bytes_written": "mariadb_binlog_bytes",
+    "Binlog_group_commits": "mariadb_binlog_group_commits",
     "Innodb_pages_written": "innodb_pages_written",
     "Table_locks_waited": "mariadb_table_locks_waited",
 }
