@@ -225,7 +225,8 @@ def _evidence_causes(
         found.append(f"no difference seen (ratio {t.ratio:.3g}, within ±{m:.0%})")
     if verdict != INCONCLUSIVE:
         return found, None
-    if abs(t.ratio - 1) >= m and t.significant(claim.alpha):
+    shown = t.low >= 1 + m or t.high <= 1 - m  # the whole interval past the margin
+    if abs(t.ratio - 1) >= m and t.significant(claim.alpha) and not shown:
         found.append(f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
                      f"interval [{t.low:.3g}, {t.high:.3g}])")  # fmt: skip
     if not t.can_decide(claim.alpha):
