@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunelab import atomic, noise
+from tunelab import atomic, devprobe, noise
 
 KNOB_PREFIX = "knob_"
 APPLIED_PREFIX = "applied_"
@@ -48,9 +48,10 @@ REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old
 # points are kept and whose missing ones are measured anew merges (the old rows get blanks),
 # instead of refusing the new points for want of a majority, again at every run.
-ADDED_COLUMNS = frozenset(
-    {"table_build", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS, *noise.NOISE_COLUMNS}
-)
+ADDED_COLUMNS = frozenset({
+    "table_build", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS, *noise.NOISE_COLUMNS,
+    *devprobe.COLUMNS,
+})  # fmt: skip
 
 
 class ResultExistsError(FileExistsError):

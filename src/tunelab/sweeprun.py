@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic, claims, engines, results, runner, sequential
+from tunelab import atomic, claims, devprobe, engines, results, runner, sequential
 from tunelab.sequential import PASS_ROUNDS
 from tunelab.spec import Point
 
@@ -196,9 +196,11 @@ def measure_rounds(
     run_dir: Path | None,
     stop: StopRule,
     log: Callable[[str], None] = print,
+    probe: Callable[[], dict[str, float]] = dict,
 ) -> tuple[pd.DataFrame, str]:
     """Measure the sweep's points in rounds until ``stop`` says so or the budget (the points'
-    largest ``repetitions``) ends; every row, and why measuring stopped."""
+    largest ``repetitions``) ends; every row, and why measuring stopped. ``probe`` measures
+    the device before each round (a pass, blocked); its columns go to the round's rows."""
     sweep = points[0].sweep
     mode = mode_of(points[0].engine)
     seed = order_seed(sweep, points[0].dataset.seed)
@@ -235,6 +237,7 @@ def measure_rounds(
             last = min(budget, first + (PASS_ROUNDS if mode == "blocked" else 1))
             rows: dict[int, list[dict]] = {r: [] for r in range(first, last)}
             times: dict[int, list[pd.DataFrame]] = {r: [] for r in range(first, last)}
+            device = probe()
             for v in schedule(len(active), first, last, mode, seed):
                 v = Visit(v.round, v.order, active[v.point])
                 if mode == "blocked":
@@ -245,7 +248,8 @@ def measure_rounds(
                     s = runner.PointSession(p, point_dir / p.point_id, data_dir, run_dir)
                     sessions[v.point] = s.__enter__()
                 s = sessions[v.point]
-                extra = {"round": v.round, "order_in_round": v.order, "order_mode": mode}
+                extra = {"round": v.round, "order_in_round": v.order, "order_mode": mode,
+                         **device}  # fmt: skip
                 n_times = len(s.times)
                 rows[v.round].append(s.repetition(v.round, extra, previous == v.point))
                 previous = v.point
@@ -332,6 +336,7 @@ def run_sweep(
     stop = claims_rule(points, expect)
     sweep_dir = workdir / "sweeps" / points[0].sweep
     with runner.bench_slot(workdir):
-        frame, reason = measure_rounds(points, out, sweep_dir, data_dir, run_dir, stop, log)
+        frame, reason = measure_rounds(points, out, sweep_dir, data_dir, run_dir, stop, log,
+                                       lambda: devprobe.measure(workdir))  # fmt: skip
     write_sweep(frame, reason, out, Journal(out, points))
     return out

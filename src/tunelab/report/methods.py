@@ -244,6 +244,21 @@ def _interference_text(frame: pd.DataFrame) -> str:
     return text + "."
 
 
+def _device_text(frame: pd.DataFrame) -> str:
+    """What the storage device gave during the run, from the probe before each round."""
+    parts = []
+    for col, what in (("device_read_us", "a random 4 KiB read"),
+                      ("device_sync_us", "a 4 KiB write and its sync")):  # fmt: skip
+        values = pd.to_numeric(frame.get(col, pd.Series()), errors="coerce").dropna()
+        if len(values):
+            parts.append(f"{what} took {fmt(float(values.median()))} µs (median of the probes; "
+                         f"{fmt(float(values.min()))}–{fmt(float(values.max()))})")  # fmt: skip
+    if not parts:
+        return ""
+    return ("The device holding the data was probed before each round with the same small job, "
+            "the same for every engine: " + "; ".join(parts) + ".")  # fmt: skip
+
+
 def _calibration_text(data: ReportData, calibration_json: str) -> str:
     frame = data.results
     costs = [
@@ -335,7 +350,8 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
     if "cache_requested" in frame:
         protocol += [t for t in (_cold_text(frame, data.engine), _warm_text(frame)) if t]
     protocol += [t for t in (_access_text(data), _fetch_text(frame), _lock_text(frame)) if t]
-    protocol += [t for t in (_placement_text(frame), _interference_text(frame)) if t]
+    protocol += [t for t in (_placement_text(frame), _interference_text(frame),
+                             _device_text(frame)) if t]  # fmt: skip
     cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
     analysis = [
         _calibration_text(data, calibration_json),
