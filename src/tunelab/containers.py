@@ -106,6 +106,10 @@ class ContainerSpec:
     # The host CPUs the container may run on ("0-2,5", Docker's cpuset_cpus); None: any. A
     # request: where the Docker engine has not those CPUs, the container runs on any.
     cpuset: str | None = None
+    # In the host's network namespace instead of the run's network, publishing nothing: a
+    # client of servers the lab publishes on 127.0.0.1 (a standby), itself listening on no
+    # TCP port (``port`` is then unused).
+    host_network: bool = False
 
     def secret_values(self) -> tuple[str, ...]:
         """Declared secrets plus every environment value whose name says it is one."""
@@ -534,7 +538,12 @@ def start(
     try:
         network = run_network(run_id, owner)
         for attempt in range(_PORT_ATTEMPTS):
-            port = _free_port()
+            port = 0 if spec.host_network else _free_port()
+            where: dict[str, Any] = (
+                {"network_mode": "host"} if spec.host_network
+                else {"ports": {f"{spec.port}/tcp": ("127.0.0.1", port)},
+                      "network": network.name}  # and no other: not the default bridge
+            )  # fmt: skip
             try:
                 container = c.containers.create(
                     spec.image,
@@ -542,15 +551,14 @@ def start(
                     name=name,
                     labels=labels,
                     environment=spec.env,
-                    ports={f"{spec.port}/tcp": ("127.0.0.1", port)},
                     volumes=binds,
                     cap_add=spec.cap_add or None,
                     privileged=spec.privileged,
                     stop_signal=spec.stop_signal,
                     shm_size=spec.shm_size,
                     cpuset_cpus=cpuset,
-                    network=network.name,  # and no other: not the default bridge
                     detach=True,
+                    **where,
                 )
             except ImageNotFound:
                 raise ContainerError(
@@ -597,6 +605,8 @@ def attach(spec: ContainerSpec, run_id: str, keep_key: str) -> RunningContainer 
     """The running container a previous point of ``run_id`` kept under ``keep_key``, if any."""
     labels = [f"{LABEL}=1", f"{RUN_LABEL}={run_id}", f"{KEY_LABEL}={keep_key}"]
     for container in client().containers.list(filters={"label": labels, "status": "running"}):
+        if spec.host_network:
+            return RunningContainer(container, spec, 0)
         bindings = container.attrs["NetworkSettings"]["Ports"].get(f"{spec.port}/tcp") or []
         if bindings:
             network = _find_network(client(), network_name(run_id))

@@ -43,6 +43,8 @@ REJECTED_SUFFIX = ".rejected"
 CHECK_FORMAT = 1
 # A sweep's rows as measured in rounds, beside its point files until each point has its own.
 ROUNDS_FILE = "rounds.csv.gz"
+# A standby's lags after a timed section, where the point has one (Engine.gauges).
+REPLICATION_GAUGES = ("repl_write_lag_ms", "repl_flush_lag_ms", "repl_replay_lag_ms")
 # Columns every point's rows have, whatever the engine and workload.
 REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old
@@ -50,7 +52,7 @@ REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s
 # instead of refusing the new points for want of a majority, again at every run.
 ADDED_COLUMNS = frozenset({
     "table_build", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS, *noise.NOISE_COLUMNS,
-    *devprobe.COLUMNS,
+    *devprobe.COLUMNS, *REPLICATION_GAUGES,
 })  # fmt: skip
 
 

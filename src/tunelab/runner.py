@@ -353,6 +353,7 @@ class PointSession:
                 touched = self.run(conns, times)
                 t1 = time.perf_counter_ns()
             after = eng.counters(conns)
+            gauges = eng.gauges()
         finally:
             if point.cache == "warm" and not w.writes:
                 self._kept = conns  # warm for the next repetition: its warm-up was this one
@@ -401,6 +402,7 @@ class PointSession:
             "transactions": workloads.transactions(w, touched) if w.writes else math.nan,
             "open_transactions": w.params["threads"] if w.writes else math.nan,
             **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
+            **gauges,
             **derived(delta, elapsed, page_size),
             **watched.columns(),
         }

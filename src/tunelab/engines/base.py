@@ -459,6 +459,11 @@ class Engine(abc.ABC):
         engine exposes it, ``engine_time_ns`` is its own time for the statements run on
         ``conns`` (the runner reports it as engine_elapsed_s beside the client's clock)."""
 
+    def gauges(self) -> dict[str, float]:
+        """Engine state right after a timed section, recorded as read (not as a delta):
+        e.g. a standby's replication lags."""
+        return {}
+
     @abc.abstractmethod
     def applied_knobs(self) -> dict[str, Any]:
         """Read the server's knobs back from the running engine (stored and checked); the

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +46,7 @@ from typing import Any
 
 from tunelab import cache, containers
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab.engines import postgres_standby as standby
 from tunelab.engines import server
 from tunelab.engines.base import (
     AccessPath,
@@ -134,6 +136,25 @@ INFO = EngineInfo(
             values=("row", "table"), default="row",
             readback="pg_locks of a probe transaction on the table",
         ),
+        "sync_mode": Knob(
+            "sync_mode", "string",
+            "none: no standby; otherwise a streaming standby (a second container, "
+            "postgres_standby.py) named in synchronous_standby_names, and synchronous_commit = "
+            "this value: off, local (the local flush only), remote_write (the standby has "
+            "written the WAL), on (it has flushed it), remote_apply (it has replayed it)",
+            values=(standby.NONE, "off", "local", "remote_write", "on", "remote_apply"),
+            default=standby.NONE,
+            readback="SHOW synchronous_commit; pg_stat_replication: state streaming, "
+            "sync_state sync",
+        ),
+        "network_rtt_ms": Knob(
+            "network_rtt_ms", "number",
+            "round trip between primary and standby: a delay proxy (tunelab.delayproxy) on "
+            "127.0.0.1 holds each byte half of it each way; 0: the proxy's hop only",
+            minimum=0, maximum=1000, unit="ms", default=0,
+            readback="the proxy's delay; the standby's write, flush and replay lags are "
+            "recorded per repetition",
+        ),
         "index": Knob(
             "index", "string",
             "none; nonclustered: CREATE INDEX (key); clustered: CREATE INDEX (key), then "
@@ -173,10 +194,15 @@ INFO = EngineInfo(
 
 
 # -- settings ------------------------------------------------------------------------------
-def settings(knobs: dict[str, Any]) -> dict[str, str]:
+def settings(knobs: dict[str, Any], standby_streams: bool = False) -> dict[str, str]:
     """The settings-file lines a set of knobs means (plus the lab's fixed settings), as
-    name -> value already quoted for postgresql.conf."""
+    name -> value already quoted for postgresql.conf. The standby is named only once it
+    streams (``standby_streams``): before that no commit waits for it."""
     out: dict[str, str] = {"listen_addresses": "'*'"}
+    if standby.wants_standby(knobs):
+        out["synchronous_commit"] = str(knobs["sync_mode"])
+        if standby_streams:
+            out["synchronous_standby_names"] = f"'{standby.STANDBY_NAME}'"
     if knobs.get("buffer_pool") is not None:
         out["shared_buffers"] = f"'{int(knobs['buffer_pool']) * BLOCK_SIZE // 1024}kB'"
     out |= {
@@ -202,12 +228,12 @@ def settings(knobs: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def settings_text(knobs: dict[str, Any]) -> str:
+def settings_text(knobs: dict[str, Any], standby_streams: bool = False) -> str:
     lines = [
         "# Written by tunelab; the server reads it with -c config_file=.",
         # What initdb wrote (and the image's own additions) first; the lab's lines win.
         f"include_if_exists '{DATADIR}/postgresql.conf'",
-        *(f"{k} = {v}" for k, v in settings(knobs).items()),
+        *(f"{k} = {v}" for k, v in settings(knobs, standby_streams).items()),
     ]
     return "\n".join(lines) + "\n"
 
@@ -381,7 +407,7 @@ REPLICATION = {
 }
 
 
-class PostgresEngine(ServerEngine):
+class PostgresEngine(standby.StandbyMixin, ServerEngine):
     info = INFO
     paramstyle = "format"
     replication = REPLICATION
@@ -456,29 +482,82 @@ class PostgresEngine(ServerEngine):
             self.connect_errors, self.info.name, self.connect_deadline_s,
         )  # fmt: skip
 
+    @staticmethod
+    def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+        rtt = knobs.get("network_rtt_ms") or 0
+        if rtt and not standby.wants_standby(knobs):
+            return [("network_rtt_ms", f"{rtt} ms needs a standby: sync_mode is none",
+                     "0, or a sync_mode other than none")]  # fmt: skip
+        return []
+
     def write_settings(self, knobs: dict[str, Any]) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         self.datadir.mkdir(parents=True, exist_ok=True)
         tmp = self.conf_dir / f".{CONF_FILE}.tmp"
-        tmp.write_text(settings_text(knobs))
+        tmp.write_text(settings_text(knobs, self.standby is not None))
         tmp.replace(self.conf_dir / CONF_FILE)  # the directory is mounted: renames show
+
+    # -- the standby (postgres_standby.py) ------------------------------------------------------
+    def keep_key(self, knobs: dict[str, Any]) -> str:
+        """A server with a standby is never attached by a point without one, nor the reverse."""
+        key = super().keep_key(knobs)
+        return key + "r" if standby.wants_standby(knobs) else key
+
+    def provision(self, knobs: dict[str, Any]) -> None:
+        super().provision(knobs)
+        if not standby.wants_standby(self.knobs):
+            if self.standby is not None:  # this engine had one for its knobs before
+                self.remove_standby()
+                self.write_settings(self.knobs)
+                self.admin_query("SELECT pg_reload_conf()")
+            return
+        rtt = float(self.knobs["network_rtt_ms"])
+        if self.standby is None and not self.attach_standby(self.knobs):
+            shutil.rmtree(self.home / "standby", ignore_errors=True)
+            self._standby_file.unlink(missing_ok=True)
+            self.start_proxy(rtt)
+            self.start_standby(self.knobs)
+        elif self.proxy is None or self.proxy.delay_ms != rtt / 2:
+            self.start_proxy(rtt)  # the standby reconnects through it
+        self.wait_streaming(sync=False)
+        self.write_settings(self.knobs)  # now naming the standby
+        self.admin_query("SELECT pg_reload_conf()")
+        self.wait_streaming(sync=True)
+        self._wait_setting("synchronous_commit", str(self.knobs["sync_mode"]))
+
+    def restart(self) -> None:
+        super().restart()
+        if self.standby is not None:
+            self.wait_streaming(sync=True)  # it reconnects by itself (every 100 ms)
+
+    def remove_container(self) -> None:
+        self.remove_standby()  # first: it is the primary's client
+        super().remove_container()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()  # a kept primary keeps its standby (same run, its own key)
+        finally:
+            self.stop_proxy()
 
     def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
         if "io_concurrency" not in changed:
             return
         self.admin_query("SELECT pg_reload_conf()")
+        self._wait_setting("effective_io_concurrency", settings(knobs)["effective_io_concurrency"])
+
+    def _wait_setting(self, name: str, want: str) -> None:
         # The postmaster re-reads the file, then signals every backend: wait until this one
         # shows the value (new connections are forked from the reloaded postmaster).
-        want = settings(knobs)["effective_io_concurrency"]
         deadline = time.monotonic() + 10
-        while (got := self._setting("effective_io_concurrency")) != want:
+        while (got := self._setting(name)) != want:
             if time.monotonic() > deadline:
                 errors = self.admin_query(
                     "SELECT sourcefile, sourceline, name, error FROM pg_file_settings "
                     "WHERE error IS NOT NULL"
                 )
                 raise EngineError(
-                    f"postgres: effective_io_concurrency is {got}, not {want}, after a reload"
+                    f"postgres: {name} is {got}, not {want}, after a reload"
                     + (f" (settings file errors: {errors})" if errors else "")
                 )
             time.sleep(0.05)
@@ -773,6 +852,9 @@ class PostgresEngine(ServerEngine):
             "engine_time_ns": self._statement_ns(),
         }
 
+    def gauges(self) -> dict[str, float]:
+        return self.replication_lags() if self.standby is not None else {}
+
     def _statement_ns(self) -> float:
         """The server's own time in ns (pg_stat_statements: execution plus planning) of every
         top-level statement the lab's role ran, but the forced statistics flushes. The
@@ -813,7 +895,23 @@ class PostgresEngine(ServerEngine):
         }
         if self.knobs.get("buffer_pool") is None:
             applied.pop("buffer_pool")  # not asked: the server's default stays unchecked
-        return applied
+        return applied | self._applied_replication()
+
+    def _applied_replication(self) -> dict[str, Any]:
+        """sync_mode as the primary has it: synchronous_commit, with the standby streaming as
+        the synchronous one (else "none"); network_rtt_ms as the proxy holds it."""
+        names = self._setting("synchronous_standby_names")
+        if not names:
+            return {"sync_mode": standby.NONE, "network_rtt_ms": 0}
+        state = self.replication_state()
+        if state != ("streaming", "sync"):
+            raise EngineError(f"postgres: the standby is not the synchronous one streaming "
+                              f"(pg_stat_replication: {state or 'none connected'})")  # fmt: skip
+        return {
+            "sync_mode": self._setting("synchronous_commit"),
+            "network_rtt_ms": 2 * self.proxy.delay_ms if self.proxy is not None else None,
+            "pg_synchronous_standby_names": names,
+        }
 
     def _setting(self, name: str) -> str:
         return str(self.admin_query("SELECT current_setting(%s)", (name,))[0][0])

@@ -1,0 +1,178 @@
+"""A TCP proxy that delays every byte by a fixed time each way: a network round trip between a
+primary and its standby on one host, where the kernel has no netem.
+
+    python -m tunelab.delayproxy --listen 127.0.0.1:PORT --target 127.0.0.1:PORT --delay-ms D
+
+Each direction of each connection has a reader thread, which stamps every chunk it receives
+with its arrival time, and a writer thread, which sends the chunks in order, each no earlier
+than ``delay`` after its arrival: the delay adds latency without limiting the rate (the chunks
+in flight overlap, as on a long link). A round trip through the proxy takes twice the delay
+plus the proxy's own cost (tens of microseconds: ``time.sleep`` has that precision, asyncio's
+event loop only whole milliseconds). The proxy prints ``listening HOST:PORT`` once bound,
+and ends when its parent does (``--parent-pid``), or on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+CHUNK = 256 * 1024
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be HOST:PORT")
+    return host, int(port)
+
+
+def _pipe(src: socket.socket, dst: socket.socket, delay_s: float) -> None:
+    """Copy ``src`` to ``dst``, each chunk ``delay_s`` after it arrived; EOF is passed on
+    (as a half close) after the same delay."""
+    chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+    def read() -> None:
+        try:
+            while data := src.recv(CHUNK):
+                chunks.put((time.monotonic() + delay_s, data))
+        except OSError:
+            pass
+        chunks.put((time.monotonic() + delay_s, b""))
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        while True:
+            due, data = chunks.get()
+            wait = due - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            if not data:
+                dst.shutdown(socket.SHUT_WR)
+                return
+            dst.sendall(data)
+    except OSError:
+        with contextlib.suppress(OSError):
+            src.shutdown(socket.SHUT_RDWR)
+
+
+def _serve(client: socket.socket, target: tuple[str, int], delay_s: float) -> None:
+    try:
+        upstream = socket.create_connection(target, timeout=10)
+    except OSError:
+        client.close()
+        return
+    upstream.settimeout(None)
+    for s in (client, upstream):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    both = [
+        threading.Thread(target=_pipe, args=(client, upstream, delay_s), daemon=True),
+        threading.Thread(target=_pipe, args=(upstream, client, delay_s), daemon=True),
+    ]
+    for t in both:
+        t.start()
+    for t in both:
+        t.join()
+    for s in (client, upstream):
+        s.close()
+
+
+def serve(listener: socket.socket, target: tuple[str, int], delay_s: float) -> None:
+    """Accept connections on ``listener`` for ever, each proxied to ``target``."""
+    while True:
+        client, _ = listener.accept()
+        threading.Thread(target=_serve, args=(client, target, delay_s), daemon=True).start()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((host, port))
+    listener.listen(16)
+    return listener
+
+
+def _watch_parent(pid: int) -> None:
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        time.sleep(0.5)
+
+
+class Proxy:
+    """The proxy as a child process of this one (its own interpreter: its threads never wait
+    for this process's lock), optionally on given CPUs; ``port`` is where it listens."""
+
+    def __init__(self, target_port: int, delay_ms: float, port: int = 0,
+                 cpus: Iterable[int] | None = None) -> None:  # fmt: skip
+        self.delay_ms = delay_ms
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        cpu_list = sorted(cpus or ())
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tunelab.delayproxy", "--listen", f"127.0.0.1:{port}",
+             "--target", f"127.0.0.1:{target_port}", "--delay-ms", repr(float(delay_ms)),
+             "--parent-pid", str(os.getpid())],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+        )  # fmt: skip
+        if cpu_list:  # before it starts a connection's threads, which inherit it
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(self._process.pid, cpu_list)
+        line = self._process.stdout.readline() if self._process.stdout else ""
+        if not line.startswith("listening "):
+            self.stop()
+            err = self._process.stderr.read() if self._process.stderr else ""
+            raise OSError(f"delay proxy did not start: {(err or line).strip() or 'no output'}")
+        self.port = int(line.split(":")[-1])
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(5)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        for pipe in (self._process.stdout, self._process.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tunelab.delayproxy", description=__doc__)
+    parser.add_argument("--listen", type=_address, required=True, metavar="HOST:PORT")
+    parser.add_argument("--target", type=_address, required=True, metavar="HOST:PORT")
+    parser.add_argument("--delay-ms", type=float, required=True, help="one way, >= 0")
+    parser.add_argument("--parent-pid", type=int, help="end when this process has ended")
+    args = parser.parse_args(argv)
+    if not args.delay_ms >= 0:
+        parser.error(f"--delay-ms: must be >= 0, not {args.delay_ms}")
+    try:
+        listener = bind(*args.listen)
+    except OSError as exc:
+        print(f"delayproxy: cannot listen on {args.listen[0]}:{args.listen[1]}: {exc.strerror}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: os._exit(0))
+    if args.parent_pid:
+        threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
+    host, port = listener.getsockname()[:2]
+    print(f"listening {host}:{port}", flush=True)
+    serve(listener, args.target, args.delay_ms / 1000)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

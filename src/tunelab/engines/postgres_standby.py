@@ -1,0 +1,198 @@
+"""A streaming standby for the PostgreSQL engine, for the ``sync_mode`` and
+``network_rtt_ms`` knobs: the primary's commits wait for it as ``synchronous_commit`` says.
+
+The standby is a second container of the point's server, from the same image, labelled and
+reaped like the primary (kept with it across a run's points, under the primary's key plus
+``-standby``). It runs in the host's network namespace and listens on no TCP port: it is a
+client of the primary's port, which the lab publishes on 127.0.0.1 only, so replication never
+leaves the host's loopback. Between the two runs the lab's delay proxy
+(``tunelab.delayproxy``, a child process of the measuring process, on the engine's CPUs):
+its one-way delay is half of ``network_rtt_ms`` (0: the proxy's own hop only, tens of
+microseconds a round trip). The standby is made with ``pg_basebackup`` straight from the
+primary's port (no delay for the copy), then streams through the proxy; the primary names it
+in ``synchronous_standby_names`` only once it streams, so no commit waits for a standby
+that is not there.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from tunelab import containers, delayproxy, results
+from tunelab.engines.base import EngineError
+
+STANDBY_NAME = "tunelab_standby"  # its application_name, as synchronous_standby_names names it
+KEY_SUFFIX = "-standby"
+DATADIR = "/var/lib/postgresql/data"
+READY_LOG = r"started streaming WAL from primary"
+# synchronous_commit values that wait for the standby, and what sync_state it must show.
+WAITS = ("remote_write", "on", "remote_apply")
+NONE = "none"  # sync_mode without a standby
+SYNC_TIMEOUT_S = 60
+
+
+def wants_standby(knobs: dict[str, Any]) -> bool:
+    return knobs.get("sync_mode", NONE) != NONE
+
+
+def standby_spec(
+    image: str, password: str, home: Path, primary_port: int, proxy_port: int,
+    cpuset: str | None,
+) -> containers.ContainerSpec:  # fmt: skip
+    """The standby's container: base backup from the primary's port when its data directory
+    is empty, then the server, streaming through the proxy's port."""
+    postgres = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"]
+    conninfo = f"host=127.0.0.1 port={proxy_port} user=postgres application_name={STANDBY_NAME}"
+    backup = [*postgres, "pg_basebackup", "-h", "127.0.0.1", "-p", str(primary_port),
+              "-U", "postgres", "-D", DATADIR, "-X", "stream", "-c", "fast"]  # fmt: skip
+    server = [*postgres, "postgres", "-D", DATADIR,
+              "-c", "listen_addresses=", "-c", f"primary_conninfo={conninfo}",
+              "-c", "wal_retrieve_retry_interval=100ms", "-c", "hot_standby=on"]  # fmt: skip
+    script = "; ".join([
+        "set -euo pipefail",
+        f"mkdir -p {DATADIR} /run/postgresql",
+        f"chown postgres:postgres {DATADIR} /run/postgresql",
+        f"chmod 0700 {DATADIR}",
+        f'if [ ! -s {DATADIR}/PG_VERSION ]; then {shlex.join(backup)}; fi',
+        f"touch {DATADIR}/standby.signal",
+        f"chown postgres:postgres {DATADIR}/standby.signal",
+        f"exec {shlex.join(server)}",
+    ])  # fmt: skip
+    return containers.ContainerSpec(
+        image=image,
+        port=0,
+        # libpq (pg_basebackup, then the walreceiver) reads the password from here
+        env={"PGPASSWORD": password},
+        volumes={str(home / "standby"): DATADIR},
+        command=["bash", "-c", script],
+        ready_log=READY_LOG,
+        ready_timeout_s=120,
+        stop_signal="SIGINT",
+        secrets=(password,),
+        cpuset=cpuset,
+        host_network=True,
+    )
+
+
+class StandbyMixin:
+    """What a PostgreSQL server with a standby adds to ``ServerEngine``: methods the engine
+    calls from its lifecycle (see ``PostgresEngine``)."""
+
+    standby: containers.RunningContainer | None = None
+    proxy: delayproxy.Proxy | None = None
+
+    # supplied by the engine
+    container: containers.RunningContainer | None
+    home: Path
+    image: str | None
+    password: str
+    run_id: str
+    point_id: str
+    run_dir: Path | None
+    placement: Any
+
+    def admin_query(self, sql: str, args: Any = ()) -> list[tuple]: ...  # pragma: no cover
+    def placed_spec(self) -> containers.ContainerSpec: ...  # pragma: no cover
+    def keep_key(self, knobs: dict[str, Any]) -> str: ...  # pragma: no cover
+
+    @property
+    def _standby_file(self) -> Path:
+        return self.home / "standby.json"
+
+    def _proxy_cpus(self) -> list[int]:
+        placement = self.placement
+        cpus = getattr(placement, "engine", None) if placement is not None else None
+        return list(cpus or ())
+
+    def start_proxy(self, rtt_ms: float) -> None:
+        """The delay proxy to the primary's port, on the port the standby streams from (a new
+        one for a new standby); the standby reconnects by itself."""
+        assert self.container is not None
+        self.stop_proxy()
+        port = 0
+        if self._standby_file.exists():
+            port = int(json.loads(self._standby_file.read_text())["proxy_port"])
+        try:
+            self.proxy = delayproxy.Proxy(self.container.host_port, rtt_ms / 2, port,
+                                          self._proxy_cpus())  # fmt: skip
+        except OSError as exc:
+            raise EngineError(f"postgres: {exc}") from None
+        self._standby_file.write_text(json.dumps({"proxy_port": self.proxy.port}))
+
+    def stop_proxy(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+
+    def start_standby(self, knobs: dict[str, Any]) -> None:
+        """A new standby for the running primary (its data directory made anew)."""
+        assert self.container is not None and self.proxy is not None
+        spec = standby_spec(self.image or "", self.password, self.home, self.container.host_port,
+                            self.proxy.port, self.placed_spec().cpuset)  # fmt: skip
+        (self.home / "standby").mkdir(parents=True, exist_ok=True)
+        keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
+        try:
+            self.standby = containers.start(spec, self.run_id, self.point_id + KEY_SUFFIX,
+                                            keep_key=keep, run_dir=self.run_dir)  # fmt: skip
+        except containers.ContainerError as exc:
+            raise EngineError(f"postgres: the standby did not start: {exc}") from None
+
+    def attach_standby(self, knobs: dict[str, Any]) -> bool:
+        """The standby kept with a kept primary; False when there is none running."""
+        if self.container is None or not self._standby_file.exists():
+            return False
+        spec = standby_spec(self.image or "", self.password, self.home, self.container.host_port,
+                            0, self.placed_spec().cpuset)  # fmt: skip
+        self.standby = containers.attach(spec, self.run_id, self.keep_key(knobs) + KEY_SUFFIX)
+        return self.standby is not None
+
+    def remove_standby(self) -> None:
+        self.stop_proxy()
+        if self.standby is not None:
+            self.standby.remove()
+            self.standby = None
+
+    def replication_state(self) -> tuple[str, str] | None:
+        """(state, sync_state) of the standby as the primary sees it; None: not connected."""
+        rows = self.admin_query(
+            "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = %s",
+            (STANDBY_NAME,),
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def wait_streaming(self, sync: bool, timeout_s: float = SYNC_TIMEOUT_S) -> None:
+        """Until the standby streams (and, when the primary names it, is the synchronous
+        one): after its start, a proxy's restart or the primary's."""
+        deadline = time.monotonic() + timeout_s
+        want = ("streaming", "sync" if sync else None)
+        while True:
+            state = self.replication_state()
+            if state is not None and state[0] == want[0] and (want[1] in (None, state[1])):
+                return
+            if time.monotonic() > deadline:
+                logs = self.standby.logs(tail=20) if self.standby is not None else ""
+                raise EngineError(
+                    f"postgres: the standby is not {'in sync' if sync else 'streaming'} after "
+                    f"{timeout_s:g} s (pg_stat_replication: {state or 'no standby connected'}); "
+                    f"its last log lines:\n{logs}"
+                )
+            time.sleep(0.02)
+
+    def replication_lags(self) -> dict[str, float]:
+        """The standby's last reported lags (ms): the time from a local flush to the
+        standby's write, flush and replay of that WAL, round trip included; NaN when it has
+        reported none (idle)."""
+        rows = self.admin_query(
+            "SELECT EXTRACT(EPOCH FROM write_lag) * 1000, EXTRACT(EPOCH FROM flush_lag) * 1000, "
+            "EXTRACT(EPOCH FROM replay_lag) * 1000 FROM pg_stat_replication "
+            "WHERE application_name = %s",
+            (STANDBY_NAME,),
+        )
+        values = rows[0] if rows else (None, None, None)
+        names = results.REPLICATION_GAUGES
+        return {n: float("nan") if v is None else float(v) for n, v in zip(names, values,
+                                                                             strict=True)}

@@ -1,0 +1,143 @@
+"""PostgreSQL with a streaming standby (sync_mode, network_rtt_ms): the rules first, then a real
+primary and standby of the lab's image, whose synchronous commits wait a round trip."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from tunelab import containers, spec
+from tunelab.engines import postgres_standby as standby
+from tunelab.engines.base import EngineError, IndexPlan
+from tunelab.engines.postgres import PostgresEngine, settings_text
+
+docker = pytest.mark.docker
+
+
+def test_the_standby_is_named_only_once_it_streams():
+    knobs = {"sync_mode": "remote_write", "network_rtt_ms": 5}
+    before = settings_text(knobs).splitlines()
+    assert "synchronous_commit = remote_write" in before
+    assert not any(line.startswith("synchronous_standby_names") for line in before)
+    after = settings_text(knobs, standby_streams=True).splitlines()
+    assert f"synchronous_standby_names = '{standby.STANDBY_NAME}'" in after
+    plain = settings_text({})
+    assert "synchronous_commit" not in plain and "synchronous_standby_names" not in plain
+
+
+def test_a_standby_server_is_never_shared_with_points_without_one(tmp_path):
+    eng = PostgresEngine(tmp_path / "e", "r")
+    with_standby = eng.keep_key(PostgresEngine.full_knobs({"sync_mode": "on"}))
+    without = eng.keep_key(PostgresEngine.full_knobs({}))
+    assert with_standby != without
+    # the mode and the round trip change in place: one server for all of them
+    assert with_standby == eng.keep_key(
+        PostgresEngine.full_knobs({"sync_mode": "local", "network_rtt_ms": 20})
+    )
+
+
+def test_bad_replication_knobs_are_refused_before_anything_starts(write_sweep):
+    with pytest.raises(EngineError, match="network_rtt_ms.*needs a standby"):
+        PostgresEngine.full_knobs({"network_rtt_ms": 5})
+    with pytest.raises(EngineError, match="network_rtt_ms=-1 out of range"):
+        PostgresEngine.full_knobs({"sync_mode": "on", "network_rtt_ms": -1})
+    with pytest.raises(EngineError, match="sync_mode=True not allowed"):
+        PostgresEngine.full_knobs({"sync_mode": True})  # YAML's unquoted `on`
+    path = write_sweep(
+        "name: bad\nengines: [postgres, mariadb]\ndataset: {rows: 1000}\n"
+        "knobs: {sync_mode: ['on'], network_rtt_ms: [-2]}\n"
+        "workloads: [{type: insert, rows: 10}]\n"
+    )
+    for engine in ("postgres", "mariadb"):
+        points, errors = spec.expand(path, engine)
+        assert points == [] and errors, engine
+        text = "\n".join(map(str, errors))
+        assert str(path) in text
+        assert ("network_rtt_ms" in text) if engine == "postgres" else ("sync_mode" in text)
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    reason = containers.docker_unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from tunelab.engines.images import ensure_image
+
+    try:
+        return ensure_image("postgres", PostgresEngine.info.image)
+    except containers.ContainerError as exc:
+        pytest.skip(f"no PostgreSQL image: {exc}")
+
+
+def _commits(eng: PostgresEngine, n: int, start: int) -> float:
+    """n one-row transactions; seconds they took."""
+    conn = eng.connect()
+    try:
+        cur = conn.cursor()
+        t0 = time.perf_counter()
+        for i in range(start, start + n):
+            cur.execute("INSERT INTO accounts (id, name, hundreds1, hundreds2, lat, balance, "
+                        "filler) VALUES (%s, 'n', 0, 0, 0, 0, 'x')", (i,))  # fmt: skip
+            conn.commit()
+        return time.perf_counter() - t0
+    finally:
+        conn.close()
+
+
+def _standby_count(eng: PostgresEngine) -> int:
+    assert eng.standby is not None
+    code, out = eng.standby.exec(
+        ["psql", "-h", "/run/postgresql", "-U", "postgres", "-tAc",
+         "SELECT count(*) FROM accounts"], user="postgres",
+    )  # fmt: skip
+    assert code == 0, out
+    return int(out.strip())
+
+
+@docker
+@pytest.mark.slow
+def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, image):
+    eng = PostgresEngine(tmp_path / "points" / "pt" / "engine", f"sb-{uuid.uuid4().hex[:6]}")
+    eng.image = image
+    n, rtt = 25, 20.0
+    try:
+        eng.provision({"sync_mode": "on", "network_rtt_ms": rtt, "buffer_pool": 2048})
+        applied = eng.applied_knobs()
+        assert (applied["sync_mode"], applied["network_rtt_ms"]) == ("on", rtt)
+        assert applied["pg_synchronous_standby_names"] == standby.STANDBY_NAME
+        eng.create_table("accounts", IndexPlan("none", ()))
+        waited = _commits(eng, n, 0)
+        # every commit waited for the standby's flush across the link: at least one RTT
+        assert waited >= n * rtt / 1000, waited
+        assert _standby_count(eng) == n  # on: flushed there (replayed soon after)
+        lags = eng.gauges()
+        assert lags["repl_flush_lag_ms"] >= rtt * 0.9, lags
+
+        # local: the same link, no wait; a change in place (no new server, same standby)
+        sid = eng.standby.id
+        eng.provision({"sync_mode": "local", "network_rtt_ms": rtt, "buffer_pool": 2048})
+        assert eng.starts == 1 and eng.standby.id == sid
+        assert eng.applied_knobs()["sync_mode"] == "local"
+        fast = _commits(eng, n, n)
+        assert fast < n * rtt / 1000 / 2, fast
+
+        # a cold restart of the primary: the standby streams again, in sync
+        eng.provision({"sync_mode": "remote_write", "network_rtt_ms": 2, "buffer_pool": 2048})
+        assert eng.make_cold().achieved == "cold"
+        assert eng.replication_state() == ("streaming", "sync")
+        assert eng.applied_knobs()["network_rtt_ms"] == 2
+        deadline = time.monotonic() + 10
+        while _standby_count(eng) != 2 * n and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _standby_count(eng) == 2 * n
+        proxy = eng.proxy._process
+        ids, run_id = [eng.container.id, eng.standby.id], eng.run_id
+    finally:
+        eng.teardown()
+    assert proxy.poll() is not None  # the proxy ended with the point
+    left = containers.client().containers.list(
+        all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}
+    )
+    assert left == [] and len(set(ids)) == 2
