@@ -18,10 +18,14 @@ rest is shared equally by the later looks.
 a look keeps that verdict (``settle``): later looks only decide the claims still open.
 
 A claim still undecided at a look whose comparison, at the spread observed, would need more
-rounds than the budget (``claims.Verdict.needed``, 80 % power) is not measured for any
-longer: more rounds up to the budget would most likely leave it undecided (a futility stop;
-it only ever keeps a claim from being decided, so alpha still holds). It ends
-``inconclusive`` with the rounds it would need.
+than ``FUTILITY_FACTOR`` times the budget's rounds (``claims.Verdict.needed``, 80 % power) is
+not measured for any longer: more rounds up to the budget would most likely leave it
+undecided (a futility stop; it only ever keeps a claim from being decided, so alpha still
+holds). It ends ``inconclusive`` with the rounds it would need. Why a factor and not the
+budget itself: at the first look the paired interval is the whole range of six rounds'
+ratios, so one disturbed round sets its width, and the projection from that width
+overstates what is needed (about twice for six clean normal rounds; far more with one
+outlier). A claim projected just past the budget has a fair chance to be decided there.
 """
 
 from __future__ import annotations
@@ -39,6 +43,16 @@ GROWTH = 2
 DECIDED = ("holds", "similar", "contradicted")
 UNDECIDED = "inconclusive"
 FIXED = "fixed repetitions"
+
+
+# A claim is given up at a look only when it would need more than this many times the
+# budget's rounds (see the module's docstring).
+FUTILITY_FACTOR = 2
+
+
+def futile(needed: int | None, budget: int) -> bool:
+    """Whether an undecided claim that would need ``needed`` rounds is given up."""
+    return needed is not None and needed > FUTILITY_FACTOR * budget
 
 
 class StopDecision(NamedTuple):

@@ -171,7 +171,7 @@ def claims_rule(points: Sequence[Point], expect: object) -> StopRule:
             upto = rows[pd.to_numeric(rows["round"], errors="coerce") < look]
             verdicts = claims.evaluate_sweep(expect, upto, engine)
             beyond = {v.claim.says: v.needed for v in verdicts if not v.decided and v.needed
-                      and v.needed > n_max}  # fmt: skip
+                      and sequential.futile(v.needed, n_max)}  # fmt: skip
             open_ = [v.claim for v in verdicts if not v.decided and v.claim.says not in beyond]
             judged[look] = ({v.claim.says: v.verdict for v in verdicts}, beyond,
                             claims.compared_points(open_, upto))  # fmt: skip
