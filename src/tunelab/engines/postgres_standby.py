@@ -20,7 +20,7 @@ import json
 import shlex
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tunelab import containers, delayproxy, results
 from tunelab.engines.base import EngineError
@@ -33,6 +33,7 @@ READY_LOG = r"started streaming WAL from primary"
 WAITS = ("remote_write", "on", "remote_apply")
 NONE = "none"  # sync_mode without a standby
 SYNC_TIMEOUT_S = 60
+HBA_LINE = "host replication postgres all scram-sha-256"
 
 
 def wants_standby(knobs: dict[str, Any]) -> bool:
@@ -88,6 +89,7 @@ class StandbyMixin:
     # supplied by the engine
     container: containers.RunningContainer | None
     home: Path
+    datadir: Path
     image: str | None
     password: str
     run_id: str
@@ -95,9 +97,11 @@ class StandbyMixin:
     run_dir: Path | None
     placement: Any
 
-    def admin_query(self, sql: str, args: Any = ()) -> list[tuple]: ...  # pragma: no cover
-    def placed_spec(self) -> containers.ContainerSpec: ...  # pragma: no cover
-    def keep_key(self, knobs: dict[str, Any]) -> str: ...  # pragma: no cover
+    if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
+
+        def admin_query(self, sql: str, args: Any = ()) -> list[tuple]: ...
+        def placed_spec(self) -> containers.ContainerSpec: ...
+        def keep_key(self, knobs: dict[str, Any]) -> str: ...
 
     @property
     def _standby_file(self) -> Path:
@@ -128,9 +132,20 @@ class StandbyMixin:
             self.proxy.stop()
             self.proxy = None
 
+    def allow_replication(self) -> None:
+        """A replication connection may log in from where the published port's traffic
+        arrives (the run network's gateway), as the lab's own connections do: the image's
+        pg_hba.conf (the official one's too) allows only ordinary ones from there."""
+        hba = self.datadir / "pg_hba.conf"
+        text = hba.read_text()
+        if HBA_LINE not in text.splitlines():
+            hba.write_text(text.rstrip("\n") + "\n" + HBA_LINE + "\n")
+            self.admin_query("SELECT pg_reload_conf()")
+
     def start_standby(self, knobs: dict[str, Any]) -> None:
         """A new standby for the running primary (its data directory made anew)."""
         assert self.container is not None and self.proxy is not None
+        self.allow_replication()
         spec = standby_spec(self.image or "", self.password, self.home, self.container.host_port,
                             self.proxy.port, self.placed_spec().cpuset)  # fmt: skip
         (self.home / "standby").mkdir(parents=True, exist_ok=True)
