@@ -22,7 +22,7 @@ title = ""
 # One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
 # logic lives in tunelab.report; this file only says what goes where.
 from tunelab import claims
-from tunelab.report import appendix, callouts, methods
+from tunelab.report import appendix, callouts, logship, methods
 from tunelab.report import data as report_data
 from tunelab.report import sections as s
 from tunelab.report.fragments import show
@@ -47,6 +47,9 @@ show(s.figures_html(data))
 
 # %%
 show(s.locking_html(data))
+
+# %%
+show(logship.logship_html(data))
 
 # %% [markdown]
 # ## What was measured

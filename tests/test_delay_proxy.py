@@ -60,16 +60,17 @@ def test_a_round_trip_takes_twice_the_delay(delay_ms):
         proxy.stop()
         listener.close()
     added_ms = (through - direct) * 1e3
-    # twice the one-way delay, plus the proxy's own hops (well under half a millisecond)
-    assert 2 * delay_ms <= added_ms < 2 * delay_ms + 0.5, (added_ms, delay_ms)
+    # twice the one-way delay, plus the proxy's own hops (0.06-0.27 ms on an idle 2-core
+    # host; a millisecond allowed for a busy one)
+    assert 2 * delay_ms <= added_ms < 2 * delay_ms + 1.0, (added_ms, delay_ms)
 
 
 def test_bytes_arrive_whole_and_in_order_at_full_rate():
-    """20 MiB each way through a 10 ms proxy: every byte back in order, and far faster than
+    """40 MiB each way through a 20 ms proxy: every byte back in order, and far faster than
     one chunk per round trip would allow (the delay is latency, not a rate limit)."""
     listener, port = echo_server()
     proxy = delayproxy.Proxy(port, 10.0)
-    payload = os.urandom(20 * 2**20)
+    payload = os.urandom(40 * 2**20)
     got = bytearray()
     try:
         with socket.create_connection(("127.0.0.1", proxy.port)) as s:
@@ -86,8 +87,8 @@ def test_bytes_arrive_whole_and_in_order_at_full_rate():
         proxy.stop()
         listener.close()
     assert bytes(got) == payload
-    # one 256 KiB chunk per 20 ms round trip would take 1.6 s for 20 MiB
-    assert took < 1.0, took
+    # one 256 KiB chunk per 20 ms round trip would take 3.2 s for 40 MiB
+    assert took < 1.5, took
 
 
 def test_the_proxy_ends_with_its_parent(tmp_path):

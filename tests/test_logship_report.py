@@ -1,0 +1,40 @@
+"""Log shipping predicted against measured, on rows whose answer is known by construction."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tunelab.report import logship
+
+
+def rows(mode: str, rtt: float, ms_per_commit: float, n: int = 6, threads: int = 1) -> list[dict]:
+    return [{
+        "knob_sync_mode": mode, "knob_network_rtt_ms": rtt, "workload": "insert",
+        "wl_threads": threads, "elapsed_s": 200 * ms_per_commit / 1000, "transactions": 200,
+        "c_log_bytes": 200 * 300, "device_sync_us": 150.0, "repl_flush_lag_ms": rtt + 0.4,
+        "round": r,
+    } for r in range(n)]  # fmt: skip
+
+
+def test_a_synchronous_commit_is_predicted_from_the_local_one_plus_the_modes_wait():
+    """PostgreSQL ships only flushed WAL: on waits w + s + w + RTT, remote_write w + s + RTT,
+    local w alone; the send of 300 bytes is left out. So on = local + w + RTT and
+    remote_write = local + RTT."""
+    frame = pd.DataFrame(rows("local", 5, 0.8) + rows("on", 5, 6.2) + rows("remote_write", 5, 5.9)
+                         + rows("on", 5, 99.0, threads=4))  # fmt: skip
+    table = logship.predictions(frame, "postgres").set_index("sync_mode")
+    assert len(table) == 3  # the four-client point is not predicted
+    assert table.loc["on", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5)
+    assert table.loc["remote_write", "predicted_ms"] == pytest.approx(0.8 + 5)
+    assert table.loc["on", "ratio"] == pytest.approx(6.2 / 5.95)
+    assert table.loc["on", "log_kib_per_commit"] == pytest.approx(300 / 1024)
+    assert pd.isna(table.loc["local", "predicted_ms"])  # the baseline predicts nothing
+
+
+def test_no_table_without_sync_mode_or_a_baseline():
+    assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)).drop(columns="knob_sync_mode"),
+                               "postgres") is None  # fmt: skip
+    alone = logship.predictions(pd.DataFrame(rows("on", 5, 6.0)), "postgres")
+    assert alone is not None and alone["predicted_ms"].isna().all()  # no local point to start from
+    assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)), "sqlite") is None
