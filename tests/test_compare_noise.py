@@ -76,8 +76,7 @@ def run(capsys, tmp_path, monkeypatch):
 LINE = re.compile(
     r"^sqlite/cmp (?P<point>\S+): (?P<metric>\w+) (?P<ratio>[\d.]+)x \[[\d.]+, [\d.]+\] "
     r"p=\S+, noise ±(?P<noise>[\d.]+) % \((?P<source>rounds|repetitions)\)"
-    r"(?: / ±(?P<aa>[\d.]+) % \(A/A, (?P<aa_n>\d+) comparisons?\))?(?: ×[\d.]+)?"
-    r"(?:, device (?P<device>[\d.]+)x)?: (?P<verdict>.+)$"
+    r"(?: / ±(?P<aa>[\d.]+) % \(A/A, (?P<aa_n>\d+) comparisons?\))?(?: ×[\d.]+)?: (?P<verdict>.+)$"
 )
 
 

@@ -4,8 +4,7 @@ A cold point's time is mostly its physical reads, and a write point's partly its
 syncs: when the (virtual) device answers 40 % slower in one run than in the one before, those
 points take 40 % longer with nothing changed in the lab or the engine. The probe measures the
 device with the same small job before every round, independent of any engine, so that rows
-carry what the device gave at the time and `tunelab compare` can tell a device shift from a
-change in what was measured:
+carry what the device gave at the time (the report's Methods give it):
 
 - ``device_read_us``: the median latency of ``READS`` random 4 KiB reads with O_DIRECT (no
   page cache, no read-ahead) from a reference file of ``FILE_BYTES`` in the lab's working

@@ -209,5 +209,6 @@ class StandbyMixin:
         )
         values = rows[0] if rows else (None, None, None)
         names = results.REPLICATION_GAUGES
-        return {n: float("nan") if v is None else float(v) for n, v in zip(names, values,
-                                                                             strict=True)}
+        return {
+            n: float("nan") if v is None else float(v) for n, v in zip(names, values, strict=True)
+        }

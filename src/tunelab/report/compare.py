@@ -118,19 +118,18 @@ _finite = stats.finite_values
 
 
 def verdict(
-    test: RatioTest, direction: int, alpha: float, threshold: float,
-    point_noise: noise.Noise | None = None,
-) -> str:  # fmt: skip
-    """worse/better beyond the threshold and the point's noise (``Noise.beyond``: its bar,
-    once the device's shift is taken out), within the noise, within the threshold, or no
-    significant change. For a metric where lower is worse the threshold is the same change
-    seen from the other side, 1 / (1 + threshold): a time 10 % up is a throughput 9.1 % down."""
+    test: RatioTest, direction: int, alpha: float, threshold: float, bar: float = 0.0
+) -> str:
+    """worse/better beyond the threshold and the noise bar (a |log ratio|, ``Noise.bar``),
+    within the noise, within the threshold, or no significant change. For a metric where
+    lower is worse the threshold is the same change seen from the other side,
+    1 / (1 + threshold): a time 10 % up is a throughput 9.1 % down."""
     if not test.significant(alpha):
         return TOO_FEW if test.min_p >= alpha else SAME
     up = test.ratio > 1
     worse = up if direction > 0 else not up
     past = test.ratio > 1 + threshold or test.ratio < 1 / (1 + threshold)
-    beyond_noise = point_noise is None or point_noise.beyond(test.ratio)
+    beyond_noise = test.ratio == 0 or abs(math.log(test.ratio)) > bar  # inf passes any bar
     if worse:
         return (WORSE if beyond_noise else WORSE_NOISE) if past else WORSE_WITHIN
     return (BETTER if beyond_noise else BETTER_NOISE) if past else BETTER_WITHIN
@@ -450,7 +449,6 @@ def _judge(
     commit = _aa_commit(o, n) if host else ""
     runs = (_run_name(o), _run_name(n)) if commit else ("", "")
     changes = []
-    time_shift = noise.device_shift(o, n)  # a time's; a throughput moves the other way
     for metric, direction in METRICS.items():
         x, y = _column(o, metric), _column(n, metric)
         if x.size == 0 or y.size == 0:
@@ -460,15 +458,11 @@ def _judge(
         aa, count = (float("nan"), 0)
         if context.floor is not None and host:
             aa, count = context.floor.floor(host, floor_key, metric)
-        shift = {"elapsed_s": time_shift, "throughput_rows_s": -time_shift}.get(metric, 0.0)
-        point_noise = noise.Noise(noise.in_run(x, y), source, aa, count, context.multiplier,
-                                  shift)  # fmt: skip
-        code = verdict(test, direction, alpha, threshold, point_noise)
+        point_noise = noise.Noise(noise.in_run(x, y), source, aa, count, context.multiplier)
+        code = verdict(test, direction, alpha, threshold, point_noise.bar)
         changes.append(MetricChange(metric, test, code, point_noise))
         if commit and runs[0] != runs[1] and 0 < test.ratio < math.inf:
-            # the point's own noise: the device's shift is not part of it
-            obs = noise.observation(test.ratio / math.exp(shift), commit, runs,
-                                    (x.size, y.size), source,
+            obs = noise.observation(test.ratio, commit, runs, (x.size, y.size), source,
                                     context.old, context.new)  # fmt: skip
             context.aa.append((host, floor_key, metric, obs))
             context.commits.add(commit)
@@ -775,11 +769,7 @@ def noise_text(result: Comparison) -> str:
         '("rounds"); otherwise they ran back to back and their spread hides that drift '
         '("repetitions"). A/A: the largest |log ratio| between two runs of one commit on this '
         f"host, over the last {noise.KEEP} such comparisons of the point. A significant "
-        'change past the threshold but not past the floor is "within the noise". Where both '
-        "runs probed the device before each round (4 KiB random reads, 4 KiB synced writes), "
-        "the ratio the device's change alone makes is taken out first: each latency's ratio "
-        "weighted by the share of the old run's time the point's physical reads and commits "
-        'took ("device 1.40x" beside the noise).'
+        'change past the threshold but not past the floor is "within the noise".'
     )
     if result.floor_path:
         text += (

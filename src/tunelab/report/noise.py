@@ -16,17 +16,6 @@ Two estimates, both a bound on the log scale (``h``: the ratio moves within
 - **A/A floor.** Earlier comparisons of two runs of one commit on one host, kept in a small
   JSON file (``FloorFile``): per host, point and metric the last ``KEEP`` observed
   |log(ratio of medians)|; the floor is the largest of them.
-
-Besides the noise, a **device shift**: where rows carry the device probe taken before each
-round (``devprobe``), the change of the device's 4 KiB read and sync latencies between the
-runs, weighted by the share of the point's time its physical reads and commits take at the
-old run's latencies, gives the ratio the device alone would make (``device_shift``). A
-change is judged against the noise after taking that ratio out, and an A/A observation is
-recorded without it: a slower disk on the day is not a regression of the lab or the engine,
-nor part of the point's own run-to-run noise. The weight takes each physical read as one
-random 4 KiB device read: for a scan, whose pages come in large sequential reads, that
-overstates the share (clipped at the whole time), so a scan's time may move with the
-device's random-read latency and be excused by it.
 """
 
 from __future__ import annotations
@@ -40,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from tunelab import atomic
 
@@ -97,7 +85,6 @@ class Noise:
     aa: float = float("nan")
     aa_count: int = 0
     multiplier: float = 1.0
-    shift: float = 0.0  # log of the ratio the device's change alone makes (device_shift)
 
     @property
     def floor(self) -> float:
@@ -118,41 +105,7 @@ class Noise:
             out += f" / {percent(self.aa)} (A/A, {self.aa_count} comparison{s})"
         if self.multiplier != 1:
             out += f" ×{self.multiplier:g}"
-        if abs(self.shift) >= 0.005:
-            out += f", device {math.exp(self.shift):.2f}x"
         return out
-
-    def beyond(self, ratio: float) -> bool:
-        """A ratio past the bar once the device's shift is taken out (0 and inf pass)."""
-        return ratio == 0 or abs(math.log(ratio) - self.shift) > self.bar
-
-
-def _median(frame: pd.DataFrame, col: str) -> float:
-    if col not in frame:
-        return math.nan
-    values = pd.to_numeric(frame[col], errors="coerce").dropna()
-    return float(values.median()) if len(values) else math.nan
-
-
-def device_shift(old: pd.DataFrame, new: pd.DataFrame) -> float:
-    """log of the time ratio (NEW over OLD) the device's change alone explains for a point's
-    rows: each probe latency's ratio, weighted by the share of OLD's time that work takes
-    (physical reads at the read latency, commits at the sync latency; together at most the
-    whole time). 0 where either side lacks the probe or the point does no such work."""
-    elapsed = _median(old, "elapsed_s")
-    if not elapsed > 0:
-        return 0.0
-    work = (("c_physical_reads", "device_read_us"), ("transactions", "device_sync_us"))
-    shares, ratios = [], []
-    for count, probe in work:
-        before, after, n = _median(old, probe), _median(new, probe), _median(old, count)
-        if before > 0 and after > 0 and n > 0:
-            shares.append(n * before * 1e-6 / elapsed)
-            ratios.append(after / before)
-    total = sum(shares)
-    if total > 1:
-        shares = [s / total for s in shares]
-    return math.log(1 + sum(s * (r - 1) for s, r in zip(shares, ratios, strict=True)))
 
 
 def run_fingerprint(started: Iterable[object], elapsed: Iterable[float]) -> str:
