@@ -76,6 +76,7 @@ def run(capsys, tmp_path, monkeypatch):
 LINE = re.compile(
     r"^sqlite/cmp (?P<point>\S+): (?P<metric>\w+) (?P<ratio>[\d.]+)x \[[\d.]+, [\d.]+\] "
     r"p=\S+, noise ±(?P<noise>[\d.]+) % \((?P<source>rounds|repetitions)\)"
+    r"(?: \+ (?P<excess>[\d.]+) % between runs \((?P<excess_from>[^)]*)\))?"
     r"(?: / ±(?P<aa>[\d.]+) % \(A/A, (?P<aa_n>\d+) comparisons?\))?(?: ×[\d.]+)?: (?P<verdict>.+)$"
 )
 
@@ -125,6 +126,63 @@ def test_the_noise_bar_is_the_larger_estimate_times_the_multiplier():
     n = noise.Noise(0.05, noise.ROUNDS, aa=0.08, aa_count=3, multiplier=1.5)
     assert n.floor == 0.08 and n.bar == pytest.approx(0.12)
     assert n.text() == "noise ±5.1 % (rounds) / ±8.3 % (A/A, 3 comparisons) ×1.5"
+    # the between-run allowance adds to the in-run width, not to the A/A floor
+    n = noise.Noise(0.05, noise.ROUNDS, aa=0.08, aa_count=3, excess=0.04, excess_count=40)
+    assert n.floor == pytest.approx(0.09)
+    assert n.text() == ("noise ±5.1 % (rounds) + 4.1 % between runs (this host's A/A, 40) / "
+                        "±8.3 % (A/A, 3 comparisons)")  # fmt: skip
+
+
+def test_a_point_moving_past_its_in_run_width_by_less_than_the_allowance_is_noise(tmp_path, run):
+    """A point that moves past its in-run width (rounds spreading ±4 %) by 60 % of the default
+    between-run allowance is within the noise; the same change at a point spreading ±0.5 %
+    is worse. The allowance is the one measured in the lab's own A/A comparisons."""
+    allowance = noise.DEFAULT_EXCESS["elapsed_s"]
+    width = noise.in_run(spread(ROUNDS, 0.04, 1), spread(ROUNDS, 0.04, 3))
+    change = math.exp(width + 0.6 * allowance)
+    assert change > 1.1  # past the default threshold
+    old = {"some": spread(ROUNDS, 0.04, 1), "tight": spread(ROUNDS, 0.005, 2)}
+    new = {"some": change * spread(ROUNDS, 0.04, 3), "tight": change * spread(ROUNDS, 0.005, 4)}
+    a = write_set(tmp_path / "a", rows(old, commit="aaaa11112222", run="a"))
+    b = write_set(tmp_path / "b", rows(new, commit="bbbb11112222", run="b"))
+    code, out, _ = run(a, b)
+    found = parsed(out)
+    some, tight = found[("some", "elapsed_s")], found[("tight", "elapsed_s")]
+    assert some["verdict"] == "worse, within the noise"
+    assert some["excess"] + " %" == noise.percent(allowance)[1:]
+    assert some["excess_from"] == "default"
+    assert tight["verdict"] == "worse" and code == 1
+    code, out, _ = run(a, b, "--noise-multiplier", "0")
+    assert parsed(out)[("some", "elapsed_s")]["verdict"] == "worse"
+
+
+def aa_history(
+    floor: noise.FloorFile, engine: str, moves: list[tuple[float, float]], prefix: str = "p"
+) -> None:
+    """A/A observations of one comparison: per point (|log ratio|, in-run width)."""
+    for i, (moved, width) in enumerate(moves):
+        obs = noise.observation(math.exp(moved), "c", ("r1", "r2"), (6, 6), noise.ROUNDS,
+                                "a", "b", in_run_width=width)  # fmt: skip
+        floor.add("lab1", f"{engine}/s/{prefix}{i}", "elapsed_s", obs)
+
+
+def test_the_host_s_own_allowance_replaces_the_default_once_it_has_enough_points(tmp_path):
+    floor = noise.FloorFile(tmp_path / "f.json")
+    aa_history(floor, "sqlite", [(0.03, 0.05)] * (noise.MIN_EXCESS_POINTS - 2) + [(0.09, 0.06)])
+    # too few observations: the default
+    assert floor.excess("lab1", "sqlite", "elapsed_s") == (noise.DEFAULT_EXCESS["elapsed_s"], 0)
+    aa_history(floor, "sqlite", [(0.0, 0.1)] * 5, prefix="q")  # more points
+    value, count = floor.excess("lab1", "sqlite", "elapsed_s")
+    assert count >= noise.MIN_EXCESS_POINTS and value == pytest.approx(0.03)  # 0.09 - 0.06
+    # another engine, another host, a counter: their own figures
+    assert floor.excess("lab1", "mariadb", "elapsed_s")[1] == 0
+    assert floor.excess("lab2", "sqlite", "elapsed_s")[1] == 0
+    assert floor.excess("lab1", "sqlite", "c_physical_reads") == (0.0, 0)
+    # observations recorded before the in-run width was kept do not count
+    for kept in floor.hosts["lab1"].values():
+        for o in kept["elapsed_s"]:
+            o.pop("in_run")
+    assert floor.excess("lab1", "sqlite", "elapsed_s")[1] == 0
 
 
 # -- the flag rule ------------------------------------------------------------------------------
@@ -132,10 +190,10 @@ def test_the_noise_bar_is_the_larger_estimate_times_the_multiplier():
 
 def test_a_drift_inside_the_rounds_spread_is_not_flagged(tmp_path, run):
     """12 % slower while the point's rounds spread ±15 % over each run: significant and past
-    the 10 % threshold, but within the point's noise; the same 12 % on a tight point is
-    worse."""
+    the 10 % threshold, but within the point's noise; 20 % on a tight point is worse (past
+    its in-run width and the between-run allowance)."""
     old = {"wide": spread(ROUNDS, 0.15, 1), "tight": spread(ROUNDS, 0.01, 2)}
-    new = {"wide": 1.12 * spread(ROUNDS, 0.15, 3), "tight": 1.12 * spread(ROUNDS, 0.01, 4)}
+    new = {"wide": 1.12 * spread(ROUNDS, 0.15, 3), "tight": 1.2 * spread(ROUNDS, 0.01, 4)}
     a = write_set(tmp_path / "a", rows(old, commit="aaaa11112222", run="a"))
     b = write_set(tmp_path / "b", rows(new, commit="bbbb11112222", run="b"))
     code, out, err = run(a, b)
@@ -170,7 +228,7 @@ def test_the_html_prints_the_noise_floor_beside_the_ratio(tmp_path, run):
     head = re.search(r"<thead>(.*?)</thead>", page).group(1)
     assert re.search(r"interval</th><th>noise floor</th>", head)
     line = parsed(out)[("wide", "elapsed_s")]
-    assert f"±{line['noise']} % (rounds)</td>" in page
+    assert f"±{line['noise']} % (rounds) + {line['excess']} % between runs (default)</td>" in page
     assert "worse, within the noise" in page
 
 
@@ -190,12 +248,13 @@ def test_rows_without_round_fall_back_to_the_repetitions_spread_and_say_so(tmp_p
 
 
 def test_the_aa_floor_is_recorded_read_and_changes_a_verdict(tmp_path, run):
-    """Two runs of one commit on one host differ by 14 % at a tight point: that is recorded;
-    a later commit 13 % slower there is then within the noise, and worse without the floor."""
+    """Two runs of one commit on one host differ by 20 % at a tight point: that is recorded;
+    a later commit 17 % slower there is then within the noise, and worse without the floor
+    (past the in-run width and the default between-run allowance)."""
     tight = {"p": spread(10, 0.01, 1), "q": spread(10, 0.01, 9)}
     a1 = write_set(tmp_path / "a1", rows(tight, run="a1"))
     a2 = write_set(
-        tmp_path / "a2", rows({"p": 1.14 * spread(10, 0.01, 2), "q": tight["q"]}, run="a2")
+        tmp_path / "a2", rows({"p": 1.2 * spread(10, 0.01, 2), "q": tight["q"]}, run="a2")
     )
     code, out, err = run(a1, a2)
     assert code == 1  # nothing known yet: the A/A difference itself is flagged
@@ -205,7 +264,7 @@ def test_the_aa_floor_is_recorded_read_and_changes_a_verdict(tmp_path, run):
     data = json.loads(floor_file.read_text())
     kept = data["hosts"]["lab1"]["sqlite/cmp/p"]["elapsed_s"]
     assert len(kept) == 1 and kept[0]["commit"] == "c0ffee123456"
-    assert kept[0]["abs_log_ratio"] == pytest.approx(math.log(1.14), abs=0.01)
+    assert kept[0]["abs_log_ratio"] == pytest.approx(math.log(1.2), abs=0.01)
     assert kept[0]["rows"] == "rounds" and kept[0]["n"] == [10, 10]
 
     # the same pair again adds nothing
@@ -213,13 +272,13 @@ def test_the_aa_floor_is_recorded_read_and_changes_a_verdict(tmp_path, run):
     again = json.loads(floor_file.read_text())["hosts"]["lab1"]["sqlite/cmp/p"]["elapsed_s"]
     assert again == kept
 
-    later = {"p": 1.13 * 1.14 * spread(10, 0.01, 3), "q": tight["q"]}
+    later = {"p": 1.17 * 1.2 * spread(10, 0.01, 3), "q": tight["q"]}
     b = write_set(tmp_path / "b", rows(later, commit="beef00001111", run="b"))
     code, out, err = run(a2, b)
     assert code == 0, out
     line = parsed(out)[("p", "elapsed_s")]
     assert line["verdict"] == "worse, within the noise"
-    assert (line["aa"], line["aa_n"]) == ("14", "1")
+    assert (line["aa"], line["aa_n"]) == ("20", "1")
     assert not any("recorded" in e for e in err)  # two commits: no A/A observation
     # the floor travelled: b's results directory now carries a2's observations
     assert json.loads((b / noise.FLOOR_NAME).read_text())["hosts"] == data["hosts"]
@@ -276,6 +335,11 @@ def test_the_floor_keeps_the_last_observations(tmp_path):
         ),
         (
             '{"format": 1, "hosts": {"h": {"sqlite/s/p": {"elapsed_s": [{"abs_log_ratio": 0.1,'
+            ' "in_run": "wide", "runs": ["a", "b"], "recorded": "x"}]}}}}',
+            'hosts["h"]["sqlite/s/p"]["elapsed_s"][0].in_run: must be a number >= 0',
+        ),
+        (
+            '{"format": 1, "hosts": {"h": {"sqlite/s/p": {"elapsed_s": [{"abs_log_ratio": 0.1,'
             ' "runs": "ab", "recorded": "x"}]}}}}',
             'hosts["h"]["sqlite/s/p"]["elapsed_s"][0].runs: must be a list of two run names',
         ),
@@ -315,14 +379,14 @@ POINTS = 24
 
 def drifting_run(seed: int, rounds: bool) -> pd.DataFrame:
     """One run of a 24-point sweep, 8 repetitions a point, on a host whose speed drifts over
-    the run (a linear drift of random slope, sd 15 % over the run, and a jitter of 4 % per
+    the run (a linear drift of random slope, sd 30 % over the run, and a jitter of 4 % per
     step, shared by every point) with 1 % noise of each value's own. In rounds, repetition r
     of every point is measured at step r; back to back, a point's repetitions are measured in a
     row, so each point sees a different moment of the drift."""
     rng = np.random.default_rng(seed)
     reps = 8
     steps = reps if rounds else POINTS * reps
-    host = np.exp(rng.normal(0, 0.15) * np.linspace(-0.5, 0.5, steps))
+    host = np.exp(rng.normal(0, 0.3) * np.linspace(-0.5, 0.5, steps))
     host *= np.exp(rng.normal(0, 0.04, steps))
     points = {}
     for p in range(POINTS):

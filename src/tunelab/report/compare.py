@@ -10,9 +10,10 @@ for it (each side's repetitions resampled, seeded per point, so adding a point c
 other point's numbers) and a two-sided Mann–Whitney U test. A change is significant when the
 interval excludes 1 and p < alpha; it is "worse" when, in addition, it moves past the
 threshold in the worse direction and past the point's noise floor on that host (the larger of
-the spread within the runs and the A/A floor of earlier runs of one commit, ``report.noise``,
-times a multiplier). Points whose provenance makes them incomparable (another engine
-version, another host, a cache state achieved another way) are listed, not compared.
+the spread within the runs plus an allowance for how much more points move between runs, and
+the A/A floor of earlier runs of one commit, ``report.noise``, times a multiplier). Points
+whose provenance makes them incomparable (another engine version, another host, a cache state
+achieved another way) are listed, not compared.
 
 Comparing two runs of one clean commit on one host records each point's |log ratio| as an A/A
 observation in the floor file (``noise-floor.json`` in NEW's results directory, with OLD's
@@ -456,14 +457,17 @@ def _judge(
         where = f"{engine}/{sweep}/{'|'.join(key)}/{metric}"  # the bootstrap's seed, as before
         test = compare_samples(x, y, alpha, resamples, seed, where)
         aa, count = (float("nan"), 0)
+        excess, seen = noise.DEFAULT_EXCESS.get(metric, 0.0), 0
         if context.floor is not None and host:
             aa, count = context.floor.floor(host, floor_key, metric)
-        point_noise = noise.Noise(noise.in_run(x, y), source, aa, count, context.multiplier)
+            excess, seen = context.floor.excess(host, engine, metric)
+        width = noise.in_run(x, y)
+        point_noise = noise.Noise(width, source, aa, count, context.multiplier, excess, seen)
         code = verdict(test, direction, alpha, threshold, point_noise.bar)
         changes.append(MetricChange(metric, test, code, point_noise))
         if commit and runs[0] != runs[1] and 0 < test.ratio < math.inf:
             obs = noise.observation(test.ratio, commit, runs, (x.size, y.size), source,
-                                    context.old, context.new)  # fmt: skip
+                                    context.old, context.new, in_run_width=width)  # fmt: skip
             context.aa.append((host, floor_key, metric, obs))
             context.commits.add(commit)
     return changes
@@ -753,6 +757,11 @@ def method_text(result: Comparison) -> str:
     )
 
 
+def percent_text(h: float) -> str:
+    """A log allowance as "7.8 %"."""
+    return noise.percent(h).removeprefix("±")
+
+
 def noise_text(result: Comparison) -> str:
     """How the noise floor was estimated, where the A/A floor came from and what was kept."""
     k = result.noise_multiplier
@@ -767,9 +776,16 @@ def noise_text(result: Comparison) -> str:
         "round, the repetitions were spread over the run, so this includes the host's drift "
         "across it "
         '("rounds"); otherwise they ran back to back and their spread hides that drift '
-        '("repetitions"). A/A: the largest |log ratio| between two runs of one commit on this '
-        f"host, over the last {noise.KEEP} such comparisons of the point. A significant "
-        'change past the threshold but not past the floor is "within the noise".'
+        "(\"repetitions\"). Between runs: a run's state can last the whole run (the point's "
+        "engine opened anew, a server start, the device that day), so single points move from run "
+        "to run by more than their in-run width; the in-run width gets the largest such "
+        "excess added, seen over every point of the engine in this host's A/A comparisons "
+        f"once there are {noise.MIN_EXCESS_POINTS} of them, until then "
+        f"{percent_text(noise.DEFAULT_EXCESS['elapsed_s'])} for times (the largest seen in "
+        "this lab's own A/A comparisons of its default packs; docs/compare.md). A/A: the "
+        "largest |log ratio| between two runs of one commit on this host, over the last "
+        f"{noise.KEEP} such comparisons of the point. A significant change past the threshold "
+        'but not past the floor is "within the noise".'
     )
     if result.floor_path:
         text += (

@@ -13,9 +13,23 @@ Two estimates, both a bound on the log scale (``h``: the ratio moves within
   were measured one repetition per round spread over the run, so this spread includes the
   host's drift across the run; rows without it were measured back to back and their spread
   hides that drift (``source`` says which).
+- **Between runs.** A point can move from one run to the next by more than its in-run width:
+  a run's state (the point's engine opened anew, a server start, the device that day) can
+  last the whole run. In eight A/A comparisons of this lab's default packs (SQLite 4,
+  MariaDB 2, PostgreSQL 2), 3-6 % of the points moved beyond their in-run width, by up to
+  0.073, 0.060 and 0.117 on the log scale, while the median point moved less than 3 %. So
+  the in-run width gets an allowance added, the ``excess``: the largest amount by which a
+  point's change between two runs of one commit passed its in-run width on this host, pooled
+  over every point of the engine in the floor file (one A/A comparison gives one observation
+  per point); until the host has ``MIN_EXCESS_POINTS`` of them (about three comparisons of a
+  pack, so that the largest is not that of a few dozen), ``DEFAULT_EXCESS``, the largest
+  seen above.
 - **A/A floor.** Earlier comparisons of two runs of one commit on one host, kept in a small
   JSON file (``FloorFile``): per host, point and metric the last ``KEEP`` observed
-  |log(ratio of medians)|; the floor is the largest of them.
+  |log(ratio of medians)| (and the point's in-run width then); the floor is the largest of
+  them.
+
+The floor is the larger of (in run + between runs) and the A/A floor.
 """
 
 from __future__ import annotations
@@ -38,6 +52,11 @@ ROUNDS, REPETITIONS = "rounds", "repetitions"
 FLOOR_NAME = "noise-floor.json"
 FORMAT = 1
 KEEP = 5  # observations kept per host, point and metric: the most recent
+# The between-run allowance (log scale) until a host has its own: the largest excess of a
+# point's A/A change over its in-run width in this lab's packs (docs/measurement.md, "Compare
+# knows the host's noise"). Counters (physical reads) are counts, not times.
+DEFAULT_EXCESS = {"elapsed_s": 0.12, "throughput_rows_s": 0.12}
+MIN_EXCESS_POINTS = 200  # A/A observations of an engine on a host before its own counts
 MAX_BYTES = 32 * 2**20
 ABOUT = (
     "A/A noise floor of tunelab compare: per host, point and metric, the |log(NEW/OLD ratio of "
@@ -85,11 +104,14 @@ class Noise:
     aa: float = float("nan")
     aa_count: int = 0
     multiplier: float = 1.0
+    excess: float = 0.0  # the between-run allowance added to the in-run width
+    excess_count: int = 0  # A/A observations it rests on; 0: the default
 
     @property
     def floor(self) -> float:
-        """The larger of the two estimates (0 when neither is known)."""
-        known = [h for h in (self.in_run, self.aa) if math.isfinite(h)]
+        """The larger of (in run + between runs) and the A/A floor (0 when neither is
+        known)."""
+        known = [h for h in (self.in_run + self.excess, self.aa) if math.isfinite(h)]
         return max(known, default=0.0)
 
     @property
@@ -98,8 +120,11 @@ class Noise:
         return self.multiplier * self.floor
 
     def text(self) -> str:
-        """ "noise ±6 % (rounds) / ±4 % (A/A, 3 comparisons)"."""
+        """ "noise ±6 % (rounds) + 7.8 % between runs (default) / ±4 % (A/A, 3 comparisons)"."""
         out = f"noise {percent(self.in_run)} ({self.source})"
+        if self.excess > 0 and math.isfinite(self.in_run):
+            where = f"this host's A/A, {self.excess_count}" if self.excess_count else "default"
+            out += f" + {percent(self.excess)[1:]} between runs ({where})"
         if self.aa_count:
             s = "s" if self.aa_count > 1 else ""
             out += f" / {percent(self.aa)} (A/A, {self.aa_count} comparison{s})"
@@ -117,10 +142,12 @@ def run_fingerprint(started: Iterable[object], elapsed: Iterable[float]) -> str:
 
 def observation(
     ratio: float, commit: str, runs: tuple[str, str], n: tuple[int, int], source: str,
-    old: str, new: str, when: datetime | None = None,
+    old: str, new: str, when: datetime | None = None, in_run_width: float = float("nan"),
 ) -> dict:  # fmt: skip
     when = when or datetime.now(UTC)
+    extra = {"in_run": round(in_run_width, 6)} if math.isfinite(in_run_width) else {}
     return {
+        **extra,
         "abs_log_ratio": round(abs(math.log(ratio)), 6),
         "ratio": round(ratio, 6),
         "commit": commit,
@@ -150,6 +177,21 @@ class FloorFile:
         if not kept:
             return float("nan"), 0
         return max(o["abs_log_ratio"] for o in kept), len(kept)
+
+    def excess(self, host: str, engine: str, metric: str) -> tuple[float, int]:
+        """(the between-run allowance, how many observations it rests on) for ``engine``'s
+        points on ``host``: the largest amount by which an A/A change passed the point's
+        in-run width; the default, with 0, until there are ``MIN_EXCESS_POINTS``."""
+        seen = [
+            max(0.0, o["abs_log_ratio"] - o["in_run"])
+            for point, metrics in self.hosts.get(host, {}).items()
+            if point.split("/", 1)[0] == engine
+            for o in metrics.get(metric, [])
+            if isinstance(o.get("in_run"), int | float) and math.isfinite(o["in_run"])
+        ]
+        if len(seen) < MIN_EXCESS_POINTS:
+            return DEFAULT_EXCESS.get(metric, 0.0), 0
+        return max(seen), len(seen)
 
     def add(self, host: str, point: str, metric: str, obs: dict) -> bool:
         """Keep ``obs`` unless the same pair of runs is there already; the last ``KEEP``
@@ -193,6 +235,9 @@ def _check_observation(obs: object, where: str) -> None:
         raise ValueError(f"{where}.abs_log_ratio: must be a number")
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{where}.abs_log_ratio: must be finite and >= 0, not {value!r}")
+    width = obs.get("in_run", 0.0)
+    if isinstance(width, bool) or not isinstance(width, int | float) or not width >= 0:
+        raise ValueError(f"{where}.in_run: must be a number >= 0, not {width!r}")
     runs = obs.get("runs")
     if not (isinstance(runs, list) and len(runs) == 2 and all(isinstance(r, str) for r in runs)):
         raise ValueError(f"{where}.runs: must be a list of two run names")
