@@ -32,6 +32,19 @@ def test_a_synchronous_commit_is_predicted_from_the_local_one_plus_the_modes_wai
     assert pd.isna(table.loc["local", "predicted_ms"])  # the baseline predicts nothing
 
 
+def test_the_links_measured_round_trip_replaces_the_one_asked_for():
+    """Where rows carry the link's round trip as measured (the proxy's hops included), the
+    model uses it: on = local + w + measured RTT."""
+    frame = pd.DataFrame(rows("local", 5, 0.8) + rows("on", 5, 6.2))
+    frame["link_rtt_ms"] = 5.3
+    table = logship.predictions(frame, "postgres").set_index("sync_mode")
+    assert table.loc["on", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5.3)
+    assert table.loc["on", "link_rtt_ms"] == pytest.approx(5.3)
+    frame["link_rtt_ms"] = float("nan")  # not measured: the round trip asked for
+    table = logship.predictions(frame, "postgres").set_index("sync_mode")
+    assert table.loc["on", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5)
+
+
 def test_no_table_without_sync_mode_or_a_baseline():
     assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)).drop(columns="knob_sync_mode"),
                                "postgres") is None  # fmt: skip

@@ -108,6 +108,8 @@ def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, i
         applied = eng.applied_knobs()
         assert (applied["sync_mode"], applied["network_rtt_ms"]) == ("on", rtt)
         assert applied["pg_synchronous_standby_names"] == standby.STANDBY_NAME
+        # the link's round trip, measured through the proxy: the delay plus its hops
+        assert rtt <= eng.gauges()["link_rtt_ms"] < rtt + 3, eng.link_rtt_ms
         eng.create_table("accounts", IndexPlan("none", ()))
         # The lags are the standby's last reports: read while commits flow (once it is idle
         # and caught up, PostgreSQL shows NULL, a row's NaN).

@@ -39,6 +39,7 @@ DELEGATED = {
     "progress": "tunelab.progress:progress_main",
     "hadr-calc": "tunelab.cli:hadr_calc_main",
     "logscan": "tunelab.report.logscan:main",
+    "probe": "tunelab.probes.cli:main",
 }
 
 # How the commands Snakemake runs hold the host-wide bench lock for their whole run

@@ -116,7 +116,8 @@ def _tight_timers() -> None:
         libc.prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
 
 
-def _watch_parent(pid: int) -> None:
+def watch_parent(pid: int) -> None:
+    """End this process once ``pid`` has ended."""
     while True:
         try:
             os.kill(pid, 0)
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: os._exit(0))
     if args.parent_pid:
-        threading.Thread(target=_watch_parent, args=(args.parent_pid,), daemon=True).start()
+        threading.Thread(target=watch_parent, args=(args.parent_pid,), daemon=True).start()
     host, port = listener.getsockname()[:2]
     print(f"listening {host}:{port}", flush=True)
     serve(listener, args.target, args.delay_ms / 1000)

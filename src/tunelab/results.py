@@ -43,8 +43,10 @@ REJECTED_SUFFIX = ".rejected"
 CHECK_FORMAT = 1
 # A sweep's rows as measured in rounds, beside its point files until each point has its own.
 ROUNDS_FILE = "rounds.csv.gz"
-# A standby's lags after a timed section, where the point has one (Engine.gauges).
-REPLICATION_GAUGES = ("repl_write_lag_ms", "repl_flush_lag_ms", "repl_replay_lag_ms")
+# A standby's lags after a timed section, and the round trip of its link measured when the
+# point was set up, where the point has one (Engine.gauges).
+REPLICATION_GAUGES = ("repl_write_lag_ms", "repl_flush_lag_ms", "repl_replay_lag_ms",
+                      "link_rtt_ms")  # fmt: skip
 # Columns every point's rows have, whatever the engine and workload.
 REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old

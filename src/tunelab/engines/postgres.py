@@ -450,13 +450,14 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             secrets=(self.password,),
         )
 
-    def _open(self, user: str, autocommit: bool, timeout_s: float, options: str = "") -> Any:
+    def _open(self, user: str, autocommit: bool, timeout_s: float, options: str = "",
+              port: int | None = None) -> Any:  # fmt: skip
         import psycopg
 
         assert self.container is not None
         return psycopg.connect(
             host="127.0.0.1",  # TCP to the published port, never a local socket
-            port=self.container.host_port,
+            port=port or self.container.host_port,
             user=user,
             password=self.password,
             dbname=DATABASE,
@@ -470,6 +471,10 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
 
     def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
         return self._open(ADMIN_USER, autocommit, timeout_s)
+
+    def open_admin(self, port: int) -> Any:
+        """An autocommit admin connection to the primary through ``port`` (the proxy's)."""
+        return self._open(ADMIN_USER, True, 10, port=port)
 
     def connect(self) -> Any:
         """A timed connection: the lab's own role, autocommit off, and the planner switches
@@ -524,6 +529,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         self.admin_query("SELECT pg_reload_conf()")
         self.wait_streaming(sync=True)
         self._wait_setting("synchronous_commit", str(self.knobs["sync_mode"]))
+        self.link_rtt_ms = self.measure_link()
 
     def restart(self) -> None:
         super().restart()

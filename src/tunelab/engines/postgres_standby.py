@@ -33,6 +33,7 @@ READY_LOG = r"started streaming WAL from primary"
 WAITS = ("remote_write", "on", "remote_apply")
 NONE = "none"  # sync_mode without a standby
 SYNC_TIMEOUT_S = 60
+LINK_PINGS = 20  # round trips timed through the proxy at each point's set-up
 HBA_LINE = "host replication postgres all scram-sha-256"
 
 
@@ -85,6 +86,7 @@ class StandbyMixin:
 
     standby: containers.RunningContainer | None = None
     proxy: delayproxy.Proxy | None = None
+    link_rtt_ms: float = float("nan")
 
     # supplied by the engine
     container: containers.RunningContainer | None
@@ -100,6 +102,7 @@ class StandbyMixin:
     if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
 
         def admin_query(self, sql: str, args: Any = ()) -> list[tuple]: ...
+        def open_admin(self, port: int) -> Any: ...
         def placed_spec(self) -> containers.ContainerSpec: ...
         def keep_key(self, knobs: dict[str, Any]) -> str: ...
 
@@ -167,6 +170,7 @@ class StandbyMixin:
 
     def remove_standby(self) -> None:
         self.stop_proxy()
+        self.link_rtt_ms = float("nan")
         if self.standby is not None:
             self.standby.remove()
             self.standby = None
@@ -197,6 +201,27 @@ class StandbyMixin:
                 )
             time.sleep(0.02)
 
+    def measure_link(self, pings: int = LINK_PINGS) -> float:
+        """The link's round trip in ms, as the standby's traffic has it: the median of
+        ``pings`` trivial queries sent through the proxy to the primary (the proxy's two hops,
+        its delays, the published port's forwarding, and the query's own few microseconds),
+        after one that opens the way. IBM's procedure takes the round trip from ``ping``;
+        the model's RTT is this, not the delay asked for."""
+        assert self.proxy is not None
+        conn = self.open_admin(self.proxy.port)
+        try:
+            with conn.cursor() as cur:
+                times = []
+                for _ in range(pings + 1):
+                    t0 = time.perf_counter()
+                    cur.execute("SELECT 1")
+                    cur.fetchall()
+                    times.append(time.perf_counter() - t0)
+        finally:
+            conn.close()
+        times = sorted(times[1:])
+        return times[len(times) // 2] * 1000
+
     def replication_lags(self) -> dict[str, float]:
         """The standby's last reported lags (ms): the time from a local flush to the
         standby's write, flush and replay of that WAL, round trip included; NaN when it has
@@ -207,7 +232,7 @@ class StandbyMixin:
             "WHERE application_name = %s",
             (STANDBY_NAME,),
         )
-        values = rows[0] if rows else (None, None, None)
+        values = (*(rows[0] if rows else (None, None, None)), self.link_rtt_ms)
         names = results.REPLICATION_GAUGES
         return {
             n: float("nan") if v is None else float(v) for n, v in zip(names, values, strict=True)

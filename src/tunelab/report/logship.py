@@ -15,8 +15,11 @@ with that ``w`` replaced by the mode's flush time:
 - the disk: ``w`` = the device probe's 4 KiB write and sync (``device_sync_us``, the median
   over the point's rounds) as the per-write overhead; the transfer of one or two pages is
   left out (under 2 % of ``w`` at any rate above 200 MB/s);
-- the network: the round trip the point asked for (``network_rtt_ms``); the send time is
-  left out (a few KiB on the host's loopback);
+- the network: the round trip of the point's link as measured when it was set up
+  (``link_rtt_ms``: trivial queries through the delay proxy, the median; the proxy's own
+  hops and the published port's forwarding included, as a ``ping`` between two hosts
+  includes their stacks), or the round trip asked for (``network_rtt_ms``) on rows without
+  it; the send time is left out (a few KiB on the host's loopback);
 - the mode: the engine's ordering and ack (``Engine.replication``; PostgreSQL ships only WAL
   already flushed: ``on`` w + s + w + RTT, ``remote_write`` w + s + RTT; ``remote_apply``
   as ``on``, the replay left out, a lower bound).
@@ -81,14 +84,17 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
         measured = _per_commit(point, "elapsed_s")
         pages = _per_commit(point, "c_log_bytes") / model.PAGE_BYTES
         w = _median(point, "device_sync_us") / 1e6
+        link_rtt = _median(point, "link_rtt_ms")
+        rtt_s = (link_rtt if link_rtt > 0 else float(rtt)) / 1000
         predicted = math.nan
         if str(mode) in modes and str(mode) != BASELINE and not base.empty and pages > 0 \
                 and w > 0:  # fmt: skip
-            link = model.Link(math.inf, w, math.inf, float(rtt) / 1000)
+            link = model.Link(math.inf, w, math.inf, rtt_s)
             local = _per_commit(base, "elapsed_s") - model.flush_time(modes[BASELINE], pages, link)
             predicted = local + model.flush_time(modes[str(mode)], pages, link)
         rows.append({
             "sync_mode": mode, "network_rtt_ms": rtt, "workload": workload,
+            "link_rtt_ms": rtt_s * 1e3,
             "log_kib_per_commit": pages * model.PAGE_BYTES / 1024, "w_ms": w * 1e3,
             "measured_ms": measured * 1e3, "predicted_ms": predicted * 1e3,
             "ratio": measured / predicted if predicted > 0 else math.nan,
@@ -112,7 +118,8 @@ def logship_html(data: ReportData) -> str | None:
         return None
     shown = pd.DataFrame({
         "sync_mode": table["sync_mode"],
-        "round trip (ms)": table["network_rtt_ms"].map(fmt),
+        "round trip asked (ms)": table["network_rtt_ms"].map(fmt),
+        "round trip measured (ms)": table["link_rtt_ms"].map(fmt),
         "workload": table["workload"],
         "log per commit (KiB)": table["log_kib_per_commit"].map(fmt),
         "w: 4 KiB write + sync (ms)": table["w_ms"].map(fmt),
@@ -135,7 +142,8 @@ def logship_html(data: ReportData) -> str | None:
         f"waits for the local flush alone ({BASELINE}, at the same round trip), with its flush "
         "w replaced by the mode's flush time in IBM's HADR model (docs/hadr.md), using the "
         "point's own log bytes per commit, the device probe's 4 KiB write and sync as w, and "
-        "the round trip asked for. The standby's flush lag is what the primary last saw "
+        "the link's round trip measured through the delay proxy when the point was set up. "
+        "The standby's flush lag is what the primary last saw "
         "between a local flush and the standby's report of flushing it (round trip included)."
     )
     return (
