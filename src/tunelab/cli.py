@@ -29,6 +29,7 @@ EXIT_FAILED = 1
 DELEGATED = {
     "calibrate": "tunelab.calibrate.cli:main",
     "bpsim": "tunelab.bpsim.cli:main",
+    "bpsim-shared": "tunelab.bpsim.shared_cli:main",
     "report": "tunelab.report.cli:report_main",
     "index": "tunelab.report.cli:index_main",
     "guide": "tunelab.report.guide:guide_main",
