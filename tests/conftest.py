@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import re
 import signal
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -15,6 +17,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # test sends it. A handler, unlike SIG_IGN, is reset to the default in a child.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def workflow_failure(work: Path, proc: subprocess.CompletedProcess) -> str:
+    """The end of a failed workflow's stderr and of each failed job's own log, where the
+    job's error is (Snakemake's stderr names the log, not what is in it)."""
+    text = proc.stderr[-3000:]
+    for log in dict.fromkeys(re.findall(r"> (logs/\S+\.log) 2>&1' returned non-zero", proc.stderr)):
+        path = work / log
+        if path.is_file():
+            text += f"\n--- {log}:\n" + path.read_text(errors="replace")[-3000:]
+    return text
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import workflow_failure
 from tunelab import claims
 
 RNG = np.random.default_rng(7)
@@ -199,7 +200,7 @@ def test_check_gives_one_line_per_claim_and_fails_on_a_contradiction(tmp_path):
     wrong = "  - {kind: higher, a: {index: covering}, b: {index: none}, says: the scan wins}"
     (tmp_path / "sweeps" / "tiny-claims.yaml").write_text(SWEEP.format(claims=f"{good}\n{wrong}"))
     proc = snakemake(tmp_path, "--cores", "2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, workflow_failure(tmp_path, proc)
     merged = tmp_path / "results" / "sqlite" / "tiny-claims.csv"
     check = subprocess.run([sys.executable, "-m", "tunelab.cli", "check", str(merged)],
                            capture_output=True, text=True, cwd=tmp_path)  # fmt: skip

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, workflow_failure
 from tunelab import pipeline, spec
 
 # Shell commands hidden in file names; each would leave a file of this name where it ran.
@@ -238,7 +238,7 @@ def odd_pack(tmp_path_factory):
         mp.setenv("TUNELAB_LOCK_DIR", str(work / "lock"))
         mp.delenv("TUNELAB_JOB_LOG", raising=False)
         proc = snakemake(work, "--cores", "2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, workflow_failure(work, proc)
     return work
 
 

@@ -317,17 +317,24 @@ x = 1
 # %%
 import os
 
-print(os.getppid(), x)
+from ipykernel.connect import get_connection_info
+
+info = get_connection_info(unpack=True)
+print(os.getppid(), x, info["transport"], os.path.dirname(info["ip"]))
 """
 
 
 def _kernel_parent(tmp_path: Path) -> list[str]:
+    """The kernel's parent and parameter; that it listened on Unix sockets (no TCP port to
+    race for), and that their folder is gone once the report is done."""
     from tunelab.report import render
 
     template = tmp_path / "template.py"
     template.write_text(TEMPLATE)
     nb = render.execute(template, {"x": 2})
-    return nb.cells[-1].outputs[0]["text"].split()
+    parent, x, transport, folder = nb.cells[-1].outputs[0]["text"].split()
+    assert transport == "ipc" and not Path(folder).exists()
+    return [parent, x]
 
 
 def test_a_report_kernel_is_forked_warm_by_the_server(tmp_path, server, monkeypatch):

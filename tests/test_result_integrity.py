@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.conftest import workflow_failure
 from tunelab import cli, results, runner, spec
 
 SWEEP = """\
@@ -292,7 +293,7 @@ def pack(tmp_path_factory):
         mp.setenv("TUNELAB_LOCK_DIR", str(work / "lock"))
         mp.delenv("TUNELAB_JOB_LOG", raising=False)  # the Snakefile's default, logs/jobs.jsonl
         proc = snakemake(work, "--cores", "2")
-        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert proc.returncode == 0, workflow_failure(work, proc)
         yield work
 
 

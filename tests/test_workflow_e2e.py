@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from test_report_render import number, tables_of
 
-from tests.conftest import REPO
+from tests.conftest import REPO, workflow_failure
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def lab(tmp_path_factory):
     (work / "sweeps").mkdir()
     (work / "sweeps" / "tiny.yaml").write_text(SWEEP)
     proc = snakemake(work, "--cores", "2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, workflow_failure(work, proc)
     return work
 
 
@@ -93,7 +93,7 @@ def test_a_rerun_measures_nothing_again_and_renders_the_same_report(lab):
     before = report.read_bytes()
     report.unlink()
     proc = snakemake(lab, "--cores", "2", "reports/sqlite/tiny.html", "reports/index.html")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 0, workflow_failure(lab, proc)
     assert "measure_point" not in proc.stdout + proc.stderr.split("Job stats")[-1][:400]
     assert [p.stat().st_mtime_ns for p in points] == stamps
     assert report.read_bytes() == before

@@ -13,6 +13,7 @@ dropped and figures are data URIs.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import os
 import tempfile
@@ -29,7 +30,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbconvert import HTMLExporter
-from traitlets import DottedObjectName, Type
+from traitlets import DottedObjectName, Type, default
 
 from tunelab import jobs
 
@@ -202,6 +203,25 @@ class ReportKernelManager(AsyncKernelManager):
 
     client_class = DottedObjectName("tunelab.report.render.PromptKernelClient")
     client_factory = Type(PromptKernelClient, klass=AsyncKernelClient)
+
+    # Unix sockets in a folder of the kernel's own, not TCP ports: a port jupyter_client found
+    # free can be taken before the kernel binds it (by another report's kernel, or any
+    # loopback connection's own port), and the kernel then dies as it starts.
+    @default("transport")
+    def _transport_default(self) -> str:
+        return "ipc"
+
+    @default("ip")
+    def _ip_default(self) -> str:
+        # A socket's path has at most 107 bytes: a short folder even where TMPDIR is long.
+        base = tempfile.gettempdir()
+        folder = tempfile.mkdtemp(prefix="tunelab-kernel-", dir=base if len(base) < 48 else "/tmp")
+        return os.path.join(folder, "k")
+
+    def cleanup_ipc_files(self) -> None:
+        super().cleanup_ipc_files()
+        with contextlib.suppress(OSError):  # not empty or gone: not ours to force
+            os.rmdir(os.path.dirname(self.ip))
 
     async def _async_finish_shutdown(
         self, waittime: float | None = None, pollinterval: float = 0.1, restart: bool = False
