@@ -129,6 +129,28 @@ def test_no_crossover_at_all_or_one_outside_the_window_is_contradicted():
     assert v.verdict == "contradicted", v.evidence  # scan already wins at 0.1 % (< 1 %)
 
 
+def test_curves_that_cross_back_have_no_one_crossing():
+    # The scan clearly wins at 1 %, the index clearly again at 5-10 %, the scan at 50 %: no
+    # single crossover, though the last bracket (0.1 to 0.5) lies in the window.
+    back = selectivity_frame([0.01, 0.16, 0.09, 0.09, 0.12, 0.2], [0.12] * 6)
+    v = verdict(CROSS, back)
+    assert v.verdict == "inconclusive", v.evidence
+    assert v.causes == [
+        "the curves cross more than once (b clearly lower at 0.01, a clearly lower again at 0.05)"
+    ]
+    assert "crossing ≈" not in v.evidence
+
+
+def test_the_crossing_estimate_lies_where_the_tests_place_the_crossing():
+    # The medians meet near 0.002 too, where neither point is clearly lower (within the
+    # 5 % margin); the tests place the crossing between 0.05 and 0.5.
+    data = selectivity_frame([0.118, 0.123, 0.1, 0.12, 0.12, 0.2], [0.12] * 6)
+    v = verdict({**CROSS, "within": [0.001, 0.5]}, data)
+    assert v.verdict == "holds", v.evidence
+    estimate = float(v.evidence.split("crossing ≈")[1].split()[0])
+    assert "between 0.05 and 0.5" in v.evidence and 0.05 <= estimate <= 0.5
+
+
 def test_falls_compares_the_largest_value_of_along_with_the_smallest():
     data = frame(*(rows(f"p{p}", scale=1 / p, knob_buffer_pool=p) for p in (10, 100, 1000)))
     assert verdict({"kind": "falls", "along": "buffer_pool"}, data).verdict == "holds"

@@ -369,7 +369,8 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> 
     within the claimed window: the crossing lies between the last value where ``a`` is
     clearly lower (the comparison holds for ``lower``) and the first after it where it is
     clearly higher. A crossing beyond a swept end is reported as outside the tested range,
-    and contradicts only when the window does not reach past that end."""
+    and contradicts only when the window does not reach past that end. Curves that cross
+    back (``a`` clearly lower again after ``b`` was) have no one crossing: inconclusive."""
     metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
     a_rows, b_rows = _select(rows, claim.a), _select(rows, claim.b)
     xs, signs, tests = [], [], []
@@ -386,7 +387,9 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> 
         tests.append(t)
     lo, hi = claim.within or (-math.inf, math.inf)
     verdict, where, extra = _crossing(xs, signs, lo, hi)
-    estimate = _crossing_estimate(xs, tests)
+    # Curves that cross back have no one crossing to place.
+    once = _crossed_back(signs) is None
+    estimate = _crossing_estimate(xs, tests, _bracket(xs, signs)) if once else None
     est = f"≈{estimate:.3g} " if estimate is not None else ""
     ratios = ", ".join(f"{x:g}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
     shown = next((t for t in tests if t is not None), None)
@@ -403,6 +406,10 @@ def _crossing(
     """(verdict, where the crossing lies, causes) from the sign at each value swept: -1 where
     ``a`` is clearly lower, +1 where ``b`` is, 0 where neither."""
     first, last = xs[0], xs[-1]
+    back = _crossed_back(signs)
+    if back is not None:
+        where = f"b clearly lower at {xs[back[0]]:g}, a clearly lower again at {xs[back[1]]:g}"
+        return INCONCLUSIVE, where, [f"the curves cross more than once ({where})"]
     below = [i for i, s in enumerate(signs) if s < 0]
     lower_end = max(below) if below else None
     above = [i for i, s in enumerate(signs) if s > 0 and (lower_end is None or i > lower_end)]
@@ -450,9 +457,31 @@ def _crossing(
     return INCONCLUSIVE, "no clear difference at any value", ["no clear difference at any value"]
 
 
-def _crossing_estimate(xs: list[float], tests: list[stats.RatioTest | None]) -> float | None:
-    """Where a's median curve first meets b's, as the report's selectivity figure marks it
-    (``report.marks.crossings``: linear in log10 of ``along`` when every value is positive)."""
+def _crossed_back(signs: list[int]) -> tuple[int, int] | None:
+    """(i, j): ``b`` clearly lower at value i, ``a`` clearly lower again at a later j."""
+    higher = next((i for i, s in enumerate(signs) if s > 0), None)
+    if higher is None:
+        return None
+    again = next((j for j in range(higher + 1, len(signs)) if signs[j] < 0), None)
+    return None if again is None else (higher, again)
+
+
+def _bracket(xs: list[float], signs: list[int]) -> tuple[float, float]:
+    """The values between which the crossing lies: after the last value where ``a`` is
+    clearly lower, up to the first after it where ``b`` is (the swept ends otherwise)."""
+    below = [i for i, s in enumerate(signs) if s < 0]
+    start = max(below) if below else 0
+    above = [i for i, s in enumerate(signs) if s > 0 and i > start]
+    return xs[start], xs[min(above)] if above else xs[-1]
+
+
+def _crossing_estimate(
+    xs: list[float], tests: list[stats.RatioTest | None], bracket: tuple[float, float]
+) -> float | None:
+    """Where a's median curve meets b's, as the report's selectivity figure marks it
+    (``report.marks.crossings``: linear in log10 of ``along`` when every value is positive):
+    the first meeting within ``bracket``, else the first; the medians can meet between
+    values where neither point is clearly lower, away from where the tests place it."""
     from tunelab.report.marks import crossings
 
     pts = [(x, t.new_median, t.old_median) for x, t in zip(xs, tests) if t is not None]
@@ -460,7 +489,8 @@ def _crossing_estimate(xs: list[float], tests: list[stats.RatioTest | None]) -> 
         return None
     x, a, b = (list(c) for c in zip(*pts))
     found = crossings(x, a, b, log=all(v > 0 for v in x))
-    return found[0] if found else None
+    inside = [f for f in found if bracket[0] <= f <= bracket[1]]
+    return (inside or found or [None])[0]
 
 
 def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> Verdict:
