@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -335,6 +336,27 @@ def _kernel_parent(tmp_path: Path) -> list[str]:
     parent, x, transport, folder = nb.cells[-1].outputs[0]["text"].split()
     assert transport == "ipc" and not Path(folder).exists()
     return [parent, x]
+
+
+def test_a_killed_reports_socket_folder_is_removed_by_the_next_report(tmp_path, monkeypatch):
+    from tunelab.report import render
+
+    short = Path(tempfile.mkdtemp(prefix="tl", dir="/tmp"))  # a temp dir the kernel uses
+    monkeypatch.setenv("TMPDIR", str(short))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    orphan = short / f"{render.KERNEL_FOLDER}{gone.pid}-x"
+    live = short / f"{render.KERNEL_FOLDER}{os.getpid()}-y"
+    try:
+        for folder in (orphan, live):
+            folder.mkdir()
+            (folder / "k-1").touch()
+        monkeypatch.delenv(jobs.JOB_SERVER_ENV, raising=False)
+        assert _kernel_parent(tmp_path) == [str(os.getpid()), "2"]
+        assert not orphan.exists() and live.exists()
+    finally:
+        shutil.rmtree(short)
 
 
 def test_a_report_kernel_is_forked_warm_by_the_server(tmp_path, server, monkeypatch):

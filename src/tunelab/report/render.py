@@ -16,6 +16,7 @@ import ast
 import contextlib
 import functools
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from tunelab import jobs
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
 DEFAULT_TIMEOUT_S = 300
+KERNEL_FOLDER = "tunelab-kernel-"  # then the pid of the report that made it
 
 CSS = """
 body.jp-Notebook { background: #f4f5f7; }
@@ -166,6 +168,28 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def remove_orphan_kernel_folders(base: Path) -> list[Path]:
+    """Remove the socket folders of reports killed before their kernel shut down (kill -9):
+    each folder names the process that made it, and that process is gone."""
+    removed = []
+    for folder in base.glob(f"{KERNEL_FOLDER}*-*"):
+        pid = folder.name[len(KERNEL_FOLDER) :].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
 class PromptKernelClient(AsyncKernelClient):
     """jupyter_client's client, ready as soon as the kernel answers: its own readiness check
     ends by waiting for IOPub to fall silent for 0.2 s, a fifth of a warm kernel's start.
@@ -215,7 +239,9 @@ class ReportKernelManager(AsyncKernelManager):
     def _ip_default(self) -> str:
         # A socket's path has at most 107 bytes: a short folder even where TMPDIR is long.
         base = tempfile.gettempdir()
-        folder = tempfile.mkdtemp(prefix="tunelab-kernel-", dir=base if len(base) < 48 else "/tmp")
+        base = base if len(base) < 48 else "/tmp"
+        remove_orphan_kernel_folders(Path(base))
+        folder = tempfile.mkdtemp(prefix=f"{KERNEL_FOLDER}{os.getpid()}-", dir=base)
         return os.path.join(folder, "k")
 
     def cleanup_ipc_files(self) -> None:
