@@ -74,7 +74,8 @@ def run(capsys, tmp_path, monkeypatch):
 
 
 LINE = re.compile(
-    r"^sqlite/cmp (?P<point>\S+): (?P<metric>\w+) (?P<ratio>[\d.]+)x \[[\d.]+, [\d.]+\] "
+    r"^sqlite/cmp (?P<point>\S+): (?P<metric>\w+)"
+    r"(?P<scaled> \(1 CPU speed\))? (?P<ratio>[\d.]+)x \[[\d.]+, [\d.]+\] "
     r"p=\S+, noise ±(?P<noise>[\d.]+) % \((?P<source>rounds|repetitions)\)"
     r"(?: \+ (?P<excess>[\d.]+) % between runs \((?P<excess_from>[^)]*)\))?"
     r"(?: / ±(?P<aa>[\d.]+) % \(A/A, (?P<aa_n>\d+) comparisons?\))?(?: ×[\d.]+)?: (?P<verdict>.+)$"

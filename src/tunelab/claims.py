@@ -4,7 +4,8 @@ A claim compares groups of repetitions, never single numbers (``report.stats``):
 rows carry the ``round`` they were measured in, per round the ratio of the two sides, with a
 bootstrap interval over rounds and a Wilcoxon signed-rank test (drift between rounds then
 cancels out); otherwise the ratio of the medians with a bootstrap interval and a two-sided
-Mann–Whitney U test. ``report.decisions`` turns a comparison into a verdict:
+Mann–Whitney U test. Times of an engine that runs in the measuring process are compared at
+one CPU speed (``report.hostspeed``). ``report.decisions`` turns a comparison into a verdict:
 
 - ``holds``: significant (p < alpha, interval excluding 1) in the claimed direction and at
   least ``min_effect`` large;
@@ -62,7 +63,7 @@ import pandas as pd
 
 from tunelab import results, sequential
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
-from tunelab.report import decisions, stats
+from tunelab.report import decisions, hostspeed, stats
 from tunelab.report.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
 
 VERDICTS = decisions.VERDICTS
@@ -188,9 +189,11 @@ def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.
     when a side has no finite value. Seeded by the compared points, so the report's own
     figures and tables give the same interval for the same comparison."""
     ids = [r.get("point_id", []) for r in (b, a)]
+    old, new = hostspeed.values([b, a], metric_column(metric)) or (
+        _values(b, metric), _values(a, metric))  # fmt: skip
     try:
         return stats.compare_samples(
-            _values(b, metric), _values(a, metric), alpha=alpha,
+            old, new, alpha=alpha,
             key=stats.comparison_key(metric_column(metric), *ids),
             old_rounds=_rounds(b), new_rounds=_rounds(a),
         )  # fmt: skip
@@ -343,7 +346,9 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     name = claim.along
     text = _compare_text(t, metric, f"{name} {along[-1]}", f"{name} {along[0]}")
     rank = rows[col].map(lambda c: next((i for i, v in enumerate(along) if same(c, v)), np.nan))
-    tau, p = decisions.trend(rank.to_numpy(dtype=float), _values(rows, metric))
+    scaled = hostspeed.values([rows], metric_column(metric))
+    tau, p = decisions.trend(rank.to_numpy(dtype=float),
+                             scaled[0] if scaled else _values(rows, metric))  # fmt: skip
     text += f"; trend over {len(along)} values: Kendall τ={tau:.2f}, p={p:.2g}"
     breaks = []
     for low, high in zip(along, along[1:]):
@@ -513,6 +518,8 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         causes.extend(w for w in o.causes if w not in causes)
     overall = decisions.combine([o.verdict for o in outcomes])
     needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
+    if hostspeed.applies([rows], metric_column(claim.metric)):
+        parts.append(f"times {hostspeed.NOTE}")
     return Verdict(
         claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
         max(needed) if needed and overall == INCONCLUSIVE else None,

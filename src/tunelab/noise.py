@@ -11,10 +11,17 @@ section (never inside it) and gives the row's ``noise_*`` columns: CPU time stol
 hypervisor, the time the client's and the engine's threads waited for a CPU, their
 involuntary context switches, the other runnable tasks, the CPU pressure stall time, and
 ``noise_interfered``. Counters the host does not expose come out NaN, never as an error.
+
+CPU speed: ``watch`` also times a fixed piece of CPU work (``cpu_reference``, about 3 ms)
+just before and just after the section, on the client's CPU: ``noise_cpu_probe_s``, their
+geometric mean. On a virtual machine whose CPU is shared with other guests (a busy sibling
+thread steals no time the guest can see, yet slows every instruction) the client's speed
+changes by up to 2x within minutes; the probe tracks it (``report.hostspeed``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import resource
@@ -34,6 +41,22 @@ WAIT_LIMIT = 0.05  # the client's threads waited for a CPU more than 5 % of the 
 # from the client; one on the client's CPU shows as the client's wait.
 
 _first_affinity: tuple[int, ...] | None = None
+
+# The CPU reference: hashing (compiled code over memory) and a bytecode loop (the client's own
+# kind of work), about 3 ms on a 2.2 GHz virtual core.
+_REFERENCE_BYTES = b"\x5a" * 2**20
+_REFERENCE_LOOP = 40_000
+
+
+def cpu_reference() -> float:
+    """Seconds this CPU takes for a fixed piece of work: the same work every time, so that its
+    time follows the CPU's speed (a shared core, frequency, another guest)."""
+    t0 = time.perf_counter()
+    hashlib.sha256(_REFERENCE_BYTES).digest()
+    total = 0
+    for i in range(_REFERENCE_LOOP):
+        total += i
+    return time.perf_counter() - t0
 
 
 def usable_cpus() -> tuple[int, ...]:
@@ -252,6 +275,7 @@ class Watch:
         self._fds: dict[Path, int | None] = {}
         self.before: _Reading | None = None
         self.after: _Reading | None = None
+        self.cpu_before = self.cpu_after = math.nan
 
     def _read(self, path: Path) -> str:
         if path not in self._fds:
@@ -308,6 +332,7 @@ class Watch:
         pressure = (a.pressure_us - b.pressure_us) / 1e6 / section_s
         interfered = bool(steal > STEAL_LIMIT or client_wait > WAIT_LIMIT)
         return {
+            "noise_cpu_probe_s": math.sqrt(self.cpu_before * self.cpu_after),
             "noise_steal_share": steal,
             "noise_client_wait_share": client_wait,
             "noise_engine_wait_share": _delta(b.engine_wait, a.engine_wait) / 1e9 / section_s,
@@ -328,16 +353,19 @@ def watch(
     entering); ``placement``: where the client and the engine run (None: they may use every
     CPU of the host, so any other runnable task counts as interference)."""
     w = Watch(engine_pids, placement, proc)
+    w.cpu_before = cpu_reference()
     w.before = w.read()
     try:
         yield w
     finally:
         w.after = w.read()
+        w.cpu_after = cpu_reference()
         w.close()
 
 
 PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine")  # Placement.columns, Engine.cpu_columns
 NOISE_COLUMNS = (
+    "noise_cpu_probe_s",  # the CPU reference's seconds around the section (geometric mean)
     "noise_steal_share",  # share of the CPUs' time the hypervisor stole during the section
     # seconds the client's threads (those alive at both ends) waited for a CPU, per second
     "noise_client_wait_share",

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.cache import method_family
-from tunelab.report import noise, stats
+from tunelab.report import hostspeed, noise, stats
 from tunelab.report.data import ReportInputError, read_rows
 from tunelab.report.labels import fmt, label
 from tunelab.results import APPLIED_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
@@ -225,6 +225,7 @@ class MetricChange:
     test: RatioTest
     verdict: str
     noise: noise.Noise = field(default_factory=lambda: noise.Noise(float("nan"), noise.ROUNDS))
+    scaled: bool = False  # compared at one CPU speed (report.hostspeed)
 
 
 @dataclass(frozen=True)
@@ -452,6 +453,9 @@ def _judge(
     changes = []
     for metric, direction in METRICS.items():
         x, y = _column(o, metric), _column(n, metric)
+        scaled = hostspeed.values([o, n], metric)
+        if scaled is not None:
+            x, y = (_finite(v) for v in scaled)
         if x.size == 0 or y.size == 0:
             continue
         where = f"{engine}/{sweep}/{'|'.join(key)}/{metric}"  # the bootstrap's seed, as before
@@ -464,7 +468,7 @@ def _judge(
         width = noise.in_run(x, y)
         point_noise = noise.Noise(width, source, aa, count, context.multiplier, excess, seen)
         code = verdict(test, direction, alpha, threshold, point_noise.bar)
-        changes.append(MetricChange(metric, test, code, point_noise))
+        changes.append(MetricChange(metric, test, code, point_noise, scaled is not None))
         if commit and runs[0] != runs[1] and 0 < test.ratio < math.inf:
             obs = noise.observation(test.ratio, commit, runs, (x.size, y.size), source,
                                     context.old, context.new, in_run_width=width)  # fmt: skip
@@ -584,12 +588,15 @@ def verdict_text(code: str, threshold: float) -> str:
     }[code]
 
 
+SCALED_MARK = " (1 CPU speed)"
+
+
 def change_line(sweep: str, point: str, c: MetricChange, threshold: float) -> str:
     """E.g. "sqlite/s p: elapsed_s 1.12x [1.05, 1.19] p=0.002, noise ±6 % (rounds) / ±4 %
     (A/A, 3 comparisons): worse"."""
     t = c.test
     return (
-        f"{sweep} {point}: {c.metric} {times_text(t.ratio)} "
+        f"{sweep} {point}: {c.metric}{SCALED_MARK if c.scaled else ''} {times_text(t.ratio)} "
         f"[{ratio_text(t.low)}, {ratio_text(t.high)}] p={p_text(t.p)}, {c.noise.text()}: "
         f"{verdict_text(c.verdict, threshold)}"
     )
@@ -693,7 +700,7 @@ def sweep_table(s: SweepComparison, result: Comparison, table_id: str) -> str:
             if i == 0:
                 cells.append(f'<td class="tl-point" rowspan="{span}">{_e(p.point)}</td>')
             cells += [
-                f"<td>{_e(label(c.metric))}</td>",
+                f"<td>{_e(label(c.metric) + (SCALED_MARK if c.scaled else ''))}</td>",
                 f"<td>{t.n_old} / {t.n_new}</td>",
                 f"<td>{_e(t.old_median)}</td>",
                 f"<td>{_e(t.new_median)}</td>",
@@ -753,7 +760,9 @@ def method_text(result: Comparison) -> str:
         "measured with another engine version (for engines in containers it names the image), "
         "on another host, or whose cache state was achieved another way is incomparable and "
         "not compared; other differences (code version, kernel, file system, the values the "
-        "engine applied — calibrated knob values among them — and the access path) are listed."
+        "engine applied — calibrated knob values among them — and the access path) are listed. "
+        f"Times and rates marked {SCALED_MARK.strip()} are compared {hostspeed.NOTE}: "
+        "the engine ran in the measuring process, whose CPU's speed the reference follows."
     )
 
 

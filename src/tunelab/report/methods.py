@@ -14,7 +14,7 @@ import pandas as pd
 from tunelab import cache, engines, noise
 from tunelab.cache import WARM_BY_PREVIOUS
 from tunelab.engines.base import EngineInfo
-from tunelab.report import checks, stats
+from tunelab.report import checks, hostspeed, stats
 from tunelab.report.appendix import host_lines
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note, reps_per_point, unique
@@ -230,8 +230,7 @@ def _interference_text(frame: pd.DataFrame) -> str:
         f"timed section: {hit} of {len(marks)} repetitions ({fmt_percent(hit / len(marks))}) "
         "ran under interference (the hypervisor took more than "
         f"{fmt_percent(noise.STEAL_LIMIT)} of the CPUs' time, the client waited for a CPU "
-        f"more than {fmt_percent(noise.WAIT_LIMIT)} of the time, or other processes had more "
-        "runnable tasks than the client and the engine left CPUs free)"
+        f"more than {fmt_percent(noise.WAIT_LIMIT)} of the time)"
     )
     steal = pd.to_numeric(frame.get("noise_steal_share", pd.Series()), errors="coerce").dropna()
     if len(steal):
@@ -241,7 +240,21 @@ def _interference_text(frame: pd.DataFrame) -> str:
         )
     else:
         text += "; the host does not expose stolen CPU time"
-    return text + "."
+    text += "."
+    speed = hostspeed.spread(frame)
+    if speed is not None:
+        text += (
+            f" A fixed piece of CPU work timed around each section took {speed[0] * 1e3:.2g} ms "
+            f"(median), and its 90th percentile was {speed[1]:.2f} times its 10th: how far the "
+            "client CPU's speed moved during the run"
+        )
+        if hostspeed.applies([frame], "elapsed_s"):
+            text += (
+                ". The engine ran in the measuring process, so the claims compare its times "
+                f"{hostspeed.NOTE}"
+            )
+        text += "."
+    return text
 
 
 def _device_text(frame: pd.DataFrame) -> str:

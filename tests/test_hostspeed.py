@@ -1,0 +1,130 @@
+"""Times at one CPU speed (tunelab.report.hostspeed): the CPU reference timed around each
+repetition takes the host's changing speed out of the claims' ratios and of `tunelab
+compare`, only where the engine runs in the measuring process."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tunelab import claims, noise
+from tunelab.report import compare as cmp
+from tunelab.report import hostspeed
+from tunelab.report.methods import _interference_text
+
+LOWER = {"kind": "lower", "a": {"index": "clustered"}, "b": {"index": "nonclustered"},
+         "min_effect": 0.05}  # fmt: skip
+
+
+def host_rows(rng: np.random.Generator, rounds: int, true: dict[str, float], slow: float = 1.0,
+              engine_cpus: str = "client") -> pd.DataFrame:  # fmt: skip
+    """Rows of points measured in rounds on a host whose CPU speed changes from one
+    repetition to the next (a factor up to about 2, as seen on a shared virtual core): each
+    repetition's time is its point's true time times that factor, and the probe around it
+    took 3 ms times the same factor, give or take 2 %."""
+    out = []
+    for r in range(rounds):
+        for name, seconds in true.items():
+            factor = slow * float(np.exp(rng.uniform(0, math.log(2))))
+            out.append({
+                "point_id": name, "knob_index": name, "round": r, "cache_requested": "warm",
+                "cache_achieved": "warm", "access_matches": True, "client_share": 0.1,
+                "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.01)),
+                "noise_cpu_probe_s": 0.003 * factor * float(rng.lognormal(0, 0.02)),
+                "cpus_engine": engine_cpus,
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def verdict(claim: dict, data: pd.DataFrame) -> claims.Verdict:
+    (v,) = claims.evaluate_sweep([claim], data, "sqlite")
+    return v
+
+
+def test_a_real_effect_hidden_by_the_hosts_speed_holds_at_one_cpu_speed():
+    rng = np.random.default_rng(3)
+    data = host_rows(rng, 6, {"clustered": 0.090, "nonclustered": 0.100})
+    v = verdict(LOWER, data)
+    assert v.verdict == "holds", v.evidence
+    assert hostspeed.NOTE in v.evidence
+    # the same rows without the probe: the host's speed swamps the 10 % effect
+    raw = verdict(LOWER, data.drop(columns=[hostspeed.PROBE]))
+    assert raw.verdict == "inconclusive", raw.evidence
+    assert hostspeed.NOTE not in raw.evidence
+
+
+def test_a_server_engines_times_are_left_as_measured():
+    rng = np.random.default_rng(3)
+    data = host_rows(rng, 6, {"clustered": 0.090, "nonclustered": 0.100}, engine_cpus="1")
+    assert not hostspeed.applies([data], "elapsed_s")
+    v = verdict(LOWER, data)
+    assert v.verdict == "inconclusive" and hostspeed.NOTE not in v.evidence
+
+
+def test_scaling_needs_a_probe_on_every_row_and_a_timed_metric():
+    rng = np.random.default_rng(5)
+    data = host_rows(rng, 3, {"a": 0.1})
+    data["throughput_rows_s"] = 1000 / data["elapsed_s"]
+    assert hostspeed.applies([data], "elapsed_s")
+    assert hostspeed.applies([data], "throughput_rows_s")
+    assert not hostspeed.applies([data], "c_physical_reads")
+    gap = data.copy()
+    gap.loc[1, hostspeed.PROBE] = float("nan")
+    assert not hostspeed.applies([data, gap], "elapsed_s")
+    assert hostspeed.values([gap], "elapsed_s") is None
+
+
+def test_scaled_values_keep_the_unit_and_a_rate_scales_the_other_way():
+    f = pd.DataFrame({"elapsed_s": [1.0, 2.0], "throughput_rows_s": [100.0, 50.0],
+                      hostspeed.PROBE: [0.002, 0.004], "cpus_engine": "client"})  # fmt: skip
+    (times,) = hostspeed.values([f], "elapsed_s")
+    (rates,) = hostspeed.values([f], "throughput_rows_s")
+    # reference: the median probe, 0.003 s; the second repetition ran on a CPU twice as slow
+    assert times == pytest.approx([1.5, 1.5])
+    assert rates == pytest.approx([66.667, 66.667], rel=1e-4)
+
+
+def test_compare_does_not_take_a_slower_host_for_a_slower_point():
+    rng = np.random.default_rng(11)
+    true = {"clustered": 0.05, "nonclustered": 0.2}
+    old = host_rows(rng, 8, true).assign(engine="sqlite", sweep="s")
+    new = host_rows(rng, 8, true, slow=1.6).assign(engine="sqlite", sweep="s")
+    result = cmp.compare_sweep("sqlite", "s", old, new, 0.05, 0.10, 500, 0)
+    changes = [c for p in result.points for c in p.changes if c.metric == "elapsed_s"]
+    assert len(changes) == 2 and all(c.scaled for c in changes)
+    assert all(c.verdict not in (cmp.WORSE, cmp.WORSE_NOISE) for c in changes)
+    assert all(0.9 < c.test.ratio < 1.1 for c in changes)
+    line = cmp.change_line("sqlite/s", "clustered", changes[0], 0.10)
+    assert cmp.SCALED_MARK.strip() in line
+    # without the probe the whole run looks 1.6x slower
+    bare = cmp.compare_sweep("sqlite", "s", old.drop(columns=[hostspeed.PROBE]),
+                             new.drop(columns=[hostspeed.PROBE]), 0.05, 0.10, 500, 0)  # fmt: skip
+    ratios = [c.test.ratio for p in bare.points for c in p.changes if c.metric == "elapsed_s"]
+    assert all(r > 1.3 for r in ratios)
+
+
+def test_the_probe_is_timed_around_the_section_and_follows_the_cpu(tmp_path):
+    with noise.watch([], proc=tmp_path) as w:
+        pass
+    probe = w.columns()[hostspeed.PROBE]
+    assert 0 < probe < 1
+    # twice the work takes about twice as long: the reference measures the CPU, not a clock
+    one = min(noise.cpu_reference() for _ in range(5))
+    t0 = __import__("time").perf_counter()
+    for _ in range(2):
+        noise.cpu_reference()
+    two = __import__("time").perf_counter() - t0
+    assert two > 1.5 * one
+
+
+def test_methods_say_how_far_the_cpus_speed_moved():
+    rng = np.random.default_rng(2)
+    data = host_rows(rng, 10, {"a": 0.1}).assign(noise_interfered=False, noise_steal_share=0.0)
+    text = _interference_text(data)
+    low, high = data[hostspeed.PROBE].quantile([0.1, 0.9])
+    assert f"{high / low:.2f} times its 10th" in text
+    assert hostspeed.NOTE in text
+    assert hostspeed.NOTE not in _interference_text(data.assign(cpus_engine="1"))
