@@ -303,3 +303,19 @@ def test_methods_say_how_noisy_the_host_was(tmp_path):
 def test_methods_say_nothing_of_noise_for_rows_without_its_columns():
     text = " ".join(methods.methods_text(_data(_rows())))
     assert "interference" not in text and "measuring process ran on" not in text
+
+
+def test_a_server_engines_cpus_get_the_cpu_reference_too(tmp_path):
+    usable = tuple(sorted(os.sched_getaffinity(0)))
+    if len(usable) < 2:
+        pytest.skip("one usable CPU: no CPUs of the engine's own")
+    placement = noise.Placement(usable, client=usable[-1:], engine=usable[:1])
+    with noise.watch([], placement, proc=tmp_path) as w:
+        pass
+    cols = w.columns()
+    assert 0 < cols["noise_engine_cpu_probe_s"] < 1
+    assert 0 < cols["noise_cpu_probe_s"] < 1
+    assert tuple(sorted(os.sched_getaffinity(0))) == usable  # only the probe's thread moved
+    with noise.watch([], noise.Placement(usable), proc=tmp_path) as w:  # not split
+        pass
+    assert math.isnan(w.columns()["noise_engine_cpu_probe_s"])

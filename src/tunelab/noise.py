@@ -16,7 +16,9 @@ CPU speed: ``watch`` also times a fixed piece of CPU work (``cpu_reference``, ab
 just before and just after the section, on the client's CPU: ``noise_cpu_probe_s``, their
 geometric mean. On a virtual machine whose CPU is shared with other guests (a busy sibling
 thread steals no time the guest can see, yet slows every instruction) the client's speed
-changes by up to 2x within minutes; the probe tracks it (``report.hostspeed``).
+changes by up to 2x within minutes; the probe tracks it (``report.hostspeed``). Where a server
+engine has CPUs of its own the same work is timed there too (``noise_engine_cpu_probe_s``), in
+a thread pinned to them: recorded, not yet used to scale anything.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import hashlib
 import math
 import os
 import resource
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -57,6 +60,22 @@ def cpu_reference() -> float:
     for i in range(_REFERENCE_LOOP):
         total += i
     return time.perf_counter() - t0
+
+
+def cpu_reference_on(cpus: Iterable[int]) -> float:
+    """``cpu_reference`` timed on ``cpus`` (a thread pinned there: a server engine's CPUs);
+    NaN where the thread cannot be placed."""
+    out = [math.nan]
+
+    def probe() -> None:
+        with suppress(OSError):
+            os.sched_setaffinity(0, set(cpus))  # this thread only
+            out[0] = cpu_reference()
+
+    worker = threading.Thread(target=probe, name="tunelab-cpu-reference")
+    worker.start()
+    worker.join()
+    return out[0]
 
 
 def usable_cpus() -> tuple[int, ...]:
@@ -276,6 +295,8 @@ class Watch:
         self.before: _Reading | None = None
         self.after: _Reading | None = None
         self.cpu_before = self.cpu_after = math.nan
+        self.engine_cpus = placement.engine if placement is not None and placement.split else ()
+        self.engine_cpu_before = self.engine_cpu_after = math.nan
 
     def _read(self, path: Path) -> str:
         if path not in self._fds:
@@ -333,6 +354,7 @@ class Watch:
         interfered = bool(steal > STEAL_LIMIT or client_wait > WAIT_LIMIT)
         return {
             "noise_cpu_probe_s": math.sqrt(self.cpu_before * self.cpu_after),
+            "noise_engine_cpu_probe_s": math.sqrt(self.engine_cpu_before * self.engine_cpu_after),
             "noise_steal_share": steal,
             "noise_client_wait_share": client_wait,
             "noise_engine_wait_share": _delta(b.engine_wait, a.engine_wait) / 1e9 / section_s,
@@ -353,6 +375,8 @@ def watch(
     entering); ``placement``: where the client and the engine run (None: they may use every
     CPU of the host, so any other runnable task counts as interference)."""
     w = Watch(engine_pids, placement, proc)
+    if w.engine_cpus:
+        w.engine_cpu_before = cpu_reference_on(w.engine_cpus)
     w.cpu_before = cpu_reference()
     w.before = w.read()
     try:
@@ -360,12 +384,15 @@ def watch(
     finally:
         w.after = w.read()
         w.cpu_after = cpu_reference()
+        if w.engine_cpus:
+            w.engine_cpu_after = cpu_reference_on(w.engine_cpus)
         w.close()
 
 
 PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine")  # Placement.columns, Engine.cpu_columns
 NOISE_COLUMNS = (
     "noise_cpu_probe_s",  # the CPU reference's seconds around the section (geometric mean)
+    "noise_engine_cpu_probe_s",  # the same on a server engine's CPUs (recorded, not used)
     "noise_steal_share",  # share of the CPUs' time the hypervisor stole during the section
     # seconds the client's threads (those alive at both ends) waited for a CPU, per second
     "noise_client_wait_share",
