@@ -191,7 +191,7 @@ def test_watch_gives_nan_where_proc_lacks_the_counters(tmp_path):
         cols = w.columns()
         assert set(cols) == set(noise.NOISE_COLUMNS)
         counters = set(noise.NOISE_COLUMNS) - {"noise_interfered", "noise_client_invol_cs"}
-        for name in counters - {"noise_cpu_probe_s"}:  # the probe times this CPU, not /proc
+        for name in counters - {"noise_cpu_probe_s", "noise_client_cpu_s"}:  # not from /proc
             assert math.isnan(cols[name]), name
         assert cols["noise_interfered"] is False
         assert cols["noise_client_invol_cs"] >= 0  # from getrusage, not /proc
@@ -319,3 +319,13 @@ def test_a_server_engines_cpus_get_the_cpu_reference_too(tmp_path):
     with noise.watch([], noise.Placement(usable), proc=tmp_path) as w:  # not split
         pass
     assert math.isnan(w.columns()["noise_engine_cpu_probe_s"])
+
+
+def test_the_client_cpu_time_of_the_section_is_its_own(tmp_path):
+    with noise.watch([], proc=tmp_path) as busy:
+        noise.cpu_reference()
+        noise.cpu_reference()
+    with noise.watch([], proc=tmp_path) as idle:
+        time.sleep(0.05)
+    worked, slept = busy.columns()["noise_client_cpu_s"], idle.columns()["noise_client_cpu_s"]
+    assert worked > 0.001 and slept < 0.02  # the probes around the section are not counted

@@ -295,6 +295,7 @@ class Watch:
         self.before: _Reading | None = None
         self.after: _Reading | None = None
         self.cpu_before = self.cpu_after = math.nan
+        self.process_cpu = math.nan  # CPU seconds of the measuring process in the section
         self.engine_cpus = placement.engine if placement is not None and placement.split else ()
         self.engine_cpu_before = self.engine_cpu_after = math.nan
 
@@ -354,6 +355,7 @@ class Watch:
         interfered = bool(steal > STEAL_LIMIT or client_wait > WAIT_LIMIT)
         return {
             "noise_cpu_probe_s": math.sqrt(self.cpu_before * self.cpu_after),
+            "noise_client_cpu_s": self.process_cpu,
             "noise_engine_cpu_probe_s": math.sqrt(self.engine_cpu_before * self.engine_cpu_after),
             "noise_steal_share": steal,
             "noise_client_wait_share": client_wait,
@@ -379,9 +381,11 @@ def watch(
         w.engine_cpu_before = cpu_reference_on(w.engine_cpus)
     w.cpu_before = cpu_reference()
     w.before = w.read()
+    w.process_cpu = time.process_time()
     try:
         yield w
     finally:
+        w.process_cpu = time.process_time() - w.process_cpu
         w.after = w.read()
         w.cpu_after = cpu_reference()
         if w.engine_cpus:
@@ -393,6 +397,7 @@ PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine")  # Placement.columns, Engine.
 NOISE_COLUMNS = (
     "noise_cpu_probe_s",  # the CPU reference's seconds around the section (geometric mean)
     "noise_engine_cpu_probe_s",  # the same on a server engine's CPUs (recorded, not used)
+    "noise_client_cpu_s",  # CPU seconds (user + system) of the measuring process in the section
     "noise_steal_share",  # share of the CPUs' time the hypervisor stole during the section
     # seconds the client's threads (those alive at both ends) waited for a CPU, per second
     "noise_client_wait_share",
