@@ -153,24 +153,27 @@ def test_watch_computes_the_columns_from_proc(tmp_path):
         (engine / tid).mkdir(parents=True)
     (tmp_path / "pressure").mkdir()
 
-    def write(stat: str, statuses: list[str], waits: list[int], pressure: int) -> None:
+    def write(stat, statuses, waits, runs, pressure: int) -> None:
         (tmp_path / "stat").write_text(stat)
-        for tid, text, wait in zip(("4242", "4243"), statuses, waits, strict=True):
+        for tid, text, wait, run in zip(("4242", "4243"), statuses, waits, runs, strict=True):
             (engine / tid / "status").write_text(text)
-            (engine / tid / "schedstat").write_text(f"123 {wait} 4\n")
+            (engine / tid / "schedstat").write_text(f"{run} {wait} 4\n")
         (tmp_path / "pressure" / "cpu").write_text(f"some avg10=0 total={pressure}\n")
 
-    write(_stat(100, 800, 0, 2), [_status("S", 10), _status("R", 5)], [0, 10**6], 1_000)
+    before = [_status("S", 10), _status("R", 5)]
+    write(_stat(100, 800, 0, 2), before, [0, 10**6], [123, 10**9], 1_000)
     placement = noise.Placement((0, 1), client=(1,), engine=(0,), pinned=(1,))
     with noise.watch([4242], placement, proc=tmp_path) as w:
         after = [_status("S", 17), _status("S", 9)]
-        write(_stat(400, 1500, 100, 4), after, [3 * 10**6, 2 * 10**6], 51_000)
+        runs = [123 + 2 * 10**7, 10**9 + 5 * 10**6]
+        write(_stat(400, 1500, 100, 4), after, [3 * 10**6, 2 * 10**6], runs, 51_000)
         time.sleep(0.05)
     cols = w.columns()
     section = w.after.at - w.before.at
     assert cols["noise_steal_share"] == pytest.approx(100 / (300 + 700 + 100))
     assert cols["noise_engine_invol_cs"] == (17 - 10) + (9 - 5)
     assert cols["noise_engine_wait_share"] == pytest.approx((3 + 1) * 1e-3 / section)
+    assert cols["noise_engine_cpu_s"] == pytest.approx(0.020 + 0.005)
     assert math.isnan(cols["noise_client_wait_share"])  # no /proc/self in this /proc
     # procs_running less the engine's runnable tasks (1 before, 0 after): 1 before, 4 after
     assert cols["noise_other_runnable"] == 4
@@ -329,3 +332,25 @@ def test_the_client_cpu_time_of_the_section_is_its_own(tmp_path):
         time.sleep(0.05)
     worked, slept = busy.columns()["noise_client_cpu_s"], idle.columns()["noise_client_cpu_s"]
     assert worked > 0.001 and slept < 0.02  # the probes around the section are not counted
+
+
+def test_the_engine_cpu_time_of_the_section_is_its_processes(tmp_path):
+    """Real /proc: a busy engine process shows its CPU seconds, an idle one next to none."""
+    import subprocess
+    import sys
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.2)
+        with noise.watch([busy.pid]) as on_busy:
+            time.sleep(0.3)
+        with noise.watch([idle.pid]) as on_idle:
+            time.sleep(0.3)
+    finally:
+        busy.kill()
+        idle.kill()
+        busy.wait()
+        idle.wait()
+    assert on_busy.columns()["noise_engine_cpu_s"] > 0.05  # it had at least a share of a CPU
+    assert on_idle.columns()["noise_engine_cpu_s"] < 0.01

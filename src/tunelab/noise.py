@@ -8,9 +8,10 @@ records what it got. A host with fewer than two usable CPUs gets no split.
 
 Interference: ``watch`` reads the kernel's counters just before and just after one timed
 section (never inside it) and gives the row's ``noise_*`` columns: CPU time stolen by the
-hypervisor, the time the client's and the engine's threads waited for a CPU, their
-involuntary context switches, the other runnable tasks, the CPU pressure stall time, and
-``noise_interfered``. Counters the host does not expose come out NaN, never as an error.
+hypervisor, the time the client's and the engine's threads waited for a CPU, the CPU time
+the engine's threads used, their involuntary context switches, the other runnable tasks,
+the CPU pressure stall time, and ``noise_interfered``. Counters the host does not expose
+come out NaN, never as an error.
 
 CPU speed: ``watch`` also times a fixed piece of CPU work (``cpu_reference``, about 3 ms)
 just before and just after the section, on the client's CPU: ``noise_cpu_probe_s``, their
@@ -223,6 +224,7 @@ class _Reading:
     engine_invol: dict[str, float] = field(default_factory=dict)  # task -> count
     client_wait: dict[str, float] = field(default_factory=dict)  # task -> run-queue wait, ns
     engine_wait: dict[str, float] = field(default_factory=dict)
+    engine_run: dict[str, float] = field(default_factory=dict)  # task -> time on a CPU, ns
 
 
 def _read(path: Path) -> str:
@@ -273,6 +275,12 @@ def _wait_ns(text: str) -> float:
     """Time the task spent runnable but waiting for a CPU (schedstat's second field)."""
     fields = text.split()
     return float(fields[1]) if len(fields) >= 2 and fields[1].isdigit() else math.nan
+
+
+def _run_ns(text: str) -> float:
+    """Time the task spent on a CPU (schedstat's first field)."""
+    fields = text.split()
+    return float(fields[0]) if fields and fields[0].isdigit() else math.nan
 
 
 def _delta(before: dict[str, float], after: dict[str, float]) -> float:
@@ -332,8 +340,11 @@ class Watch:
             r.ours_running += running
             if not math.isnan(invol):
                 r.engine_invol[str(task)] = invol
-            if not math.isnan(wait := _wait_ns(self._read(task / "schedstat"))):
+            schedstat = self._read(task / "schedstat")
+            if not math.isnan(wait := _wait_ns(schedstat)):
                 r.engine_wait[str(task)] = wait
+            if not math.isnan(run := _run_ns(schedstat)):
+                r.engine_run[str(task)] = run
         r.pressure_us = _pressure(self._read(self.proc / "pressure" / "cpu"))
         _stat(self._read(self.proc / "stat"), r)  # last: procs_running closest to the section
         r.at = (r.at + time.perf_counter()) / 2
@@ -356,6 +367,7 @@ class Watch:
         return {
             "noise_cpu_probe_s": math.sqrt(self.cpu_before * self.cpu_after),
             "noise_client_cpu_s": self.process_cpu,
+            "noise_engine_cpu_s": _delta(b.engine_run, a.engine_run) / 1e9,
             "noise_engine_cpu_probe_s": math.sqrt(self.engine_cpu_before * self.engine_cpu_after),
             "noise_steal_share": steal,
             "noise_client_wait_share": client_wait,
@@ -398,6 +410,8 @@ NOISE_COLUMNS = (
     "noise_cpu_probe_s",  # the CPU reference's seconds around the section (geometric mean)
     "noise_engine_cpu_probe_s",  # the same on a server engine's CPUs (recorded, not used)
     "noise_client_cpu_s",  # CPU seconds (user + system) of the measuring process in the section
+    # CPU seconds of the engine's processes' threads (those alive at both ends) in the section
+    "noise_engine_cpu_s",
     "noise_steal_share",  # share of the CPUs' time the hypervisor stole during the section
     # seconds the client's threads (those alive at both ends) waited for a CPU, per second
     "noise_client_wait_share",
