@@ -5,6 +5,7 @@
 - ``policies``: CLOCK and LRU with a sequential threshold (DB2's VPSEQT) at chosen sizes;
 - ``shards``: spatially sampled curves with a per-size standard error;
 - ``members``: shared-data pools as in DB2 pureScale, a local pool per member and a group pool;
+- ``analytic``: the same pools' hit ratios by formula (Che's approximation, with invalidation);
 - ``traces``/``generators``: trace files and synthetic workloads;
 - ``compare``: predicted against measured physical reads;
 - ``cli``: ``tunelab bpsim TRACE``.
