@@ -5,6 +5,7 @@ compare`, only where the engine runs in the measuring process."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -50,18 +51,106 @@ def test_a_real_effect_hidden_by_the_hosts_speed_holds_at_one_cpu_speed():
     v = verdict(LOWER, data)
     assert v.verdict == "holds", v.evidence
     assert hostspeed.NOTE in v.evidence
+    # the times follow the reference as the model predicts: the sweep's weight is near 1
+    assert float(re.search(r"weight (\d\.\d\d)", v.evidence).group(1)) > 0.9
     # the same rows without the probe: the host's speed swamps the 10 % effect
     raw = verdict(LOWER, data.drop(columns=[hostspeed.PROBE]))
     assert raw.verdict == "inconclusive", raw.evidence
     assert hostspeed.NOTE not in raw.evidence
 
 
-def test_a_server_engines_times_are_left_as_measured():
+def test_a_server_engines_times_without_its_cpu_seconds_are_left_as_measured():
     rng = np.random.default_rng(3)
     data = host_rows(rng, 6, {"clustered": 0.090, "nonclustered": 0.100}, engine_cpus="1")
     assert not hostspeed.applies([data], "elapsed_s")
     v = verdict(LOWER, data)
     assert v.verdict == "inconclusive" and hostspeed.NOTE not in v.evidence
+
+
+def split_rows(rng: np.random.Generator, rounds: int, true: dict[str, float], cpu_share: float,
+               engine_share: float = 0.0) -> pd.DataFrame:  # fmt: skip
+    """Rows whose time is part CPU, part waiting (a synced write, a round trip): the client's
+    CPU seconds (``cpu_share`` of the time at the reference speed) slowed by one factor, a
+    server engine's (``engine_share``) by another, independent one, the rest not at all."""
+    out = []
+    for r in range(rounds):
+        for name, seconds in true.items():
+            fc, fe = (float(np.exp(rng.uniform(0, math.log(2)))) for _ in range(2))
+            c, e = seconds * cpu_share * fc, seconds * engine_share * fe
+            waited = seconds * (1 - cpu_share - engine_share)
+            out.append({
+                "point_id": name, "knob_index": name, "round": r, "cache_requested": "warm",
+                "cache_achieved": "warm", "access_matches": True, "client_share": 0.1,
+                "elapsed_s": (c + e + waited) * float(rng.lognormal(0, 0.005)),
+                hostspeed.CLIENT_CPU: c, hostspeed.ENGINE_CPU: e if engine_share else np.nan,
+                hostspeed.PROBE: 0.003 * fc * float(rng.lognormal(0, 0.01)),
+                hostspeed.ENGINE_PROBE: 0.003 * fe * float(rng.lognormal(0, 0.01)),
+                "cpus_engine": "0" if engine_share else "client",
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def log_spread(values: np.ndarray) -> float:
+    return float(np.std(np.log(values)))
+
+
+def test_only_the_cpu_seconds_are_scaled():
+    """A section that waits for the disk 70 % of its time: scaling all of it by the CPU's
+    speed would add the CPU's noise to the disk's seconds; scaling its CPU share takes the
+    noise out."""
+    rng = np.random.default_rng(7)
+    data = split_rows(rng, 20, {"a": 0.1}, cpu_share=0.3)
+    (share,) = hostspeed.values([data], "elapsed_s")
+    measured = data["elapsed_s"].to_numpy()
+    assert log_spread(share) < 0.3 * log_spread(measured)
+    assert np.median(share) == pytest.approx(0.1 * (0.7 + 0.3 * 1.41), rel=0.1)
+    (marked,) = hostspeed.annotate([data])
+    assert hostspeed.weight_of(marked) > 0.9  # the model's prediction is borne out
+    # without the CPU seconds the model takes the whole time for CPU: the rows bear out
+    # about the CPU's share of it
+    (whole,) = hostspeed.annotate([data.drop(columns=[hostspeed.CLIENT_CPU])])
+    assert 0.2 < hostspeed.weight_of(whole) < 0.45
+
+
+def test_a_probe_that_the_times_do_not_follow_gets_no_weight():
+    """A quiet host: the reference varies by its own noise only, the times by something
+    else. Scaling by the model would add the reference's noise; the weight leaves them."""
+    rng = np.random.default_rng(9)
+    data = split_rows(rng, 20, {"a": 0.1, "b": 0.2}, cpu_share=0.9)
+    data["elapsed_s"] = np.where(data["point_id"] == "a", 0.1, 0.2) * rng.lognormal(
+        0, 0.05, len(data)
+    )
+    (marked,) = hostspeed.annotate([data])
+    assert hostspeed.weight_of(marked) < 0.15
+    scaled = hostspeed.values([marked[marked["point_id"] == "a"]], "elapsed_s")[0]
+    measured = data.loc[data["point_id"] == "a", "elapsed_s"].to_numpy()
+    assert log_spread(scaled) < 1.1 * log_spread(measured)
+
+
+def test_a_server_engines_cpu_seconds_are_scaled_by_its_own_cpus_reference():
+    rng = np.random.default_rng(8)
+    data = split_rows(rng, 20, {"a": 0.1}, cpu_share=0.2, engine_share=0.5)
+    assert hostspeed.applies([data], "elapsed_s")
+    (scaled,) = hostspeed.values([data], "elapsed_s")
+    assert log_spread(scaled) < 0.3 * log_spread(data["elapsed_s"].to_numpy())
+    # the client's reference alone does not follow the engine's CPU
+    crossed = data.assign(**{hostspeed.ENGINE_PROBE: data[hostspeed.PROBE]})
+    (wrong,) = hostspeed.values([crossed], "elapsed_s")
+    assert log_spread(wrong) > 2 * log_spread(scaled)
+    assert hostspeed.weight_of(hostspeed.annotate([crossed])[0]) < 0.6
+    for column in (hostspeed.ENGINE_CPU, hostspeed.ENGINE_PROBE, hostspeed.CLIENT_CPU):
+        assert not hostspeed.applies([data.drop(columns=[column])], "elapsed_s"), column
+
+
+def test_clients_running_alongside_their_engine_get_the_weighted_speed():
+    f = pd.DataFrame({"elapsed_s": [1.0, 1.0], hostspeed.CLIENT_CPU: [1.0, 0.2],
+                      hostspeed.ENGINE_CPU: [1.0, 0.3], hostspeed.PROBE: [0.004, 0.002],
+                      hostspeed.ENGINE_PROBE: [0.002, 0.002], "cpus_engine": "0"})  # fmt: skip
+    times = f["elapsed_s"].to_numpy() * hostspeed.model_factor(f, 0.003, 0.002)
+    # reference 0.003 s on the client's CPU, 0.002 s on the engine's. First row: two CPU
+    # seconds in one second, the client's at 3/4 of the reference speed, the engine's at it:
+    # (1 * 0.75 + 1 * 1) / 2. Second: 0.2 * 1.5 + 0.3 * 1 + 0.5 waited.
+    assert times == pytest.approx([0.875, 1.1])
 
 
 def test_scaling_needs_a_probe_on_every_row_and_a_timed_metric():
@@ -82,9 +171,11 @@ def test_scaled_values_keep_the_unit_and_a_rate_scales_the_other_way():
                       hostspeed.PROBE: [0.002, 0.004], "cpus_engine": "client"})  # fmt: skip
     (times,) = hostspeed.values([f], "elapsed_s")
     (rates,) = hostspeed.values([f], "throughput_rows_s")
-    # reference: the median probe, 0.003 s; the second repetition ran on a CPU twice as slow
-    assert times == pytest.approx([1.5, 1.5])
-    assert rates == pytest.approx([66.667, 66.667], rel=1e-4)
+    # the second repetition ran on a CPU twice as slow, and took twice as long: weight 1;
+    # both are brought to the median slowdown, sqrt(2) times the faster one's
+    assert hostspeed.weight_of(hostspeed.annotate([f])[0]) == pytest.approx(1.0)
+    assert times == pytest.approx([2**0.5, 2**0.5])
+    assert rates == pytest.approx([100 / 2**0.5, 100 / 2**0.5])
 
 
 def test_compare_does_not_take_a_slower_host_for_a_slower_point():

@@ -503,6 +503,7 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
     the claim's own (a procedure that looks several times spends its alpha over the looks)."""
     if alpha is not None:
         claim = dataclasses.replace(claim, alpha=float(alpha))
+    (frame,) = hostspeed.annotate([frame])  # the CPU reference's weight, from the whole sweep
     rows = _select(frame, claim.where)
     if rows.empty:
         return Verdict(claim, INCONCLUSIVE, "no rows match", ["no rows match"])
@@ -519,7 +520,7 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
     overall = decisions.combine([o.verdict for o in outcomes])
     needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
     if hostspeed.applies([rows], metric_column(claim.metric)):
-        parts.append(f"times {hostspeed.NOTE}")
+        parts.append(f"times {hostspeed.NOTE}, weight {hostspeed.weight_of(rows):.2f}")
     return Verdict(
         claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
         max(needed) if needed and overall == INCONCLUSIVE else None,

@@ -19,7 +19,7 @@ geometric mean. On a virtual machine whose CPU is shared with other guests (a bu
 thread steals no time the guest can see, yet slows every instruction) the client's speed
 changes by up to 2x within minutes; the probe tracks it (``report.hostspeed``). Where a server
 engine has CPUs of its own the same work is timed there too (``noise_engine_cpu_probe_s``), in
-a thread pinned to them: recorded, not yet used to scale anything.
+a thread pinned to them, for the engine's own CPU seconds (``noise_engine_cpu_s``).
 """
 
 from __future__ import annotations
@@ -408,7 +408,7 @@ def watch(
 PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine")  # Placement.columns, Engine.cpu_columns
 NOISE_COLUMNS = (
     "noise_cpu_probe_s",  # the CPU reference's seconds around the section (geometric mean)
-    "noise_engine_cpu_probe_s",  # the same on a server engine's CPUs (recorded, not used)
+    "noise_engine_cpu_probe_s",  # the same on a server engine's CPUs
     "noise_client_cpu_s",  # CPU seconds (user + system) of the measuring process in the section
     # CPU seconds of the engine's processes' threads (those alive at both ends) in the section
     "noise_engine_cpu_s",

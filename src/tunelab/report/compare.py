@@ -420,6 +420,7 @@ def compare_sweep(
     context: NoiseContext | None = None,
 ) -> SweepComparison:
     context = context or NoiseContext()
+    old, new = hostspeed.annotate([old, new])  # the CPU reference's weight, from both runs
     cols, one_sided = _identity(old, new)
     old_groups, new_groups = _groups(old, cols), _groups(new, cols)
     common = sorted(set(old_groups) & set(new_groups))
@@ -762,7 +763,9 @@ def method_text(result: Comparison) -> str:
         "not compared; other differences (code version, kernel, file system, the values the "
         "engine applied — calibrated knob values among them — and the access path) are listed. "
         f"Times and rates marked {SCALED_MARK.strip()} are compared {hostspeed.NOTE}: "
-        "the engine ran in the measuring process, whose CPU's speed the reference follows."
+        "the CPU seconds of the measuring process and of a server engine, each by the "
+        "reference timed on its own CPUs, the seconds spent waiting kept as measured, and the "
+        "correction weighted by how far both runs' repetitions follow it."
     )
 
 

@@ -1,5 +1,5 @@
-"""Timed metrics taken at one CPU speed: each repetition's time scaled by the CPU reference
-timed around it (``noise_cpu_probe_s``, ``tunelab.noise``).
+"""Timed metrics taken at one CPU speed: each repetition's CPU seconds scaled by the CPU
+reference timed around it (``noise_cpu_probe_s``, ``tunelab.noise``).
 
 On a virtual machine that shares its cores with other guests the CPU's speed changes by up
 to 2x within minutes, with no stolen time to show for it. Measured on such a host (2 cores):
@@ -9,13 +9,35 @@ percentile) where the scan's own time varied 1.76x. A claim's ratio and `tunelab
 use the scaled values, so that a point measured while the host was slow is not taken for an
 effect.
 
-Only where the engine runs in the measuring process (``cpus_engine`` is ``client``): the
-reference runs on the client's CPU, which then does all of the work. A server engine works
-on other CPUs, whose speed the probe does not see; its values are left as measured.
+Only the CPU seconds of a section move with the CPU's speed; its other seconds (a synced
+write, a read from the device, a round trip) do not. A repetition's time ``t`` is taken apart
+into the measuring process's CPU seconds ``c`` (``noise_client_cpu_s``: with an engine in the
+measuring process, the engine's too), a server engine's CPU seconds ``e``
+(``noise_engine_cpu_s``) and the rest ``w = max(t - c - e, 0)``; each CPU part is scaled by
+its own CPUs' speed, ``s = reference / probe`` (the engine's from
+``noise_engine_cpu_probe_s``, timed on the engine's CPUs):
 
-The scale is ``reference / probe``, the reference being the median probe over every row of
-the comparison (both sides), so that the scaled values stay in the metric's unit and near
-the measured ones (the medians printed beside a ratio), while ratios do not depend on it.
+    t' = t * (c * s_client + e * s_engine + w) / (c + e + w)
+
+One client and its engine take turns (c + e <= t), so this is the sum of the parts; clients
+that run alongside their engine (c + e > t) get the speeds' mean weighted by CPU seconds.
+Rows from before the CPU seconds were recorded count an in-process engine's whole time as
+CPU. A server engine's rows without its CPU seconds or its CPUs' reference are left as
+measured.
+
+That is what the model predicts; how much of it the rows bear out depends on the host (a
+quiet CPU moves less than the 2 ms reference's own noise) and on the engine (a server's CPU
+seconds include background threads that a client does not wait for). So the correction is
+weighted, as a regression on a covariate is in the analysis of controlled experiments: the
+weight is the least-squares slope of a repetition's log time on its predicted log slowdown,
+both taken from its point's mean so that the knobs' effects do not enter, over every point
+compared (a sweep for the claims, both runs' points for `tunelab compare`), limited to
+[0, 1]. Measured on the lab's host, SQLite's CPU-bound sweeps had weights near 1, a
+MariaDB sweep of synced inserts near 0.
+
+The reference is the median probe over every row of the comparison (both sides), so that
+the scaled values stay in the metric's unit and near the measured ones (the medians printed
+beside a ratio), while ratios do not depend on it.
 """
 
 from __future__ import annotations
@@ -26,41 +48,136 @@ import numpy as np
 import pandas as pd
 
 PROBE = "noise_cpu_probe_s"
+ENGINE_PROBE = "noise_engine_cpu_probe_s"
+CLIENT_CPU = "noise_client_cpu_s"
+ENGINE_CPU = "noise_engine_cpu_s"
+TIME = "elapsed_s"
+SLOWDOWN = "cpu_slowdown_log"  # added by ``annotate``: the log slowdown taken out of a row
+WEIGHT = "cpu_slowdown_weight"  # added by ``annotate``: the share of the model borne out
 # The metrics scaled, with the power of the speed they carry: a time grows with the probe's
 # time, a rate shrinks.
-SCALED = {"elapsed_s": 1, "throughput_rows_s": -1}
+SCALED = {TIME: 1, "throughput_rows_s": -1}
 IN_CLIENT = "client"  # cpus_engine of an engine that runs in the measuring process
-NOTE = "at one CPU speed (each repetition scaled by the CPU reference timed around it)"
+NOTE = (
+    "at one CPU speed (each repetition corrected by the CPU reference timed around it, "
+    "weighted by how closely the repetitions follow it)"
+)
+
+
+def _numbers(frame: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in frame:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+
+
+def _positive(values: np.ndarray) -> bool:
+    return bool((np.isfinite(values) & (values > 0)).all())
+
+
+def _in_client(frame: pd.DataFrame) -> bool:
+    return bool((frame["cpus_engine"].astype(str) == IN_CLIENT).all())
 
 
 def applies(frames: Sequence[pd.DataFrame], metric: str) -> bool:
-    """Whether ``metric`` is scaled on these rows: a timed metric, every row with its probe,
-    every row of an engine that ran in the measuring process."""
+    """Whether ``metric`` is scaled on these rows: a timed metric; every row with its time and
+    its probe; a server engine's rows also with both CPU seconds and its CPUs' probe."""
     if metric not in SCALED or not frames:
         return False
     for f in frames:
-        if f.empty or metric not in f or PROBE not in f or "cpus_engine" not in f:
+        if f.empty or any(c not in f for c in (metric, TIME, PROBE, "cpus_engine")):
             return False
-        if not (f["cpus_engine"].astype(str) == IN_CLIENT).all():
+        if not _positive(_numbers(f, PROBE)):
             return False
-        probe = pd.to_numeric(f[PROBE], errors="coerce").to_numpy(dtype=float)
-        if not (np.isfinite(probe) & (probe > 0)).all():
+        if _in_client(f):
+            continue
+        if not _positive(_numbers(f, ENGINE_PROBE)):
             return False
+        for column in (CLIENT_CPU, ENGINE_CPU):
+            seconds = _numbers(f, column)
+            if not (np.isfinite(seconds) & (seconds >= 0)).all():
+                return False
     return True
+
+
+def model_factor(f: pd.DataFrame, client_ref: float, engine_ref: float) -> np.ndarray:
+    """t' / t for each row (see the module's docstring)."""
+    t = _numbers(f, TIME)
+    client_speed = client_ref / _numbers(f, PROBE)
+    c = _numbers(f, CLIENT_CPU)
+    if _in_client(f):
+        c = np.where(np.isfinite(c), c, t)  # rows without it: all of the time was CPU
+        e, engine_speed = np.zeros(len(f)), np.ones(len(f))
+    else:
+        e, engine_speed = _numbers(f, ENGINE_CPU), engine_ref / _numbers(f, ENGINE_PROBE)
+    c = np.clip(c, 0.0, None)
+    waited = np.clip(t - c - e, 0.0, None)
+    whole = c + e + waited
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = (c * client_speed + e * engine_speed + waited) / whole
+    return np.where(whole > 0, factor, 1.0)
+
+
+def _slowdown(f: pd.DataFrame, client_ref: float, engine_ref: float) -> np.ndarray:
+    """How much slower, in log, the model says the CPUs made each row (0: reference speed)."""
+    return -np.log(model_factor(f, client_ref, engine_ref))
+
+
+def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    return values - pd.Series(values).groupby(groups).transform("mean").to_numpy()
+
+
+def weight(frames: Sequence[pd.DataFrame], slowdowns: Sequence[np.ndarray]) -> float:
+    """The share of the model's slowdown the rows bear out: the slope of a repetition's log
+    time on its predicted log slowdown, both taken from its point's mean (so that what the
+    knobs do does not enter), by least squares over every point, limited to [0, 1]."""
+    times, xs, groups = [], [], []
+    for k, (f, x) in enumerate(zip(frames, slowdowns)):
+        points = f["point_id"].astype(str).to_numpy() if "point_id" in f else np.full(len(f), "")
+        times.append(np.log(_numbers(f, TIME)))
+        xs.append(x)
+        groups.append(np.char.add(f"{k}:", points.astype(str)))
+    t, x, g = np.concatenate(times), np.concatenate(xs), np.concatenate(groups)
+    ok = np.isfinite(t) & np.isfinite(x)
+    rt, rx = _centred(t[ok], g[ok]), _centred(x[ok], g[ok])
+    spread = float((rx * rx).sum())
+    if spread <= 0:
+        return 0.0
+    return float(np.clip((rt * rx).sum() / spread, 0.0, 1.0))
+
+
+def annotate(frames: Sequence[pd.DataFrame]) -> list[pd.DataFrame]:
+    """The frames with ``SLOWDOWN`` (the log slowdown the scaling takes out: the model's,
+    times the ``weight`` these rows bear out) and ``WEIGHT``; unchanged where the scaling
+    does not apply (``applies``)."""
+    if not applies(frames, TIME):
+        return list(frames)
+    client_ref = float(np.median(np.concatenate([_numbers(f, PROBE) for f in frames])))
+    servers = [_numbers(f, ENGINE_PROBE) for f in frames if not _in_client(f)]
+    engine_ref = float(np.median(np.concatenate(servers))) if servers else 1.0
+    slowdowns = [_slowdown(f, client_ref, engine_ref) for f in frames]
+    theta = weight(frames, slowdowns)
+    return [f.assign(**{SLOWDOWN: theta * x, WEIGHT: theta}) for f, x in zip(frames, slowdowns)]
 
 
 def values(frames: Sequence[pd.DataFrame], metric: str) -> list[np.ndarray] | None:
     """Each frame's ``metric`` at one CPU speed, row for row (NaN stays NaN); None where it
-    does not apply (``applies``): the caller then uses the values as measured."""
+    does not apply (``applies``): the caller then uses the values as measured. Frames that
+    ``annotate`` marked keep their weight; others are annotated together here."""
     if not applies(frames, metric):
         return None
-    probes = [pd.to_numeric(f[PROBE], errors="coerce").to_numpy(dtype=float) for f in frames]
-    reference = float(np.median(np.concatenate(probes)))
+    if not all(SLOWDOWN in f for f in frames):
+        frames = annotate(frames)
+    slowdowns = [_numbers(f, SLOWDOWN) for f in frames]
+    reference = float(np.median(np.concatenate(slowdowns)))
     power = SCALED[metric]
-    return [
-        pd.to_numeric(f[metric], errors="coerce").to_numpy(dtype=float) * (reference / p) ** power
-        for f, p in zip(frames, probes)
-    ]
+    return [_numbers(f, metric) * np.exp(reference - x) ** power for f, x in zip(frames, slowdowns)]
+
+
+def weight_of(frame: pd.DataFrame) -> float | None:
+    """The weight ``annotate`` gave these rows (None: not annotated)."""
+    if WEIGHT not in frame or frame.empty:
+        return None
+    return float(pd.to_numeric(frame[WEIGHT], errors="coerce").iloc[0])
 
 
 def spread(frame: pd.DataFrame) -> tuple[float, float] | None:

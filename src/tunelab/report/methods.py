@@ -250,8 +250,12 @@ def _interference_text(frame: pd.DataFrame) -> str:
         )
         if hostspeed.applies([frame], "elapsed_s"):
             text += (
-                ". The engine ran in the measuring process, so the claims compare its times "
-                f"{hostspeed.NOTE}"
+                f". The claims compare times {hostspeed.NOTE}: a section's CPU seconds (the "
+                "measuring process's, and a server engine's on its own CPUs, each scaled by "
+                "the reference timed there) move with the CPU's speed, its other seconds "
+                "(waiting for the device or the network) do not; the correction is weighted "
+                "by how far each sweep's repetitions follow that prediction (the weight is in "
+                "each claim's evidence)"
             )
         text += "."
     return text
