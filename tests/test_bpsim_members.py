@@ -7,7 +7,13 @@ import pandas as pd
 import pytest
 
 from tunelab.bpsim import generators
-from tunelab.bpsim.members import COUNTERS, shared_trace, simulate_shared
+from tunelab.bpsim.members import (
+    COUNTERS,
+    SharedPools,
+    shared_trace,
+    shared_trace_pieces,
+    simulate_shared,
+)
 from tunelab.bpsim.policies import simulate
 from tunelab.bpsim.traces import Trace
 
@@ -289,3 +295,45 @@ def test_affinity_lowers_invalidations():
         trace = shared_trace(**common, affinity=affinity, seed=4)
         invalid[affinity] = simulate_shared(trace, 500, 800).cluster["pool_data_gbp_invalid_pages"]
     assert invalid[0.9] < invalid[0.0] / 2
+
+
+@pytest.mark.parametrize("policy", ["lru", "clock"])
+def test_a_trace_fed_in_pieces_counts_as_the_whole(policy):
+    trace = shared_trace(300, 30_000, 3, write_share=0.3, affinity=0.6, alpha=0.8, seed=11)
+    whole = simulate_shared(trace, 40, 25, policy=policy).per_member
+    pools = SharedPools(3, 300, 40, 25, policy)
+    for start, stop in ((0, 1), (1, 7_000), (7_000, 7_000), (7_000, 30_000)):
+        part = trace.iloc[start:stop]
+        pools.feed(part["member"].to_numpy(), part["page"].to_numpy(), part["write"].to_numpy())
+    assert pools.references == 30_000
+    pd.testing.assert_frame_equal(pools.result().per_member, whole, check_dtype=False)
+
+
+def test_generated_pieces_make_the_trace_and_one_piece_is_the_whole():
+    args = (500, 10_000, 4, 0.2, 0.7, 0.9, 3)
+    one = list(shared_trace_pieces(*args))
+    assert len(one) == 1
+    pd.testing.assert_frame_equal(one[0], shared_trace(*args))
+    pieces = list(shared_trace_pieces(*args, piece=3_000))
+    assert [len(p) for p in pieces] == [3_000, 3_000, 3_000, 1_000]
+    assert all(p.attrs["pages"] == 500 and p.attrs["members"] == 4 for p in pieces)
+    both = pd.concat(pieces, ignore_index=True)
+    assert both["page"].between(0, 499).all()
+    assert (both["page"] % 4 == both["member"]).mean() == pytest.approx(0.7 + 0.3 / 4, abs=0.03)
+    assert both["write"].mean() == pytest.approx(0.2, abs=0.02)
+
+
+@pytest.mark.parametrize(
+    ("columns", "field"),
+    [
+        (([0, 4], [1, 2], [0, 0]), "member 4 outside 0..3"),
+        (([0, 1], [1, 100], [0, 0]), "page 100 outside 0..99"),
+        (([0, 1], [-1, 2], [0, 0]), "page -1 outside"),
+        (([0, 1], [1], [0, 0]), "one entry per reference"),
+    ],
+)
+def test_pieces_out_of_range_are_refused(columns, field):
+    pools = SharedPools(4, 100, 10, 10)
+    with pytest.raises(ValueError, match=field):
+        pools.feed(*(np.asarray(c) for c in columns))
+    assert pools.references == 0

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tunelab.bpsim import shared_cli, shared_curves
-from tunelab.bpsim.members import shared_trace
+from tunelab.bpsim.members import shared_trace, shared_trace_pieces
 
 
 def _frame(members=(1, 2, 4), shares=(0.0, 0.3), lbp=(50, 200), gbp=(10, 40, 160, 640)):
@@ -18,6 +18,22 @@ def _frame(members=(1, 2, 4), shares=(0.0, 0.3), lbp=(50, 200), gbp=(10, 40, 160
         return shared_trace(2000, 20_000, m, w, affinity=0.5, alpha=0.8, seed=3)
 
     return shared_curves.curves(trace_for, members, shares, lbp, gbp)
+
+
+def test_curves_from_pieces_equal_curves_from_the_whole_trace():
+    whole = _frame(members=(2,), shares=(0.3,))
+
+    def pieces_for(m, w):
+        return shared_trace_pieces(2000, 20_000, m, w, affinity=0.5, alpha=0.8, seed=3,
+                                   piece=6_000)  # fmt: skip
+
+    def whole_for(m, w):  # the same references, made whole
+        return pd.concat(list(pieces_for(m, w)), ignore_index=True)
+
+    a = shared_curves.curves(pieces_for, (2,), (0.3,), (50, 200), (10, 40, 160, 640))
+    b = shared_curves.curves(whole_for, (2,), (0.3,), (50, 200), (10, 40, 160, 640))
+    pd.testing.assert_frame_equal(a, b)
+    assert (a["references"] == 20_000).all() and len(whole) == len(a)
 
 
 def test_the_slides_rules_of_thumb():

@@ -64,7 +64,7 @@ the other members' copies without visiting them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,20 +166,20 @@ def _register_in_gbp(glinks, in_gbp, gused, gbp_pages, x, head):
 
 
 @njit(cache=True)
-def _shared_lru(member, ids, write, held, current, lbp_pages, gbp_pages):
-    """Counts (members x COUNTERS) of LRU local pools sharing an LRU group pool.
+def _shared_lru(member, ids, write, held, current, gbp, lru, counts, lbp_pages, gbp_pages):
+    """Adds to ``counts`` (members x COUNTERS) what the references do to LRU local pools
+    sharing an LRU group pool, updating the state arrays in place (so a trace may come in
+    pieces).
 
     ``held[m, x]``: the version of page x in member m's LBP (ABSENT if none); ``current[x]``:
-    page x's version, its number of writes so far. Both start as made by ``_version_arrays``.
+    page x's version, its number of writes so far. Both start as ``SharedPools`` makes them.
+    ``gbp`` and ``lru`` are the GBP's and the LBPs' state as ``_gbp_state`` and
+    ``_lru_state`` make them.
     """
-    members, pages = held.shape
+    pages = held.shape[1]
     head = pages
-    links = _new_lists(members, pages)
-    used = np.zeros(members, np.int64)
-    glinks = _new_lists(1, pages)
-    in_gbp = np.zeros(pages, np.uint8)
-    gused = np.zeros(1, np.int64)
-    counts = np.zeros((members, N_COUNTERS), np.int64)
+    glinks, in_gbp, gused = gbp
+    links, used = lru
     for k in range(ids.shape[0]):
         m = member[k]
         x = ids[k]
@@ -204,7 +204,6 @@ def _shared_lru(member, ids, write, held, current, lbp_pages, gbp_pages):
             current[x] += 1
             counts[m, CASTOUTS] += _register_in_gbp(glinks, in_gbp, gused, gbp_pages, x, head)
         held[m, x] = current[x]
-    return counts
 
 
 @njit(cache=True)
@@ -228,19 +227,12 @@ def _clock_frame(page_in, ref, hand, filled, held, frame_of, m, frames):
 
 
 @njit(cache=True)
-def _shared_clock(member, ids, write, held, current, frames, gbp_pages):
-    """Counts (members x COUNTERS) of CLOCK local pools of ``frames`` pages, GBP as above."""
-    members, pages = held.shape
+def _shared_clock(member, ids, write, held, current, gbp, clock, counts, frames, gbp_pages):
+    """As ``_shared_lru`` for CLOCK local pools of ``frames`` pages (state: ``_clock_state``)."""
+    pages = held.shape[1]
     head = pages
-    frame_of = np.full((members, pages), -1, np.int32)
-    page_in = np.empty((members, frames), np.int32)
-    ref = np.zeros((members, frames), np.uint8)
-    hand = np.zeros(members, np.int64)
-    filled = np.zeros(members, np.int64)
-    glinks = _new_lists(1, pages)
-    in_gbp = np.zeros(pages, np.uint8)
-    gused = np.zeros(1, np.int64)
-    counts = np.zeros((members, N_COUNTERS), np.int64)
+    glinks, in_gbp, gused = gbp
+    frame_of, page_in, ref, hand, filled = clock
     for k in range(ids.shape[0]):
         m = member[k]
         x = ids[k]
@@ -262,17 +254,28 @@ def _shared_clock(member, ids, write, held, current, frames, gbp_pages):
             current[x] += 1
             counts[m, CASTOUTS] += _register_in_gbp(glinks, in_gbp, gused, gbp_pages, x, head)
         held[m, x] = current[x]
-    return counts
 
 
-def _version_arrays(members: int, pages: int, references: int):
-    """``held`` (every copy ABSENT) and ``current`` (every page at version 0) for a kernel.
+def _gbp_state(pages: int):
+    """The GBP's LRU list, its membership flags and its page count."""
+    return _new_lists(1, pages), np.zeros(pages, np.uint8), np.zeros(1, np.int64)
 
-    A version counts a page's writes, so it stays below the trace's length: int32 (half the
-    memory traffic of int64) unless the trace has 2**31 - 1 references or more.
-    """
-    dtype = np.int32 if references < 2**31 - 1 else np.int64
-    return np.full((members, pages), ABSENT, dtype), np.zeros(pages, dtype)
+
+def _lru_state(members: int, pages: int):
+    """The LBPs' LRU lists and page counts."""
+    return _new_lists(members, pages), np.zeros(members, np.int64)
+
+
+def _clock_state(members: int, pages: int, frames: int):
+    """The LBPs' CLOCK frames: frame of each page, page in each frame, reference bits, hands,
+    frames filled."""
+    return (
+        np.full((members, pages), -1, np.int32),
+        np.empty((members, frames), np.int32),
+        np.zeros((members, frames), np.uint8),
+        np.zeros(members, np.int64),
+        np.zeros(members, np.int64),
+    )
 
 
 # --- checking the input ----------------------------------------------------------------------
@@ -382,6 +385,63 @@ class SharedPoolResult:
         return pd.concat([rows, cluster]).rename_axis("member")
 
 
+class SharedPools:
+    """M LBPs and one GBP over page ids 0..pages-1, fed a trace in pieces (``feed``): the
+    state is O(members x pages), so a trace of any length runs in the same memory.
+
+    ``policy`` is the LBPs' (``lru`` or ``clock``); the GBP is LRU.
+    """
+
+    def __init__(self, members: int, pages: int, lbp_pages: int, gbp_pages: int,
+                 policy: str = "lru") -> None:  # fmt: skip
+        if policy not in POLICIES:
+            raise ValueError(f"policy {policy!r}: allowed values are {', '.join(POLICIES)}")
+        _check_pool_sizes(lbp_pages=lbp_pages, gbp_pages=gbp_pages)
+        for name, value in (("members", members), ("pages", pages)):
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        self.members, self.pages, self.policy = int(members), int(pages), policy
+        self.lbp_pages, self.gbp_pages = int(lbp_pages), int(gbp_pages)
+        self.references = 0
+        # A version counts a page's writes: int32 (half the memory traffic of int64) until
+        # the references fed could overflow it.
+        self._held = np.full((self.members, self.pages), ABSENT, np.int32)
+        self._current = np.zeros(self.pages, np.int32)
+        self._gbp = _gbp_state(self.pages)
+        self._counts = np.zeros((self.members, N_COUNTERS), np.int64)
+        if policy == "lru":
+            self._lbp = _lru_state(self.members, self.pages)
+        else:
+            self._frames = min(self.lbp_pages, self.pages)  # frames beyond the pages stay empty
+            self._lbp = _clock_state(self.members, self.pages, self._frames)
+
+    def feed(self, member: np.ndarray, page: np.ndarray, write: np.ndarray) -> None:
+        """The next references, in time order: member numbers, page ids, write flags."""
+        member = np.ascontiguousarray(member, dtype=np.int32)
+        page = np.ascontiguousarray(page, dtype=np.int32)
+        write = np.ascontiguousarray(write, dtype=np.uint8)
+        if not member.size == page.size == write.size:
+            raise ValueError("member, page and write need one entry per reference")
+        if not member.size:
+            return
+        for name, values, top in (("member", member, self.members), ("page", page, self.pages)):
+            low, high = int(values.min()), int(values.max())
+            if low < 0 or high >= top:
+                raise ValueError(f"{name} {low if low < 0 else high} outside 0..{top - 1}")
+        if self.references + member.size >= 2**31 - 1 and self._held.dtype == np.int32:
+            self._held, self._current = self._held.astype(np.int64), self._current.astype(np.int64)
+        args = (member, page, write, self._held, self._current, self._gbp, self._lbp,
+                self._counts)  # fmt: skip
+        if self.policy == "lru":
+            _shared_lru(*args, self.lbp_pages, self.gbp_pages)
+        else:
+            _shared_clock(*args, self._frames, self.gbp_pages)
+        self.references += member.size
+
+    def result(self) -> SharedPoolResult:
+        return SharedPoolResult.from_counts(self._counts.copy())
+
+
 def simulate_shared(
     trace,
     lbp_pages: int,
@@ -393,6 +453,8 @@ def simulate_shared(
 
     ``members`` defaults to ``trace.attrs['members']`` (set by ``shared_trace``), else to the
     largest member number + 1. ``policy`` is the LBPs' (``lru`` or ``clock``); the GBP is LRU.
+    Page numbers may be any non-negative integers (mapped to dense ids); ``SharedPools``
+    takes a trace in pieces.
     """
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r}: allowed values are {', '.join(POLICIES)}")
@@ -400,14 +462,9 @@ def simulate_shared(
     member, page, write = _trace_columns(trace)
     members = _member_count(member, members, trace)
     ids, distinct = dense_ids(page)
-    member = np.ascontiguousarray(member, dtype=np.int32)
-    held, current = _version_arrays(members, distinct, ids.size)
-    if policy == "lru":
-        counts = _shared_lru(member, ids, write, held, current, int(lbp_pages), int(gbp_pages))
-    else:
-        frames = min(int(lbp_pages), distinct)  # frames beyond the distinct pages stay empty
-        counts = _shared_clock(member, ids, write, held, current, frames, int(gbp_pages))
-    return SharedPoolResult.from_counts(counts)
+    pools = SharedPools(members, max(distinct, 1), int(lbp_pages), int(gbp_pages), policy)
+    pools.feed(member, ids, write)
+    return pools.result()
 
 
 # --- synthetic traces ------------------------------------------------------------------------
@@ -427,16 +484,75 @@ def _popularity(pages: int, alpha: float | None, rng: np.random.Generator) -> np
     return (rank + 1.0) ** -float(alpha)
 
 
-def _draw_pages(candidates, weights, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` pages from ``candidates``, uniformly or in proportion to their weights."""
-    if count == 0:
-        return candidates[:0]
-    if weights is None:
-        return candidates[rng.integers(0, candidates.size, count)]
-    cdf = np.cumsum(weights[candidates])
-    cdf /= cdf[-1]
-    picks = np.minimum(np.searchsorted(cdf, rng.random(count)), candidates.size - 1)
-    return candidates[picks]
+class _PageDraw:
+    """Draws pages from ``candidates``, uniformly or in proportion to their weights (the
+    cumulative weights computed once, for every piece of a trace)."""
+
+    def __init__(self, candidates: np.ndarray, weights: np.ndarray | None) -> None:
+        self.candidates = candidates
+        self.cdf = None
+        if weights is not None:
+            self.cdf = np.cumsum(weights[candidates])
+            self.cdf /= self.cdf[-1]
+
+    def __call__(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        if count == 0:
+            return self.candidates[:0]
+        if self.cdf is None:
+            return self.candidates[rng.integers(0, self.candidates.size, count)]
+        picks = np.searchsorted(self.cdf, rng.random(count))
+        return self.candidates[np.minimum(picks, self.candidates.size - 1)]
+
+
+PIECE = 1 << 22  # references per piece of a generated trace: 4 Mi, about 60 MB of columns
+
+
+def shared_trace_pieces(
+    pages: int,
+    references: int,
+    members: int,
+    write_share: float,
+    affinity: float,
+    alpha: float | None = None,
+    seed: int = 0,
+    piece: int = PIECE,
+) -> Iterator[pd.DataFrame]:
+    """``shared_trace`` in pieces of at most ``piece`` references, in time order, so that a
+    trace of any length takes the memory of one piece. Pages are numbered 0..pages-1. A
+    trace of at most ``piece`` references is one piece, equal to ``shared_trace``'s."""
+    for name, value in (("pages", pages), ("references", references), ("members", members),
+                        ("piece", piece)):  # fmt: skip
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    _check_share(write_share=write_share, affinity=affinity)
+    if alpha is not None and not alpha >= 0:
+        raise ValueError(f"alpha must be >= 0 (or None for uniform access), got {alpha}")
+    if affinity > 0 and pages < members:
+        raise ValueError(
+            f"pages ({pages}) must be >= members ({members}) when affinity > 0: "
+            "each member needs a partition of its own"
+        )
+    attrs = {
+        "generator": "shared_trace", "pages": pages, "members": members,
+        "write_share": write_share, "affinity": affinity, "alpha": alpha, "seed": seed,
+    }  # fmt: skip
+    rng = np.random.default_rng(seed)
+    weights = _popularity(pages, alpha, rng)
+    anywhere = _PageDraw(np.arange(pages), weights)
+    own_draw = [_PageDraw(np.arange(m, pages, members), weights) for m in range(members)]
+    for start in range(0, references, piece):
+        n = min(piece, references - start)
+        member = rng.integers(0, members, n).astype(np.int32)
+        own = rng.random(n) < affinity
+        write = rng.random(n) < write_share
+        page = np.empty(n, np.int64)
+        page[~own] = anywhere(int((~own).sum()), rng)
+        for m in range(members):
+            rows = np.flatnonzero(own & (member == m))
+            page[rows] = own_draw[m](rows.size, rng)
+        frame = pd.DataFrame({"member": member, "page": page, "write": write})
+        frame.attrs = dict(attrs)
+        yield frame
 
 
 def shared_trace(
@@ -457,35 +573,10 @@ def shared_trace(
     popularities apply. Each reference is a write with probability ``write_share``.
     ``attrs`` records the parameters, ``members`` among them.
     """
-    for name, value in (("pages", pages), ("references", references), ("members", members)):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    _check_share(write_share=write_share, affinity=affinity)
-    if alpha is not None and not alpha >= 0:
-        raise ValueError(f"alpha must be >= 0 (or None for uniform access), got {alpha}")
-    if affinity > 0 and pages < members:
-        raise ValueError(
-            f"pages ({pages}) must be >= members ({members}) when affinity > 0: "
-            "each member needs a partition of its own"
-        )
-    rng = np.random.default_rng(seed)
-    weights = _popularity(pages, alpha, rng)
-    member = rng.integers(0, members, references).astype(np.int32)
-    own = rng.random(references) < affinity
-    write = rng.random(references) < write_share
-    page = np.empty(references, np.int64)
-    page[~own] = _draw_pages(np.arange(pages), weights, int((~own).sum()), rng)
-    for m in range(members):
-        rows = np.flatnonzero(own & (member == m))
-        page[rows] = _draw_pages(np.arange(m, pages, members), weights, rows.size, rng)
-    frame = pd.DataFrame({"member": member, "page": page, "write": write})
-    frame.attrs = {
-        "generator": "shared_trace",
-        "pages": pages,
-        "members": members,
-        "write_share": write_share,
-        "affinity": affinity,
-        "alpha": alpha,
-        "seed": seed,
-    }
+    pieces = list(shared_trace_pieces(pages, references, members, write_share, affinity,
+                                      alpha, seed))  # fmt: skip
+    if len(pieces) == 1:
+        return pieces[0]
+    frame = pd.concat(pieces, ignore_index=True)
+    frame.attrs = dict(pieces[0].attrs)
     return frame

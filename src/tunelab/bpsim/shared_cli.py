@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tunelab.bpsim import shared_curves
-from tunelab.bpsim.members import POLICIES, shared_trace
+from tunelab.bpsim.members import POLICIES, shared_trace_pieces
 
 PROG = "tunelab bpsim-shared"
 
@@ -101,8 +101,8 @@ def run(args) -> int:
                                                            args.pages, 10).round()})  # fmt: skip
 
     def trace_for(members: int, share: float):
-        return shared_trace(args.pages, args.references, members, share, args.affinity,
-                            alpha, args.seed)  # fmt: skip
+        return shared_trace_pieces(args.pages, args.references, members, share,
+                                   args.affinity, alpha, args.seed)  # fmt: skip
 
     frame = shared_curves.curves(trace_for, args.members, args.write_share, lbp, gbp,
                                  args.policy)  # fmt: skip

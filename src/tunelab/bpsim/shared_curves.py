@@ -22,12 +22,14 @@ references a valid copy served and the share that found their copy invalid.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
-from tunelab.bpsim.members import simulate_shared
+from tunelab.bpsim.members import SharedPools
+from tunelab.bpsim.stackdist import dense_ids
 
 RULE_SHARE = {2: 0.45, 3: 0.375}  # members (3: three or more) -> GBP / sum of LBPs
 RULE_FLOOR = 0.25
@@ -47,6 +49,17 @@ def rule_of_thumb(members: int) -> float | None:
     return RULE_SHARE[min(members, 3)]
 
 
+def _pieces(trace) -> tuple[int, Iterable[pd.DataFrame]]:
+    """(pages, pieces with page ids 0..pages-1) of a trace given whole (any page numbers)
+    or in pieces (``shared_trace_pieces``: ``attrs['pages']``)."""
+    if isinstance(trace, pd.DataFrame):
+        ids, distinct = dense_ids(trace["page"].to_numpy())
+        return max(distinct, 1), [trace.assign(page=ids)]
+    pieces = iter(trace)
+    first = next(pieces)
+    return int(first.attrs["pages"]), itertools.chain([first], pieces)
+
+
 def curves(
     trace_for: Callable[[int, float], object],
     members: Sequence[int],
@@ -56,26 +69,33 @@ def curves(
     policy: str = "lru",
 ) -> pd.DataFrame:
     """One row per (members, write share, LBP, GBP): the cluster's counters and ratios.
-    ``trace_for(members, write_share)`` gives the trace for that pair (made once each)."""
+    ``trace_for(members, write_share)`` gives the trace for that pair, whole or in pieces
+    (made once each; every pool size is fed each piece in turn, so memory does not grow with
+    the trace's length)."""
     rows = []
     for m in members:
         for share in write_shares:
-            trace = trace_for(m, share)
-            for lbp in lbp_sizes:
-                for gbp in gbp_sizes:
-                    c = simulate_shared(trace, int(lbp), int(gbp), m, policy).cluster
-                    refs = c["pool_data_l_reads"]
-                    valid = c["pool_data_lbp_pages_found"] - c["pool_data_gbp_invalid_pages"]
-                    rows.append({
-                        "members": m, "write_share": share, "lbp_pages": int(lbp),
-                        "gbp_pages": int(gbp), "references": refs,
-                        "lbp_hit_ratio": c["lbp_hit_ratio"],
-                        "valid_lbp_ratio": valid / refs if refs else math.nan,
-                        "invalid_ratio": c["pool_data_gbp_invalid_pages"] / refs
-                        if refs else math.nan,
-                        "gbp_hit_ratio": c["gbp_hit_ratio"], "hit_ratio": c["hit_ratio"],
-                        "physical_reads": c["pool_data_p_reads"], "castouts": c["castouts"],
-                    })  # fmt: skip
+            pages, pieces = _pieces(trace_for(m, share))
+            pools = {(lbp, gbp): SharedPools(m, pages, int(lbp), int(gbp), policy)
+                     for lbp in lbp_sizes for gbp in gbp_sizes}  # fmt: skip
+            for piece in pieces:
+                columns = [piece[name].to_numpy() for name in ("member", "page", "write")]
+                for pool in pools.values():
+                    pool.feed(*columns)
+            for (lbp, gbp), pool in pools.items():
+                c = pool.result().cluster
+                refs = c["pool_data_l_reads"]
+                valid = c["pool_data_lbp_pages_found"] - c["pool_data_gbp_invalid_pages"]
+                rows.append({
+                    "members": m, "write_share": share, "lbp_pages": int(lbp),
+                    "gbp_pages": int(gbp), "references": refs,
+                    "lbp_hit_ratio": c["lbp_hit_ratio"],
+                    "valid_lbp_ratio": valid / refs if refs else math.nan,
+                    "invalid_ratio": c["pool_data_gbp_invalid_pages"] / refs
+                    if refs else math.nan,
+                    "gbp_hit_ratio": c["gbp_hit_ratio"], "hit_ratio": c["hit_ratio"],
+                    "physical_reads": c["pool_data_p_reads"], "castouts": c["castouts"],
+                })  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
