@@ -50,6 +50,7 @@ include: "workflows/common.smk"
 include: "workflows/calibrate.smk"
 include: "workflows/data.smk"
 include: "workflows/bpsim.smk"
+include: "workflows/shared_pools.smk"
 include: "workflows/measure.smk"
 include: "workflows/report.smk"
 
@@ -59,4 +60,5 @@ rule all:
     input:
         every_point,
         sweep_reports,
+        shared_pools_page,
         f"{REPORTS}/index.html",

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 
-
 WHOLE = """
 import sys
 from tunelab.bpsim.members import shared_trace, simulate_shared

@@ -43,6 +43,13 @@ def sweep_verdicts(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.verdicts.json" for s in PLAN.sweeps]
 
 
+def shared_pools_page(wildcards):
+    """reports/shared-pools.html, unless the config turns it off."""
+    if pipeline.shared_pools_args(config) is None:
+        return []
+    return [f"{REPORTS}/shared-pools.html"]
+
+
 def stability_file(wildcards):
     found = Path(REPORTS) / "stability.json"
     return [str(found)] if found.is_file() else []

@@ -49,6 +49,7 @@ rule report_index:
         verdicts=sweep_verdicts,
         # `tunelab check --stability-out` over several runs: the index shows it when newer
         stability=stability_file,
+        shared_pools=shared_pools_page,
     output:
         html=f"{REPORTS}/index.html",
     conda:

@@ -31,6 +31,7 @@ DELEGATED = {
     "bpsim": "tunelab.bpsim.cli:main",
     "bpsim-shared": "tunelab.bpsim.shared_cli:main",
     "report": "tunelab.report.cli:report_main",
+    "report-shared-pools": "tunelab.report.cli:shared_pools_main",
     "index": "tunelab.report.cli:index_main",
     "guide": "tunelab.report.guide:guide_main",
     "compare": "tunelab.report.compare:compare_main",

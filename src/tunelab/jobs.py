@@ -25,6 +25,8 @@ JOB_COMMANDS = {
     "datagen": SHARED,
     "merge": SHARED,
     "bpsim": SHARED,
+    "bpsim-shared": SHARED,
+    "report-shared-pools": SHARED,
     "report": SHARED,
     "index": SHARED,
     "check": SHARED,

@@ -232,6 +232,15 @@ def option(flag: str, value: str | Iterable[str] | None) -> list[str]:
     return [flag, *values] if values else []
 
 
+def shared_pools_args(config: dict[str, Any]) -> str | None:
+    """The `tunelab bpsim-shared` arguments of the shared-pools page; None when the config
+    turns it off (``shared_pools: off``)."""
+    value = config.get("shared_pools", "")
+    if value is False or value in ("off", "false"):
+        return None
+    return str(value)
+
+
 def words(text: str) -> list[str]:
     """Options written as one string (a config value) as separate words, to be quoted one by
     one with ``{params.x:q}`` rather than read by the shell."""

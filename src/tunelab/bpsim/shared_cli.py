@@ -108,7 +108,9 @@ def run(args) -> int:
                                  args.policy)  # fmt: skip
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        frame.to_csv(args.out, index=False)
+        trace = {"pages": args.pages, "alpha": args.alpha, "affinity": args.affinity,
+                 "policy": args.policy, "seed": args.seed}  # fmt: skip
+        frame.assign(**trace).to_csv(args.out, index=False)
     knees = shared_curves.knees(frame)
     print(
         f"{args.pages} pages, {args.references} references per trace, alpha {args.alpha}, "

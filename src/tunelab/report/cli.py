@@ -1,4 +1,5 @@
-"""`tunelab report` and `tunelab index`: argument parsing and one-line errors (exit 2)."""
+"""`tunelab report`, `tunelab report-shared-pools` and `tunelab index`: argument parsing and
+one-line errors (exit 2)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tunelab.report.index import write_index
 from tunelab.report.render import DEFAULT_TIMEOUT_S, RenderError, render
 
 TEMPLATE = Path("reports") / "sweep_report.py"
+SHARED_POOLS_TEMPLATE = "shared_pools_report.py"  # beside TEMPLATE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,6 +104,40 @@ def report_main(argv: Sequence[str] | None = None) -> int:
         print(f"tunelab report: error: {exc}", file=sys.stderr)
         return 2
     print(f"tunelab report: wrote {out} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return 0
+
+
+def _shared_pools_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="tunelab report-shared-pools",
+        description="Render the shared-pools page from `tunelab bpsim-shared --out`.",
+    )
+    p.add_argument("--curves", required=True, type=Path, help="curves (CSV)")
+    p.add_argument("--out", required=True, type=Path, help="HTML file to write")
+    p.add_argument("--title", default="shared-pools", help="page title")
+    p.add_argument("--template", type=Path, default=None, help="notebook template (.py)")
+    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S, help="seconds per cell")
+    return p
+
+
+def shared_pools_main(argv: Sequence[str] | None = None) -> int:
+    """`tunelab report-shared-pools`: the simulated shared-pool curves as a page."""
+    from tunelab.report import shared_pools
+
+    try:
+        args = _shared_pools_parser().parse_args(argv)
+        shared_pools.load(args.curves)  # bad input fails before a kernel starts
+        params = {"curves_csv": str(args.curves), "title": args.title}
+        start = time.perf_counter()
+        template = args.template or default_template().with_name(SHARED_POOLS_TEMPLATE)
+        out = render(template, params, args.out, timeout=args.timeout)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    except (_UsageError, ReportInputError, RenderError) as exc:
+        print(f"tunelab report-shared-pools: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"tunelab report-shared-pools: wrote {out} in {time.perf_counter() - start:.1f} s",
+          file=sys.stderr)  # fmt: skip
     return 0
 
 

@@ -218,11 +218,27 @@ def write_index(
         "ratios, and where the numbers came from.</p>\n"
         f"{matrix}{side}"
         f"{_stability_note(*stability)}"
+        f"{_simulations(out)}"
         '<h2 id="reports">Each engine\'s reports</h2>'
         f'<table class="tl-index"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
         "</main>\n</body>\n</html>\n"
     )
     return write_atomic(out, page)
+
+
+SHARED_POOLS_PAGE = "shared-pools.html"  # `tunelab report-shared-pools`, beside the index
+
+
+def _simulations(out: Path) -> str:
+    """A link to the simulated shared-pools page where it lies beside the index."""
+    if not (out.parent / SHARED_POOLS_PAGE).is_file():
+        return ""
+    return (
+        '<h2 id="simulations">Simulated</h2>\n'
+        f'<p><a href="{SHARED_POOLS_PAGE}">Shared-data buffer pools</a>: pureScale LBP and '
+        "GBP sizing curves from synthetic traces (no engine), with the GBP knee against the "
+        "slides' rule of thumb.</p>\n"
+    )
 
 
 ENGINES_RUN_FILE = "engines-run.tsv"  # `./lab run --config engine=all`: engine, status, detail
