@@ -32,7 +32,8 @@ Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache``
   cross within ``within: [low, high]``; a crossing outside the values swept is reported as
   such, and contradicts the claim only where the window lies inside the tested range;
 - ``falls`` / ``rises``: the largest value of ``along`` against the smallest for the size,
-  Kendall's tau over every value for the trend, and each step between neighbouring values
+  a trend test over every value (Page's L, blocked by round, where rows carry rounds;
+  Kendall's tau otherwise: ``decisions.trend``), and each step between neighbouring values
   for points that break it (significantly, by more than ``min_effect``, the other way: the
   claim is then contradicted).
 
@@ -335,9 +336,10 @@ def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> Outcome:
 
 def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outcome:
     """``falls``/``rises``: the largest value of ``along`` against the smallest gives the size
-    and direction; Kendall's tau over every repetition at every value tests the trend; each
-    step between neighbouring values that goes significantly the other way, by more than
-    min_effect, breaks it and contradicts the claim."""
+    and direction; a trend test over every value (``decisions.trend``: blocked by round where
+    the rows carry one) tests the trend; each step between neighbouring values that goes
+    significantly the other way, by more than min_effect, breaks it and contradicts the
+    claim."""
     metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
     claimed = decisions.LOWER if claim.kind == "falls" else decisions.HIGHER
     first, last = _at(rows, col, along[0]), _at(rows, col, along[-1])
@@ -347,9 +349,9 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     text = _compare_text(t, metric, f"{name} {along[-1]}", f"{name} {along[0]}")
     rank = rows[col].map(lambda c: next((i for i, v in enumerate(along) if same(c, v)), np.nan))
     scaled = hostspeed.values([rows], metric_column(metric))
-    tau, p = decisions.trend(rank.to_numpy(dtype=float),
-                             scaled[0] if scaled else _values(rows, metric))  # fmt: skip
-    text += f"; trend over {len(along)} values: Kendall τ={tau:.2f}, p={p:.2g}"
+    values = scaled[0] if scaled else _values(rows, metric)
+    trend = decisions.trend(rank.to_numpy(dtype=float), values, _rounds(rows))
+    text += f"; trend over {len(along)} values: {trend.text}"
     breaks = []
     for low, high in zip(along, along[1:]):
         step = _test(_at(rows, col, high), _at(rows, col, low), metric, alpha)
@@ -363,9 +365,9 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
         text += "; against the trend: " + ", ".join(breaks)
         verdict = CONTRADICTED
         extra.append(f"not monotonic: {len(breaks)} step(s) go the other way")
-    elif verdict == HOLDS and not (p < alpha and tau * claimed > 0):
+    elif verdict == HOLDS and not (trend.p < alpha and trend.sign * claimed > 0):
         verdict = INCONCLUSIVE
-        extra.append(f"the trend over every value is not significant (p={p:.2g})")
+        extra.append(f"the trend over every value is not significant (p={trend.p:.2g})")
     return _outcome(verdict, text, t, claim, pd.concat([first, last]), extra)
 
 

@@ -20,8 +20,10 @@ difference is significant and its whole interval lies outside +-margin; a large 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from tunelab.report.stats import RatioTest
 
@@ -87,16 +89,58 @@ def combine(verdicts: list[str]) -> str:
     return HOLDS if verdicts else INCONCLUSIVE
 
 
-def trend(positions: np.ndarray, values: np.ndarray) -> tuple[float, float]:
-    """Kendall's tau-b between the rank of a value of ``along`` and each repetition's metric,
-    and its two-sided p: a test over every value swept, not only the two ends. (nan, 1.0)
-    when either has no spread."""
+@dataclass(frozen=True)
+class Trend:
+    """A test of a monotone trend over every value of a swept key: ``sign`` +1 where the
+    metric rises with the value, -1 where it falls (nan: no spread); ``p`` two-sided."""
+
+    sign: float
+    p: float
+    text: str
+
+
+def trend(positions: np.ndarray, values: np.ndarray, rounds: np.ndarray | None = None) -> Trend:
+    """The trend of ``values`` over ``positions`` (the rank of each row's value of ``along``).
+
+    Rows measured in rounds are blocked by round, as every other comparison pairs them: Page's
+    L test ranks the values within each round that holds every position (a round's drift
+    moves all its ranks together, so it stays out of the test) and asks whether the ranks
+    follow the positions; its one-sided exact p, doubled, is the two-sided p. Rows without
+    rounds, or fewer than two complete rounds, or fewer than three positions, get Kendall's
+    tau-b between position and value over every repetition. (nan, 1.0) when either has no
+    spread.
+    """
     from scipy import stats
 
     x, y = np.asarray(positions, dtype=float), np.asarray(values, dtype=float)
     keep = np.isfinite(x) & np.isfinite(y)
+    blocks = _blocks(x[keep], y[keep], None if rounds is None else np.asarray(rounds)[keep])
+    if blocks is not None:
+        up = stats.page_trend_test(blocks).pvalue
+        down = stats.page_trend_test(blocks[:, ::-1]).pvalue
+        p = min(1.0, 2 * min(up, down))
+        sign = math.nan if up == down else (1.0 if up < down else -1.0)
+        return Trend(sign, p, f"Page's L over {blocks.shape[0]} rounds, p={p:.2g}")
     x, y = x[keep], y[keep]
     if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
-        return math.nan, 1.0
+        return Trend(math.nan, 1.0, "no spread")
     result = stats.kendalltau(x, y)
-    return float(result.statistic), float(result.pvalue)
+    tau = float(result.statistic)
+    return Trend(math.copysign(1.0, tau) if tau else math.nan, float(result.pvalue),
+                 f"Kendall τ={tau:.2f}, p={result.pvalue:.2g}")  # fmt: skip
+
+
+def _blocks(x: np.ndarray, y: np.ndarray, rounds: np.ndarray | None) -> np.ndarray | None:
+    """Rounds x positions (in position order) of the median value per cell, keeping the
+    rounds that hold every position; None where Page's test does not apply."""
+    if rounds is None:
+        return None
+    r = pd.to_numeric(pd.Series(rounds), errors="coerce").to_numpy()
+    ok = np.isfinite(r)
+    if not ok.any():
+        return None
+    cells = pd.DataFrame({"r": r[ok], "x": x[ok], "y": y[ok]})
+    table = cells.pivot_table(index="r", columns="x", values="y", aggfunc="median").dropna()
+    if table.shape[1] < 3 or table.shape[0] < 2:
+        return None
+    return table.sort_index(axis=1).to_numpy()
