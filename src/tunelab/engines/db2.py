@@ -18,6 +18,8 @@ space, so every physical knob is a documented clause of CREATE BUFFERPOOL / CREA
                  MODE at the start of each transaction for table-level runs
 - index          CREATE INDEX; CREATE INDEX ... CLUSTER + REORG TABLE ... INDEX; CREATE
                  UNIQUE INDEX ... INCLUDE (covering on a unique key) or a composite index
+- sync_mode / network_rtt_ms  an HADR standby in a second container in that HADR_SYNCMODE, its
+                 log shipped through the lab's delay proxy (``engines.db2_hadr``)
 
 Every statement and CLP command comes from a small pure function in ``engines.db2_sql``, so
 tests check them against the documented syntax without a server, and ``tunelab plan --sql``
@@ -48,6 +50,7 @@ from typing import Any
 
 from tunelab import cache
 from tunelab.dataset import Dataset
+from tunelab.engines import db2_hadr
 from tunelab.engines.base import (
     EXPLAIN_MAX,
     AccessPath,
@@ -195,6 +198,25 @@ INFO = EngineInfo(
             values=("row", "table"), default="row",
             readback="SYSCAT.TABLES LOCKSIZE",
         ),
+        "sync_mode": Knob(
+            "sync_mode", "string",
+            "none: no standby; otherwise HADR_SYNCMODE of a standby (a second container, "
+            "db2_hadr.py, restored from the primary's backup): SYNC (the commit waits for the "
+            "standby's log write), NEARSYNC (its receipt), ASYNC (the send), SUPERASYNC "
+            "(nothing)",
+            values=(db2_hadr.NONE, *db2_hadr.MODES), default=db2_hadr.NONE,
+            readback="MON_GET_HADR on the primary: HADR_ROLE PRIMARY, HADR_SYNCMODE, "
+            "HADR_STATE PEER (REMOTE_CATCHUP for SUPERASYNC), HADR_CONNECT_STATUS CONNECTED",
+        ),
+        "network_rtt_ms": Knob(
+            "network_rtt_ms", "number",
+            "round trip between primary and standby: a delay proxy (tunelab.delayproxy) on "
+            "127.0.0.1 between the standby and the primary's HADR port holds each byte half of "
+            "it each way; 0: the proxy's hop only",
+            minimum=0, maximum=1000, unit="ms", default=0,
+            readback="the proxy's delay; MON_GET_HADR's log gap and log time lags are recorded "
+            "per repetition",
+        ),
         "index": Knob(
             "index", "string",
             "none; nonclustered: CREATE INDEX; clustered: CREATE INDEX ... CLUSTER, REORG "
@@ -231,8 +253,13 @@ def image() -> str:
 
 # -- cross-knob rules (called by the sweep validator) --------------------------------------------
 def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(field, message, allowed) for combinations Db2 refuses. None today: a prefetch size
-    that is not a multiple of the extent size is legal (``warn_point``)."""
+    """(field, message, allowed) for combinations the engine refuses: a round trip without a
+    standby to make it to. (A prefetch size that is not a multiple of the extent size is
+    legal: ``warn_point``.)"""
+    rtt = knobs.get("network_rtt_ms") or 0
+    if rtt and not db2_hadr.wants_standby(knobs):
+        return [("network_rtt_ms", f"{rtt} ms needs a standby: sync_mode is none",
+                 "0, or a sync_mode other than none")]  # fmt: skip
     return []
 
 
@@ -258,7 +285,7 @@ def image_missing_message(tag: str) -> str:
 
 
 # -- the engine -------------------------------------------------------------------------------
-class DB2Engine(ServerEngine):
+class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
     info = INFO
     paramstyle = "qmark"
     # HADR_SYNCMODE: the HADR calculator's own modes, which are IBM's model of them.
@@ -284,6 +311,7 @@ class DB2Engine(ServerEngine):
         # Application handle of each lab connection, for its request metrics (engine time).
         self._handles: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._queryno = 0  # QUERYNO of the last statement this engine explained
+        self._hadr = False  # the point has a standby: the primary publishes its HADR port
 
     @property
     def connect_deadline_s(self) -> float:  # a first activation takes minutes
@@ -298,7 +326,14 @@ class DB2Engine(ServerEngine):
     # each point getting its own buffer pool and table space (dropped when it ends).
     def provision(self, knobs: dict[str, Any]) -> None:
         require_image(self.image)  # before anything starts
+        self._hadr = db2_hadr.wants_standby(self.full_knobs(knobs))
         super().provision(knobs)
+
+    def keep_key(self, knobs: dict[str, Any]) -> str:
+        """A server with a standby (archive logging, HADR) is never attached by a point
+        without one, nor the reverse."""
+        key = super().keep_key(knobs)
+        return key + "r" if db2_hadr.wants_standby(knobs) else key
 
     def image_tag(self) -> str:
         require_image(self.image)
@@ -313,6 +348,7 @@ class DB2Engine(ServerEngine):
             image=self.image,
             port=PORT,
             env=container_env(self.password),
+            extra_ports=(db2_hadr.PRIMARY_PORT,) if self._hadr else (),
             volumes={str(self.home): DATA_MOUNT},
             cap_add=[] if _privileged() else ["IPC_LOCK", "IPC_OWNER"],
             privileged=_privileged(),
@@ -330,6 +366,8 @@ class DB2Engine(ServerEngine):
         self._ensure_explain_tables()
 
     def prepare_point(self, knobs: dict[str, Any]) -> None:
+        if db2_hadr.wants_standby(knobs):
+            self.ensure_standby(knobs)  # first: the point's objects are then replayed on it
         page = int(knobs["page_size"])
         self.execute([bufferpool_ddl(knobs)])
         if self._pool_pages() != int(knobs["buffer_pool"]):
@@ -341,18 +379,32 @@ class DB2Engine(ServerEngine):
         self.execute(point_cleanup_sql(self._table, int(self.knobs["page_size"])))
 
     def remove_container(self) -> None:
+        self.remove_standby()  # first: its files are below the primary's data mount
         if self.container is not None and os.geteuid() != 0:
             # The files belong to the instance owner's uid: only root inside can remove them.
             self.container.exec(["sh", "-c", f"rm -rf {DATA_MOUNT}/*"], user="root")
         super().remove_container()
 
+    def teardown(self) -> None:
+        try:
+            super().teardown()  # a kept primary keeps its standby (same run, its own key)
+        finally:
+            self.stop_proxy()
+
     def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
+        assert self.container is not None
+        return self._open(database, self.container.host_port, autocommit, timeout_s)
+
+    def open_at(self, port: int, timeout_s: float) -> Any:
+        """An autocommit connection to the lab's database through ``port`` (a proxy's)."""
+        return self._open(DATABASE, port, True, timeout_s)
+
+    def _open(self, database: str | None, port: int, autocommit: bool, timeout_s: float) -> Any:
         import ibm_db_dbi
 
-        assert self.container is not None
         dsn = (
             f"DATABASE={database or DATABASE};HOSTNAME=127.0.0.1;"
-            f"PORT={self.container.host_port};PROTOCOL=TCPIP;UID={INSTANCE};"
+            f"PORT={port};PROTOCOL=TCPIP;UID={INSTANCE};"
             f"PWD={self.password};CONNECTTIMEOUT={max(1, int(timeout_s))};"
         )
         conn = ibm_db_dbi.connect(dsn, "", "")  # autocommit off (the driver's default)
@@ -425,10 +477,16 @@ class DB2Engine(ServerEngine):
             raise EngineError(f"db2: {what} failed (exit {code}): {' '.join(out.split())[-400:]}")
         return out
 
+    def _standby_back(self) -> None:
+        """After the primary's activation: its standby reconnects (it retries by itself)."""
+        if self.standby is not None:
+            self.wait_ready(str(self.knobs["sync_mode"]))
+
     def _restart_database(self) -> None:
         cmds = cold_commands()
         self._clp(cmds["stop"], "force applications off and deactivate")
         self._clp(cmds["start"], "activate")
+        self._standby_back()
         pages = self._pool_pages()
         if pages != int(self.knobs["buffer_pool"]):
             raise EngineError(
@@ -563,6 +621,7 @@ class DB2Engine(ServerEngine):
         self._clp(cmds["stop"], "force applications off and deactivate")
         method = "force+deactivate+" + cache.evict(self._files)
         self._clp(cmds["start"], "activate")
+        self._standby_back()
         if self._pool_pages() != int(self.knobs["buffer_pool"]):
             self._restart_database()
         resident, total = cache.residency(self._files)
@@ -615,7 +674,20 @@ class DB2Engine(ServerEngine):
             if "transferrate_ms" in self.knobs:
                 out["transferrate_ms"] = float(transfer)
             out["direct_io"] = direct_io_knob(fs_caching)
-        return {k: v for k, v in out.items() if k in self.knobs}
+        return {k: v for k, v in out.items() if k in self.knobs} | self._applied_replication()
+
+    def _applied_replication(self) -> dict[str, Any]:
+        """sync_mode and network_rtt_ms: from MON_GET_HADR with a standby (db2_hadr.applied);
+        without one "none" and 0, not asked of the server: a server the lab gave a standby
+        never serves a point without one (keep_key), and a point without one does not depend
+        on what MON_GET_HADR returns for a database that is no HADR primary."""
+        if self.standby is None:
+            return {"sync_mode": db2_hadr.NONE, "network_rtt_ms": 0}
+        rtt = 2 * self.proxy.delay_ms if self.proxy is not None else None
+        return db2_hadr.applied(self.query(db2_hadr.hadr_sql()), rtt)
+
+    def gauges(self) -> dict[str, float]:
+        return self.hadr_gauges() if self.standby is not None else {}
 
     def version(self) -> str:
         if self._version is None:
@@ -659,6 +731,7 @@ class DB2Engine(ServerEngine):
             f"{shlex.join(clp(optprofile_script()))}",
             f"{explain_tables['check']}  -- explain tables present?",
             f"{explain_tables['create']}  -- only if they are not",
+            *(_planned_standby(knobs) if db2_hadr.wants_standby(knobs) else []),
             bufferpool_ddl(knobs),
             tablespace_ddl(knobs),
             *applied_sql(page).values(),
@@ -709,6 +782,30 @@ class DB2Engine(ServerEngine):
             *table_sql(table).values(),
         ]
         return lines
+
+
+def _planned_standby(knobs: dict[str, Any]) -> list[str]:
+    """The standby's set-up as ``tunelab plan --sql`` shows it (db2_hadr.py), placeholders for
+    what only a running pair knows."""
+    mode, rtt = str(knobs["sync_mode"]), float(knobs["network_rtt_ms"])
+    lines = [
+        f"-- sync_mode {mode}: the primary also publishes its HADR port "
+        f"{db2_hadr.PRIMARY_PORT} on 127.0.0.1; a standby container of the same image in the "
+        "host's network namespace "
+        f"(DBNAME empty; -v <home>/{db2_hadr.STANDBY_DIR}:{DATA_MOUNT} "
+        f"-v <home>/{db2_hadr.BACKUP_DIR}:{db2_hadr.STANDBY_BACKUP_MOUNT}); a delay proxy on "
+        f"127.0.0.1:<proxy port> to the primary's HADR port, {rtt / 2:g} ms each way",
+    ]
+    steps = db2_hadr.setup_steps(mode, "<primary ip>", "<standby port>", "<proxy port>")
+    lines += [f"-- {s.where} ({s.what}): docker exec <{s.where}> {shlex.join(clp(s.script))}"
+              for s in steps]  # fmt: skip
+    states = " or ".join(db2_hadr.READY_STATES[mode])
+    lines.append(f"{db2_hadr.hadr_sql()}  -- until HADR_STATE {states} and HADR_CONNECT_STATUS "
+                 "CONNECTED; read back, and after every timed section")  # fmt: skip
+    lines += [f"-- a kept pair in another mode, {s.where} ({s.what}): "
+              f"docker exec <{s.where}> {shlex.join(clp(s.script))}"
+              for s in db2_hadr.mode_steps(mode)]  # fmt: skip
+    return lines
 
 
 def require_image(tag: str) -> None:

@@ -1,0 +1,471 @@
+"""Db2 HADR for the ``sync_mode`` and ``network_rtt_ms`` knobs: a standby database whose log the
+primary ships through the lab's delay proxy, in the HADR_SYNCMODE the point asks for.
+
+The standby is a second container of the point's image, labelled and reaped like the primary
+(kept with it across a run's points, under the primary's key plus ``-standby``). It runs in the
+host's network namespace, as PostgreSQL's standby does: HADR's log channel is a TCP connection
+the standby opens to the primary (IBM's HADR wiki, "Diagnosing HADR Primary-Standby
+Connection"), so the standby is a client of the primary's HADR port, which the lab publishes on
+127.0.0.1 only; between them the delay proxy holds each byte half of ``network_rtt_ms``. In the
+host's namespace the standby's instance would listen on Db2's client port (50000) on every
+interface, so the first thing done to it is ``db2set DB2COMM=`` and an instance restart: from
+then on it listens on no client port, only on its HADR port on 127.0.0.1. The image's own
+setup (2-10 minutes at its first start) runs with the port open.
+
+The standby is made as IBM's "Initializing HADR" procedure says: archive logging on the primary
+(LOGARCHMETH1 DISK, LOGINDEXBUILD ON), an offline BACKUP DATABASE into a directory the standby
+mounts, RESTORE DATABASE there (rollforward pending), both databases configured with
+UPDATE DB CFG ... HADR_*, the socket buffers through DB2_HADR_SOSNDBUF / DB2_HADR_SORCVBUF,
+then START HADR ... AS STANDBY and AS PRIMARY, standby first (a primary that finds no standby
+within HADR_TIMEOUT does not start). The primary sees the standby's connection arrive through
+the published port (Docker's address translation), so both set DB2_HADR_NO_IP_CHECK=ON, IBM's
+switch for HADR behind NAT. Every command is a pure function here, checked offline
+(tests/test_db2_hadr.py); the mixin runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import math
+import re
+import shlex
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tunelab import containers, delayproxy
+from tunelab.engines.base import EngineError
+from tunelab.engines.db2_sql import DATA_MOUNT, DATABASE, INSTANCE, clp, ident
+from tunelab.hadr.model import CALCULATOR_MODES
+
+NONE = "none"  # sync_mode without a standby
+MODES = tuple(CALCULATOR_MODES)  # HADR_SYNCMODE values: SYNC, NEARSYNC, ASYNC, SUPERASYNC
+KEY_SUFFIX = "-standby"
+# The primary's HADR port inside its container (published on 127.0.0.1). IBM: hadr_local_svc
+# may be neither SVCENAME (the image's 50000) nor SVCENAME + 1.
+PRIMARY_PORT = 50010
+LOOPBACK = "127.0.0.1"
+# IBM's tcpTuning page: the same size for send and receive on both sides, at least 64 KB; its
+# WAN example settles on 512 KB. The proxy ends TCP at each hop, so the windows here span the
+# loopback only and the size barely matters (docs/hadr.md, `tunelab probe network`).
+SOCKET_BUFFER_BYTES = 512 * 1024
+REGISTRY = {
+    "DB2_HADR_SOSNDBUF": str(SOCKET_BUFFER_BYTES),
+    "DB2_HADR_SORCVBUF": str(SOCKET_BUFFER_BYTES),
+    "DB2_HADR_NO_IP_CHECK": "ON",  # the standby arrives through Docker's port translation
+}
+# Fixed HADR settings, the same on both databases (a different HADR_TIMEOUT or HADR_PEER_WINDOW
+# on the two is SQL1768N reason 7). Peer window 0: a lost standby never blocks the primary's
+# log, the point fails its state check instead. Spool AUTOMATIC: IBM's default since 10.5.
+FIXED_CFG = {"HADR_SPOOL_LIMIT": "AUTOMATIC", "HADR_PEER_WINDOW": "0", "HADR_TIMEOUT": "120"}
+HADR_DIR = "hadr"  # below the data mount: the archived log and the backup the standby restores
+ARCHIVE_DIR = f"{DATA_MOUNT}/{HADR_DIR}/archive"  # the same path on both (each its own mount)
+BACKUP_DIR = f"{HADR_DIR}/backup"  # below the primary's data mount; the standby mounts it
+STANDBY_BACKUP_MOUNT = "/hadr-backup"
+STANDBY_DIR = "standby"  # <home>/standby: the standby's data mount on the host
+# HADR_STATE a pair must show (with HADR_CONNECT_STATUS CONNECTED) before a point is measured:
+# SUPERASYNC never enters peer state (IBM's HADR wiki, "Monitoring HADR").
+READY_STATES = {"SYNC": ("PEER",), "NEARSYNC": ("PEER",), "ASYNC": ("PEER",),
+                "SUPERASYNC": ("REMOTE_CATCHUP",)}  # fmt: skip
+READY_TIMEOUT_S = 300
+LINK_PINGS = 20
+# Read back from SYSPROC.MON_GET_HADR on the primary (one row per standby).
+HADR_COLUMNS = (
+    "HADR_ROLE", "HADR_SYNCMODE", "HADR_STATE", "HADR_CONNECT_STATUS", "HADR_LOG_GAP",
+    "PRIMARY_LOG_TIME", "STANDBY_LOG_TIME", "STANDBY_REPLAY_LOG_TIME",
+    "SOCK_SEND_BUF_REQUESTED", "SOCK_SEND_BUF_ACTUAL", "SOCK_RECV_BUF_REQUESTED",
+    "SOCK_RECV_BUF_ACTUAL", "PEER_WINDOW", "STANDBY_SPOOL_LIMIT",
+)  # fmt: skip
+
+
+def wants_standby(knobs: dict[str, Any]) -> bool:
+    return knobs.get("sync_mode", NONE) != NONE
+
+
+# -- CLP text ------------------------------------------------------------------------------------
+def _db2(command: str) -> str:
+    """One CLP command in a script: quoted for the shell; the script stops on an error (the
+    CLP's exit status 4 or 8), not on a warning (2) or "no rows" (1)."""
+    return f"db2 {shlex.quote(command)} || [ $? -lt 4 ] || exit 1"
+
+
+def registry_script(variables: dict[str, str] = REGISTRY) -> str:
+    """db2set of the HADR registry variables (read at the next instance start)."""
+    return "; ".join(f"db2set {k}={v} || exit 1" for k, v in variables.items())
+
+
+def restart_instance_script() -> str:
+    # db2stop FORCE ends every application and deactivates the database: HADR registry
+    # variables take effect only at an instance start (IBM's HADR wiki, "HADR Config").
+    return "db2 force application all >/dev/null; db2stop force >/dev/null; db2start >/dev/null"
+
+
+def update_cfg(database: str, settings: dict[str, Any]) -> str:
+    pairs = " ".join(f"{k} {v}" for k, v in settings.items())
+    return f"UPDATE DB CFG FOR {ident(database)} USING {pairs}"
+
+
+def hadr_cfg(mode: str, local: tuple[Any, Any], remote: tuple[Any, Any],
+             database: str = DATABASE) -> str:  # fmt: skip
+    """The HADR configuration of one database: (host, port) of itself and of its partner as it
+    reaches it, the partner's instance, the mode and the fixed settings."""
+    if mode not in MODES:
+        raise EngineError(f"db2: HADR_SYNCMODE {mode!r} not allowed ({', '.join(MODES)})")
+    return update_cfg(database, {
+        "HADR_LOCAL_HOST": local[0], "HADR_LOCAL_SVC": local[1],
+        "HADR_REMOTE_HOST": remote[0], "HADR_REMOTE_SVC": remote[1],
+        "HADR_REMOTE_INST": INSTANCE, "HADR_SYNCMODE": mode, **FIXED_CFG,
+    })  # fmt: skip
+
+
+def start_hadr(role: str, database: str = DATABASE) -> str:
+    if role not in ("PRIMARY", "STANDBY"):
+        raise EngineError(f"db2: START HADR AS {role!r}")
+    return f"START HADR ON DATABASE {ident(database)} AS {role}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One CLP script of the standby's set-up, and where it runs."""
+
+    where: str  # "primary" | "standby"
+    what: str
+    script: str
+
+
+def setup_steps(mode: str, primary_ip: Any, standby_port: Any, proxy_port: Any,
+                database: str = DATABASE) -> list[Step]:  # fmt: skip
+    """IBM's order: archive logging and an offline backup on the primary, the restore on the
+    standby, both configured, HADR started on the standby, then on the primary."""
+    db = ident(database)
+    backup = f"{DATA_MOUNT}/{BACKUP_DIR}"
+    primary = hadr_cfg(mode, (primary_ip, PRIMARY_PORT), (LOOPBACK, standby_port), db)
+    standby = hadr_cfg(mode, (LOOPBACK, standby_port), (LOOPBACK, proxy_port), db)
+    archive = update_cfg(db, {"LOGARCHMETH1": f"DISK:{ARCHIVE_DIR}", "LOGINDEXBUILD": "ON"})
+    restore = f"RESTORE DATABASE {db} FROM {STANDBY_BACKUP_MOUNT} WITHOUT PROMPTING"
+    # A database the image may have made on the standby is dropped first, as IBM advises.
+    drop = f"db2 {shlex.quote(f'DROP DATABASE {db}')} >/dev/null 2>&1"
+    return [
+        Step("primary", "archive logging, HADR registry variables",
+             f"mkdir -p {ARCHIVE_DIR} || exit 1; {registry_script()}; {_db2(archive)}"),
+        # Offline: the instance restart deactivated the database, and a switch from circular
+        # to archive logging leaves it backup pending until an offline backup. The backup
+        # directory is emptied, not removed: it is the standby's mount.
+        Step("primary", "offline backup",
+             f"{restart_instance_script()}; rm -rf {backup}/*; "
+             f"{_db2(f'BACKUP DATABASE {db} TO {backup}')}; chmod -R a+rX {backup}"),
+        Step("standby", "no client port, HADR registry variables",
+             f"db2set DB2COMM= || exit 1; {registry_script()}; {restart_instance_script()}"),
+        Step("standby", "restore", f"mkdir -p {ARCHIVE_DIR} || exit 1; {drop}; {_db2(restore)}"),
+        Step("standby", "HADR configuration", _db2(standby)),
+        Step("primary", "HADR configuration", _db2(primary)),
+        Step("standby", "start as standby", _db2(start_hadr("STANDBY", db))),
+        Step("primary", "start as primary", _db2(start_hadr("PRIMARY", db))),
+    ]  # fmt: skip
+
+
+def mode_steps(mode: str, database: str = DATABASE) -> list[Step]:
+    """A kept pair switched to another HADR_SYNCMODE. HADR settings are read when HADR starts:
+    the primary stops HADR (it stays online, a standard database), the standby is deactivated,
+    reconfigured and activated (still a standby), and the primary starts HADR again."""
+    if mode not in MODES:
+        raise EngineError(f"db2: HADR_SYNCMODE {mode!r} not allowed ({', '.join(MODES)})")
+    db = ident(database)
+    cfg = _db2(update_cfg(db, {"HADR_SYNCMODE": mode}))
+    standby = f"{_db2(f'DEACTIVATE DATABASE {db}')}; {cfg}; {_db2(f'ACTIVATE DATABASE {db}')}"
+    return [
+        Step("primary", "stop HADR", _db2(f"STOP HADR ON DATABASE {db}")),
+        Step("standby", "new mode", standby),
+        Step("primary", "new mode", f"{cfg}; {_db2(start_hadr('PRIMARY', db))}"),
+    ]
+
+
+def hadr_sql() -> str:
+    return f"SELECT {', '.join(HADR_COLUMNS)} FROM TABLE(SYSPROC.MON_GET_HADR(-2)) AS H"
+
+
+# -- reading MON_GET_HADR -------------------------------------------------------------------------
+def _rows(rows: list[tuple]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        named = dict(zip(HADR_COLUMNS, row, strict=True))
+        out.append({k: v.strip() if isinstance(v, str) else v for k, v in named.items()})
+    return out
+
+
+def state_text(rows: list[tuple]) -> str:
+    if not rows:
+        return "MON_GET_HADR shows no HADR pair"
+    return "; ".join(f"HADR_ROLE {r['HADR_ROLE']}, HADR_SYNCMODE {r['HADR_SYNCMODE']}, "
+                     f"HADR_STATE {r['HADR_STATE']}, HADR_CONNECT_STATUS "
+                     f"{r['HADR_CONNECT_STATUS']}" for r in _rows(rows))  # fmt: skip
+
+
+def ready(rows: list[tuple], mode: str) -> bool:
+    """The primary's one standby is connected in the state ``mode`` reaches."""
+    named = _rows(rows)
+    if len(named) != 1:
+        return False
+    r = named[0]
+    return (r["HADR_ROLE"] == "PRIMARY" and r["HADR_SYNCMODE"] == mode
+            and r["HADR_CONNECT_STATUS"] == "CONNECTED"
+            and r["HADR_STATE"] in READY_STATES[mode])  # fmt: skip
+
+
+def _stamp(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.datetime) else value
+
+
+def applied(rows: list[tuple], network_rtt_ms: Any) -> dict[str, Any]:
+    """sync_mode as the primary has it (HADR_SYNCMODE; "none" when it is no HADR primary),
+    network_rtt_ms as the proxy holds it, and what MON_GET_HADR says beside them as db2_hadr_*.
+    EngineError when the pair is not in the state its mode reaches, or the socket buffers asked
+    through the registry are not in effect."""
+    named = _rows(rows)
+    if not named or all(r["HADR_ROLE"] == "STANDARD" for r in named):
+        return {"sync_mode": NONE, "network_rtt_ms": 0}
+    if len(named) != 1:
+        raise EngineError(f"db2: MON_GET_HADR shows {len(named)} standbys, the lab makes one")
+    r = named[0]
+    if r["HADR_ROLE"] != "PRIMARY":
+        raise EngineError(f"db2: the lab's database has HADR_ROLE {r['HADR_ROLE']}, not PRIMARY")
+    mode, want = r["HADR_SYNCMODE"], READY_STATES.get(r["HADR_SYNCMODE"], ("PEER",))
+    if r["HADR_CONNECT_STATUS"] != "CONNECTED" or r["HADR_STATE"] not in want:
+        raise EngineError(
+            f"db2: the standby is not ready for {mode}: HADR_STATE {r['HADR_STATE']} (needs "
+            f"{' or '.join(want)}), HADR_CONNECT_STATUS {r['HADR_CONNECT_STATUS']}"
+        )
+    for side in ("SEND", "RECV"):
+        asked = r[f"SOCK_{side}_BUF_REQUESTED"]
+        if asked is None or int(asked) != SOCKET_BUFFER_BYTES:
+            raise EngineError(
+                f"db2: SOCK_{side}_BUF_REQUESTED is {asked}, not {SOCKET_BUFFER_BYTES} "
+                "(DB2_HADR_SOSNDBUF / DB2_HADR_SORCVBUF not in effect: no instance restart?)"
+            )
+    extras = {f"db2_hadr_{k.removeprefix('HADR_').lower()}": _stamp(v)
+              for k, v in r.items() if k != "HADR_SYNCMODE"}  # fmt: skip
+    return {"sync_mode": mode, "network_rtt_ms": network_rtt_ms, **extras}
+
+
+def _ms(a: Any, b: Any) -> float:
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
+        return (a - b).total_seconds() * 1000
+    return math.nan
+
+
+def gauges(rows: list[tuple]) -> dict[str, float]:
+    """The standby's distance after a timed section: HADR_LOG_GAP (bytes, IBM: a running
+    average of primary minus standby log position) and how far the standby's received and
+    replayed log trail the primary's in log time (PRIMARY_LOG_TIME minus STANDBY_LOG_TIME and
+    STANDBY_REPLAY_LOG_TIME), in ms; NaN without a row."""
+    named = _rows(rows)
+    r = named[0] if len(named) == 1 else {}
+    gap = r.get("HADR_LOG_GAP")
+    return {
+        "db2_hadr_log_gap_bytes": math.nan if gap is None else float(gap),
+        "db2_hadr_log_time_lag_ms": _ms(r.get("PRIMARY_LOG_TIME"), r.get("STANDBY_LOG_TIME")),
+        "db2_hadr_replay_time_lag_ms": _ms(r.get("PRIMARY_LOG_TIME"),
+                                           r.get("STANDBY_REPLAY_LOG_TIME")),
+    }  # fmt: skip
+
+
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
+def container_ip(hosts: str, hostname: str) -> str:
+    """The address /etc/hosts gives the container's own name (Docker writes one per network):
+    HADR_LOCAL_HOST must be one address the primary listens on."""
+    found = [parts[0] for line in hosts.splitlines()
+             if len(parts := line.split()) > 1 and hostname.strip() in parts[1:]
+             and _IPV4.match(parts[0]) and not parts[0].startswith("127.")]  # fmt: skip
+    if len(found) != 1:
+        raise EngineError(f"db2: no single IPv4 address for {hostname.strip()!r} in /etc/hosts")
+    return found[0]
+
+
+def standby_spec(primary: containers.ContainerSpec, home: Path) -> containers.ContainerSpec:
+    """The standby's container: the primary's image, environment (but no database: its own is
+    restored), capabilities, readiness and CPUs, in the host's network namespace."""
+    return dataclasses.replace(
+        primary,
+        port=0,
+        extra_ports=(),
+        env={**primary.env, "DBNAME": ""},
+        volumes={str(home / STANDBY_DIR): DATA_MOUNT, str(home / BACKUP_DIR): STANDBY_BACKUP_MOUNT},
+        host_network=True,
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+# -- the standby at run time -----------------------------------------------------------------------
+class HadrMixin:
+    """What a Db2 server with an HADR standby adds to ``ServerEngine``; the engine calls these
+    from its lifecycle (see ``DB2Engine``)."""
+
+    standby: containers.RunningContainer | None = None
+    proxy: delayproxy.Proxy | None = None
+    link_rtt_ms: float = float("nan")
+
+    # supplied by the engine
+    container: containers.RunningContainer | None
+    home: Path
+    run_id: str
+    point_id: str
+    run_dir: Path | None
+    placement: Any
+
+    if TYPE_CHECKING:  # the engine's, not stubs to override them
+
+        def query(self, sql: str) -> list[tuple]: ...
+        def placed_spec(self) -> containers.ContainerSpec: ...
+        def keep_key(self, knobs: dict[str, Any]) -> str: ...
+        def open_at(self, port: int, timeout_s: float) -> Any: ...
+
+    @property
+    def _standby_file(self) -> Path:
+        return self.home / "standby.json"
+
+    def _ports(self) -> dict[str, int]:
+        return json.loads(self._standby_file.read_text())
+
+    def _proxy_cpus(self) -> list[int]:
+        cpus = getattr(self.placement, "engine", None) if self.placement is not None else None
+        return list(cpus or ())
+
+    def ensure_standby(self, knobs: dict[str, Any]) -> None:
+        """The standby of these knobs connected in the state its mode reaches: made anew, or
+        the kept one (its mode changed in place, the proxy restarted on its port)."""
+        mode, rtt = str(knobs["sync_mode"]), float(knobs["network_rtt_ms"])
+        if self.standby is None and not self.attach_standby(knobs):
+            self.make_standby(knobs, mode, rtt)
+        else:
+            if self.proxy is None or self.proxy.delay_ms != rtt / 2:
+                self.start_proxy(rtt)  # the standby reconnects by itself
+            rows = self.query(hadr_sql())
+            if not rows or _rows(rows)[0]["HADR_SYNCMODE"] != mode:
+                self.run_steps(mode_steps(mode))
+        self.wait_ready(mode)
+        self.link_rtt_ms = self.measure_link()
+
+    def start_proxy(self, rtt_ms: float, port: int | None = None) -> None:
+        """The delay proxy to the primary's published HADR port, on the port the standby was
+        configured to reach (kept in standby.json)."""
+        assert self.container is not None
+        self.stop_proxy()
+        if port is None:
+            port = self._ports()["proxy"]
+        target = self.container.ports.get(PRIMARY_PORT)
+        if target is None:
+            raise EngineError(f"db2: the primary publishes no HADR port ({PRIMARY_PORT})")
+        try:
+            self.proxy = delayproxy.Proxy(target, rtt_ms / 2, port, self._proxy_cpus())
+        except OSError as exc:
+            raise EngineError(f"db2: the delay proxy did not start: {exc}") from None
+
+    def stop_proxy(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+
+    def _spec(self) -> containers.ContainerSpec:
+        return standby_spec(self.placed_spec(), self.home)
+
+    def make_standby(self, knobs: dict[str, Any], mode: str, rtt: float) -> None:
+        """A new standby container, then IBM's set-up steps on both."""
+        assert self.container is not None
+        # What an earlier standby left belongs to its instance owner: root in the primary,
+        # whose data mount holds both directories, removes it.
+        old = f"rm -rf {DATA_MOUNT}/{STANDBY_DIR} {DATA_MOUNT}/{BACKUP_DIR}/*"
+        self.container.exec(["sh", "-c", old], user="root")
+        for sub in (STANDBY_DIR, HADR_DIR, BACKUP_DIR):
+            (self.home / sub).mkdir(parents=True, exist_ok=True)
+            (self.home / sub).chmod(0o777)  # each container's instance owner writes here
+        self.start_proxy(rtt, port=0)
+        assert self.proxy is not None
+        ports = {"standby": free_port(), "proxy": self.proxy.port}
+        self._standby_file.write_text(json.dumps(ports))
+        keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
+        try:
+            self.standby = containers.start(self._spec(), self.run_id, self.point_id + KEY_SUFFIX,
+                                            keep_key=keep, run_dir=self.run_dir)  # fmt: skip
+        except containers.ContainerError as exc:
+            raise EngineError(f"db2: the standby did not start: {exc}") from None
+        code, hostname = self.container.exec(["cat", "/etc/hostname"])
+        code2, hosts = self.container.exec(["cat", "/etc/hosts"])
+        if code or code2:
+            raise EngineError(f"db2: cannot read the primary's /etc/hosts: {hosts.strip()}")
+        ip = container_ip(hosts, hostname)
+        self.run_steps(setup_steps(mode, ip, ports["standby"], ports["proxy"]))
+
+    def attach_standby(self, knobs: dict[str, Any]) -> bool:
+        """The standby kept with a kept primary; False when there is none running."""
+        if self.container is None or self.run_dir is None or not self._standby_file.exists():
+            return False
+        self.standby = containers.attach(self._spec(), self.run_id,
+                                         self.keep_key(knobs) + KEY_SUFFIX)  # fmt: skip
+        return self.standby is not None
+
+    def run_steps(self, steps: list[Step]) -> None:
+        for step in steps:
+            rc = self.container if step.where == "primary" else self.standby
+            assert rc is not None
+            code, out = rc.exec(clp(step.script), user="root")
+            if code != 0:
+                raise EngineError(f"db2: HADR set-up, {step.where} ({step.what}) failed "
+                                  f"(exit {code}): {' '.join(out.split())[-400:]}")  # fmt: skip
+
+    def remove_standby(self) -> None:
+        self.stop_proxy()
+        self.link_rtt_ms = float("nan")
+        if self.standby is not None:
+            self.standby.remove()
+            self.standby = None
+
+    def wait_ready(self, mode: str, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """Until the primary's standby is connected in the state ``mode`` reaches (after its
+        start, a proxy's restart, the primary's reactivation)."""
+        deadline = time.monotonic() + timeout_s
+        while not ready(rows := self.query(hadr_sql()), mode):
+            if time.monotonic() > deadline:
+                logs = self.standby.logs(tail=20) if self.standby is not None else ""
+                raise EngineError(f"db2: the standby is not ready for {mode} after "
+                                  f"{timeout_s:g} s ({state_text(rows)}); its last log "
+                                  f"lines:\n{logs}")  # fmt: skip
+            time.sleep(0.5)
+
+    def measure_link(self, pings: int = LINK_PINGS) -> float:
+        """The link's round trip in ms: the median of ``pings`` ``VALUES 1`` sent to the
+        primary's client port through a second proxy with the same delay (HADR's own channel
+        carries no query the lab could time), after one that opens the way."""
+        assert self.container is not None and self.proxy is not None
+        probe = delayproxy.Proxy(self.container.host_port, self.proxy.delay_ms, 0,
+                                 self._proxy_cpus())  # fmt: skip
+        try:
+            conn = self.open_at(probe.port, 10)
+            try:
+                cur = conn.cursor()
+                times = []
+                for _ in range(pings + 1):
+                    t0 = time.perf_counter()
+                    cur.execute("VALUES 1")
+                    cur.fetchall()
+                    times.append(time.perf_counter() - t0)
+                cur.close()
+            finally:
+                conn.close()
+        finally:
+            probe.stop()
+        times = sorted(times[1:])
+        return times[len(times) // 2] * 1000
+
+    def hadr_gauges(self) -> dict[str, float]:
+        return {**gauges(self.query(hadr_sql())), "link_rtt_ms": self.link_rtt_ms}
