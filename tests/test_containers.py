@@ -351,3 +351,32 @@ def test_each_run_has_a_network_of_its_own(image, run_id):
         intruder.remove()
         recovery.clean(run_id)
     assert _networks(run_id) == [] and _networks(other) == []
+
+
+def _answers(ip: str, port: int) -> list[str]:
+    """Connect, read a line: exit 0 only when the other end answered."""
+    return ["timeout", "5", "bash", "-c",
+            f"exec 3<>/dev/tcp/{ip}/{port}; read -t 4 line <&3; [ -n \"$line\" ]"]  # fmt: skip
+
+
+def test_two_containers_of_a_run_meet_only_through_a_proxy_on_its_gateway(image, run_id):
+    """The path a standby's log takes on Db2 (engines.db2_hadr): no traffic between the run's
+    containers, but each reaches a delay proxy the host runs on the network's gateway, which
+    forwards to the other's address on the network."""
+    from tunelab import delayproxy
+
+    listen = "echo up; exec socat TCP-LISTEN:3306,fork,reuseaddr SYSTEM:'echo hello'"
+    a = containers.start(_shell(image, listen, ready_log="^up$"), run_id, "a")
+    b = containers.start(_shell(image, listen, ready_log="^up$"), run_id, "b")
+    gateway = containers.network_gateway(run_id)
+    name = containers.network_name(run_id)
+    c = containers.client()
+    ip_b = c.api.inspect_container(b.id)["NetworkSettings"]["Networks"][name]["IPAddress"]
+    assert gateway != ip_b and gateway.count(".") == 3
+    proxy = delayproxy.Proxy(3306, 1.0, listen_host=gateway, target_host=ip_b)
+    try:
+        assert a.exec(_answers(ip_b, 3306))[0] != 0  # not directly
+        assert a.exec(_answers(gateway, proxy.port))[0] == 0  # through the host's proxy
+    finally:
+        proxy.stop()
+        recovery.clean(run_id)

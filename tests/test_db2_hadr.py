@@ -27,7 +27,9 @@ from tunelab.hadr.model import CALCULATOR_MODES
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = REPO / "workflows" / "sweeps" / "log-shipping.yaml"
 MODES = db2_hadr.MODES
-IP, STANDBY_PORT, PROXY_PORT = "172.18.0.2", 41001, 41002
+IP, STANDBY_IP, GATEWAY = "172.18.0.2", "172.18.0.3", "172.18.0.1"
+LOG_PORT, ADMIN_PORT = 41001, 41002
+LINK = db2_hadr.Link(IP, STANDBY_IP, GATEWAY, LOG_PORT, ADMIN_PORT)
 
 
 # -- the knobs ---------------------------------------------------------------------------------
@@ -89,22 +91,13 @@ def test_a_server_with_a_standby_is_never_shared_with_points_without_one(tmp_pat
     assert with_standby == eng.keep_key(full({"sync_mode": "ASYNC", "network_rtt_ms": 20}))
 
 
-def test_the_primary_publishes_its_hadr_port_only_for_a_standby(tmp_path):
+def test_the_standby_container_is_the_primarys_without_a_database_on_the_runs_network(tmp_path):
     eng = db2.DB2Engine(tmp_path / "e", "r")
-    assert eng.container_spec().extra_ports == ()
-    eng._hadr = True
-    spec_ = eng.container_spec()
-    assert spec_.extra_ports == (db2_hadr.PRIMARY_PORT,) and spec_.port == db2.PORT
-    # IBM: hadr_local_svc is neither SVCENAME nor SVCENAME + 1
-    assert db2_hadr.PRIMARY_PORT not in (db2.PORT, db2.PORT + 1)
-
-
-def test_the_standby_container_is_the_primarys_without_a_database_in_the_hosts_network(tmp_path):
-    eng = db2.DB2Engine(tmp_path / "e", "r")
-    eng._hadr = True
     primary = eng.container_spec()
     standby = db2_hadr.standby_spec(primary, eng.home)
-    assert standby.host_network and standby.extra_ports == () and standby.port == 0
+    # on the run's network like the primary, its client port published on 127.0.0.1 only
+    assert not standby.host_network and not primary.host_network
+    assert standby.port == primary.port == db2.PORT
     assert standby.image == primary.image and standby.cap_add == primary.cap_add
     assert standby.ready_log == primary.ready_log and standby.secrets == primary.secrets
     assert standby.env["DBNAME"] == "" and standby.env["HADR_ENABLED"] == "false"
@@ -114,6 +107,8 @@ def test_the_standby_container_is_the_primarys_without_a_database_in_the_hosts_n
         str(eng.home / "standby"): db2_sql.DATA_MOUNT,
         str(eng.home / "hadr" / "backup"): db2_hadr.STANDBY_BACKUP_MOUNT,
     }
+    # IBM: hadr_local_svc is neither SVCENAME nor SVCENAME + 1
+    assert db2_hadr.HADR_PORT not in (db2.PORT, db2.PORT + 1)
 
 
 # -- the CLP text ------------------------------------------------------------------------------
@@ -133,11 +128,14 @@ def commands(script: str) -> list[str]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_each_mode_configures_both_databases_as_ibm_documents(mode):
-    steps = db2_hadr.setup_steps(mode, IP, STANDBY_PORT, PROXY_PORT)
+    steps = db2_hadr.setup_steps(mode, LINK)
     by_what = {(s.where, s.what): s.script for s in steps}
-    # The primary listens on its container address; the standby reaches it through the proxy.
-    primary = cfg(mode, (IP, db2_hadr.PRIMARY_PORT), ("127.0.0.1", STANDBY_PORT))
-    standby = cfg(mode, ("127.0.0.1", STANDBY_PORT), ("127.0.0.1", PROXY_PORT))
+    # Each names itself as IBM's NAT support says: inside the network, then where its partner
+    # reaches it (the gateway, a proxy's port); each reaches its partner through a proxy.
+    port = db2_hadr.HADR_PORT
+    primary = cfg(mode, (f'"{IP}|{GATEWAY}"', f'"{port}|{LOG_PORT}"'), (GATEWAY, ADMIN_PORT))
+    standby = cfg(mode, (f'"{STANDBY_IP}|{GATEWAY}"', f'"{port}|{ADMIN_PORT}"'),
+                  (GATEWAY, LOG_PORT))  # fmt: skip
     assert commands(by_what["primary", "HADR configuration"]) == [primary]
     assert commands(by_what["standby", "HADR configuration"]) == [standby]
     assert commands(by_what["standby", "start as standby"]) == [
@@ -165,7 +163,7 @@ def test_each_mode_configures_both_databases_as_ibm_documents(mode):
 
 
 def test_the_registry_asks_the_same_socket_buffers_on_both_sides():
-    steps = db2_hadr.setup_steps("SYNC", IP, STANDBY_PORT, PROXY_PORT)
+    steps = db2_hadr.setup_steps("SYNC", LINK)
     sets = [s.script for s in steps if "db2set DB2_HADR_SOSNDBUF" in s.script]
     assert [s.where for s in steps if s.script in sets] == ["primary", "standby"]
     for script in sets:
@@ -176,7 +174,7 @@ def test_the_registry_asks_the_same_socket_buffers_on_both_sides():
 
 def test_bad_modes_and_roles_are_refused_in_the_text():
     with pytest.raises(EngineError, match="HADR_SYNCMODE 'local' not allowed"):
-        db2_hadr.setup_steps("local", IP, STANDBY_PORT, PROXY_PORT)
+        db2_hadr.setup_steps("local", LINK)
     with pytest.raises(EngineError, match="HADR_SYNCMODE 'none' not allowed"):
         db2_hadr.mode_steps("none")
     with pytest.raises(EngineError):
@@ -218,8 +216,7 @@ def test_the_set_up_runs_in_ibms_order(mode, tmp_path):
     mount = tmp_path / "database"
     (mount / "hadr" / "backup").mkdir(parents=True)
     (mount / "hadr" / "backup" / "old.001").write_text("an earlier standby's image")
-    calls = run_steps(db2_hadr.setup_steps(mode, IP, STANDBY_PORT, PROXY_PORT),
-                      fake_clp(tmp_path), mount)  # fmt: skip
+    calls = run_steps(db2_hadr.setup_steps(mode, LINK), fake_clp(tmp_path), mount)
 
     def at(call: str) -> int:
         return next(i for i, c in enumerate(calls) if c.startswith(call))
@@ -228,17 +225,17 @@ def test_the_set_up_runs_in_ibms_order(mode, tmp_path):
     backup = at("primary: db2 BACKUP DATABASE TUNELAB")
     restore = at("standby: db2 RESTORE DATABASE TUNELAB")
     configured = [
-        at("standby: db2 UPDATE DB CFG FOR TUNELAB USING HADR_LOCAL_HOST 127.0.0.1"),
-        at(f"primary: db2 UPDATE DB CFG FOR TUNELAB USING HADR_LOCAL_HOST {IP}"),
+        at(f'standby: db2 UPDATE DB CFG FOR TUNELAB USING HADR_LOCAL_HOST "{STANDBY_IP}|'),
+        at(f'primary: db2 UPDATE DB CFG FOR TUNELAB USING HADR_LOCAL_HOST "{IP}|'),
     ]
     standby = at("standby: db2 START HADR ON DATABASE TUNELAB AS STANDBY")
     primary = at("primary: db2 START HADR ON DATABASE TUNELAB AS PRIMARY")
     assert archive < backup < restore < min(configured) <= max(configured) < standby < primary
-    # The registry before each instance restart; the primary's restart before its backup; the
-    # standby's client port off before its restart.
+    # The registry before each instance restart; the primary's restart before its backup.
     assert at("primary: db2set DB2_HADR_SOSNDBUF") < at("primary: db2stop force") < backup
-    assert at("standby: db2set DB2COMM=") < at("standby: db2set DB2_HADR_SOSNDBUF") < at(
-        "standby: db2stop force") < at("standby: db2start") < restore  # fmt: skip
+    assert at("standby: db2set DB2_HADR_SOSNDBUF") < at("standby: db2stop force") < at(
+        "standby: db2start") < restore  # fmt: skip
+    assert not any("DB2COMM" in c for c in calls)  # the standby keeps its (127.0.0.1) port
     assert calls[-1] == "primary: db2 START HADR ON DATABASE TUNELAB AS PRIMARY"
     # The archive directory exists on both; the backup directory is emptied, not replaced.
     assert (mount / "hadr" / "archive").is_dir()
@@ -248,7 +245,7 @@ def test_the_set_up_runs_in_ibms_order(mode, tmp_path):
 def test_an_error_stops_the_set_up_a_warning_does_not(tmp_path):
     mount = tmp_path / "database"
     (mount / "hadr" / "backup").mkdir(parents=True)
-    steps = db2_hadr.setup_steps("SYNC", IP, STANDBY_PORT, PROXY_PORT)
+    steps = db2_hadr.setup_steps("SYNC", LINK)
     assert run_steps(steps, fake_clp(tmp_path, "BACKUP", rc=4), mount) == [
         "primary (offline backup) failed"]  # fmt: skip
     warn = tmp_path / "warn"
@@ -418,7 +415,8 @@ def test_planned_sql_shows_the_standby_before_the_points_objects(monkeypatch):
     plan = IndexPlan("nonclustered", ("hundreds2",))
     knobs = {"sync_mode": "SYNC", "network_rtt_ms": 5}
     text = "\n".join(eng.planned_sql(knobs, Dataset(1000, 1), plan, workload="insert"))
-    steps = db2_hadr.setup_steps("SYNC", "<primary ip>", "<standby port>", "<proxy port>")
+    link = db2_hadr.Link("<primary ip>", "<standby ip>", "<gateway>", "<log port>", "<admin port>")
+    steps = db2_hadr.setup_steps("SYNC", link)
     places = [text.index(shlex.join(db2_sql.clp(s.script))) for s in steps]
     assert places == sorted(places) and places[-1] < text.index("CREATE BUFFERPOOL")
     assert db2_hadr.hadr_sql() in text and "2.5 ms each way" in text
@@ -466,7 +464,7 @@ def test_a_sync_pair_reaches_peer_and_its_commits_wait_a_round_trip(db2_image, t
         assert applied["db2_hadr_state"] == "PEER"
         assert applied["db2_hadr_sock_send_buf_requested"] == db2_hadr.SOCKET_BUFFER_BYTES
         assert rtt <= eng.gauges()["link_rtt_ms"] < rtt + 5
-        assert eng.standby is not None and eng.standby.spec.host_network
+        assert eng.standby is not None and not eng.standby.spec.host_network
         eng.create_table("accounts", IndexPlan("none", ()))
         sync_ms = _commit_ms(eng, 20, 0)
         assert sync_ms >= rtt  # each commit waits for the standby's write, a round trip away
@@ -475,9 +473,6 @@ def test_a_sync_pair_reaches_peer_and_its_commits_wait_a_round_trip(db2_image, t
         eng.knobs["sync_mode"] = "ASYNC"
         eng.wait_ready("ASYNC")
         assert _commit_ms(eng, 20, 100) < sync_ms / 2
-        # The standby listens on no client port: only its HADR port, on 127.0.0.1.
-        code, out = eng.standby.exec(db2_sql.clp("db2set DB2COMM"), user="root")
-        assert code == 0 and "TCPIP" not in out
     finally:
         eng.teardown()
-    assert eng.standby is None and eng.proxy is None
+    assert eng.standby is None and eng.proxy is None and eng.admin_proxy is None

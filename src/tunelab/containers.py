@@ -89,9 +89,6 @@ def generate_password(nbytes: int = 18) -> str:
 class ContainerSpec:
     image: str
     port: int  # container port to publish on 127.0.0.1:<free port>
-    # Further container ports published the same way (e.g. a replication port a proxy on the
-    # host forwards to); ``RunningContainer.ports`` maps each to its host port.
-    extra_ports: tuple[int, ...] = ()
     env: dict[str, str] = field(default_factory=dict)  # secrets go here; never logged
     volumes: dict[str, str] = field(default_factory=dict)  # host path -> container path
     command: list[str] | None = None
@@ -208,15 +205,12 @@ def _install_safety_net() -> None:
 class RunningContainer:
     """A started, ready container. ``host_port`` stays the same across ``restart()``."""
 
-    def __init__(self, container: Any, spec: ContainerSpec, host_port: int,
-                 extra: dict[int, int] | None = None) -> None:  # fmt: skip
+    def __init__(self, container: Any, spec: ContainerSpec, host_port: int) -> None:
         self._container = container
         self.spec = spec
         self.id: str = container.id
         self.name: str = container.name
         self.host_port = host_port
-        # container port -> host port (127.0.0.1) of every published port
-        self.ports: dict[int, int] = {spec.port: host_port, **(extra or {})}
         self._secrets = spec.secret_values()
         self._removed = False
         # The container's labels and its image's (docker merges them)
@@ -463,6 +457,17 @@ def run_network(run_id: str, owner: ownership.Owner) -> Any:
     return network
 
 
+def network_gateway(run_id: str) -> str:
+    """The host's address on the run's network: what its containers reach the host at (the
+    network keeps containers from reaching each other, enable_icc off)."""
+    network = _find_network(client(), network_name(run_id))
+    configs = ((network.attrs.get("IPAM") or {}).get("Config") or []) if network else []
+    gateways = [c["Gateway"] for c in configs if c.get("Gateway") and ":" not in c["Gateway"]]
+    if not gateways:
+        raise ContainerError(f"network {network_name(run_id)}: no IPv4 gateway")
+    return gateways[0]
+
+
 def _isolate(network: Any, run_id: str) -> None:
     network.reload()
     for container in network.containers:
@@ -545,13 +550,9 @@ def start(
         network = run_network(run_id, owner)
         for attempt in range(_PORT_ATTEMPTS):
             port = 0 if spec.host_network else _free_port()
-            extra = {} if spec.host_network else {p: _free_port() for p in spec.extra_ports}
-            published = {
-                f"{p}/tcp": ("127.0.0.1", h) for p, h in {spec.port: port, **extra}.items()
-            }
             where: dict[str, Any] = (
                 {"network_mode": "host"} if spec.host_network
-                else {"ports": published,
+                else {"ports": {f"{spec.port}/tcp": ("127.0.0.1", port)},
                       "network": network.name}  # and no other: not the default bridge
             )  # fmt: skip
             try:
@@ -586,7 +587,7 @@ def start(
                 raise ContainerError(
                     f"cannot create container from {spec.image}: {_one_line(exc)}"
                 ) from None
-            rc = RunningContainer(container, spec, port, extra)
+            rc = RunningContainer(container, spec, port)
             with _started_lock:
                 _started[rc.id] = rc
             try:
@@ -617,14 +618,12 @@ def attach(spec: ContainerSpec, run_id: str, keep_key: str) -> RunningContainer 
     for container in client().containers.list(filters={"label": labels, "status": "running"}):
         if spec.host_network:
             return RunningContainer(container, spec, 0)
-        ports = container.attrs["NetworkSettings"]["Ports"] or {}
-        bound = {p: ports.get(f"{p}/tcp") or [] for p in (spec.port, *spec.extra_ports)}
-        if all(bound.values()):  # a container kept without a port the spec publishes is not it
+        bindings = container.attrs["NetworkSettings"]["Ports"].get(f"{spec.port}/tcp") or []
+        if bindings:
             network = _find_network(client(), network_name(run_id))
             if network is not None:
                 _isolate(network, run_id)
-            extra = {p: int(bound[p][0]["HostPort"]) for p in spec.extra_ports}
-            rc = RunningContainer(container, spec, int(bound[spec.port][0]["HostPort"]), extra)
+            rc = RunningContainer(container, spec, int(bindings[0]["HostPort"]))
             rc.set_cpuset(spec.cpuset)  # kept by a point that placed it otherwise
             return rc
     return None

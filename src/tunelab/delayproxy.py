@@ -128,16 +128,18 @@ def watch_parent(pid: int) -> None:
 
 class Proxy:
     """The proxy as a child process of this one (its own interpreter: its threads never wait
-    for this process's lock), optionally on given CPUs; ``port`` is where it listens."""
+    for this process's lock), optionally on given CPUs; ``port`` is where it listens, on
+    ``listen_host`` (127.0.0.1, or the run network's gateway for a container on it)."""
 
     def __init__(self, target_port: int, delay_ms: float, port: int = 0,
-                 cpus: Iterable[int] | None = None) -> None:  # fmt: skip
+                 cpus: Iterable[int] | None = None, listen_host: str = "127.0.0.1",
+                 target_host: str = "127.0.0.1") -> None:  # fmt: skip
         self.delay_ms = delay_ms
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
         cpu_list = sorted(cpus or ())
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "tunelab.delayproxy", "--listen", f"127.0.0.1:{port}",
-             "--target", f"127.0.0.1:{target_port}", "--delay-ms", repr(float(delay_ms)),
+            [sys.executable, "-m", "tunelab.delayproxy", "--listen", f"{listen_host}:{port}",
+             "--target", f"{target_host}:{target_port}", "--delay-ms", repr(float(delay_ms)),
              "--parent-pid", str(os.getpid())],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
         )  # fmt: skip

@@ -210,9 +210,9 @@ INFO = EngineInfo(
         ),
         "network_rtt_ms": Knob(
             "network_rtt_ms", "number",
-            "round trip between primary and standby: a delay proxy (tunelab.delayproxy) on "
-            "127.0.0.1 between the standby and the primary's HADR port holds each byte half of "
-            "it each way; 0: the proxy's hop only",
+            "round trip between primary and standby: delay proxies (tunelab.delayproxy) on the "
+            "run network's gateway, between each database and its partner's HADR port, hold "
+            "each byte half of it each way; 0: the proxies' hop only",
             minimum=0, maximum=1000, unit="ms", default=0,
             readback="the proxy's delay; MON_GET_HADR's log gap and log time lags are recorded "
             "per repetition",
@@ -311,7 +311,6 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         # Application handle of each lab connection, for its request metrics (engine time).
         self._handles: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._queryno = 0  # QUERYNO of the last statement this engine explained
-        self._hadr = False  # the point has a standby: the primary publishes its HADR port
 
     @property
     def connect_deadline_s(self) -> float:  # a first activation takes minutes
@@ -326,7 +325,6 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
     # each point getting its own buffer pool and table space (dropped when it ends).
     def provision(self, knobs: dict[str, Any]) -> None:
         require_image(self.image)  # before anything starts
-        self._hadr = db2_hadr.wants_standby(self.full_knobs(knobs))
         super().provision(knobs)
 
     def keep_key(self, knobs: dict[str, Any]) -> str:
@@ -348,7 +346,6 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
             image=self.image,
             port=PORT,
             env=container_env(self.password),
-            extra_ports=(db2_hadr.PRIMARY_PORT,) if self._hadr else (),
             volumes={str(self.home): DATA_MOUNT},
             cap_add=[] if _privileged() else ["IPC_LOCK", "IPC_OWNER"],
             privileged=_privileged(),
@@ -789,14 +786,15 @@ def _planned_standby(knobs: dict[str, Any]) -> list[str]:
     what only a running pair knows."""
     mode, rtt = str(knobs["sync_mode"]), float(knobs["network_rtt_ms"])
     lines = [
-        f"-- sync_mode {mode}: the primary also publishes its HADR port "
-        f"{db2_hadr.PRIMARY_PORT} on 127.0.0.1; a standby container of the same image in the "
-        "host's network namespace "
+        f"-- sync_mode {mode}: a standby container of the same image on the run's network "
         f"(DBNAME empty; -v <home>/{db2_hadr.STANDBY_DIR}:{DATA_MOUNT} "
-        f"-v <home>/{db2_hadr.BACKUP_DIR}:{db2_hadr.STANDBY_BACKUP_MOUNT}); a delay proxy on "
-        f"127.0.0.1:<proxy port> to the primary's HADR port, {rtt / 2:g} ms each way",
+        f"-v <home>/{db2_hadr.BACKUP_DIR}:{db2_hadr.STANDBY_BACKUP_MOUNT}); two delay proxies "
+        "on the network's gateway, <log port> to the primary's HADR port "
+        f"{db2_hadr.HADR_PORT} and <admin port> to the standby's, {rtt / 2:g} ms each way",
     ]
-    steps = db2_hadr.setup_steps(mode, "<primary ip>", "<standby port>", "<proxy port>")
+    link = db2_hadr.Link("<primary ip>", "<standby ip>", "<gateway>", "<log port>",
+                         "<admin port>")  # type: ignore[arg-type]  # fmt: skip
+    steps = db2_hadr.setup_steps(mode, link)
     lines += [f"-- {s.where} ({s.what}): docker exec <{s.where}> {shlex.join(clp(s.script))}"
               for s in steps]  # fmt: skip
     states = " or ".join(db2_hadr.READY_STATES[mode])

@@ -1,25 +1,25 @@
 """Db2 HADR for the ``sync_mode`` and ``network_rtt_ms`` knobs: a standby database whose log the
 primary ships through the lab's delay proxy, in the HADR_SYNCMODE the point asks for.
 
-The standby is a second container of the point's image, labelled and reaped like the primary
-(kept with it across a run's points, under the primary's key plus ``-standby``). It runs in the
-host's network namespace, as PostgreSQL's standby does: HADR's log channel is a TCP connection
-the standby opens to the primary (IBM's HADR wiki, "Diagnosing HADR Primary-Standby
-Connection"), so the standby is a client of the primary's HADR port, which the lab publishes on
-127.0.0.1 only; between them the delay proxy holds each byte half of ``network_rtt_ms``. In the
-host's namespace the standby's instance would listen on Db2's client port (50000) on every
-interface, so the first thing done to it is ``db2set DB2COMM=`` and an instance restart: from
-then on it listens on no client port, only on its HADR port on 127.0.0.1. The image's own
-setup (2-10 minutes at its first start) runs with the port open.
+The standby is a second container of the point's image on the run's own network, labelled and
+reaped like the primary (kept with it across a run's points, under the primary's key plus
+``-standby``), its client port published on 127.0.0.1 only, like the primary's. The run's
+network keeps containers from reaching each other (enable_icc off), so the two meet through
+the host: two delay proxies listen on the network's gateway address, one to the primary's HADR
+port (the log channel, which the standby opens: IBM's HADR wiki, "Diagnosing HADR
+Primary-Standby Connection"), one to the standby's (the primary's own connections to it); each
+holds every byte half of ``network_rtt_ms``. Each database names itself as IBM's NAT support
+says, its address and HADR port inside the network and, after a ``|``, where its partner
+reaches it (the gateway and the proxy's port), and both set DB2_HADR_NO_IP_CHECK=ON (IBM, "HADR
+and Network Address Translation (NAT) support"). No traffic leaves the run's network and the
+host.
 
 The standby is made as IBM's "Initializing HADR" procedure says: archive logging on the primary
 (LOGARCHMETH1 DISK, LOGINDEXBUILD ON), an offline BACKUP DATABASE into a directory the standby
 mounts, RESTORE DATABASE there (rollforward pending), both databases configured with
 UPDATE DB CFG ... HADR_*, the socket buffers through DB2_HADR_SOSNDBUF / DB2_HADR_SORCVBUF,
 then START HADR ... AS STANDBY and AS PRIMARY, standby first (a primary that finds no standby
-within HADR_TIMEOUT does not start). The primary sees the standby's connection arrive through
-the published port (Docker's address translation), so both set DB2_HADR_NO_IP_CHECK=ON, IBM's
-switch for HADR behind NAT. Every command is a pure function here, checked offline
+within HADR_TIMEOUT does not start). Every command is a pure function here, checked offline
 (tests/test_db2_hadr.py); the mixin runs them.
 """
 
@@ -31,7 +31,6 @@ import json
 import math
 import re
 import shlex
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +44,10 @@ from tunelab.hadr.model import CALCULATOR_MODES
 NONE = "none"  # sync_mode without a standby
 MODES = tuple(CALCULATOR_MODES)  # HADR_SYNCMODE values: SYNC, NEARSYNC, ASYNC, SUPERASYNC
 KEY_SUFFIX = "-standby"
-# The primary's HADR port inside its container (published on 127.0.0.1). IBM: hadr_local_svc
-# may be neither SVCENAME (the image's 50000) nor SVCENAME + 1.
-PRIMARY_PORT = 50010
-LOOPBACK = "127.0.0.1"
+# Each database's HADR port inside its own container (never published: the proxies reach it on
+# the run's network). IBM: hadr_local_svc may be neither SVCENAME (the image's 50000) nor
+# SVCENAME + 1.
+HADR_PORT = 50010
 # IBM's tcpTuning page: the same size for send and receive on both sides, at least 64 KB; its
 # WAN example settles on 512 KB. The proxy ends TCP at each hop, so the windows here span the
 # loopback only and the size barely matters (docs/hadr.md, `tunelab probe network`).
@@ -56,7 +55,7 @@ SOCKET_BUFFER_BYTES = 512 * 1024
 REGISTRY = {
     "DB2_HADR_SOSNDBUF": str(SOCKET_BUFFER_BYTES),
     "DB2_HADR_SORCVBUF": str(SOCKET_BUFFER_BYTES),
-    "DB2_HADR_NO_IP_CHECK": "ON",  # the standby arrives through Docker's port translation
+    "DB2_HADR_NO_IP_CHECK": "ON",  # each partner arrives from the gateway, through a proxy
 }
 # Fixed HADR settings, the same on both databases (a different HADR_TIMEOUT or HADR_PEER_WINDOW
 # on the two is SQL1768N reason 7). Peer window 0: a lost standby never blocks the primary's
@@ -104,15 +103,27 @@ def restart_instance_script() -> str:
     return "db2 force application all >/dev/null; db2stop force >/dev/null; db2start >/dev/null"
 
 
+def _value(value: Any) -> str:
+    """A configuration value; an internal|external pair in double quotes (IBM's NAT form)."""
+    text = str(value)
+    return f'"{text}"' if "|" in text else text
+
+
 def update_cfg(database: str, settings: dict[str, Any]) -> str:
-    pairs = " ".join(f"{k} {v}" for k, v in settings.items())
+    pairs = " ".join(f"{k} {_value(v)}" for k, v in settings.items())
     return f"UPDATE DB CFG FOR {ident(database)} USING {pairs}"
+
+
+def nat_pair(inside: Any, outside: Any) -> str:
+    """IBM's NAT form of hadr_local_host / hadr_local_svc: the value inside the network, then
+    the one the partner reaches."""
+    return f"{inside}|{outside}"
 
 
 def hadr_cfg(mode: str, local: tuple[Any, Any], remote: tuple[Any, Any],
              database: str = DATABASE) -> str:  # fmt: skip
-    """The HADR configuration of one database: (host, port) of itself and of its partner as it
-    reaches it, the partner's instance, the mode and the fixed settings."""
+    """The HADR configuration of one database: (host, port) of itself (NAT pairs) and of its
+    partner as it reaches it, the partner's instance, the mode and the fixed settings."""
     if mode not in MODES:
         raise EngineError(f"db2: HADR_SYNCMODE {mode!r} not allowed ({', '.join(MODES)})")
     return update_cfg(database, {
@@ -137,14 +148,30 @@ class Step:
     script: str
 
 
-def setup_steps(mode: str, primary_ip: Any, standby_port: Any, proxy_port: Any,
-                database: str = DATABASE) -> list[Step]:  # fmt: skip
+@dataclass(frozen=True)
+class Link:
+    """Where each database is and how its partner reaches it: the containers' addresses on the
+    run's network, the network's gateway, the proxies' ports there (``log``: to the primary,
+    the standby's log channel; ``admin``: to the standby)."""
+
+    primary_ip: str
+    standby_ip: str
+    gateway: str
+    log_port: int
+    admin_port: int
+
+
+def setup_steps(mode: str, link: Link, database: str = DATABASE) -> list[Step]:
     """IBM's order: archive logging and an offline backup on the primary, the restore on the
     standby, both configured, HADR started on the standby, then on the primary."""
     db = ident(database)
     backup = f"{DATA_MOUNT}/{BACKUP_DIR}"
-    primary = hadr_cfg(mode, (primary_ip, PRIMARY_PORT), (LOOPBACK, standby_port), db)
-    standby = hadr_cfg(mode, (LOOPBACK, standby_port), (LOOPBACK, proxy_port), db)
+    primary = hadr_cfg(mode, (nat_pair(link.primary_ip, link.gateway),
+                              nat_pair(HADR_PORT, link.log_port)),
+                       (link.gateway, link.admin_port), db)  # fmt: skip
+    standby = hadr_cfg(mode, (nat_pair(link.standby_ip, link.gateway),
+                              nat_pair(HADR_PORT, link.admin_port)),
+                       (link.gateway, link.log_port), db)  # fmt: skip
     archive = update_cfg(db, {"LOGARCHMETH1": f"DISK:{ARCHIVE_DIR}", "LOGINDEXBUILD": "ON"})
     restore = f"RESTORE DATABASE {db} FROM {STANDBY_BACKUP_MOUNT} WITHOUT PROMPTING"
     # A database the image may have made on the standby is dropped first, as IBM advises.
@@ -158,8 +185,8 @@ def setup_steps(mode: str, primary_ip: Any, standby_port: Any, proxy_port: Any,
         Step("primary", "offline backup",
              f"{restart_instance_script()}; rm -rf {backup}/*; "
              f"{_db2(f'BACKUP DATABASE {db} TO {backup}')}; chmod -R a+rX {backup}"),
-        Step("standby", "no client port, HADR registry variables",
-             f"db2set DB2COMM= || exit 1; {registry_script()}; {restart_instance_script()}"),
+        Step("standby", "HADR registry variables",
+             f"{registry_script()}; {restart_instance_script()}"),
         Step("standby", "restore", f"mkdir -p {ARCHIVE_DIR} || exit 1; {drop}; {_db2(restore)}"),
         Step("standby", "HADR configuration", _db2(standby)),
         Step("primary", "HADR configuration", _db2(primary)),
@@ -289,21 +316,13 @@ def container_ip(hosts: str, hostname: str) -> str:
 
 def standby_spec(primary: containers.ContainerSpec, home: Path) -> containers.ContainerSpec:
     """The standby's container: the primary's image, environment (but no database: its own is
-    restored), capabilities, readiness and CPUs, in the host's network namespace."""
+    restored), capabilities, readiness and CPUs, on the run's network like the primary, its
+    client port published on 127.0.0.1."""
     return dataclasses.replace(
         primary,
-        port=0,
-        extra_ports=(),
         env={**primary.env, "DBNAME": ""},
         volumes={str(home / STANDBY_DIR): DATA_MOUNT, str(home / BACKUP_DIR): STANDBY_BACKUP_MOUNT},
-        host_network=True,
     )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
 
 
 # -- the standby at run time -----------------------------------------------------------------------
@@ -312,7 +331,8 @@ class HadrMixin:
     from its lifecycle (see ``DB2Engine``)."""
 
     standby: containers.RunningContainer | None = None
-    proxy: delayproxy.Proxy | None = None
+    proxy: delayproxy.Proxy | None = None  # to the primary: the log channel
+    admin_proxy: delayproxy.Proxy | None = None  # to the standby
     link_rtt_ms: float = float("nan")
 
     # supplied by the engine
@@ -334,53 +354,64 @@ class HadrMixin:
     def _standby_file(self) -> Path:
         return self.home / "standby.json"
 
-    def _ports(self) -> dict[str, int]:
-        return json.loads(self._standby_file.read_text())
-
     def _proxy_cpus(self) -> list[int]:
         cpus = getattr(self.placement, "engine", None) if self.placement is not None else None
         return list(cpus or ())
 
     def ensure_standby(self, knobs: dict[str, Any]) -> None:
         """The standby of these knobs connected in the state its mode reaches: made anew, or
-        the kept one (its mode changed in place, the proxy restarted on its port)."""
+        the kept one (its mode changed in place, the proxies restarted on their ports)."""
         mode, rtt = str(knobs["sync_mode"]), float(knobs["network_rtt_ms"])
         if self.standby is None and not self.attach_standby(knobs):
             self.make_standby(knobs, mode, rtt)
         else:
             if self.proxy is None or self.proxy.delay_ms != rtt / 2:
-                self.start_proxy(rtt)  # the standby reconnects by itself
+                self.start_proxies(self._link(), rtt)  # the standby reconnects by itself
             rows = self.query(hadr_sql())
             if not rows or _rows(rows)[0]["HADR_SYNCMODE"] != mode:
                 self.run_steps(mode_steps(mode))
         self.wait_ready(mode)
         self.link_rtt_ms = self.measure_link()
 
-    def start_proxy(self, rtt_ms: float, port: int | None = None) -> None:
-        """The delay proxy to the primary's published HADR port, on the port the standby was
-        configured to reach (kept in standby.json)."""
-        assert self.container is not None
+    def _link(self) -> Link:
+        return Link(**json.loads(self._standby_file.read_text()))
+
+    def start_proxies(self, link: Link, rtt_ms: float) -> Link:
+        """The two delay proxies on the run network's gateway, on ``link``'s ports (0: any
+        free one); the link with the ports they listen on."""
         self.stop_proxy()
-        if port is None:
-            port = self._ports()["proxy"]
-        target = self.container.ports.get(PRIMARY_PORT)
-        if target is None:
-            raise EngineError(f"db2: the primary publishes no HADR port ({PRIMARY_PORT})")
+        cpus = self._proxy_cpus()
         try:
-            self.proxy = delayproxy.Proxy(target, rtt_ms / 2, port, self._proxy_cpus())
+            self.proxy = delayproxy.Proxy(HADR_PORT, rtt_ms / 2, link.log_port, cpus,
+                                          listen_host=link.gateway,
+                                          target_host=link.primary_ip)  # fmt: skip
+            self.admin_proxy = delayproxy.Proxy(HADR_PORT, rtt_ms / 2, link.admin_port, cpus,
+                                                listen_host=link.gateway,
+                                                target_host=link.standby_ip)  # fmt: skip
         except OSError as exc:
-            raise EngineError(f"db2: the delay proxy did not start: {exc}") from None
+            self.stop_proxy()
+            raise EngineError(f"db2: a delay proxy did not start: {exc}") from None
+        return dataclasses.replace(link, log_port=self.proxy.port,
+                                   admin_port=self.admin_proxy.port)  # fmt: skip
 
     def stop_proxy(self) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
-            self.proxy = None
+        for proxy in (self.proxy, self.admin_proxy):
+            if proxy is not None:
+                proxy.stop()
+        self.proxy = self.admin_proxy = None
 
     def _spec(self) -> containers.ContainerSpec:
         return standby_spec(self.placed_spec(), self.home)
 
+    def _address(self, rc: containers.RunningContainer) -> str:
+        code, hostname = rc.exec(["cat", "/etc/hostname"])
+        code2, hosts = rc.exec(["cat", "/etc/hosts"])
+        if code or code2:
+            raise EngineError(f"db2: cannot read {rc.name}'s /etc/hosts: {hosts.strip()}")
+        return container_ip(hosts, hostname)
+
     def make_standby(self, knobs: dict[str, Any], mode: str, rtt: float) -> None:
-        """A new standby container, then IBM's set-up steps on both."""
+        """A new standby container, the proxies between the two, then IBM's set-up steps."""
         assert self.container is not None
         # What an earlier standby left belongs to its instance owner: root in the primary,
         # whose data mount holds both directories, removes it.
@@ -389,22 +420,17 @@ class HadrMixin:
         for sub in (STANDBY_DIR, HADR_DIR, BACKUP_DIR):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
             (self.home / sub).chmod(0o777)  # each container's instance owner writes here
-        self.start_proxy(rtt, port=0)
-        assert self.proxy is not None
-        ports = {"standby": free_port(), "proxy": self.proxy.port}
-        self._standby_file.write_text(json.dumps(ports))
         keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
         try:
             self.standby = containers.start(self._spec(), self.run_id, self.point_id + KEY_SUFFIX,
                                             keep_key=keep, run_dir=self.run_dir)  # fmt: skip
+            gateway = containers.network_gateway(self.run_id)
         except containers.ContainerError as exc:
             raise EngineError(f"db2: the standby did not start: {exc}") from None
-        code, hostname = self.container.exec(["cat", "/etc/hostname"])
-        code2, hosts = self.container.exec(["cat", "/etc/hosts"])
-        if code or code2:
-            raise EngineError(f"db2: cannot read the primary's /etc/hosts: {hosts.strip()}")
-        ip = container_ip(hosts, hostname)
-        self.run_steps(setup_steps(mode, ip, ports["standby"], ports["proxy"]))
+        link = Link(self._address(self.container), self._address(self.standby), gateway, 0, 0)
+        link = self.start_proxies(link, rtt)
+        self._standby_file.write_text(json.dumps(dataclasses.asdict(link)))
+        self.run_steps(setup_steps(mode, link))
 
     def attach_standby(self, knobs: dict[str, Any]) -> bool:
         """The standby kept with a kept primary; False when there is none running."""
