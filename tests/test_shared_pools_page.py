@@ -95,3 +95,26 @@ def test_the_index_links_the_page_only_when_it_exists(tmp_path):
 )
 def test_the_config_turns_the_page_off(config, expected):
     assert pipeline.shared_pools_args(config) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "field"),
+    [
+        ("--pages abc", "--pages: invalid int value: 'abc'"),
+        ("--members 0", "each member count must be"),
+        ("--alpha steep", "--alpha 'steep'"),
+        ("--out x.csv", "--out is the workflow's to set"),
+        ("--pages '20000", "No closing quotation"),
+    ],
+)
+def test_a_bad_config_ends_the_run_before_anything_starts(value, field, capsys):
+    with pytest.raises(SystemExit) as done:
+        pipeline.shared_pools_or_exit({"shared_pools": value})
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("config: shared_pools: ") and field in err
+
+
+def test_a_good_config_or_off_passes():
+    pipeline.shared_pools_or_exit({"shared_pools": "--pages 20000 --references 200000"})
+    pipeline.shared_pools_or_exit({"shared_pools": "off"})

@@ -241,6 +241,24 @@ def shared_pools_args(config: dict[str, Any]) -> str | None:
     return str(value)
 
 
+def shared_pools_or_exit(config: dict[str, Any]) -> None:
+    """A bad ``shared_pools:`` in the run's configuration ends the run before anything starts:
+    one line naming the field, exit code 2."""
+    from tunelab.bpsim import shared_cli
+
+    args = shared_pools_args(config)
+    if args is None:
+        return
+    try:
+        problem = shared_cli.check_args(words(args))
+    except ValueError as exc:  # unbalanced quotes
+        problem = str(exc)
+    if problem:
+        print(f"config: shared_pools: {problem} (allowed: `tunelab bpsim-shared` arguments, "
+              "or off)", file=sys.stderr)  # fmt: skip
+        raise SystemExit(EXIT_INVALID)
+
+
 def words(text: str) -> list[str]:
     """Options written as one string (a config value) as separate words, to be quoted one by
     one with ``{params.x:q}`` rather than read by the shell."""

@@ -53,6 +53,7 @@ def setup_run(
     submitting = main_process and not remote
     if submitting:
         prestart()
+    pipeline.shared_pools_or_exit(dict(config))
     plan = pipeline.plan_or_exit(
         config["sweeps"], config["engine"], calibration_config.output_path(config), size
     )

@@ -89,6 +89,22 @@ def _check(args) -> None:
         raise UsageError(f"--out {args.out}: file exists; pass --force to overwrite")
 
 
+def check_args(words: list[str]) -> str | None:
+    """What is wrong with these arguments, in one line; None when they would run (for a
+    run's configuration, checked before anything starts)."""
+    try:
+        args = build_parser().parse_args(words)
+        if args.out:
+            raise UsageError("--out is the workflow's to set")
+        _check(args)
+        _alpha(args.alpha)
+    except (UsageError, ValueError) as exc:
+        return str(exc)
+    except SystemExit:  # --help
+        return "--help does not run"
+    return None
+
+
 def _pct(x: float) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.0%}"
 
