@@ -175,6 +175,20 @@ def test_the_repetitions_needed_decide_most_comparisons_at_that_spread(ratio):
     assert sum(at_needed) >= 14 and sum(at_six) < sum(at_needed)
 
 
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_one_disturbed_round_hardly_moves_the_repetitions_needed(seed):
+    """The projection discounts what outlying rounds add to the interval: at six rounds its
+    ends are the extreme rounds, so one round 60 % slow would multiply the rounds it says."""
+    old, new, rounds = drifting(6, 1.12, 0.0, 0.03, seed)
+    clean = stats.compare_samples(old, new, old_rounds=rounds, new_rounds=rounds)
+    new = new.copy()
+    new[2] *= 1.6
+    hit = stats.compare_samples(old, new, old_rounds=rounds, new_rounds=rounds)
+    assert hit.high > 1.3 * clean.high and hit.sd > 2 * hit.spread  # the round shows
+    few, more = (stats.repetitions_needed(t, 0.05, 0.05) for t in (clean, hit))
+    assert few and more and more <= 2 * few, (few, more)
+
+
 def test_no_repetitions_are_needed_without_spread_and_never_fewer_than_the_test_allows():
     same = stats.compare_samples([1.0] * 4, [1.0] * 4)
     assert stats.repetitions_needed(same, 0.05, 0.05) is None

@@ -91,6 +91,9 @@ def test_a_claim_the_budget_cannot_decide_ends_measuring_at_a_look():
         "stopped at round 12: every other claim decided; these would need more rounds than "
         "the budget of 30: d (~45), e (~31)"
     )
+    # at the budget every undecided claim is named, those given up on as well
+    assert sequential.decide(names, 30, looks, {"d": 45}) == (
+        True, "budget of 30 rounds reached (claims undecided: d, e)")  # fmt: skip
     # a claim decided meanwhile is no longer beyond the budget
     assert sequential.decide({"a": "holds", "d": "holds"}, 12, looks, {"d": 45}) == (
         True, "decided at round 12")  # fmt: skip

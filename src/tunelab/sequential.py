@@ -21,11 +21,14 @@ A claim still undecided at a look whose comparison, at the spread observed, woul
 than ``FUTILITY_FACTOR`` times the budget's rounds (``claims.Verdict.needed``, 80 % power) is
 not measured for any longer: more rounds up to the budget would most likely leave it
 undecided (a futility stop; it only ever keeps a claim from being decided, so alpha still
-holds). It ends ``inconclusive`` with the rounds it would need. Why a factor and not the
-budget itself: at the first look the paired interval is the whole range of six rounds'
-ratios, so one disturbed round sets its width, and the projection from that width
-overstates what is needed (about twice for six clean normal rounds; far more with one
-outlier). A claim projected just past the budget has a fair chance to be decided there.
+holds). It ends ``inconclusive`` with the rounds it would need. The projection takes the
+rounds' robust spread (``stats.repetitions_needed``), not the interval's width: at the first
+look the paired interval is the whole range of six rounds' ratios, so one disturbed round
+would set it, and a claim the budget decides in most runs would be given up in some. Why a
+factor and not the budget itself: six rounds estimate the spread roughly (the 90 % interval
+of an SD from six rounds spans 0.67 to 2.1 times the estimate, so the rounds needed may be
+0.45 times the projection), and a claim projected just past the budget has a fair chance to
+be decided there.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ FIXED = "fixed repetitions"
 
 # A claim is given up at a look only when it would need more than this many times the
 # budget's rounds (see the module's docstring).
-FUTILITY_FACTOR = 2
+FUTILITY_FACTOR = 3
 
 
 def futile(needed: int | None, budget: int) -> bool:
@@ -135,12 +138,13 @@ def decide(
     open_ = [k for k, v in verdict_names.items() if v not in DECIDED and k not in beyond]
     if len(looks) == 1:
         return StopDecision(n >= budget, FIXED)
-    if n >= budget:
-        if not open_:
+    if n >= budget:  # every claim still undecided, given up or not, is named
+        undecided = [k for k, v in verdict_names.items() if v not in DECIDED]
+        if not undecided:
             return StopDecision(True, f"decided at round {n}" if verdict_names else
                                 f"budget of {budget} rounds reached (no claims)")  # fmt: skip
         return StopDecision(True, f"budget of {budget} rounds reached "
-                            f"(claims undecided: {', '.join(open_)})")  # fmt: skip
+                            f"(claims undecided: {', '.join(undecided)})")  # fmt: skip
     if n not in looks:
         upcoming = min(x for x in looks if x > n)
         return StopDecision(False, f"next look at round {upcoming}")

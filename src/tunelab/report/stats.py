@@ -147,6 +147,8 @@ class RatioTest:
     level: float = LEVEL  # of [low, high]
     eq_low: float = math.nan  # the (2 * level - 1) interval, for two one-sided tests
     eq_high: float = math.nan
+    spread: float = math.nan  # paired: robust SD of the per-round log ratios (1.4826 MAD)
+    sd: float = math.nan  # paired: their sample SD
 
     def significant(self, alpha: float) -> bool:
         return (self.low > 1 or self.high < 1) and self.p < alpha
@@ -413,15 +415,28 @@ def _paired_test(
         level=1 - alpha,
         eq_low=float(np.exp(eq_low)),
         eq_high=float(np.exp(eq_high)),
+        spread=robust_sd(logs),
+        sd=float(np.std(logs, ddof=1)) if n > 1 else math.nan,
     )
+
+
+def robust_sd(values: np.ndarray) -> float:
+    """1.4826 times the median absolute deviation: the SD for normal values, and moved by a
+    few outliers no more than they move the median."""
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        return math.nan
+    return float(1.4826 * np.median(np.abs(x - np.median(x))))
 
 
 def repetitions_needed(t: RatioTest, margin: float, alpha: float) -> int | None:
     """Roughly how many repetitions (rounds when paired) would decide the comparison at the
     observed spread with about ``POWER`` (80 %) probability, taking an interval's half-width
     on the log scale, w = z * se, to shrink as 1/sqrt(n): the decision needs
-    se * (z + z_power) <= target, so n_needed = n * (w * (z + z_power) / (z * target))^2,
-    where with d = |log ratio| and m = log(1 + margin)
+    se * (z + z_power) <= target, so n_needed = n * (w * (z + z_power) / (z * target))^2.
+    Paired, w is first scaled by the rounds' robust spread over their SD where that is below
+    1: one disturbed round of six sets the interval's ends and inflates the SD, while the
+    robust spread (``spread``) hardly moves. Here, with d = |log ratio| and m = log(1 + margin)
 
     - within +-margin, the (1 - 2 alpha) interval must fit inside it: target m - d;
     - beyond it (in either direction: a claim holds, as it is contradicted, only when the
@@ -448,8 +463,12 @@ def repetitions_needed(t: RatioTest, margin: float, alpha: float) -> int | None:
         return fallback
     from scipy.stats import norm
 
-    width = (math.log(high) - math.log(low)) / 2
     z = norm.ppf(1 - alpha) if inside else norm.ppf(1 - alpha / 2)  # one-sided tests when inside
+    width = (math.log(high) - math.log(low)) / 2
+    if t.paired and math.isfinite(t.spread) and t.sd > 0:
+        # less what outlying rounds add: one disturbed round of six sets the interval's ends
+        # (the extreme rounds) and the SD, and hardly moves the robust spread
+        width *= min(1.0, t.spread / t.sd)
     n = math.ceil(t.n * (width * (z + norm.ppf(POWER)) / (z * target)) ** 2)
     return max(n, floor)
 
