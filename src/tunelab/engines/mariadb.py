@@ -28,6 +28,7 @@ from typing import Any
 
 from tunelab import cache, containers
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab.engines import mariadb_replica as replica
 from tunelab.engines.base import (
     AccessPath,
     CacheState,
@@ -37,7 +38,6 @@ from tunelab.engines.base import (
     IndexPlan,
     Knob,
 )
-from tunelab.engines import mariadb_replica as replica
 from tunelab.engines.server import ServerEngine, connect_with_retry
 from tunelab.hadr.model import Ack, Mode, Ordering
 

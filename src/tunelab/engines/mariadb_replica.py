@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -391,7 +392,8 @@ class ReplicaMixin(StandbyBase):
             self.make_replica(knobs, rtt)
         elif self.proxy is None or self.proxy.delay_ms != rtt / 2:
             # The replica reconnects at once to the new proxy, on the port it knows.
-            self._guarded("STOP SLAVE IO_THREAD", lambda: self.replica_query("STOP SLAVE IO_THREAD"))
+            self._guarded("STOP SLAVE IO_THREAD",
+                          lambda: self.replica_query("STOP SLAVE IO_THREAD"))  # fmt: skip
             self._open_link(rtt)
             self._guarded("START SLAVE IO_THREAD",
                           lambda: self.replica_query("START SLAVE IO_THREAD"))  # fmt: skip
@@ -413,7 +415,6 @@ class ReplicaMixin(StandbyBase):
     def make_replica(self, knobs: dict[str, Any], rtt: float) -> None:
         """A new replica: the replication login and the position on the primary, the replica's
         container, the proxy, then CHANGE MASTER and START SLAVE on the replica."""
-        import shutil
 
         assert self.container is not None
         shutil.rmtree(self.replica_home, ignore_errors=True)
