@@ -45,7 +45,7 @@ def test_bad_replication_knobs_in_a_sweep_are_one_line_each(write_sweep):
     path = write_sweep(
         "name: bad\nengines: [mariadb]\ndataset: {rows: 1000}\n"
         "knobs: {sync_mode: [none], network_rtt_ms: [5]}\n"
-        "workloads: [{type: insert, rows: 10}]\n"
+        "workloads: [{type: insert, rows: 10, commit_every: 1}]\n"
     )
     points, errors = spec.expand(path, "mariadb")
     assert points == [] and len(errors) == 1
@@ -54,7 +54,8 @@ def test_bad_replication_knobs_in_a_sweep_are_one_line_each(write_sweep):
     assert text.startswith(f"{path}: knobs.network_rtt_ms: ") and "needs a standby" in text
     path = write_sweep(
         "name: bad\nengines: [mariadb]\ndataset: {rows: 1000}\n"
-        "knobs: {sync_mode: [after_sync]}\nworkloads: [{type: insert, rows: 10}]\n",
+        "knobs: {sync_mode: [after_sync]}\n"
+        "workloads: [{type: insert, rows: 10, commit_every: 1}]\n",
         name="bad2.yaml",
     )
     points, errors = spec.expand(path, "mariadb")

@@ -450,8 +450,10 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
 
     def provision(self, knobs: dict[str, Any]) -> None:
         full = self.full_knobs(knobs)
-        if self.container is not None and self.knobs and (
-            replica.wants_standby(full) != replica.wants_standby(self.knobs)
+        if (
+            self.container is not None
+            and self.knobs
+            and (replica.wants_standby(full) != replica.wants_standby(self.knobs))
         ):
             self.remove_container()  # a binary log only with a replica: another server
         super().provision(knobs)

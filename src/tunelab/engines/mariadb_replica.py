@@ -201,18 +201,23 @@ def planned_sql(knobs: dict[str, Any], database: str) -> list[str]:
         f"-- a replica: a second container of the image on the run's network, {opts}; a delay "
         f"proxy on the network's gateway to the primary's published port, "
         f"{knobs.get('network_rtt_ms', 0)} ms round trip",
-        *(sql.replace("%s", secret).replace("%%", "%") + "  -- on the primary"
-          for sql, _ in user_sql()),  # fmt: skip
+        *(
+            sql.replace("%s", secret).replace("%%", "%") + "  -- on the primary"
+            for sql, _ in user_sql()
+        ),  # fmt: skip
         "SELECT @@GLOBAL.gtid_binlog_pos  -- on the primary: where the new replica starts",
-        *(sql.replace("%s", "'<that position>'") + "  -- on the replica"
-          for sql in replica_setup_sql(database)),  # fmt: skip
+        *(
+            sql.replace("%s", "'<that position>'") + "  -- on the replica"
+            for sql in replica_setup_sql(database)
+        ),  # fmt: skip
         _change_master("'<the gateway>'", "<the proxy's port>").replace("%s", secret)
         + "  -- on the replica",
         "START SLAVE  -- on the replica",
         *(f"{sql}  -- on the primary, once the replica replicates" for sql in mode_sql(knobs)),
-        catch_up_sql().replace("%s", "'<the primary's gtid_binlog_pos>'", 1).replace(
-            "%s", str(CATCH_UP_TIMEOUT_S)
-        ) + "  -- on the replica, before each warm-up or cold start",
+        catch_up_sql()
+        .replace("%s", "'<the primary's gtid_binlog_pos>'", 1)
+        .replace("%s", str(CATCH_UP_TIMEOUT_S))
+        + "  -- on the replica, before each warm-up or cold start",
     ]
     return out
 
@@ -254,9 +259,10 @@ def slave_text(slave: dict[str, Any]) -> str:
 
 def semisync_ready(status: dict[str, Any]) -> bool:
     """The primary waits for its one replica: semi-sync ON with one client."""
-    return status.get("Rpl_semi_sync_master_status") == "ON" and _number(
-        status.get("Rpl_semi_sync_master_clients")
-    ) == 1
+    return (
+        status.get("Rpl_semi_sync_master_status") == "ON"
+        and _number(status.get("Rpl_semi_sync_master_clients")) == 1
+    )
 
 
 def fallback(mark: dict[str, Any], status: dict[str, Any]) -> str | None:
@@ -309,8 +315,10 @@ def replica_spec(primary: containers.ContainerSpec, home: Path) -> containers.Co
     its own data directory and option file below ``<home>/replica``."""
     return dataclasses.replace(
         primary,
-        volumes={str(home / REPLICA_DIR / Path(host).name): inside
-                 for host, inside in primary.volumes.items()},  # fmt: skip
+        volumes={
+            str(home / REPLICA_DIR / Path(host).name): inside
+            for host, inside in primary.volumes.items()
+        },  # fmt: skip
     )
 
 

@@ -157,12 +157,14 @@ def logship_html(data: ReportData) -> str | None:
         "w replaced by the mode's flush time in IBM's HADR model (docs/hadr.md), using the "
         "point's own log bytes per commit, the device probe's 4 KiB write and sync as w, and "
         "the link's round trip measured through the delay proxy when the point was set up."
-        if baseline is not None else
-        "No mode of this engine waits for the local flush alone, the prediction's starting "
+        if baseline is not None
+        else "No mode of this engine waits for the local flush alone, the prediction's starting "
         "point: the measured times only."
     ) + (
         " The standby's flush lag is what the primary last saw between a local flush and the "
-        "standby's report of flushing it (round trip included)." if lags else ""
+        "standby's report of flushing it (round trip included)."
+        if lags
+        else ""
     )
     return (
         "<h2>Log shipping: predicted against measured</h2>"
