@@ -326,6 +326,9 @@ def test_semi_sync_commits_wait_a_round_trip_and_async_ones_do_not(tmp_path, ima
         assert [b["HostIp"] for b in bound] == ["127.0.0.1"]
         raw = containers.client().containers.get(eng.standby.id).logs().decode(errors="replace")
         assert eng.password not in raw  # never written to its log, scrubbed or not
+        # nor to the primary's binary log (the image's login set-up runs with it off)
+        code, out = eng.container.exec(["sh", "-c", "mariadb-binlog /var/lib/mysql/mariadb-bin.0*"])
+        assert code == 0 and "CREATE USER" not in out and "ALTER USER" not in out, out[-300:]
         # the link's round trip, measured through the proxy: the delay plus its hops
         assert rtt <= eng.link_rtt_ms < rtt + 3, eng.link_rtt_ms
         eng.create_table("accounts", IndexPlan("none", ()))
