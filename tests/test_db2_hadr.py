@@ -406,7 +406,7 @@ def test_the_log_shipping_sweep_runs_db2_in_its_own_modes():
         "local", "remote_write", "on", "remote_apply"}  # fmt: skip
     doc = spec.load_yaml(SWEEP)[0]
     by_engine = {tuple(c["engines"]) for c in doc["expect"]}
-    assert by_engine == {("postgres",), ("db2",)}
+    assert by_engine == {("postgres",), ("db2",), ("mariadb",)}
 
 
 def test_planned_sql_shows_the_standby_before_the_points_objects(monkeypatch):

@@ -47,11 +47,11 @@ def test_bad_replication_knobs_are_refused_before_anything_starts(write_sweep):
     with pytest.raises(EngineError, match="sync_mode=True not allowed"):
         PostgresEngine.full_knobs({"sync_mode": True})  # YAML's unquoted `on`
     path = write_sweep(
-        "name: bad\nengines: [postgres, mariadb]\ndataset: {rows: 1000}\n"
+        "name: bad\nengines: [postgres, sqlite]\ndataset: {rows: 1000}\n"
         "knobs: {sync_mode: ['on'], network_rtt_ms: [-2]}\n"
         "workloads: [{type: insert, rows: 10}]\n"
     )
-    for engine in ("postgres", "mariadb"):
+    for engine in ("postgres", "sqlite"):  # sqlite: no replication at all
         points, errors = spec.expand(path, engine)
         assert points == [] and errors, engine
         text = "\n".join(map(str, errors))

@@ -27,11 +27,13 @@ fi
 if [ -n "${MARIADB_ROOT_PASSWORD:-}" ]; then
     # The password reaches the server through an init file readable by mysql only, never a
     # command line; the server runs it on every start, so a restarted container keeps it.
+    # Kept out of the binary log (a primary with a replica has one): no password in its files.
     init=/run/mysqld/tunelab-init.sql
     quoted=$(printf '%s' "$MARIADB_ROOT_PASSWORD" | sed -e 's/\\/\\\\/g' -e "s/'/\\\\'/g")
     (
         umask 077
         cat >"$init" <<SQL
+SET SESSION sql_log_bin = 0;
 CREATE USER IF NOT EXISTS 'root'@'%' IDENTIFIED BY '$quoted';
 ALTER USER 'root'@'%' IDENTIFIED BY '$quoted';
 GRANT ALL PRIVILEGES ON *.* TO 'root'@'%' WITH GRANT OPTION;

@@ -47,6 +47,12 @@ ROUNDS_FILE = "rounds.csv.gz"
 # point was set up, where the point has one (Engine.gauges).
 REPLICATION_GAUGES = ("repl_write_lag_ms", "repl_flush_lag_ms", "repl_replay_lag_ms",
                       "link_rtt_ms")  # fmt: skip
+# The replication knobs of the engines with a standby (by default: none), which that engine's
+# points measured before it had them lack.
+REPLICATION_KNOB_COLUMNS = tuple(
+    f"{prefix}{knob}" for prefix in (KNOB_PREFIX, APPLIED_PREFIX)
+    for knob in ("sync_mode", "network_rtt_ms")
+)  # fmt: skip
 # Columns every point's rows have, whatever the engine and workload.
 REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old
@@ -54,7 +60,7 @@ REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s
 # instead of refusing the new points for want of a majority, again at every run.
 ADDED_COLUMNS = frozenset({
     "table_build", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS, *noise.NOISE_COLUMNS,
-    *devprobe.COLUMNS, *REPLICATION_GAUGES,
+    *devprobe.COLUMNS, *REPLICATION_GAUGES, *REPLICATION_KNOB_COLUMNS,
 })  # fmt: skip
 
 

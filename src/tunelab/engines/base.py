@@ -213,6 +213,10 @@ class Engine(abc.ABC):
     # The engine's replication modes (setting value -> what its commit waits for), for the
     # HADR calculator (`tunelab hadr-calc --engine`, docs/hadr.md); empty: none modelled.
     replication: ClassVar[dict[str, Mode]] = {}
+    # The setting (a key of ``replication``) whose commit waits for the local flush alone while
+    # a standby runs: the log-shipping report predicts the others from its measured time.
+    # None: the engine has none.
+    replication_baseline: ClassVar[str | None] = None
 
     def __init__(self, workdir: Path, run_id: str):
         self.workdir = Path(workdir)

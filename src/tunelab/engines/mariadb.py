@@ -28,6 +28,7 @@ from typing import Any
 
 from tunelab import cache, containers
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab.engines import mariadb_replica as replica
 from tunelab.engines.base import (
     AccessPath,
     CacheState,
@@ -126,6 +127,27 @@ INFO = EngineInfo(
             "direct_io", "boolean",
             "innodb_flush_method=O_DIRECT (true) or fsync (false, reads use the OS cache)",
             restart=True, default=True, readback="innodb_flush_method",
+        ),
+        "sync_mode": Knob(
+            "sync_mode", "string",
+            "none: no replica (and no binary log); otherwise a replica (a second container, "
+            "mariadb_replica.py) of the primary's binary log (ROW, sync_binlog=1): async (no "
+            "semi-sync), or semi-sync with rpl_semi_sync_master_wait_point = AFTER_COMMIT or "
+            "AFTER_SYNC (the commit waits for the replica's receipt of its events, after the "
+            "binary log's sync, after or before the storage engine's commit)",
+            values=replica.MODES, default=replica.NONE,
+            readback="log_bin, rpl_semi_sync_master_enabled, rpl_semi_sync_master_wait_point; "
+            "Rpl_semi_sync_master_status ON with one client; the replica's Slave_IO_Running "
+            "and Slave_SQL_Running",
+        ),
+        "network_rtt_ms": Knob(
+            "network_rtt_ms", "number",
+            "round trip between primary and replica: a delay proxy (tunelab.delayproxy) on the "
+            "run network's gateway holds each byte half of it each way; 0: the proxy's hops "
+            "only",
+            minimum=0, maximum=1000, unit="ms", default=0,
+            readback="the proxy's delay; the link's round trip measured through it and the "
+            "semi-sync status variables are recorded per repetition",
         ),
     },
     notes={
@@ -268,11 +290,14 @@ def _keys(node: Any) -> list[str]:
 
 # rpl_semi_sync_master_wait_point, for the HADR calculator (docs/hadr.md). MariaDB's
 # documentation: the primary waits for one replica to say it has "received and logged" the
-# events (its relay log, not said to be synced), and waits after the binary log is synced:
-# before the storage engine commits (AFTER_SYNC) or after (AFTER_COMMIT, the default). Both
-# send after the local sync and wait for a receipt: w + s + RTT; they differ in when other
-# sessions see the commit, not in what the committing one waits for. Without semi-sync
-# (`async`) the primary does not wait.
+# events, and waits after the binary log is synced: before the storage engine commits
+# (AFTER_SYNC) or after (AFTER_COMMIT, the default). The replica's I/O thread acknowledges
+# right after it has written the event to its relay log (MariaDB's slave.cc: queue_event, then
+# the reply), and the relay log is synced only every sync_relay_log events (10000 by default):
+# the ack is a receipt, not a remote flush. Both wait points send after the local sync and
+# wait for that receipt: w + s + RTT; they differ in when other sessions see the commit, not
+# in what the committing one waits for. Without semi-sync (`async`) the primary does not wait:
+# the mode that waits for the local flush alone (the log-shipping report's baseline).
 REPLICATION = {
     "AFTER_SYNC": Mode("AFTER_SYNC", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_WRITE),
     "AFTER_COMMIT": Mode("AFTER_COMMIT", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_WRITE),
@@ -280,10 +305,11 @@ REPLICATION = {
 }
 
 
-class MariaDBEngine(ServerEngine):
+class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
     info = INFO
     paramstyle = "format"
     replication = REPLICATION
+    replication_baseline = replica.ASYNC
     port = PORT
     database = DATABASE
     admin_database = None  # the admin connection comes first: it creates the database
@@ -298,6 +324,8 @@ class MariaDBEngine(ServerEngine):
     @staticmethod
     def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
         """Cross-knob rules the single-knob bounds cannot say: (field, message, allowed)."""
+        if rules := replica.rtt_needs_standby(knobs):
+            return rules
         page = knobs.get("page_size", INFO.knobs["page_size"].default)
         pages = knobs.get("buffer_pool")
         if pages is None or page not in MIN_POOL_MIB:
@@ -326,7 +354,10 @@ class MariaDBEngine(ServerEngine):
 
     def write_settings(self, knobs: dict[str, Any]) -> None:
         self._conf_dir.mkdir(parents=True, exist_ok=True)
-        lines = ["[mariadbd]"] + [f"{k} = {v}" for k, v in _option_pairs(_server_options(knobs))]
+        opts = _option_pairs(_server_options(knobs))
+        # The binary log and semi-sync where the point has a replica (mariadb_replica.py).
+        opts += list(replica.primary_options(knobs, self.standby is not None).items())
+        lines = ["[mariadbd]"] + [f"{k} = {v}" for k, v in opts]
         tmp = self._conf_dir / f".{CONF_FILE}.tmp"
         tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(self._conf_dir / CONF_FILE)  # the directory is mounted: renames show
@@ -381,14 +412,15 @@ class MariaDBEngine(ServerEngine):
         return f"DROP TABLE IF EXISTS {DATABASE}.{table}"
 
     def open_connection(
-        self, database: str | None, autocommit: bool, timeout_s: float, local_infile: bool = False
-    ) -> Any:
+        self, database: str | None, autocommit: bool, timeout_s: float, local_infile: bool = False,
+        port: int | None = None, host: str = "127.0.0.1",
+    ) -> Any:  # fmt: skip
         import MySQLdb.cursors
 
         assert self.container is not None
         return MySQLdb.connect(
-            host="127.0.0.1",  # TCP to the published port, never a local socket
-            port=self.container.host_port,
+            host=host,  # TCP to the published port (or the replica's proxy), never a socket
+            port=port or self.container.host_port,
             user="root",
             password=self.password,
             autocommit=autocommit,
@@ -400,6 +432,53 @@ class MariaDBEngine(ServerEngine):
             local_infile=local_infile,
             **({"database": database} if database else {}),
         )
+
+    def connection_at(self, port: int, host: str = "127.0.0.1") -> Any:
+        """An autocommit root connection to another port of the point's servers: the
+        replica's published one, or the delay proxy's on the run network's gateway."""
+        return connect_with_retry(
+            lambda timeout: self.open_connection(None, True, timeout, port=port, host=host),
+            self.connect_errors, self.info.name, self.connect_deadline_s, self.connect_pause_s,
+        )  # fmt: skip
+
+    # -- the replica (mariadb_replica.py) -------------------------------------------------------
+    def keep_key(self, knobs: dict[str, Any]) -> str:
+        """A server with a replica (and a binary log) is never attached by a point without
+        one, nor the reverse; the mode and the round trip change in place."""
+        key = super().keep_key(knobs)
+        return key + "r" if replica.wants_standby(knobs) else key
+
+    def provision(self, knobs: dict[str, Any]) -> None:
+        full = self.full_knobs(knobs)
+        if (
+            self.container is not None
+            and self.knobs
+            and (replica.wants_standby(full) != replica.wants_standby(self.knobs))
+        ):
+            self.remove_container()  # a binary log only with a replica: another server
+        super().provision(knobs)
+        if not replica.wants_standby(self.knobs):
+            return
+        try:
+            self.ensure_replica(self.knobs)
+        except BaseException:
+            self.remove_container()  # neither the primary nor the replica is left behind
+            raise
+
+    def restart(self) -> None:
+        super().restart()
+        if self.standby is not None:
+            self.wait_replica()  # it reconnects by itself (every second)
+
+    def remove_container(self) -> None:
+        self.remove_standby()  # first: it is the primary's client
+        super().remove_container()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()  # a kept primary keeps its replica (same run, its own key)
+        finally:
+            self.stop_proxy()
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
         return self.admin_query(sql, args)
@@ -596,6 +675,8 @@ class MariaDBEngine(ServerEngine):
         # restart) and writes redo: wait until the history list is empty (blocks; MariaDB
         # >= 10.5.7), or it runs inside the timed repetitions.
         self.admin_execute("SET GLOBAL innodb_max_purge_lag_wait = 0")
+        if self.standby is not None:
+            self.catch_up()  # the replica applies what the build wrote before, not during
 
     def make_cold(self) -> CacheState:
         """Restart the server (no pool dump/load: it starts empty), evict the data files from
@@ -625,7 +706,12 @@ class MariaDBEngine(ServerEngine):
         values = self._status_values(*_STATUS)
         out = {name: float(values.get(var, "nan")) for var, name in _STATUS.items()}
         out["engine_time_ns"] = self._statement_ns([c.thread_id() for c in conns])
+        if self.standby is not None:
+            out |= self.semisync_counters()
         return out
+
+    def gauges(self) -> dict[str, float]:
+        return self.replication_gauges() if self.standby is not None else {}
 
     def _statement_ns(self, connection_ids: Sequence[int], timeout_s: float = 10) -> float:
         """The server's own time in ns (performance_schema) of every statement the
@@ -690,7 +776,7 @@ class MariaDBEngine(ServerEngine):
         }
         if self.knobs.get("buffer_pool") is None:
             applied.pop("buffer_pool")  # not asked: the server's default stays unchecked
-        return applied
+        return applied | self.applied_replication()
 
     def version(self) -> str:
         return f"MariaDB {self._query('SELECT VERSION()')[0][0]} ({self.image})"
@@ -723,7 +809,9 @@ class MariaDBEngine(ServerEngine):
         opts = " ".join(f"--{k}={v}" for k, v in _option_pairs(_server_options(full)))
         table = dataset.table
         writes = workload in ("insert", "update")
+        opts += "".join(f" --{k}={v}" for k, v in replica.primary_options(full, False).items())
         out = [f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}"]
+        out += replica.planned_sql(full, DATABASE)
         if writes:
             out.append("-- every repetition, untimed: the table built again")
         out += [f"DROP TABLE IF EXISTS {DATABASE}.{table}", self.table_ddl(table, index)]

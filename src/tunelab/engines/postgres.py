@@ -411,6 +411,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
     info = INFO
     paramstyle = "format"
     replication = REPLICATION
+    replication_baseline = "local"
     port = PORT
     database = DATABASE
     admin_database = DATABASE

@@ -3,42 +3,37 @@
 
 The standby is a second container of the point's server, from the same image, labelled and
 reaped like the primary (kept with it across a run's points, under the primary's key plus
-``-standby``). It runs in the host's network namespace and listens on no TCP port: it is a
-client of the primary's port, which the lab publishes on 127.0.0.1 only, so replication never
-leaves the host's loopback. Between the two runs the lab's delay proxy
-(``tunelab.delayproxy``, a child process of the measuring process, on the engine's CPUs):
-its one-way delay is half of ``network_rtt_ms`` (0: the proxy's own hop only, tens of
-microseconds a round trip). The standby is made with ``pg_basebackup`` straight from the
-primary's port (no delay for the copy), then streams through the proxy; the primary names it
-in ``synchronous_standby_names`` only once it streams, so no commit waits for a standby
-that is not there.
+``-standby``: ``tunelab.engines.standby``, which the MariaDB replica shares). It runs in the
+host's network namespace and listens on no TCP port: it is a client of the primary's port,
+which the lab publishes on 127.0.0.1 only, so replication never leaves the host's loopback.
+Between the two runs the lab's delay proxy (``tunelab.delayproxy``, a child process of the
+measuring process, on the engine's CPUs): its one-way delay is half of ``network_rtt_ms``
+(0: the proxy's own hop only, tens of microseconds a round trip). The standby is made with
+``pg_basebackup`` straight from the primary's port (no delay for the copy), then streams
+through the proxy; the primary names it in ``synchronous_standby_names`` only once it
+streams, so no commit waits for a standby that is not there.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tunelab import containers, delayproxy, results
+from tunelab import containers, results
 from tunelab.engines.base import EngineError
+from tunelab.engines.standby import LINK_PINGS, StandbyBase, median_round_trip_ms
+from tunelab.engines.standby import NONE as NONE  # sync_mode without a standby
+from tunelab.engines.standby import wants_standby as wants_standby
 
 STANDBY_NAME = "tunelab_standby"  # its application_name, as synchronous_standby_names names it
-KEY_SUFFIX = "-standby"
 DATADIR = "/var/lib/postgresql/data"
 READY_LOG = r"started streaming WAL from primary"
 # synchronous_commit values that wait for the standby, and what sync_state it must show.
 WAITS = ("remote_write", "on", "remote_apply")
-NONE = "none"  # sync_mode without a standby
 SYNC_TIMEOUT_S = 60
-LINK_PINGS = 20  # round trips timed through the proxy at each point's set-up
 HBA_LINE = "host replication postgres all scram-sha-256"
-
-
-def wants_standby(knobs: dict[str, Any]) -> bool:
-    return knobs.get("sync_mode", NONE) != NONE
 
 
 def standby_spec(
@@ -80,60 +75,26 @@ def standby_spec(
     )
 
 
-class StandbyMixin:
+class StandbyMixin(StandbyBase):
     """What a PostgreSQL server with a standby adds to ``ServerEngine``: methods the engine
     calls from its lifecycle (see ``PostgresEngine``)."""
 
-    standby: containers.RunningContainer | None = None
-    proxy: delayproxy.Proxy | None = None
-    link_rtt_ms: float = float("nan")
-
     # supplied by the engine
-    container: containers.RunningContainer | None
-    home: Path
     datadir: Path
     image: str | None
     password: str
-    run_id: str
-    point_id: str
-    run_dir: Path | None
-    placement: Any
 
     if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
 
         def admin_query(self, sql: str, args: Any = ()) -> list[tuple]: ...
         def open_admin(self, port: int) -> Any: ...
         def placed_spec(self) -> containers.ContainerSpec: ...
-        def keep_key(self, knobs: dict[str, Any]) -> str: ...
-
-    @property
-    def _standby_file(self) -> Path:
-        return self.home / "standby.json"
-
-    def _proxy_cpus(self) -> list[int]:
-        placement = self.placement
-        cpus = getattr(placement, "engine", None) if placement is not None else None
-        return list(cpus or ())
 
     def start_proxy(self, rtt_ms: float) -> None:
         """The delay proxy to the primary's port, on the port the standby streams from (a new
         one for a new standby); the standby reconnects by itself."""
         assert self.container is not None
-        self.stop_proxy()
-        port = 0
-        if self._standby_file.exists():
-            port = int(json.loads(self._standby_file.read_text())["proxy_port"])
-        try:
-            self.proxy = delayproxy.Proxy(self.container.host_port, rtt_ms / 2, port,
-                                          self._proxy_cpus())  # fmt: skip
-        except OSError as exc:
-            raise EngineError(f"postgres: {exc}") from None
-        self._standby_file.write_text(json.dumps({"proxy_port": self.proxy.port}))
-
-    def stop_proxy(self) -> None:
-        if self.proxy is not None:
-            self.proxy.stop()
-            self.proxy = None
+        self.open_proxy(rtt_ms, self.container.host_port)
 
     def allow_replication(self) -> None:
         """A replication connection may log in from where the published port's traffic
@@ -152,28 +113,15 @@ class StandbyMixin:
         spec = standby_spec(self.image or "", self.password, self.home, self.container.host_port,
                             self.proxy.port, self.placed_spec().cpuset)  # fmt: skip
         (self.home / "standby").mkdir(parents=True, exist_ok=True)
-        keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
-        try:
-            self.standby = containers.start(spec, self.run_id, self.point_id + KEY_SUFFIX,
-                                            keep_key=keep, run_dir=self.run_dir)  # fmt: skip
-        except containers.ContainerError as exc:
-            raise EngineError(f"postgres: the standby did not start: {exc}") from None
+        self.launch_standby(spec, knobs)
 
     def attach_standby(self, knobs: dict[str, Any]) -> bool:
         """The standby kept with a kept primary; False when there is none running."""
-        if self.container is None or not self._standby_file.exists():
+        if self.container is None:
             return False
         spec = standby_spec(self.image or "", self.password, self.home, self.container.host_port,
                             0, self.placed_spec().cpuset)  # fmt: skip
-        self.standby = containers.attach(spec, self.run_id, self.keep_key(knobs) + KEY_SUFFIX)
-        return self.standby is not None
-
-    def remove_standby(self) -> None:
-        self.stop_proxy()
-        self.link_rtt_ms = float("nan")
-        if self.standby is not None:
-            self.standby.remove()
-            self.standby = None
+        return self.attach_kept_standby(spec, knobs)
 
     def replication_state(self) -> tuple[str, str] | None:
         """(state, sync_state) of the standby as the primary sees it; None: not connected."""
@@ -193,11 +141,10 @@ class StandbyMixin:
             if state is not None and state[0] == want[0] and (want[1] in (None, state[1])):
                 return
             if time.monotonic() > deadline:
-                logs = self.standby.logs(tail=20) if self.standby is not None else ""
                 raise EngineError(
                     f"postgres: the standby is not {'in sync' if sync else 'streaming'} after "
                     f"{timeout_s:g} s (pg_stat_replication: {state or 'no standby connected'}); "
-                    f"its last log lines:\n{logs}"
+                    f"its last log lines:\n{self.standby_logs()}"
                 )
             time.sleep(0.02)
 
@@ -211,16 +158,14 @@ class StandbyMixin:
         conn = self.open_admin(self.proxy.port)
         try:
             with conn.cursor() as cur:
-                times = []
-                for _ in range(pings + 1):
-                    t0 = time.perf_counter()
+
+                def ping() -> None:
                     cur.execute("SELECT 1")
                     cur.fetchall()
-                    times.append(time.perf_counter() - t0)
+
+                return median_round_trip_ms(ping, pings)
         finally:
             conn.close()
-        times = sorted(times[1:])
-        return times[len(times) // 2] * 1000
 
     def replication_lags(self) -> dict[str, float]:
         """The standby's last reported lags (ms): the time from a local flush to the

@@ -5,10 +5,11 @@ from the point's own log, disk and round trip, beside the commit time measured.
 Per commit the client waits for its statement, the engine's commit path and the log
 writer's flush; only the flush depends on the mode. So the prediction for a point is the
 measured commit time of the same workload in the engine's mode that waits for the local
-flush alone (``local``: flush time ``w``, the model's no-ack mode), at the same round trip,
-with that ``w`` replaced by the mode's flush time:
+flush alone (``Engine.replication_baseline``: PostgreSQL's ``local``, MariaDB's ``async``;
+flush time ``w``, the model's no-ack mode), at the same round trip, with that ``w`` replaced
+by the mode's flush time:
 
-    predicted = measured(local) - w + flush_time(mode, F, link)
+    predicted = measured(baseline) - w + flush_time(mode, F, link)
 
 - F, the pages per flush: the point's own log bytes per commit (``c_log_bytes`` over
   ``transactions``), in the model's 4 KiB pages;
@@ -22,7 +23,8 @@ with that ``w`` replaced by the mode's flush time:
   it; the send time is left out (a few KiB on the host's loopback);
 - the mode: the engine's ordering and ack (``Engine.replication``; PostgreSQL ships only WAL
   already flushed: ``on`` w + s + w + RTT, ``remote_write`` w + s + RTT; ``remote_apply``
-  as ``on``, the replay left out, a lower bound).
+  as ``on``, the replay left out, a lower bound; MariaDB sends the synced binary log and
+  waits for the replica's receipt: both semi-sync wait points w + s + RTT).
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from tunelab.report.labels import fmt
 from tunelab.report.tables import html_table
 
 MODE, RTT = "knob_sync_mode", "knob_network_rtt_ms"
-BASELINE = "local"  # the engine's mode that waits for the local flush alone
 LIMIT = 0.25  # |measured / predicted - 1| the issue's goal allows; beyond it is marked
 
 
@@ -63,13 +64,21 @@ def _per_commit(frame: pd.DataFrame, col: str) -> float:
     return float(ratio.median()) if len(ratio) else math.nan
 
 
+def _replication(engine: str) -> tuple[dict[str, model.Mode], str | None]:
+    """The engine's modelled settings and the one that waits for the local flush alone."""
+    if engine not in engines.names():
+        return {}, None
+    cls = engines.engine_class(engine)
+    return cls.replication, cls.replication_baseline
+
+
 def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
     """One row per single-client point of a sweep with ``sync_mode``: mode, round trip, log
     per commit, w, measured and predicted ms per commit and their ratio; None when the
     sweep sets no sync_mode or the engine models no replication."""
     if MODE not in frame or RTT not in frame or frame.empty:
         return None
-    modes = engines.engine_class(engine).replication if engine in engines.names() else {}
+    modes, baseline = _replication(engine)
     if not modes:
         return None
     threads = pd.to_numeric(frame.get("wl_threads", pd.Series(1, index=frame.index)),
@@ -79,7 +88,7 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
     rows = []
     keys = [MODE, RTT, "workload"]
     for (mode, rtt, workload), point in single.groupby(keys, sort=False):
-        base = single[(single[MODE] == BASELINE) & (single[RTT] == rtt)
+        base = single[(single[MODE] == baseline) & (single[RTT] == rtt)
                       & (single["workload"] == workload)]  # fmt: skip
         measured = _per_commit(point, "elapsed_s")
         pages = _per_commit(point, "c_log_bytes") / model.PAGE_BYTES
@@ -87,10 +96,11 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
         link_rtt = _median(point, "link_rtt_ms")
         rtt_s = (link_rtt if link_rtt > 0 else float(rtt)) / 1000
         predicted = math.nan
-        if str(mode) in modes and str(mode) != BASELINE and not base.empty and pages > 0 \
+        if str(mode) in modes and str(mode) != baseline and not base.empty and pages > 0 \
                 and w > 0:  # fmt: skip
             link = model.Link(math.inf, w, math.inf, rtt_s)
-            local = _per_commit(base, "elapsed_s") - model.flush_time(modes[BASELINE], pages, link)
+            own = model.flush_time(modes[str(baseline)], pages, link)
+            local = _per_commit(base, "elapsed_s") - own
             predicted = local + model.flush_time(modes[str(mode)], pages, link)
         rows.append({
             "sync_mode": mode, "network_rtt_ms": rtt, "workload": workload,
@@ -116,6 +126,8 @@ def logship_html(data: ReportData) -> str | None:
     table = predictions(data.results, data.engine)
     if table is None:
         return None
+    baseline = _replication(data.engine)[1]
+    lags = table["flush_lag_ms"].notna().any()
     shown = pd.DataFrame({
         "sync_mode": table["sync_mode"],
         "round trip asked (ms)": table["network_rtt_ms"].map(fmt),
@@ -125,12 +137,14 @@ def logship_html(data: ReportData) -> str | None:
         "w: 4 KiB write + sync (ms)": table["w_ms"].map(fmt),
         "measured (ms per commit)": table["measured_ms"].map(fmt),
         "predicted (ms per commit)": [
-            "baseline" if m == BASELINE else fmt(v)
+            "baseline" if m == baseline else fmt(v)
             for m, v in zip(table["sync_mode"], table["predicted_ms"], strict=True)
         ],
         "measured / predicted": table["ratio"].map(fmt),
         "standby's flush lag (ms)": table["flush_lag_ms"].map(fmt),
     })  # fmt: skip
+    if not lags:  # the engine reports no standby lag
+        shown = shown.drop(columns="standby's flush lag (ms)")
     known = table["ratio"].dropna()
     outside = int((abs(known - 1) > LIMIT).sum())
     verdict = (
@@ -139,12 +153,18 @@ def logship_html(data: ReportData) -> str | None:
     )
     how = (
         "Predicted per commit: the measured commit time of the same workload in the mode that "
-        f"waits for the local flush alone ({BASELINE}, at the same round trip), with its flush "
+        f"waits for the local flush alone ({baseline}, at the same round trip), with its flush "
         "w replaced by the mode's flush time in IBM's HADR model (docs/hadr.md), using the "
         "point's own log bytes per commit, the device probe's 4 KiB write and sync as w, and "
-        "the link's round trip measured through the delay proxy when the point was set up. "
-        "The standby's flush lag is what the primary last saw "
-        "between a local flush and the standby's report of flushing it (round trip included)."
+        "the link's round trip measured through the delay proxy when the point was set up."
+        if baseline is not None
+        else "No mode of this engine waits for the local flush alone, the prediction's starting "
+        "point: the measured times only."
+    ) + (
+        " The standby's flush lag is what the primary last saw between a local flush and the "
+        "standby's report of flushing it (round trip included)."
+        if lags
+        else ""
     )
     return (
         "<h2>Log shipping: predicted against measured</h2>"

@@ -1,0 +1,146 @@
+"""What every server engine with a standby shares, whatever the engine: the standby's container
+beside the primary's, and the delay proxy between the two (``sync_mode``, ``network_rtt_ms``).
+
+The standby is a second container of the point's server, labelled and reaped like the primary
+and kept with it across a run's points under the primary's key plus ``-standby``. The delay
+proxy (``tunelab.delayproxy``) is a child process of the measuring process, on the engine's
+CPUs of the point's placement; its port is kept in the server's home (``standby.json``), so
+a later point (another process) starts its own proxy on the port the standby already uses.
+The round trip of the link is measured through the proxy when a point is set up
+(``link_rtt_ms``: the median of trivial queries to the primary, after one that opens the
+way). The engine modules (``postgres_standby``, ``mariadb_replica``) keep what is their own:
+how the standby is made, what the primary waits for, and how both are read back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tunelab import containers, delayproxy
+from tunelab.engines.base import EngineError, EngineInfo
+
+NONE = "none"  # sync_mode without a standby
+KEY_SUFFIX = "-standby"
+LINK_PINGS = 20  # round trips timed through the proxy at each point's set-up
+LINK_FILE = "standby.json"
+
+
+def wants_standby(knobs: dict[str, Any]) -> bool:
+    return knobs.get("sync_mode", NONE) != NONE
+
+
+def rtt_needs_standby(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The cross-knob rule of every engine with a standby: a round trip needs one."""
+    rtt = knobs.get("network_rtt_ms") or 0
+    if rtt and not wants_standby(knobs):
+        return [("network_rtt_ms", f"{rtt} ms needs a standby: sync_mode is none",
+                 "0, or a sync_mode other than none")]  # fmt: skip
+    return []
+
+
+def median_round_trip_ms(ping: Callable[[], Any], pings: int = LINK_PINGS) -> float:
+    """The median of ``pings`` calls of ``ping`` in ms, after one that opens the way."""
+    times = []
+    for _ in range(pings + 1):
+        t0 = time.perf_counter()
+        ping()
+        times.append(time.perf_counter() - t0)
+    times = sorted(times[1:])
+    return times[len(times) // 2] * 1000
+
+
+class StandbyBase:
+    """The standby's container and the delay proxy, for a ``ServerEngine`` subclass."""
+
+    standby: containers.RunningContainer | None = None
+    proxy: delayproxy.Proxy | None = None
+    link_rtt_ms: float = float("nan")
+
+    # supplied by the engine
+    container: containers.RunningContainer | None
+    home: Path
+    run_id: str
+    point_id: str
+    run_dir: Path | None
+    placement: Any
+
+    info: EngineInfo
+
+    if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
+
+        def keep_key(self, knobs: dict[str, Any]) -> str: ...
+
+    @property
+    def _standby_file(self) -> Path:
+        return self.home / LINK_FILE
+
+    def saved_link(self) -> dict[str, Any]:
+        """What the server's home keeps of the link ({} when it has no standby)."""
+        if not self._standby_file.exists():
+            return {}
+        return dict(json.loads(self._standby_file.read_text()))
+
+    def save_link(self, **values: Any) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        tmp = self._standby_file.with_name(f".{LINK_FILE}.tmp")
+        tmp.write_text(json.dumps({**self.saved_link(), **values}, sort_keys=True))
+        tmp.replace(self._standby_file)
+
+    def forget_link(self) -> None:
+        self._standby_file.unlink(missing_ok=True)
+
+    def _proxy_cpus(self) -> list[int]:
+        placement = self.placement
+        cpus = getattr(placement, "engine", None) if placement is not None else None
+        return list(cpus or ())
+
+    def open_proxy(self, rtt_ms: float, target_port: int, listen_host: str = "127.0.0.1",
+                   target_host: str = "127.0.0.1") -> delayproxy.Proxy:  # fmt: skip
+        """The delay proxy to the primary's ``target_port``, on the port the standby uses (the
+        one the server's home keeps, else a free one, then kept): half of ``rtt_ms`` each way."""
+        self.stop_proxy()
+        port = int(self.saved_link().get("proxy_port", 0))
+        try:
+            self.proxy = delayproxy.Proxy(target_port, rtt_ms / 2, port, self._proxy_cpus(),
+                                          listen_host=listen_host,
+                                          target_host=target_host)  # fmt: skip
+        except OSError as exc:
+            raise EngineError(f"{self.info.name}: {exc}") from None
+        self.save_link(proxy_port=self.proxy.port)
+        return self.proxy
+
+    def stop_proxy(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+
+    def launch_standby(self, spec: containers.ContainerSpec, knobs: dict[str, Any]) -> None:
+        """Start the standby's container (kept with the primary in a run)."""
+        keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
+        try:
+            self.standby = containers.start(spec, self.run_id, self.point_id + KEY_SUFFIX,
+                                            keep_key=keep, run_dir=self.run_dir)  # fmt: skip
+        except containers.ContainerError as exc:
+            raise EngineError(f"{self.info.name}: the standby did not start: {exc}") from None
+
+    def attach_kept_standby(self, spec: containers.ContainerSpec, knobs: dict[str, Any]) -> bool:
+        """The standby kept with a kept primary; False when there is none running."""
+        if self.container is None or not self._standby_file.exists():
+            return False
+        self.standby = containers.attach(spec, self.run_id, self.keep_key(knobs) + KEY_SUFFIX)
+        return self.standby is not None
+
+    def remove_standby(self) -> None:
+        self.stop_proxy()
+        self.link_rtt_ms = float("nan")
+        if self.standby is not None:
+            self.standby.remove()
+            self.standby = None
+
+    def standby_logs(self, tail: int = 20) -> str:
+        """The standby's last log lines (scrubbed of secrets), for a failed point's message."""
+        return self.standby.logs(tail=tail) if self.standby is not None else "(no standby)"
