@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from tunelab.report import logship
+from tunelab.report.data import ReportData
 
 
 def rows(mode: str, rtt: float, ms_per_commit: float, n: int = 6, threads: int = 1) -> list[dict]:
@@ -23,8 +24,11 @@ def test_a_synchronous_commit_is_predicted_from_the_local_one_plus_the_modes_wai
     remote_write = local + RTT."""
     frame = pd.DataFrame(rows("local", 5, 0.8) + rows("on", 5, 6.2) + rows("remote_write", 5, 5.9)
                          + rows("on", 5, 99.0, threads=4))  # fmt: skip
-    table = logship.predictions(frame, "postgres").set_index("sync_mode")
-    assert len(table) == 3  # the four-client point is not predicted
+    table = logship.predictions(frame, "postgres")
+    four = table[table["clients"] == 4]
+    assert len(four) == 1 and four["predicted_ms"].isna().all()  # no four-client local point
+    table = table[table["clients"] == 1].set_index("sync_mode")
+    assert len(table) == 3
     assert table.loc["on", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5)
     assert table.loc["remote_write", "predicted_ms"] == pytest.approx(0.8 + 5)
     assert table.loc["on", "ratio"] == pytest.approx(6.2 / 5.95)
@@ -51,3 +55,25 @@ def test_no_table_without_sync_mode_or_a_baseline():
     alone = logship.predictions(pd.DataFrame(rows("on", 5, 6.0)), "postgres")
     assert alone is not None and alone["predicted_ms"].isna().all()  # no local point to start from
     assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)), "sqlite") is None
+
+
+def test_four_clients_are_predicted_from_four_local_clients_per_clients_wait():
+    """A commit time is one client's: 200 commits by four clients in 0.2 s is 4 ms each. The
+    four-client on point starts from the four-client local point, never the one-client one."""
+    one = rows("local", 5, 0.8) + rows("on", 5, 6.2)
+    four = rows("local", 5, 0.5, threads=4) + rows("on", 5, 2.0, threads=4)
+    frame = pd.DataFrame(one + four)
+    table = logship.predictions(frame, "postgres")
+    four = table[table["clients"] == 4].set_index("sync_mode")
+    assert four.loc["on", "measured_ms"] == pytest.approx(4 * 2.0)
+    assert four.loc["on", "predicted_ms"] == pytest.approx(4 * 0.5 + 0.15 + 5)
+    assert four.loc["on", "ratio"] == pytest.approx(8.0 / 7.15)
+    one = table[table["clients"] == 1].set_index("sync_mode")
+    assert one.loc["on", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5)
+    html = logship.logship_html(_data(frame))
+    assert "one client: 1 points predicted" in html and "4 clients: 1 points predicted" in html
+
+
+def _data(frame: pd.DataFrame) -> ReportData:
+    return ReportData(frame, {}, "r.csv", "s.yaml", "log-shipping", "postgres",
+                      ["knob_sync_mode", "knob_network_rtt_ms"], ["workload"])  # fmt: skip

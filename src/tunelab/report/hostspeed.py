@@ -156,7 +156,18 @@ def annotate(frames: Sequence[pd.DataFrame]) -> list[pd.DataFrame]:
     engine_ref = float(np.median(np.concatenate(servers))) if servers else 1.0
     slowdowns = [_slowdown(f, client_ref, engine_ref) for f in frames]
     theta = weight(frames, slowdowns)
-    return [f.assign(**{SLOWDOWN: theta * x, WEIGHT: theta}) for f, x in zip(frames, slowdowns)]
+    # Joined in one step: a row frame has hundreds of columns, and adding them one by one
+    # makes pandas warn that the frame is fragmented.
+    return [
+        pd.concat(
+            [
+                f.drop(columns=[SLOWDOWN, WEIGHT], errors="ignore"),
+                pd.DataFrame({SLOWDOWN: theta * x, WEIGHT: theta}, index=f.index),
+            ],
+            axis=1,
+        )
+        for f, x in zip(frames, slowdowns)
+    ]
 
 
 def values(frames: Sequence[pd.DataFrame], metric: str) -> list[np.ndarray] | None:

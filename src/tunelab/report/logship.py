@@ -1,15 +1,21 @@
 """Log shipping, predicted against measured: for each point of a sweep that sets
-``sync_mode`` (one client), the commit time IBM's HADR model gives (``tunelab.hadr.model``)
-from the point's own log, disk and round trip, beside the commit time measured.
+``sync_mode``, the commit time IBM's HADR model gives (``tunelab.hadr.model``) from the
+point's own log, disk and round trip, beside the commit time measured.
 
-Per commit the client waits for its statement, the engine's commit path and the log
-writer's flush; only the flush depends on the mode. So the prediction for a point is the
-measured commit time of the same workload in the engine's mode that waits for the local
+Per commit a client waits for its statement, the engine's commit path and the log writer's
+flush; only the flush depends on the mode. So the prediction for a point is the measured
+commit time of the same workload and clients in the engine's mode that waits for the local
 flush alone (``Engine.replication_baseline``: PostgreSQL's ``local``, MariaDB's ``async``;
 flush time ``w``, the model's no-ack mode), at the same round trip, with that ``w`` replaced
 by the mode's flush time:
 
     predicted = measured(baseline) - w + flush_time(mode, F, link)
+
+A commit time is what one client waits per commit: the timed section's wall time times the
+clients, over the commits. With several clients the commits of the others overlap a
+client's wait (group commit), which the model leaves to the baseline's measured time: it
+predicts each client's wait as if the standby's acknowledgements never queued behind one
+another, so a measured time above the prediction there shows the queueing.
 
 - F, the pages per flush: the point's own log bytes per commit (``c_log_bytes`` over
   ``transactions``), in the model's 4 KiB pages;
@@ -53,12 +59,15 @@ def _median(frame: pd.DataFrame, col: str) -> float:
     return float(values.median()) if len(values) else math.nan
 
 
-def _per_commit(frame: pd.DataFrame, col: str) -> float:
-    """Median over repetitions of ``col`` per commit of the timed section."""
+def _per_commit(frame: pd.DataFrame, col: str, clients: int = 1) -> float:
+    """Median over repetitions of ``col`` per commit of the timed section, times the clients
+    (a wall time per commit of one client: each client made a share of the commits)."""
     if col not in frame or "transactions" not in frame:
         return math.nan
-    ratio = pd.to_numeric(frame[col], errors="coerce") / pd.to_numeric(
-        frame["transactions"], errors="coerce"
+    ratio = (
+        clients
+        * pd.to_numeric(frame[col], errors="coerce")
+        / pd.to_numeric(frame["transactions"], errors="coerce")
     )
     ratio = ratio[np.isfinite(ratio)]
     return float(ratio.median()) if len(ratio) else math.nan
@@ -73,24 +82,26 @@ def _replication(engine: str) -> tuple[dict[str, model.Mode], str | None]:
 
 
 def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
-    """One row per single-client point of a sweep with ``sync_mode``: mode, round trip, log
-    per commit, w, measured and predicted ms per commit and their ratio; None when the
-    sweep sets no sync_mode or the engine models no replication."""
+    """One row per write point of a sweep with ``sync_mode``: mode, round trip, workload,
+    clients, log per commit, w, measured and predicted ms per commit (one client's) and their
+    ratio; None when the sweep sets no sync_mode or the engine models no replication."""
     if MODE not in frame or RTT not in frame or frame.empty:
         return None
     modes, baseline = _replication(engine)
     if not modes:
         return None
-    threads = pd.to_numeric(frame.get("wl_threads", pd.Series(1, index=frame.index)),
-                            errors="coerce").fillna(1)  # fmt: skip
-    single = frame[(threads == 1) & frame.get("workload", pd.Series("", index=frame.index))
+    frame = frame.assign(clients=pd.to_numeric(
+        frame.get("wl_threads", pd.Series(1, index=frame.index)), errors="coerce"
+    ).fillna(1).astype(int))  # fmt: skip
+    writes = frame[frame.get("workload", pd.Series("", index=frame.index))
                    .isin(("insert", "update"))]  # fmt: skip
     rows = []
-    keys = [MODE, RTT, "workload"]
-    for (mode, rtt, workload), point in single.groupby(keys, sort=False):
-        base = single[(single[MODE] == baseline) & (single[RTT] == rtt)
-                      & (single["workload"] == workload)]  # fmt: skip
-        measured = _per_commit(point, "elapsed_s")
+    keys = [MODE, RTT, "workload", "clients"]
+    for (mode, rtt, workload, clients), point in writes.groupby(keys, sort=False):
+        base = writes[(writes[MODE] == baseline) & (writes[RTT] == rtt)
+                      & (writes["workload"] == workload)
+                      & (writes["clients"] == clients)]  # fmt: skip
+        measured = _per_commit(point, "elapsed_s", clients)
         pages = _per_commit(point, "c_log_bytes") / model.PAGE_BYTES
         w = _median(point, "device_sync_us") / 1e6
         link_rtt = _median(point, "link_rtt_ms")
@@ -100,10 +111,10 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
                 and w > 0:  # fmt: skip
             link = model.Link(math.inf, w, math.inf, rtt_s)
             own = model.flush_time(modes[str(baseline)], pages, link)
-            local = _per_commit(base, "elapsed_s") - own
+            local = _per_commit(base, "elapsed_s", clients) - own
             predicted = local + model.flush_time(modes[str(mode)], pages, link)
         rows.append({
-            "sync_mode": mode, "network_rtt_ms": rtt, "workload": workload,
+            "sync_mode": mode, "network_rtt_ms": rtt, "workload": workload, "clients": clients,
             "link_rtt_ms": rtt_s * 1e3,
             "log_kib_per_commit": pages * model.PAGE_BYTES / 1024, "w_ms": w * 1e3,
             "measured_ms": measured * 1e3, "predicted_ms": predicted * 1e3,
@@ -115,9 +126,19 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
     out = pd.DataFrame(rows)
     order = {m: i for i, m in enumerate(modes)}
     return out.sort_values(
-        ["workload", "sync_mode", "network_rtt_ms"],
+        ["workload", "clients", "sync_mode", "network_rtt_ms"],
         key=lambda s: s.map(order) if s.name == "sync_mode" else s,
     ).reset_index(drop=True)
+
+
+def _within(ratios: pd.Series, clients: int) -> str:
+    """How many of the points with ``clients`` clients the model predicts within LIMIT."""
+    outside = int((abs(ratios - 1) > LIMIT).sum())
+    who = "one client" if clients == 1 else f"{clients} clients"
+    return (
+        f"{who}: {len(ratios)} points predicted, measured within ±{LIMIT:.0%} of predicted at "
+        f"{len(ratios) - outside}" + (f", outside at {outside}" if outside else "") + "."
+    )
 
 
 def logship_html(data: ReportData) -> str | None:
@@ -133,9 +154,10 @@ def logship_html(data: ReportData) -> str | None:
         "round trip asked (ms)": table["network_rtt_ms"].map(fmt),
         "round trip measured (ms)": table["link_rtt_ms"].map(fmt),
         "workload": table["workload"],
+        "clients": table["clients"],
         "log per commit (KiB)": table["log_kib_per_commit"].map(fmt),
         "w: 4 KiB write + sync (ms)": table["w_ms"].map(fmt),
-        "measured (ms per commit)": table["measured_ms"].map(fmt),
+        "measured (ms per commit, one client's)": table["measured_ms"].map(fmt),
         "predicted (ms per commit)": [
             "baseline" if m == baseline else fmt(v)
             for m, v in zip(table["sync_mode"], table["predicted_ms"], strict=True)
@@ -145,18 +167,18 @@ def logship_html(data: ReportData) -> str | None:
     })  # fmt: skip
     if not lags:  # the engine reports no standby lag
         shown = shown.drop(columns="standby's flush lag (ms)")
-    known = table["ratio"].dropna()
-    outside = int((abs(known - 1) > LIMIT).sum())
-    verdict = (
-        f"{len(known)} points predicted; measured within ±{LIMIT:.0%} of predicted at "
-        f"{len(known) - outside}" + (f", outside at {outside}" if outside else "") + "."
+    verdict = " ".join(
+        _within(table.loc[table["clients"] == n, "ratio"].dropna(), n)
+        for n in sorted(table["clients"].unique())
     )
     how = (
         "Predicted per commit: the measured commit time of the same workload in the mode that "
         f"waits for the local flush alone ({baseline}, at the same round trip), with its flush "
         "w replaced by the mode's flush time in IBM's HADR model (docs/hadr.md), using the "
         "point's own log bytes per commit, the device probe's 4 KiB write and sync as w, and "
-        "the link's round trip measured through the delay proxy when the point was set up."
+        "the link's round trip measured through the delay proxy when the point was set up. "
+        "With several clients each one's wait is predicted alone: a measured time above it "
+        "is the acknowledgements queueing."
         if baseline is not None
         else "No mode of this engine waits for the local flush alone, the prediction's starting "
         "point: the measured times only."
