@@ -133,6 +133,9 @@ def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, i
         assert eng.applied_knobs()["sync_mode"] == "local"
         fast = _commits(eng, n, n)
         assert fast < n * rtt / 1000 / 2, fast
+        # settle (before a write repetition) returns once the standby has replayed them all
+        eng.settle()
+        assert _standby_count(eng) == 2 * n
 
         # a cold restart of the primary: the standby streams again, in sync
         eng.provision({"sync_mode": "remote_write", "network_rtt_ms": 2, "buffer_pool": 2048})

@@ -739,8 +739,11 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
     def settle(self) -> None:
         """Checkpoint: the dirty pages of the table just built (and of earlier points) are
         written back now rather than by the checkpointer during the timed repetitions, and
-        every repetition after it writes the same full-page images on first touch."""
+        every repetition after it writes the same full-page images on first touch. With a
+        standby, then until it has replayed all of it."""
         self.admin_execute("CHECKPOINT")
+        if self.standby is not None:
+            self.catch_up()
 
     def make_cold(self) -> CacheState:
         """Checkpoint, restart (shared buffers start empty), evict the lab's relation files

@@ -148,6 +148,28 @@ class StandbyMixin(StandbyBase):
                 )
             time.sleep(0.02)
 
+    def catch_up(self, timeout_s: float = SYNC_TIMEOUT_S) -> None:
+        """Until the standby has replayed every WAL record the primary has written: a table
+        built just before is shipped and applied before the timed commits, not during them
+        (a synchronous commit would wait for the build's WAL first)."""
+        target = self.admin_query("SELECT pg_current_wal_lsn()::text")[0][0]
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rows = self.admin_query(
+                "SELECT replay_lsn >= %s::pg_lsn, replay_lsn::text FROM pg_stat_replication "
+                "WHERE application_name = %s",
+                (target, STANDBY_NAME),
+            )
+            if rows and rows[0][0]:
+                return
+            if time.monotonic() > deadline:
+                where = f"replayed to {rows[0][1]}" if rows else "not connected"
+                raise EngineError(
+                    f"postgres: the standby has not replayed the primary's WAL to {target} "
+                    f"after {timeout_s:g} s ({where}); its last log lines:\n{self.standby_logs()}"
+                )
+            time.sleep(0.005)
+
     def measure_link(self, pings: int = LINK_PINGS) -> float:
         """The link's round trip in ms, as the standby's traffic has it: the median of
         ``pings`` trivial queries sent through the proxy to the primary (the proxy's two hops,
