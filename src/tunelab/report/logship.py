@@ -90,9 +90,10 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
     modes, baseline = _replication(engine)
     if not modes:
         return None
-    frame = frame.assign(clients=pd.to_numeric(
-        frame.get("wl_threads", pd.Series(1, index=frame.index)), errors="coerce"
-    ).fillna(1).astype(int))  # fmt: skip
+    clients = pd.to_numeric(frame.get("wl_threads", pd.Series(1, index=frame.index)),
+                            errors="coerce").fillna(1).astype(int)  # fmt: skip
+    frame = frame.copy()  # one block: a row frame has hundreds of columns
+    frame["clients"] = clients
     writes = frame[frame.get("workload", pd.Series("", index=frame.index))
                    .isin(("insert", "update"))]  # fmt: skip
     rows = []
