@@ -225,7 +225,23 @@ def test_time_left_counts_the_sweep_measured_before_its_points_files(tmp_path):
                "start_ns": (60 + i) * sec, "end_ns": (60 + i) * sec + sec // 2})  # fmt: skip
     lines = p.settle(final=True)
     assert lines[0].startswith("1/4 s p0: failed") and lines[1].startswith("2/4 s p1: failed")
-    assert lines[1].endswith("· ~1 min left")  # 61 s for two points, two points left
+    # 61.5 s for the two points of the batch: each line counts both, not only those before it
+    assert lines[0].endswith("· ~2 min left")  # 3 left x 31 s
+    assert lines[1].endswith("· ~1 min left")  # 2 left x 31 s
+
+
+def test_time_left_of_a_large_batch_falls_steadily_from_a_sensible_start(tmp_path):
+    """Sixty points arrive at once after a ten-minute sweep, with sixty more to come: the
+    first line says about ten minutes, not the whole sweep's time per point left."""
+    sec = 1_000_000_000
+    p = progress.Progress(total=120, directory=tmp_path)
+    p.add({"job": "run-sweep results/sqlite/s/rounds.csv.gz", "start_ns": 0, "end_ns": 600 * sec})
+    for i in range(60):
+        p.add({"job": f"point-results results/sqlite/s/p{i}.csv", "pid": 1 << 30,
+               "start_ns": 600 * sec, "end_ns": 600 * sec + 1})  # fmt: skip
+    lines = p.settle(final=True)
+    assert lines[0].endswith("· ~20 min left")  # 119 points left at 10 s each
+    assert lines[-1].endswith("· ~10 min left")
 
 
 def test_time_left_reads_as_seconds_minutes_or_hours():

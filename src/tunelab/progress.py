@@ -227,25 +227,29 @@ class Progress:
     def settle(self, final: bool = False) -> list[str]:
         """Lines for the points whose results file is there, or whose job has ended (without
         one, it failed); at the end, for every point left."""
-        lines, still = [], []
+        ready, still = [], []
         for span in self.waiting:
             target = self.directory / span["job"].split(" ", 1)[1]
             pid = span.get("pid")
             ended = final or not (isinstance(pid, int) and pid_alive(pid))
-            if target.is_file() or ended:
-                lines.append(self._line(span, target))
-            else:
-                still.append(span)
-        self.waiting = still
-        return lines
+            (ready if target.is_file() or ended else still).append((span, target))
+        self.waiting = [span for span, _ in still]
+        for span, _ in ready:
+            start, end = span.get("start_ns"), span.get("end_ns")
+            if isinstance(start, int) and isinstance(end, int) and end >= start:
+                first, last = self.first_start_ns, self.last_end_ns
+                self.first_start_ns = start if first is None else min(start, first)
+                self.last_end_ns = end if last is None else max(end, last)
+        # A sweep's points come together once it is measured: the time per point is the
+        # run's time over every point done by the end of this batch, not by each line of it
+        # (which made the batch's first line promise hours).
+        per_point = None
+        if self.last_end_ns is not None and self.first_start_ns is not None and ready:
+            per_point = (self.last_end_ns - self.first_start_ns) / 1e9 / (self.done + len(ready))
+        return [self._line(target, per_point) for _, target in ready]
 
-    def _line(self, span: dict, target: Path) -> str:
+    def _line(self, target: Path, per_point: float | None) -> str:
         self.done += 1
-        start, end = span.get("start_ns"), span.get("end_ns")
-        if isinstance(start, int) and isinstance(end, int) and end >= start:
-            first, last = self.first_start_ns, self.last_end_ns
-            self.first_start_ns = start if first is None else min(start, first)
-            self.last_end_ns = end if last is None else max(end, last)
         median, reps = point_result(target)
         total = max(self.total, self.done)
         count = f"{self.done}/{total}" if self.total > 0 else f"{self.done}"
@@ -256,8 +260,7 @@ class Progress:
         else:
             text = f"{head}: median {fmt_seconds(median)} s over {reps} rep{'s' * (reps != 1)}"
         left = total - self.done
-        if self.total > 0 and left > 0 and self.first_start_ns is not None:
-            per_point = (self.last_end_ns - self.first_start_ns) / 1e9 / self.done
+        if self.total > 0 and left > 0 and per_point is not None:
             text += f" · {fmt_left(per_point * left)}"
         return text
 
