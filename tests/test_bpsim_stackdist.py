@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tunelab.bpsim import generators
 from tunelab.bpsim.curves import lru_curve, working_set_pages
+from tunelab.bpsim.policies import naive_lru_misses
 from tunelab.bpsim.stackdist import dense_ids, distance_histograms, stack_distances
 
 
@@ -77,6 +78,27 @@ def test_long_random_trace_crosses_compactions_and_rehashes():
     curve = lru_curve(pages, sizes=[1, 17, 400, 2999, 3000, 5000])
     for row in curve.itertuples():
         assert row.misses == brute_lru(pages.tolist(), [False] * pages.size, row.pool_pages)[0]
+
+
+def test_every_distance_across_several_levels_of_counts():
+    # 0..M-1 then M-1..0: the second pass re-references at every distance 1..M, from the
+    # newest position to the oldest; M spans several blocks and super-blocks of the time axis
+    m = 600_000
+    forward = np.arange(m, dtype=np.uint32)
+    d = stack_distances(np.concatenate([forward, forward[::-1]]))
+    assert (d[:m] == 0).all()
+    assert (d[m:] == np.arange(1, m + 1)).all()
+
+
+def test_large_random_trace_matches_per_size_lru_simulation():
+    # many distinct pages and reuse intervals of every length, through several compactions
+    rng = np.random.default_rng(11)
+    pages = np.concatenate([rng.integers(0, 700_000, 1_500_000), rng.integers(0, 2_000, 300_000)])
+    rng.shuffle(pages)
+    ids, m = dense_ids(pages)
+    sizes = [1, 1_000, 65_537, 400_000, m - 1, m]
+    curve = lru_curve(pages, sizes=sizes)
+    assert curve["misses"].tolist() == naive_lru_misses(ids, m, sizes).tolist()
 
 
 def test_cyclic_scan_longer_than_pool_gets_no_hits():
