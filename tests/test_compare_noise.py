@@ -78,7 +78,8 @@ LINE = re.compile(
     r"(?P<scaled> \(1 CPU speed\))? (?P<ratio>[\d.]+)x \[[\d.]+, [\d.]+\] "
     r"p=\S+, noise ±(?P<noise>[\d.]+) % \((?P<source>rounds|repetitions)\)"
     r"(?: \+ (?P<excess>[\d.]+) % between runs \((?P<excess_from>[^)]*)\))?"
-    r"(?: / ±(?P<aa>[\d.]+) % \(A/A, (?P<aa_n>\d+) comparisons?\))?(?: ×[\d.]+)?: (?P<verdict>.+)$"
+    r"(?: / ±(?P<aa>[\d.]+) % \(A/A, (?P<aa_n>\d+) comparisons?\))?(?: ×[\d.]+)?"
+    r"(?:, at least (?P<apart>\d+) apart)?: (?P<verdict>.+)$"
 )
 
 
@@ -155,6 +156,31 @@ def test_a_point_moving_past_its_in_run_width_by_less_than_the_allowance_is_nois
     assert tight["verdict"] == "worse" and code == 1
     code, out, _ = run(a, b, "--noise-multiplier", "0")
     assert parsed(out)[("some", "elapsed_s")]["verdict"] == "worse"
+
+
+def test_a_counter_that_moves_a_few_pages_is_noise_whatever_its_ratio(tmp_path, run):
+    """A cold point's physical reads at a handful of pages (the pool's first misses) moving
+    eight-fold moves fewer pages than the counter's floor: within the noise. The same ratio
+    on hundreds of pages is worse."""
+    floor = cmp.COUNT_FLOOR["c_physical_reads"]
+    few, many = 3 * spread(ROUNDS, 0.3, 1), 300 * spread(ROUNDS, 0.3, 2)
+    old = rows({"few": spread(ROUNDS, 0.01, 5), "many": spread(ROUNDS, 0.01, 6)}, run="a")
+    new = rows({"few": 1.5 * spread(ROUNDS, 0.01, 7), "many": spread(ROUNDS, 0.01, 8)}, run="b")
+    old["c_physical_reads"] = np.concatenate([few, many])
+    new["c_physical_reads"] = 8 * np.concatenate([spread(ROUNDS, 0.3, 3) * 3,
+                                                  spread(ROUNDS, 0.3, 4) * 300])  # fmt: skip
+    assert 8 * 3 * 1.3 - 3 * 0.7 < floor < 8 * 300 * 0.7 - 300 * 1.3
+    a = write_set(tmp_path / "a", old.assign(git_commit="aaaa11112222"))
+    b = write_set(tmp_path / "b", new.assign(git_commit="bbbb11112222"))
+    code, out, _ = run(a, b)
+    found = parsed(out)
+    reads_few, reads_many = found[("few", "c_physical_reads")], found[("many", "c_physical_reads")]
+    assert float(reads_few["ratio"]) > 7 and reads_few["apart"] == str(floor)
+    assert reads_few["verdict"] == "worse, within the noise"
+    assert reads_many["verdict"] == "worse" and code == 1
+    # times have no such floor: 1.5 s against 1 s is worse, and its line says nothing of one
+    assert found[("few", "elapsed_s")]["verdict"] == "worse"
+    assert found[("few", "elapsed_s")]["apart"] is None
 
 
 def aa_history(

@@ -47,6 +47,10 @@ from tunelab.results import APPLIED_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
 # Metric -> +1 when a higher value is worse, -1 when a lower one is.
 METRICS: dict[str, int] = {"elapsed_s": 1, "throughput_rows_s": -1, "c_physical_reads": 1}
+# Counters whose medians must also differ by this many units to pass the noise: a cold point
+# reading a few pages (the pool's first misses, a catalog page) moves by several times from
+# run to run; 64 pages is 256 KiB to 2 MiB, below what any sweep's effect is made of.
+COUNT_FLOOR: dict[str, float] = {"c_physical_reads": 64}
 # Columns beside knob_* and wl_* that say what a point measured.
 IDENTITY = (
     "engine",
@@ -119,18 +123,25 @@ _finite = stats.finite_values
 
 
 def verdict(
-    test: RatioTest, direction: int, alpha: float, threshold: float, bar: float = 0.0
+    test: RatioTest,
+    direction: int,
+    alpha: float,
+    threshold: float,
+    bar: float = 0.0,
+    count_floor: float = 0.0,
 ) -> str:
-    """worse/better beyond the threshold and the noise bar (a |log ratio|, ``Noise.bar``),
-    within the noise, within the threshold, or no significant change. For a metric where
-    lower is worse the threshold is the same change seen from the other side,
-    1 / (1 + threshold): a time 10 % up is a throughput 9.1 % down."""
+    """worse/better beyond the threshold and the noise bar (a |log ratio|, ``Noise.bar``;
+    for a counter also ``count_floor`` units between the medians), within the noise, within
+    the threshold, or no significant change. For a metric where lower is worse the threshold
+    is the same change seen from the other side, 1 / (1 + threshold): a time 10 % up is a
+    throughput 9.1 % down."""
     if not test.significant(alpha):
         return TOO_FEW if test.min_p >= alpha else SAME
     up = test.ratio > 1
     worse = up if direction > 0 else not up
     past = test.ratio > 1 + threshold or test.ratio < 1 / (1 + threshold)
     beyond_noise = test.ratio == 0 or abs(math.log(test.ratio)) > bar  # inf passes any bar
+    beyond_noise = beyond_noise and abs(test.new_median - test.old_median) >= count_floor
     if worse:
         return (WORSE if beyond_noise else WORSE_NOISE) if past else WORSE_WITHIN
     return (BETTER if beyond_noise else BETTER_NOISE) if past else BETTER_WITHIN
@@ -467,8 +478,9 @@ def _judge(
             aa, count = context.floor.floor(host, floor_key, metric)
             excess, seen = context.floor.excess(host, engine, metric)
         width = noise.in_run(x, y)
-        point_noise = noise.Noise(width, source, aa, count, context.multiplier, excess, seen)
-        code = verdict(test, direction, alpha, threshold, point_noise.bar)
+        floor = COUNT_FLOOR.get(metric, 0.0)
+        point_noise = noise.Noise(width, source, aa, count, context.multiplier, excess, seen, floor)
+        code = verdict(test, direction, alpha, threshold, point_noise.bar, floor)
         changes.append(MetricChange(metric, test, code, point_noise, scaled is not None))
         if commit and runs[0] != runs[1] and 0 < test.ratio < math.inf:
             obs = noise.observation(test.ratio, commit, runs, (x.size, y.size), source,

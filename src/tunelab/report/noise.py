@@ -106,6 +106,7 @@ class Noise:
     multiplier: float = 1.0
     excess: float = 0.0  # the between-run allowance added to the in-run width
     excess_count: int = 0  # A/A observations it rests on; 0: the default
+    count_floor: float = 0.0  # a counter's medians must differ by this much (COUNT_FLOOR)
 
     @property
     def floor(self) -> float:
@@ -130,6 +131,8 @@ class Noise:
             out += f" / {percent(self.aa)} (A/A, {self.aa_count} comparison{s})"
         if self.multiplier != 1:
             out += f" ×{self.multiplier:g}"
+        if self.count_floor:
+            out += f", at least {self.count_floor:g} apart"
         return out
 
 
