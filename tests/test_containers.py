@@ -380,3 +380,40 @@ def test_two_containers_of_a_run_meet_only_through_a_proxy_on_its_gateway(image,
     finally:
         proxy.stop()
         recovery.clean(run_id)
+
+
+def _greeting(address: tuple[str, int], timeout_s: float = 10) -> str:
+    """The first line a listener at ``address`` sends (it says "up" just before it listens)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection(address, timeout=5) as s:
+                return s.makefile().readline().strip()
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_the_client_reaches_a_server_at_its_address_on_the_run_network(image, run_id, monkeypatch):
+    """Straight to the container's address where the host is on the run's network (no port
+    proxy in the round trip); the published port where it is not; a restart asks again."""
+    listen = "echo up; exec socat TCP-LISTEN:3306,fork,reuseaddr SYSTEM:'echo hello'"
+    rc = containers.start(_shell(image, listen, ready_log="^up$"), run_id, "route")
+    try:
+        name = containers.network_name(run_id)
+        ip = containers.client().api.inspect_container(rc.id)["NetworkSettings"]["Networks"][name][
+            "IPAddress"
+        ]
+        assert rc.client_address() == (ip, 3306)
+        assert rc.client_route == "run network"
+        assert _greeting(rc.client_address()) == "hello"
+        # A gateway that is not this host's address: a daemon whose bridge is elsewhere.
+        monkeypatch.setattr(containers, "network_gateway", lambda run_id: "192.0.2.1")
+        assert rc.client_address() == (ip, 3306)  # kept until the server restarts
+        rc.restart()
+        assert rc.client_address() == ("127.0.0.1", rc.host_port)
+        assert rc.client_route == "published port"
+        assert _greeting(rc.client_address()) == "hello"
+    finally:
+        rc.remove()

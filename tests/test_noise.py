@@ -218,7 +218,7 @@ def test_an_embedded_engine_has_no_processes_of_its_own(tmp_path):
 
     eng = engines.create("sqlite", tmp_path / "engine", "t")
     assert eng.pids() == []
-    assert eng.cpu_columns() == {"cpus_engine": "client"}
+    assert eng.cpu_columns() == {"cpus_engine": "client", "client_route": "in process"}
 
 
 # -- a container's CPUs ----------------------------------------------------------------------------

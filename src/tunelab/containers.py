@@ -4,11 +4,12 @@ Every container carries the label ``tunelab=1`` plus the run and point it belong
 owner (host, boot, pid and start time of the run's owning process, the checkout's work
 directory: see ``tunelab.ownership``), sits on a bridge network of its run alone
 (``tunelab-<run id>``, no traffic between its containers either), publishes its engine port on
-127.0.0.1 only, gets its secrets through the environment (never printed: log text shown to
-the user is scrubbed), waits for readiness the engine's own way, and is removed in every
-outcome: by the engine's teardown, by a safety net at interpreter exit (also after SIGTERM),
-and by ``tunelab recover`` (or ``tunelab clean``, both in ``tunelab.recovery``) for what a
-killed run left behind.
+127.0.0.1 only (the lab's client goes straight to the container's address on that network
+where the host is on it: ``RunningContainer.client_address``), gets its secrets through the
+environment (never printed: log text shown to the user is scrubbed), waits for readiness the
+engine's own way, and is removed in every outcome: by the engine's teardown, by a safety net
+at interpreter exit (also after SIGTERM), and by ``tunelab recover`` (or ``tunelab clean``,
+both in ``tunelab.recovery``) for what a killed run left behind.
 """
 
 from __future__ import annotations
@@ -219,6 +220,41 @@ class RunningContainer:
         # Timestamp (ns) of the last log line before the latest start: readiness is judged on
         # later lines only. (Not the daemon's StartedAt: a fast process logs before it.)
         self._log_mark: int | None = None
+        self._address: tuple[str, int] | None = None  # client_address(), until a restart
+
+    def client_address(self) -> tuple[str, int]:
+        """Where the lab's client reaches the server: the container's own address on the run's
+        network where the host is on that network (the kernel's bridge, the same path every
+        time), else the published port on 127.0.0.1 (through Docker's userspace proxy, which
+        adds a hop of its own, scheduled on any CPU, to every round trip)."""
+        if self._address is None:
+            self._address = self._direct_address() or ("127.0.0.1", self.host_port)
+        return self._address
+
+    @property
+    def client_route(self) -> str:
+        """How client_address() reaches the server, as the rows record it."""
+        return "published port" if self.client_address()[0] == "127.0.0.1" else "run network"
+
+    def _direct_address(self) -> tuple[str, int] | None:
+        if self.spec.host_network or not self.run_id:
+            return None
+        try:
+            self._container.reload()
+            networks = self._container.attrs["NetworkSettings"]["Networks"]
+            ip = (networks.get(network_name(self.run_id)) or {}).get("IPAddress")
+            gateway = network_gateway(self.run_id)
+        except Exception:
+            return None
+        # The gateway is one of this host's addresses only where the bridge is in this
+        # network namespace (not under a remote or rootless daemon). Binding tells without a
+        # packet to the server (a bare connect counts as a failed login on some engines).
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((gateway, 0))
+            except OSError:
+                return None
+        return (ip, self.spec.port) if ip else None
 
     def __repr__(self) -> str:
         return f"RunningContainer({self.name}, 127.0.0.1:{self.host_port})"
@@ -282,6 +318,7 @@ class RunningContainer:
         container's network and mounts are set up again: about 0.3 s). Other images are
         stopped and started."""
         in_place = self.labels.get(RESTART_SIGNAL_LABEL) if self.spec.restart_in_place else None
+        self._address = None  # a stopped container may come back at another address
         if in_place:
             self._log_mark = self._last_log_time()
             try:

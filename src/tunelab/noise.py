@@ -40,9 +40,9 @@ PROC = Path("/proc")
 # A repetition counts as measured under interference when, during its timed section:
 STEAL_LIMIT = 0.01  # the hypervisor took more than 1 % of the CPUs' time, or
 WAIT_LIMIT = 0.05  # the client's threads waited for a CPU more than 5 % of the section.
-# Other runnable tasks are recorded, not marked: a server engine's traffic runs through
-# Docker's port proxy, runnable at every round trip, and a task on another CPU takes nothing
-# from the client; one on the client's CPU shows as the client's wait.
+# Other runnable tasks are recorded, not marked: a server engine's traffic through a published
+# port runs through Docker's port proxy, runnable at every round trip, and a task on another
+# CPU takes nothing from the client; one on the client's CPU shows as the client's wait.
 
 _first_affinity: tuple[int, ...] | None = None
 
@@ -405,7 +405,8 @@ def watch(
         w.close()
 
 
-PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine")  # Placement.columns, Engine.cpu_columns
+# Placement.columns, Engine.cpu_columns
+PLACEMENT_COLUMNS = ("cpus_client", "cpus_engine", "client_route")
 NOISE_COLUMNS = (
     "noise_cpu_probe_s",  # the CPU reference's seconds around the section (geometric mean)
     "noise_engine_cpu_probe_s",  # the same on a server engine's CPUs

@@ -242,8 +242,9 @@ class Engine(abc.ABC):
 
     def cpu_columns(self) -> dict[str, str]:
         """``cpus_engine``: the CPUs the engine's processes may run on, as applied ("client":
-        it runs in the measuring process, on the client's CPUs)."""
-        return {"cpus_engine": "client"}
+        it runs in the measuring process, on the client's CPUs); ``client_route``: how the
+        client reaches the engine."""
+        return {"cpus_engine": "client", "client_route": "in process"}
 
     # -- knobs ---------------------------------------------------------------------------
     @staticmethod

@@ -390,17 +390,19 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
 
     def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
         assert self.container is not None
-        return self._open(database, self.container.host_port, autocommit, timeout_s)
+        host, port = self.container.client_address()
+        return self._open(database, port, autocommit, timeout_s, host)
 
     def open_at(self, port: int, timeout_s: float) -> Any:
         """An autocommit connection to the lab's database through ``port`` (a proxy's)."""
         return self._open(DATABASE, port, True, timeout_s)
 
-    def _open(self, database: str | None, port: int, autocommit: bool, timeout_s: float) -> Any:
+    def _open(self, database: str | None, port: int, autocommit: bool, timeout_s: float,
+              host: str = "127.0.0.1") -> Any:  # fmt: skip
         import ibm_db_dbi
 
         dsn = (
-            f"DATABASE={database or DATABASE};HOSTNAME=127.0.0.1;"
+            f"DATABASE={database or DATABASE};HOSTNAME={host};"
             f"PORT={port};PROTOCOL=TCPIP;UID={INSTANCE};"
             f"PWD={self.password};CONNECTTIMEOUT={max(1, int(timeout_s))};"
         )

@@ -418,9 +418,11 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         import MySQLdb.cursors
 
         assert self.container is not None
+        if port is None:  # the server itself (else the replica's port or a proxy's)
+            host, port = self.container.client_address()
         return MySQLdb.connect(
-            host=host,  # TCP to the published port (or the replica's proxy), never a socket
-            port=port or self.container.host_port,
+            host=host,  # TCP, never a socket
+            port=port,
             user="root",
             password=self.password,
             autocommit=autocommit,

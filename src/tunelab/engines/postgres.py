@@ -456,9 +456,11 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         import psycopg
 
         assert self.container is not None
+        # TCP, never a local socket: to the server's own address, or to a proxy's port
+        host, server_port = self.container.client_address()
         return psycopg.connect(
-            host="127.0.0.1",  # TCP to the published port, never a local socket
-            port=port or self.container.host_port,
+            host="127.0.0.1" if port else host,
+            port=port or server_port,
             user=user,
             password=self.password,
             dbname=DATABASE,

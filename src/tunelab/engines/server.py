@@ -132,7 +132,9 @@ class ServerEngine(Engine):
         return noise.descendants(self._pid)
 
     def cpu_columns(self) -> dict[str, str]:
-        return {"cpus_engine": self.container.cpuset if self.container is not None else ""}
+        if self.container is None:
+            return {"cpus_engine": "", "client_route": ""}
+        return {"cpus_engine": self.container.cpuset, "client_route": self.container.client_route}
 
     #: The driver's errors that mean "not accepting connections yet".
     connect_errors: tuple[type[BaseException], ...] = (OSError,)

@@ -81,6 +81,7 @@ LISTED = (
     "tunelab_version",
     "git_commit",
     "access_path",
+    "client_route",
 )
 
 DEFAULT_ALPHA = 0.05

@@ -200,8 +200,16 @@ def _cpus(values: list[str]) -> str:
     return " or ".join(f"CPU{'s' if ',' in v or '-' in v else ''} {v}" for v in values)
 
 
+# How the measuring process reached a server engine (the rows' client_route)
+ROUTE_TEXT = {
+    "run network": "the server's own address on the run's network",
+    "published port": "its port published on 127.0.0.1 (through Docker's userspace proxy)",
+}
+
+
 def _placement_text(frame: pd.DataFrame) -> str:
-    """Where the client and the engine ran, from the rows' cpus_client and cpus_engine."""
+    """Where the client and the engine ran, from the rows' cpus_client and cpus_engine, and
+    how the client reached the engine (client_route)."""
     if "cpus_client" not in frame:
         return ""
     clients = sorted(set(frame["cpus_client"].map(_cpu_set)) - {""})
@@ -213,7 +221,13 @@ def _placement_text(frame: pd.DataFrame) -> str:
     if (engine == "").any():
         parts.append("the engine's processes on any CPU")
     where = _cpus(clients) if clients else "CPUs not recorded"
-    return f"The measuring process ran on {where}, " + "; ".join(parts) + "."
+    text = f"The measuring process ran on {where}, " + "; ".join(parts) + "."
+    routes = frame["client_route"] if "client_route" in frame else pd.Series(dtype=str)
+    if found := [
+        ROUTE_TEXT[r] for r in sorted(set(routes.dropna().astype(str))) if r in ROUTE_TEXT
+    ]:
+        text += f" It reached the server through {' or '.join(found)}."
+    return text
 
 
 def _interference_text(frame: pd.DataFrame) -> str:
