@@ -3,12 +3,13 @@
     python benchmarks/bpsim_bench.py [--references 10000000] [--pages 1000000] [--alpha 0.9]
 
 Prints references per second for the exact curve over every pool size (one pass, stack
-distances), for the baseline (a plain O(1)-per-reference LRU simulation run once per pool
-size, for 100 sizes), and their ratio. Both are compiled numba code, run on one core; JIT
-compilation is excluded (both are warmed up first). The baseline gets its page ids mapped
-once, untimed (in its favour). With --prefix it runs on the first references only and its
-time is scaled to the whole trace (its cost is linear in the references); the output says
-so.
+distances; with the page keys indexed directly, and with the hash map the kernel uses for
+sparse keys, the earlier implementation, checking that both give the same curve), for the
+baseline (a plain O(1)-per-reference LRU simulation run once per pool size, for 100 sizes),
+and their ratio. Both are compiled numba code, run on one core; JIT compilation is excluded
+(both are warmed up first). The baseline gets its page ids mapped once, untimed (in its
+favour). With --prefix it runs on the first references only and its time is scaled to the
+whole trace (its cost is linear in the references); the output says so.
 """
 
 from __future__ import annotations
@@ -69,23 +70,33 @@ def main() -> None:
 
     # warm up (JIT compile or load from cache) on a small slice
     distance_histograms(pages[:1000])
+    distance_histograms(pages[:1000], direct=False)
     ids_small, m_small = dense_ids(pages[:1000])
     naive_lru_misses(ids_small, m_small, [1, 10])
 
-    def exact():
-        hist, distinct = distance_histograms(pages)
+    def exact(direct: bool):
+        hist, distinct = distance_histograms(pages, direct=direct)
         return curve_from_histograms(hist, np.arange(1, distinct + 1)), distinct
 
-    t_exact, (curve, distinct) = _best(exact, args.repeat)
+    t_hash, (curve_hash, distinct) = _best(lambda: exact(False), args.repeat)
+    t_exact, (curve, _) = _best(lambda: exact(True), args.repeat)
     rate_exact = n / t_exact
     print(
-        f"distinct pages: {distinct}; kernel state ~{state_bytes(distinct) / 2**20:.1f} MiB "
+        f"distinct pages: {distinct}; hash-map kernel state ~"
+        f"{state_bytes(distinct) / 2**20:.1f} MiB "
         f"({state_bytes(distinct) / distinct:.0f} bytes per distinct page)"
     )
     print(
-        f"exact LRU curve, all {distinct} sizes, one pass: {t_exact:.3f} s "
-        f"(best of {args.repeat}) = {rate_exact / 1e6:.2f} M references/s"
+        f"exact LRU curve, all {distinct} sizes, one pass, hash map: {t_hash:.3f} s "
+        f"(best of {args.repeat}) = {n / t_hash / 1e6:.2f} M references/s"
     )
+    print(
+        f"exact LRU curve, all {distinct} sizes, one pass, keys indexed directly "
+        f"(range {int(pages.max()) + 1}): {t_exact:.3f} s (best of {args.repeat}) = "
+        f"{rate_exact / 1e6:.2f} M references/s; {t_hash / t_exact:.2f}x the hash map"
+    )
+    if not curve.equals(curve_hash):
+        raise SystemExit("the direct and the hash-map kernels disagree")
 
     prefix = pages[: args.prefix] if 0 < args.prefix < n else pages
     ids, m = dense_ids(prefix)

@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 from tunelab.bpsim import generators
 from tunelab.bpsim.curves import lru_curve, working_set_pages
 from tunelab.bpsim.policies import naive_lru_misses
-from tunelab.bpsim.stackdist import dense_ids, distance_histograms, stack_distances
+from tunelab.bpsim.stackdist import (
+    DIRECT_LIMIT,
+    _direct_universe,
+    dense_ids,
+    distance_histograms,
+    stack_distances,
+)
 
 
 def brute_lru(pages, flags, size):
@@ -78,6 +84,49 @@ def test_long_random_trace_crosses_compactions_and_rehashes():
     curve = lru_curve(pages, sizes=[1, 17, 400, 2999, 3000, 5000])
     for row in curve.itertuples():
         assert row.misses == brute_lru(pages.tolist(), [False] * pages.size, row.pool_pages)[0]
+    hashed, _ = distance_histograms(pages, direct=False)  # the hash map grows and rehashes
+    assert (hashed == distance_histograms(pages)[0]).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(pages=traces, data=st.data())
+def test_direct_table_and_hash_map_give_the_same_histograms(pages, data):
+    flags = np.array(data.draw(st.lists(st.booleans(), min_size=len(pages), max_size=len(pages))))
+    arr = np.array(pages, dtype=np.uint32)
+    direct, m1 = distance_histograms(arr, flags, direct=True)
+    hashed, m2 = distance_histograms(arr, flags, direct=False)
+    assert m1 == m2 and direct.tolist() == hashed.tolist()
+    sync = [brute_lru(pages, flags.tolist(), size)[0] for size in (1, 3)]
+    assert [int(direct[0, 0] + direct[0, size + 1 :].sum()) for size in (1, 3)] == sync
+
+
+def test_direct_table_through_compactions_with_prefetch_flags():
+    # a Zipf trace long enough to compact the time axis many times, with a third of the
+    # references flagged as prefetches: both kernels agree on every count of both classes
+    trace = generators.zipf(50_000, 400_000, 0.9, 3)
+    flags = np.random.default_rng(5).random(trace.pages.size) < 0.3
+    direct, m1 = distance_histograms(trace.pages, flags, direct=True)
+    hashed, m2 = distance_histograms(trace.pages, flags, direct=False)
+    assert m1 == m2 > 10_000
+    assert (direct == hashed).all()
+
+
+def test_keys_are_indexed_directly_only_when_their_range_is_small():
+    n = 1000
+    assert _direct_universe(np.arange(n, dtype=np.uint32)) == n
+    # a range up to four keys per reference (or 65,536) is direct; beyond it the hash map
+    assert _direct_universe(np.array([0, 65_535], dtype=np.uint32)) == 65_536
+    assert _direct_universe(np.array([0, 70_000], dtype=np.uint32)) == 0
+    big = np.zeros(DIRECT_LIMIT // 2, np.uint32)
+    big[-1] = DIRECT_LIMIT - 1
+    assert _direct_universe(big) == DIRECT_LIMIT
+    big[-1] = DIRECT_LIMIT
+    assert _direct_universe(big) == 0
+    assert _direct_universe(np.zeros(0, np.uint32)) == 0
+    # sparse keys (hash map) give the same distances as their dense ids (direct)
+    sparse = np.array([7, 4_000_000_000, 7, 123_456_789, 4_000_000_000, 7], dtype=np.uint64)
+    ids, _ = dense_ids(sparse)
+    assert stack_distances(sparse).tolist() == stack_distances(ids).tolist() == [0, 0, 2, 0, 3, 3]
 
 
 def test_every_distance_across_several_levels_of_counts():

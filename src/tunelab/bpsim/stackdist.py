@@ -6,8 +6,9 @@ distance (a compulsory miss). Under LRU a reference hits in a pool of C pages ex
 its distance is <= C (Mattson et al., 1970), so one histogram of distances gives the hits of
 every pool size at once.
 
-How the kernel finds each distance: an open-addressing hash map holds, per page, the time
-position of its latest reference; those positions are the set bits of a bitmap over time, and
+How the kernel finds each distance: a table holds, per page, the time position of its latest
+reference (indexed by the page key itself when the keys are dense enough, else an
+open-addressing hash map); those positions are the set bits of a bitmap over time, and
 a Fenwick tree counts the set bits per 512-position line (one 64-byte cache line of the
 bitmap). The distance of a re-reference is one plus the number of set bits after the page's
 previous position: popcounts inside the two end lines, the Fenwick tree for the lines in
@@ -16,7 +17,10 @@ the two paths meet, so a short reuse interval, the common case, costs a few step
 log M. When the time axis fills, the live positions are compacted to the front (each moves to
 its rank, read off the bitmap) and the axis is sized to a few positions per distinct page, so
 memory stays proportional to distinct pages however long the trace is: 8 bytes per hash slot
-(at most half full), half a byte of bitmap and a Fenwick counter per 512 positions.
+(at most half full), half a byte of bitmap and a Fenwick counter per 512 positions. The direct
+table costs 4 bytes per key of the range and 4 per time position (the key at each position,
+which is what lets a compaction walk the bitmap instead of the table), and saves the hash
+probe, the reference's most expensive cache miss.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ _MIN_LINES = 8
 _AXIS_PER_PAGE = 4  # time positions per distinct page after a compaction
 _AHEAD = 16  # references ahead whose hash slot is prefetched
 MAX_DISTINCT = 1 << 29  # positions must fit in the upper 32 bits of a slot
+DIRECT_LIMIT = 1 << 24  # largest key range indexed directly (64 MiB of uint32 positions)
 
 
 @intrinsic
@@ -85,7 +90,7 @@ def _rehash32(table, bits):
 
 
 @njit(cache=True)
-def _lru_scan(pages, flags, dist_out, hist):
+def _lru_scan(pages, flags, dist_out, hist, universe):
     """Distance histograms by reference class; optional per-reference distances.
 
     ``pages`` are uint32 page keys. ``flags`` is either empty (every reference is class 0) or
@@ -94,7 +99,8 @@ def _lru_scan(pages, flags, dist_out, hist):
     is a zeroed (2, L) array whose dtype the counts take (int32 keeps the histogram small in
     cache; int64 for traces of 2**31 references or more); it is grown as needed. Returns
     ``(hist, distinct)`` where ``hist[c, d]`` counts class-c references at distance d and
-    ``hist[c, 0]`` counts first references.
+    ``hist[c, 0]`` counts first references. ``universe`` > 0 promises every key is below it
+    and selects the direct table; 0 selects the hash map.
     """
     n = pages.shape[0]
     use_flags = flags.shape[0] == n
@@ -108,10 +114,15 @@ def _lru_scan(pages, flags, dist_out, hist):
     hbits = 12
     hmask = (1 << hbits) - 1
     hshift = np.uint64(64 - hbits)
-    table = np.zeros(1 << hbits, np.uint64)
+    direct = universe > 0
+    table = np.zeros(0 if direct else 1 << hbits, np.uint64)
 
     nlines = _MIN_LINES
     cap = nlines * _LINE
+    # direct table: last[key] = 1 + position of the key's latest reference, 0 if none yet;
+    # who[position] = the key referenced there
+    last = np.zeros(universe, np.uint32)
+    who = np.zeros(cap if direct else 0, np.uint32)
     marks = np.zeros(nlines * _WORDS_PER_LINE, np.uint64)
     fen = np.zeros(nlines + 1, np.int32)  # Fenwick tree of set bits per line (1-based)
 
@@ -126,25 +137,43 @@ def _lru_scan(pages, flags, dist_out, hist):
 
         if t == cap:
             # Compact: each live position moves to its rank among live positions.
-            before = np.empty(marks.shape[0], np.int64)
-            acc = 0
-            for w in range(marks.shape[0]):
-                before[w] = acc
-                acc += _popcount(marks[w])
-            for slot in range(table.shape[0]):
-                v = table[slot]
-                if v != 0:
-                    p = np.int64(v >> np.uint64(32)) - 1
-                    w = p >> 6
-                    below = marks[w] & ((one << np.uint64(p & 63)) - one)
-                    rank = before[w] + np.int64(_popcount(below))
-                    table[slot] = (np.uint64(rank + 1) << np.uint64(32)) | (v & _LOW32)
+            if direct:
+                # walk the set bits in order; rank <= position, so ``who`` moves in place
+                rank = 0
+                for w in range(marks.shape[0]):
+                    x = marks[w]
+                    while x != zero:
+                        low = x & (zero - x)
+                        p = (w << 6) + np.int64(_popcount(low - one))
+                        moved = who[p]
+                        who[rank] = moved
+                        rank += 1
+                        last[moved] = rank
+                        x ^= low
+            else:
+                before = np.empty(marks.shape[0], np.int64)
+                acc = 0
+                for w in range(marks.shape[0]):
+                    before[w] = acc
+                    acc += _popcount(marks[w])
+                for slot in range(table.shape[0]):
+                    v = table[slot]
+                    if v != 0:
+                        p = np.int64(v >> np.uint64(32)) - 1
+                        w = p >> 6
+                        below = marks[w] & ((one << np.uint64(p & 63)) - one)
+                        rank = before[w] + np.int64(_popcount(below))
+                        table[slot] = (np.uint64(rank + 1) << np.uint64(32)) | (v & _LOW32)
             newlines = max(nlines, (_AXIS_PER_PAGE * nid + _LINE - 1) // _LINE)
             if newlines > nlines:
                 nlines = newlines
                 cap = nlines * _LINE
                 marks = np.zeros(nlines * _WORDS_PER_LINE, np.uint64)
                 fen = np.zeros(nlines + 1, np.int32)
+                if direct:
+                    grown_who = np.zeros(cap, np.uint32)
+                    grown_who[:nid] = who[:nid]
+                    who = grown_who
             full = nid >> 6
             marks[:full] = all_ones
             marks[full:] = zero
@@ -155,13 +184,19 @@ def _lru_scan(pages, flags, dist_out, hist):
                 fen[i] = max(0, min(_LINE * i, nid) - lo)
             t = nid
 
-        if k + _AHEAD < n:
-            _prefetch(table, np.int64((np.uint64(pages[k + _AHEAD]) * _GOLDEN) >> hshift))
-        h = np.int64((key * _GOLDEN) >> hshift)
-        v = table[h]
-        while v != 0 and (v & _LOW32) != key:
-            h = (h + 1) & hmask
+        h = 0
+        if direct:
+            if k + _AHEAD < n:
+                _prefetch(last, np.int64(pages[k + _AHEAD]))
+            v = np.uint64(last[np.int64(key)]) << np.uint64(32)
+        else:
+            if k + _AHEAD < n:
+                _prefetch(table, np.int64((np.uint64(pages[k + _AHEAD]) * _GOLDEN) >> hshift))
+            h = np.int64((key * _GOLDEN) >> hshift)
             v = table[h]
+            while v != 0 and (v & _LOW32) != key:
+                h = (h + 1) & hmask
+                v = table[h]
 
         wt = t >> 6
         lt = wt >> _LINE_SHIFT
@@ -205,11 +240,9 @@ def _lru_scan(pages, flags, dist_out, hist):
                     j += j & -j
             marks[wq] &= ~(one << np.uint64(q & 63))
             marks[wt] |= one << np.uint64(t & 63)
-            table[h] = (np.uint64(t + 1) << np.uint64(32)) | key
             hist[cls, d] += 1
         else:
             d = 0
-            table[h] = (np.uint64(t + 1) << np.uint64(32)) | key
             marks[wt] |= one << np.uint64(t & 63)
             j = lt + 1
             while j <= nlines:
@@ -221,7 +254,12 @@ def _lru_scan(pages, flags, dist_out, hist):
                 grown = np.zeros((2, 2 * hist.shape[1]), hist.dtype)
                 grown[:, : hist.shape[1]] = hist
                 hist = grown
-            if 2 * nid > hmask + 1:  # keep the load factor at most one half
+        if direct:
+            last[np.int64(key)] = t + 1
+            who[t] = key
+        else:
+            table[h] = (np.uint64(t + 1) << np.uint64(32)) | key
+            if v == 0 and 2 * nid > hmask + 1:  # keep the load factor at most one half
                 hbits += 1
                 hmask = (1 << hbits) - 1
                 hshift = np.uint64(64 - hbits)
@@ -317,15 +355,30 @@ def _as_flags(prefetch, n: int) -> np.ndarray:
     return flags
 
 
-def distance_histograms(pages, prefetch=None) -> tuple[np.ndarray, int]:
+def _direct_universe(keys: np.ndarray) -> int:
+    """The key range to index directly, or 0 for the hash map.
+
+    Direct when the range is at most DIRECT_LIMIT keys and small beside the trace (four keys
+    per reference, or 65,536): a few sparse keys must not cost a huge table.
+    """
+    if keys.size == 0:
+        return 0
+    universe = int(keys.max()) + 1
+    return universe if universe <= min(DIRECT_LIMIT, max(1 << 16, 4 * keys.size)) else 0
+
+
+def distance_histograms(pages, prefetch=None, direct: bool = True) -> tuple[np.ndarray, int]:
     """Stack-distance histograms split by reference class.
 
     Returns ``(hist, distinct)``: ``hist`` has shape (2, distinct + 1); row 0 counts logical
     references (getpages), row 1 references that are prefetches; column 0 counts first
-    references and column d references at stack distance d.
+    references and column d references at stack distance d. ``direct=False`` forces the hash
+    map (same results; for the benchmark and the tests).
     """
     keys = _keys32(pages)
-    hist, distinct = _lru_scan(keys, _as_flags(prefetch, keys.size), _NO_DIST, _new_hist(keys))
+    universe = _direct_universe(keys) if direct else 0
+    flags = _as_flags(prefetch, keys.size)
+    hist, distinct = _lru_scan(keys, flags, _NO_DIST, _new_hist(keys), universe)
     if distinct > MAX_DISTINCT:
         raise ValueError(f"more than {MAX_DISTINCT} distinct pages are not supported")
     return hist.astype(np.int64), int(distinct)
@@ -336,7 +389,7 @@ def stack_distances(pages) -> np.ndarray:
     keys = _keys32(pages)
     out = np.empty(keys.size, np.int64)
     if keys.size:
-        _lru_scan(keys, _NO_FLAGS, out, _new_hist(keys))
+        _lru_scan(keys, _NO_FLAGS, out, _new_hist(keys), _direct_universe(keys))
     return out
 
 
