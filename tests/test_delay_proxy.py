@@ -60,9 +60,10 @@ def test_a_round_trip_takes_twice_the_delay(delay_ms):
         proxy.stop()
         listener.close()
     added_ms = (through - direct) * 1e3
-    # twice the one-way delay, plus the proxy's own hops (0.06-0.27 ms on an idle 2-core
-    # host; a millisecond allowed for a busy one)
-    assert 2 * delay_ms <= added_ms < 2 * delay_ms + 1.0, (added_ms, delay_ms)
+    # twice the one-way delay, plus the proxy's own hops and the wake-ups of idle CPUs, which
+    # grow with the delay on a VM (0.2 ms at 0.5 ms, 0.8 ms at 10 ms on an idle 2-core one):
+    # a millisecond and a tenth of the delay allowed; a delay applied twice still fails
+    assert 2 * delay_ms <= added_ms < 2.2 * delay_ms + 1.0, (added_ms, delay_ms)
 
 
 def test_bytes_arrive_whole_and_in_order_at_full_rate():

@@ -7,8 +7,9 @@ Each direction of each connection has a reader thread, which stamps every chunk 
 with its arrival time, and a writer thread, which sends the chunks in order, each no earlier
 than ``delay`` after its arrival: the delay adds latency without limiting the rate (the chunks
 in flight overlap, as on a long link). A round trip through the proxy takes twice the delay
-plus the proxy's own hops: 0.06-0.27 ms measured on a 2-core VM at delays of 0 to 10 ms
-(threads sleep with the kernel's timer slack at 1 ns; with the default 50 us a sleep
+plus the proxy's own hops and the wake-ups of idle CPUs: 0.06-0.27 ms measured on one 2-core
+VM at delays of 0 to 10 ms, 0.2-0.8 ms on another, where the cost grew with the delay (threads
+sleep with the kernel's timer slack at 1 ns; with the default 50 us a sleep
 overshot by up to 0.5 ms, and asyncio's event loop keeps only whole milliseconds). Nothing
 spins: a spinning proxy took CPU time from the engine (local commits, which never wait for
 the standby, ran 25 % slower with a delay than without). The proxy prints
