@@ -436,3 +436,37 @@ def test_aa_runs_of_one_drifting_host_flag_nothing_when_measured_in_rounds(tmp_p
             flagged[rounds] += result.count(cmp.WORSE, cmp.BETTER)
     assert flagged[True] == 0
     assert flagged[False] > 0
+
+
+# -- the host's CPU speed ---------------------------------------------------------------------
+
+
+def with_cpu(frame: pd.DataFrame, probe_s: float, cpu_share: float) -> pd.DataFrame:
+    """The rows of an engine in the measuring process, each with the CPU reference timed around
+    it (``probe_s``) and ``cpu_share`` of its time spent on the CPU."""
+    return frame.assign(
+        cpus_engine="client", noise_cpu_probe_s=probe_s,
+        noise_client_cpu_s=cpu_share * frame["elapsed_s"],
+    )  # fmt: skip
+
+
+def test_a_change_no_larger_than_the_host_s_cpu_slowdown_is_noise(tmp_path, run):
+    """NEW measured while the CPU reference ran 1.4x slower and the point's CPU-bound time
+    rose 1.5x (more than the reference says, as seen on a shared host): within the noise,
+    with the CPU term printed. The same rise with the reference unchanged is worse."""
+    old = {"p": spread(ROUNDS, 0.02, 1)}
+    new = {"p": 1.5 * spread(ROUNDS, 0.02, 2)}
+    base = with_cpu(rows(old, commit="aaaa11112222", run="a"), 0.002, 0.9)
+    a = write_set(tmp_path / "a", base)
+    slow = write_set(
+        tmp_path / "slow", with_cpu(rows(new, commit="bbbb1111", run="b"), 0.0028, 0.9)
+    )
+    same = write_set(tmp_path / "same", with_cpu(rows(new, commit="cccc1111", run="c"), 0.002, 0.9))
+    code, out, _ = run(a, slow)
+    line = next(x for x in out if x.startswith("sqlite/cmp p: elapsed_s"))
+    assert line.endswith("worse, within the noise") and code == 0, line
+    shown = float(re.search(r"\+ ([\d.]+) % CPU speed", line)[1])
+    assert shown == pytest.approx(100 * (1.4**0.9 - 1), abs=1.5)  # the model's slowdown
+    code, out, _ = run(a, same)
+    line = next(x for x in out if x.startswith("sqlite/cmp p: elapsed_s"))
+    assert line.endswith(": worse") and "CPU speed:" not in line and code == 1, line

@@ -10,10 +10,11 @@ for it (each side's repetitions resampled, seeded per point, so adding a point c
 other point's numbers) and a two-sided Mann–Whitney U test. A change is significant when the
 interval excludes 1 and p < alpha; it is "worse" when, in addition, it moves past the
 threshold in the worse direction and past the point's noise floor on that host (the larger of
-the spread within the runs plus an allowance for how much more points move between runs, and
-the A/A floor of earlier runs of one commit, ``report.noise``, times a multiplier). Points
-whose provenance makes them incomparable (another engine version, another host, a cache state
-achieved another way) are listed, not compared.
+the spread within the runs plus an allowance for how much more points move between runs plus
+how far the host's CPU speed moved between them, and the A/A floor of earlier runs of one
+commit, ``report.noise``, times a multiplier). Points whose provenance makes them
+incomparable (another engine version, another host, a cache state achieved another way) are
+listed, not compared.
 
 Comparing two runs of one clean commit on one host records each point's |log ratio| as an A/A
 observation in the floor file (``noise-floor.json`` in NEW's results directory, with OLD's
@@ -464,6 +465,7 @@ def _judge(
     commit = _aa_commit(o, n) if host else ""
     runs = (_run_name(o), _run_name(n)) if commit else ("", "")
     changes = []
+    cpu_shift = hostspeed.shift(o, n)
     for metric, direction in METRICS.items():
         x, y = _column(o, metric), _column(n, metric)
         scaled = hostspeed.values([o, n], metric)
@@ -480,7 +482,9 @@ def _judge(
             excess, seen = context.floor.excess(host, engine, metric)
         width = noise.in_run(x, y)
         floor = COUNT_FLOOR.get(metric, 0.0)
-        point_noise = noise.Noise(width, source, aa, count, context.multiplier, excess, seen, floor)
+        cpu = cpu_shift if scaled is not None else 0.0
+        point_noise = noise.Noise(width, source, aa, count, context.multiplier, excess, seen,
+                                  floor, cpu)  # fmt: skip
         code = verdict(test, direction, alpha, threshold, point_noise.bar, floor)
         changes.append(MetricChange(metric, test, code, point_noise, scaled is not None))
         if commit and runs[0] != runs[1] and 0 < test.ratio < math.inf:
@@ -807,7 +811,9 @@ def noise_text(result: Comparison) -> str:
         "excess added, seen over every point of the engine in this host's A/A comparisons "
         f"once there are {noise.MIN_EXCESS_POINTS} of them, until then "
         f"{percent_text(noise.DEFAULT_EXCESS['elapsed_s'])} for times (the largest seen in "
-        "this lab's own A/A comparisons of its default packs; docs/compare.md). A/A: the "
+        "this lab's own A/A comparisons of its default packs; docs/compare.md), and for "
+        "times compared at one CPU speed how far the CPU reference puts the two runs' CPU "
+        "speeds apart (the correction does not take all of a slower CPU out). A/A: the "
         "largest |log ratio| between two runs of one commit on this host, over the last "
         f"{noise.KEEP} such comparisons of the point. A significant change past the threshold "
         'but not past the floor is "within the noise".'

@@ -145,15 +145,39 @@ def weight(frames: Sequence[pd.DataFrame], slowdowns: Sequence[np.ndarray]) -> f
     return float(np.clip((rt * rx).sum() / spread, 0.0, 1.0))
 
 
+def _references(frames: Sequence[pd.DataFrame]) -> tuple[float, float]:
+    """The client's and a server engine's reference probe: the medians over every row."""
+    client_ref = float(np.median(np.concatenate([_numbers(f, PROBE) for f in frames])))
+    servers = [_numbers(f, ENGINE_PROBE) for f in frames if not _in_client(f)]
+    engine_ref = float(np.median(np.concatenate(servers))) if servers else 1.0
+    return client_ref, engine_ref
+
+
+def shift(old: pd.DataFrame, new: pd.DataFrame) -> float:
+    """How far apart, on the log scale, the model puts the CPU speeds two runs of a point were
+    measured at: the difference of their rows' median slowdowns, before any weight; 0 where
+    the scaling does not apply. The correction takes out only the share the rows bear out,
+    and the reference is a few milliseconds of arithmetic: a CPU-bound point can move by more
+    than it says (seen: SQLite inserts whose CPU seconds grew 1.77x while the probe's grew
+    1.39x), so `tunelab compare` adds this shift to the point's noise rather than trusting the
+    correction to have removed it."""
+    if not applies([old, new], TIME):
+        return 0.0
+    client_ref, engine_ref = _references([old, new])
+    a, b = (_slowdown(f, client_ref, engine_ref) for f in (old, new))
+    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+    if a.size == 0 or b.size == 0:
+        return 0.0
+    return abs(float(np.median(b) - np.median(a)))
+
+
 def annotate(frames: Sequence[pd.DataFrame]) -> list[pd.DataFrame]:
     """The frames with ``SLOWDOWN`` (the log slowdown the scaling takes out: the model's,
     times the ``weight`` these rows bear out) and ``WEIGHT``; unchanged where the scaling
     does not apply (``applies``)."""
     if not applies(frames, TIME):
         return list(frames)
-    client_ref = float(np.median(np.concatenate([_numbers(f, PROBE) for f in frames])))
-    servers = [_numbers(f, ENGINE_PROBE) for f in frames if not _in_client(f)]
-    engine_ref = float(np.median(np.concatenate(servers))) if servers else 1.0
+    client_ref, engine_ref = _references(frames)
     slowdowns = [_slowdown(f, client_ref, engine_ref) for f in frames]
     theta = weight(frames, slowdowns)
     # Joined in one step: a row frame has hundreds of columns, and adding them one by one

@@ -29,7 +29,12 @@ Two estimates, both a bound on the log scale (``h``: the ratio moves within
   |log(ratio of medians)| (and the point's in-run width then); the floor is the largest of
   them.
 
-The floor is the larger of (in run + between runs) and the A/A floor.
+- **CPU speed.** Where times are compared at one CPU speed (``report.hostspeed``), how far
+  the model puts the CPU speeds of the two runs apart (``hostspeed.shift``): a host whose CPU
+  ran slower through one run's measuring of a sweep moves that sweep's CPU-bound points by
+  about that much, and the correction does not take all of it out.
+
+The floor is the larger of (in run + between runs + CPU speed) and the A/A floor.
 """
 
 from __future__ import annotations
@@ -107,12 +112,13 @@ class Noise:
     excess: float = 0.0  # the between-run allowance added to the in-run width
     excess_count: int = 0  # A/A observations it rests on; 0: the default
     count_floor: float = 0.0  # a counter's medians must differ by this much (COUNT_FLOOR)
+    host: float = 0.0  # how far the CPU speed moved between the runs (hostspeed.shift)
 
     @property
     def floor(self) -> float:
-        """The larger of (in run + between runs) and the A/A floor (0 when neither is
-        known)."""
-        known = [h for h in (self.in_run + self.excess, self.aa) if math.isfinite(h)]
+        """The larger of (in run + between runs + the host's CPU speed change) and the A/A
+        floor (0 when neither is known)."""
+        known = [h for h in (self.in_run + self.excess + self.host, self.aa) if math.isfinite(h)]
         return max(known, default=0.0)
 
     @property
@@ -126,6 +132,8 @@ class Noise:
         if self.excess > 0 and math.isfinite(self.in_run):
             where = f"this host's A/A, {self.excess_count}" if self.excess_count else "default"
             out += f" + {percent(self.excess)[1:]} between runs ({where})"
+        if self.host >= 0.005 and math.isfinite(self.in_run):
+            out += f" + {percent(self.host)[1:]} CPU speed"
         if self.aa_count:
             s = "s" if self.aa_count > 1 else ""
             out += f" / {percent(self.aa)} (A/A, {self.aa_count} comparison{s})"
