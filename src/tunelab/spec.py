@@ -386,28 +386,37 @@ def _grid_size(
     return total, longest
 
 
-def repetitions(doc: dict) -> tuple[int, int]:
-    """(min, max) rounds of a valid sweep: an integer N is (N, N), a mapping {min, max} its
-    two values, no key the default."""
-    reps = doc.get("repetitions", DEFAULT_REPETITIONS)
+def repetitions_asked(doc: dict, engine: str | None = None) -> Any:
+    """What a sweep asks of ``repetitions`` on ``engine``: ``overrides.<engine>.repetitions``
+    where given (an engine whose repetitions are cheap can be given a larger budget), else the
+    sweep's own, else the default."""
+    over = (doc.get("overrides") or {}).get(engine) if engine else None
+    if isinstance(over, dict) and "repetitions" in over:
+        return over["repetitions"]
+    return doc.get("repetitions", DEFAULT_REPETITIONS)
+
+
+def repetitions(doc: dict, engine: str | None = None) -> tuple[int, int]:
+    """(min, max) rounds of a valid sweep on ``engine``: an integer N is (N, N), a mapping
+    {min, max} its two values, no key the default."""
+    reps = repetitions_asked(doc, engine)
     if isinstance(reps, dict):
         return int(reps["min"]), int(reps["max"])
     return int(reps), int(reps)
 
 
-def _repetitions_errors(file: str, doc: dict) -> list[SpecError]:
-    """What the schema cannot say about ``repetitions``: JSON Schema counts 6.0 an integer,
-    and min above max."""
-    reps = doc.get("repetitions", DEFAULT_REPETITIONS)
+def _repetitions_errors(file: str, reps: Any, field: str = "repetitions") -> list[SpecError]:
+    """What the schema cannot say about a ``repetitions`` value at ``field``: JSON Schema
+    counts 6.0 an integer, and min above max."""
     items = [((k,), v) for k, v in reps.items()] if isinstance(reps, dict) else [((), reps)]
     errors = [
-        SpecError(file, ".".join(["repetitions", *k]), f"{_show(v)} has the wrong type", "integer")
+        SpecError(file, ".".join([field, *k]), f"{_show(v)} has the wrong type", "integer")
         for k, v in items
         if type(v) is not int
     ]
     if not errors and isinstance(reps, dict) and reps["min"] > reps["max"]:
         msg = f"min {reps['min']} is above max {reps['max']}"
-        errors.append(SpecError(file, "repetitions", msg, "min <= max"))
+        errors.append(SpecError(file, field, msg, "min <= max"))
     return errors
 
 
@@ -616,9 +625,16 @@ def expand(
     if access not in info.access_modes:
         errors.append(SpecError(file, "access", f"{engine} cannot honour access: {access}",
                                 ", ".join(info.access_modes)))  # fmt: skip
+    reps_errors = []
     if "repetitions" not in broken:
-        errors.extend(_repetitions_errors(file, doc))
-    reps_min, reps = repetitions(doc) if "repetitions" not in broken else (1, 1)
+        reps_errors = _repetitions_errors(file, doc.get("repetitions", DEFAULT_REPETITIONS))
+    over = (doc.get("overrides") or {}).get(engine) or {}
+    if "repetitions" in over:  # the schema checked its shape (a broken override returned)
+        field = f"overrides.{engine}.repetitions"
+        reps_errors += _repetitions_errors(file, over["repetitions"], field)
+    errors.extend(reps_errors)
+    fine = "repetitions" not in broken and not reps_errors
+    reps_min, reps = repetitions(doc, engine) if fine else (1, 1)
     points: list[Point] = []
     seen: set[str] = set()
     warned: list[SpecWarning] = []

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from tunelab import spec
 from tunelab.report import checks, marks, plots, stats, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, unique
@@ -233,8 +234,8 @@ def measured_html(data: ReportData) -> str:
             rows.append((f"workload {i}", text))
     if "cache" in sw:
         rows.append(("cache", esc(sw["cache"])))
-    if "repetitions" in sw:
-        rows.append(("repetitions asked", esc(sw["repetitions"])))
+    if (asked := _repetitions_asked(data)) is not None:
+        rows.append(("repetitions asked", esc(asked)))
     reps = reps_per_point(data)
     got = f"{len(reps)} points, {fmt(int(reps.min()))}–{fmt(int(reps.max()))} repetitions each"
     rows.append(("measured", got + f", {len(data.results)} rows"))
@@ -254,11 +255,20 @@ def _as_pages(data: ReportData, values: Any) -> str:
     return html.escape(f" (= {pages} pages of {fmt_bytes(sizes[0])}; KiB, MiB: 2¹⁰, 2²⁰ B)")
 
 
+def _repetitions_asked(data: ReportData) -> Any:
+    """The sweep's ``repetitions`` for the report's engine (its override first); None where
+    the sweep names none."""
+    over = (data.sweep.get("overrides") or {}).get(data.engine) or {}
+    if "repetitions" not in data.sweep and "repetitions" not in over:
+        return None
+    return spec.repetitions_asked(data.sweep, data.engine)
+
+
 def warnings(data: ReportData) -> list[str]:
     """What the rows show went differently from what the sweep asked."""
     out = []
     frame = data.results
-    asked = data.sweep.get("repetitions")
+    asked = _repetitions_asked(data)
     reps = reps_per_point(data)
     if isinstance(asked, int) and int(reps.min()) < asked:
         short = int((reps < asked).sum())
