@@ -7,20 +7,21 @@ its distance is <= C (Mattson et al., 1970), so one histogram of distances gives
 every pool size at once.
 
 How the kernel finds each distance: a table holds, per page, the time position of its latest
-reference (indexed by the page key itself when the keys are dense enough, else an
-open-addressing hash map); those positions are the set bits of a bitmap over time, and
-a Fenwick tree counts the set bits per 512-position line (one 64-byte cache line of the
-bitmap). The distance of a re-reference is one plus the number of set bits after the page's
-previous position: popcounts inside the two end lines, the Fenwick tree for the lines in
-between. Both Fenwick walks (the range sum, and the -1/+1 update of the two lines) stop where
-the two paths meet, so a short reuse interval, the common case, costs a few steps rather than
-log M. When the time axis fills, the live positions are compacted to the front (each moves to
-its rank, read off the bitmap) and the axis is sized to a few positions per distinct page, so
-memory stays proportional to distinct pages however long the trace is: 8 bytes per hash slot
-(at most half full), half a byte of bitmap and a Fenwick counter per 512 positions. The direct
-table costs 4 bytes per key of the range and 4 per time position (the key at each position,
-which is what lets a compaction walk the bitmap instead of the table), and saves the hash
-probe, the reference's most expensive cache miss.
+reference (indexed by the page key itself when the keys are dense enough, else an open-
+addressing hash map); those positions are the set bits of a bitmap over time, and a Fenwick
+tree counts the set bits per 512-position line (one 64-byte cache line of the bitmap). The
+distance of a re-reference is one plus the number of set bits after the page's previous
+position: popcounts inside the previous position's line, a running count of the current line
+(only positions before the current one are ever set), the Fenwick tree for the lines in
+between. Both Fenwick walks (the range sum, and the -1/+1 update of the two lines) stop
+where the two paths meet, so a short reuse interval, the common case, costs a few steps
+rather than log M. When the time axis fills, the live positions are compacted to the front
+(each moves to its rank, read off the bitmap) and the axis is sized to a few positions per
+distinct page, so memory stays proportional to distinct pages however long the trace is: 8
+bytes per hash slot (at most half full), half a byte of bitmap and a Fenwick counter per 512
+positions. The direct table costs 4 bytes per key of the range and 4 per time position (the
+key at each position, which is what lets a compaction walk the bitmap instead of the table),
+and saves the hash probe, the reference's most expensive cache miss.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ def _lru_scan(pages, flags, dist_out, hist, universe):
 
     nid = 0
     t = 0
+    cur = 0  # set bits in the line of t (only positions below t are ever set)
 
     for k in range(n):
         key = np.uint64(pages[k])
@@ -183,6 +185,7 @@ def _lru_scan(pages, flags, dist_out, hist, universe):
                 lo = _LINE * (i - (i & -i))
                 fen[i] = max(0, min(_LINE * i, nid) - lo)
             t = nid
+            cur = nid & (_LINE - 1)
 
         h = 0
         if direct:
@@ -200,6 +203,8 @@ def _lru_scan(pages, flags, dist_out, hist, universe):
 
         wt = t >> 6
         lt = wt >> _LINE_SHIFT
+        if t & (_LINE - 1) == 0:
+            cur = 0
         if v != 0:
             q = np.int64(v >> np.uint64(32)) - 1
             wq = q >> 6
@@ -215,10 +220,10 @@ def _lru_scan(pages, flags, dist_out, hist, universe):
                 same = zero - np.uint64(w == iq)
                 c += _popcount(marks[base + w] & (later | (same & above)))
             d = np.int64(c) + 1
-            if lq != lt:
-                base = lt << _LINE_SHIFT
-                for w in range(_WORDS_PER_LINE):
-                    d += np.int64(_popcount(marks[base + w]))
+            if lq == lt:
+                cur -= 1  # q's bit, cleared below
+            else:
+                d += cur
                 # whole lines lq+1 .. lt-1 = prefix(lt) - prefix(lq+1); each path stops at
                 # the node where the two meet
                 a = lq + 1
@@ -240,10 +245,12 @@ def _lru_scan(pages, flags, dist_out, hist, universe):
                     j += j & -j
             marks[wq] &= ~(one << np.uint64(q & 63))
             marks[wt] |= one << np.uint64(t & 63)
+            cur += 1
             hist[cls, d] += 1
         else:
             d = 0
             marks[wt] |= one << np.uint64(t & 63)
+            cur += 1
             j = lt + 1
             while j <= nlines:
                 fen[j] += 1
