@@ -177,7 +177,7 @@ def test_max_flush_section_counts_every_interval(scan_file):
     assert int(model.flush_sizes(scores, model.ASYNC).predicted) == 17
 
 
-LINK = Link(disk_rate=150.0, disk_overhead=0.0007, net_rate=40.0, rtt=0.003)
+LINK = Link(disk_rate=150.0, disk_overhead=0.0007, net_rate=40.0, rtt=0.003, apply=0.0004)
 
 
 @pytest.mark.parametrize(("ordering", "ack"), list(itertools.product(Ordering, Ack)))
@@ -185,8 +185,10 @@ LINK = Link(disk_rate=150.0, disk_overhead=0.0007, net_rate=40.0, rtt=0.003)
 def test_each_ordering_costs_what_its_formula_says(ordering, ack, pages):
     w = LINK.disk_overhead + pages * 4096 / 2**20 / LINK.disk_rate
     s = pages * 4096 / 2**20 / LINK.net_rate
-    rtt = LINK.rtt
+    rtt, replay = LINK.rtt, LINK.apply
     expected = {
+        (Ordering.FLUSH_THEN_SEND, Ack.REMOTE_APPLY): w + s + w + replay + rtt,
+        (Ordering.WRITE_WHILE_SEND, Ack.REMOTE_APPLY): max(w, s + w + replay + rtt),
         (Ordering.FLUSH_THEN_SEND, Ack.REMOTE_FLUSH): w + s + w + rtt,
         (Ordering.FLUSH_THEN_SEND, Ack.REMOTE_WRITE): w + s + rtt,
         (Ordering.FLUSH_THEN_SEND, Ack.NONE): max(w, s),
@@ -221,6 +223,7 @@ def test_engines_map_their_settings_to_orderings():
     w, s, rtt = LINK.write_time(20), LINK.send_time(20), LINK.rtt
     assert cost("postgres", "on") == pytest.approx(w + s + w + rtt)
     assert cost("postgres", "remote_write") == pytest.approx(w + s + rtt)
+    assert cost("postgres", "remote_apply") == pytest.approx(w + s + w + LINK.apply + rtt)
     assert cost("mariadb", "AFTER_SYNC") == cost("mariadb", "AFTER_COMMIT")
     assert cost("mariadb", "AFTER_SYNC") == pytest.approx(w + s + rtt)
     assert engines.engine_class("db2").replication == model.CALCULATOR_MODES
@@ -293,10 +296,31 @@ def test_the_command_through_tunelab_with_an_engine(capsys, scan_file):
     assert math.isclose(float(first[2][2]), 1.446, abs_tol=5e-4)
 
 
+def test_remote_apply_adds_the_replay_time_given(capsys, scan_file):
+    """--apply is the standby's replay per flush: remote_apply is on plus it, and the header
+    says so; without it remote_apply is on (a lower bound) and IBM's header is unchanged."""
+    argv = ["hadr-calc", "--disk", "200", ".001", "--network", "10", ".1", "--engine",
+            "postgres", "--modes", "on,remote_apply", str(scan_file)]  # fmt: skip
+    assert tunelab_cli.main(argv) == 0
+    plain = capsys.readouterr().out
+    first = _words(plain)[3:6]
+    assert first[1][2:] == first[2][2:]
+    assert "replay" not in plain
+    assert tunelab_cli.main([*argv[:-1], "--apply", "0.05", argv[-1]]) == 0
+    out = capsys.readouterr().out
+    assert "Standby replay 0.05 second per flush" in out
+    # the first interval's min: both at the interval's own flush size
+    on, applied = [float(line.split(" min ")[1].split(" s/f")[0].split()[-1])
+                   for line in out.splitlines() if " min " in line][:2]  # fmt: skip
+    assert on + 0.05 == pytest.approx(applied, abs=2e-6)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--disk", "200", ".001", "SCAN"], "--network: required"),
+        (["--disk", "200", "0", "--network", "1", "1", "--apply", "-1", "SCAN"],
+         "--apply: SECONDS '-1' must be 0 or more"),
         (["--disk", "200", "--network", "1", "1", "SCAN"], "--disk: expected 2 arguments"),
         (["--disk", "x", "0", "--network", "1", "1", "SCAN"],
          "--disk: RATE 'x' is not a number"),

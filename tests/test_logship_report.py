@@ -49,6 +49,30 @@ def test_the_links_measured_round_trip_replaces_the_one_asked_for():
     assert table.loc["on", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5)
 
 
+def test_remote_apply_adds_the_standbys_replay_its_replay_lag_less_its_flush_lag():
+    """remote_apply = on + the standby's replay, read as replay lag minus flush lag (medians
+    over repetitions); without a replay lag it is on's prediction, a lower bound. Under on the
+    replay lag is not what its commit waits for, so it adds nothing there."""
+    apply_rows = rows("remote_apply", 5, 6.9)
+    for r, row in enumerate(apply_rows):
+        row["repl_replay_lag_ms"] = row["repl_flush_lag_ms"] + (0.6 if r else 9.0)  # one outlier
+    on_rows = rows("on", 5, 6.2)
+    for row in on_rows:
+        row["repl_replay_lag_ms"] = row["repl_flush_lag_ms"] + 3.0
+    frame = pd.DataFrame(rows("local", 5, 0.8) + on_rows + apply_rows)
+    table = logship.predictions(frame, "postgres").set_index("sync_mode")
+    assert table.loc["remote_apply", "replay_ms"] == pytest.approx(0.6)
+    assert table.loc["remote_apply", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5 + 0.6)
+    assert table.loc["on", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5)
+    assert pd.isna(table.loc["on", "replay_ms"])
+    html = logship.logship_html(_data(frame))
+    assert "standby&#x27;s replay (ms)" in html or "standby's replay (ms)" in html
+    frame = frame.drop(columns="repl_replay_lag_ms")
+    table = logship.predictions(frame, "postgres").set_index("sync_mode")
+    assert table.loc["remote_apply", "predicted_ms"] == pytest.approx(0.8 + 0.15 + 5)
+    assert "replay (ms)" not in logship.logship_html(_data(frame))
+
+
 def test_no_table_without_sync_mode_or_a_baseline():
     assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)).drop(columns="knob_sync_mode"),
                                "postgres") is None  # fmt: skip

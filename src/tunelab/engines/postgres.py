@@ -398,10 +398,10 @@ def normalise_plan(doc: Any) -> str:
 # synchronous_commit with a synchronous standby, for the HADR calculator (docs/hadr.md).
 # The walsender ships only WAL the primary has already flushed, so every wait on the
 # standby follows the local flush: `on` costs w + s + w + RTT, `remote_write` w + s + RTT.
-# `remote_apply` waits for replay too, which the model leaves out (a lower bound).
+# `remote_apply` waits for the standby's replay too: w + s + w + replay + RTT.
 REPLICATION = {
     "on": Mode("on", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_FLUSH),
-    "remote_apply": Mode("remote_apply", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_FLUSH),
+    "remote_apply": Mode("remote_apply", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_APPLY),
     "remote_write": Mode("remote_write", Ordering.FLUSH_THEN_SEND, Ack.REMOTE_WRITE),
     "local": Mode("local", Ordering.FLUSH_THEN_SEND, Ack.NONE),
 }

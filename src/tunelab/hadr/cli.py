@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the disk's write model from `tunelab calibrate` instead")  # fmt: skip
     p.add_argument("--network", nargs=2, required=True, metavar=("RATE", "RTT"),
                    help="primary-standby send rate in MB/s and round trip in seconds")  # fmt: skip
+    p.add_argument("--apply", metavar="SECONDS", default="0",
+                   help="the standby's replay time per flush, for modes that wait for replay "
+                   "(PostgreSQL's remote_apply; default 0: a lower bound)")  # fmt: skip
     p.add_argument("--modes", metavar="LIST",
                    help="comma-separated modes, case-insensitive (default: "
                    f"{','.join(DEFAULT_MODES)}, or all of --engine's)")  # fmt: skip
@@ -99,6 +102,7 @@ def link_from(args: argparse.Namespace, disk_from: DiskFrom | None = None) -> Li
         disk_overhead=overhead,
         net_rate=_number("--network", "RATE", args.network[0], positive=True),
         rtt=_number("--network", "RTT", args.network[1], positive=False),
+        apply=_number("--apply", "SECONDS", args.apply, positive=False),
     )
 
 

@@ -11,11 +11,13 @@ modes can be written without naming the engine here:
 - the *ordering*: ``flush-then-send`` ships only log already written locally (the send
   follows the local write), ``write-while-send`` writes and ships the same flush at once;
 - the *ack*: what the commit waits for from the standby: ``remote-flush`` (written to its
-  disk), ``remote-write`` (received, not yet on its disk) or ``none``.
+  disk), ``remote-write`` (received, not yet on its disk) or ``none``; ``remote-apply``
+  (flushed and replayed, PostgreSQL's ``remote_apply``) has no IBM mode: it adds the
+  standby's replay time, an input (``Link.apply``) the model does not derive.
 
 Flush time: no ack ``max(w, s)`` (writing and shipping overlap, the slower one paces);
-``flush-then-send`` ``w + s + RTT`` plus ``w`` for a remote flush; ``write-while-send``
-``max(w, s + RTT)`` plus ``w`` inside the max for a remote flush. IBM's SYNC is
+``flush-then-send`` ``w + s + RTT`` plus ``w`` for a remote flush (``w + apply`` for a
+remote apply); ``write-while-send`` ``max(w, s + RTT)`` plus the same inside the max. IBM's SYNC is
 flush-then-send/remote-flush (``w + s + w + RTT``), NEARSYNC write-while-send/remote-write
 (``max(w, s + RTT)``), ASYNC no ack, SUPERASYNC no ack at a fixed 16-page shipping size
 (remote catch-up: log read back from the files in 16-page pieces). Rate = F / time.
@@ -37,6 +39,7 @@ class Ordering(enum.StrEnum):
 
 
 class Ack(enum.StrEnum):
+    REMOTE_APPLY = "remote-apply"
     REMOTE_FLUSH = "remote-flush"
     REMOTE_WRITE = "remote-write"
     NONE = "none"
@@ -63,12 +66,14 @@ DEFAULT_MODES = ("SYNC", "NEARSYNC", "ASYNC")  # the script's default -syncmode
 
 @dataclass(frozen=True)
 class Link:
-    """Disk (MB/s, seconds per write) and network (MB/s, round trip in seconds)."""
+    """Disk (MB/s, seconds per write) and network (MB/s, round trip in seconds); ``apply``:
+    the seconds a standby takes from flushing a flush to reporting it replayed."""
 
     disk_rate: float
     disk_overhead: float
     net_rate: float
     rtt: float
+    apply: float = 0.0
 
     def write_time(self, pages: float) -> float:
         return self.disk_overhead + megabytes(pages) / self.disk_rate
@@ -86,7 +91,7 @@ def flush_time(mode: Mode, pages: float, link: Link) -> float:
     w, s = link.write_time(pages), link.send_time(pages)
     if mode.ack is Ack.NONE:
         return max(w, s)
-    remote = w if mode.ack is Ack.REMOTE_FLUSH else 0.0
+    remote = {Ack.REMOTE_APPLY: w + link.apply, Ack.REMOTE_FLUSH: w}.get(mode.ack, 0.0)
     if mode.ordering is Ordering.FLUSH_THEN_SEND:
         return w + s + remote + link.rtt
     return max(w, s + link.rtt + remote)

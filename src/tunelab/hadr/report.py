@@ -31,10 +31,12 @@ def _head(name: str, mark: str, width: int = 10) -> str:
 
 
 def header(link: Link) -> list[str]:
-    return [
+    lines = [
         f"Network speed {link.net_rate:g} MB/s, {link.rtt:g} second round trip time",
         f"Disk speed {link.disk_rate:g} MB/s, {link.disk_overhead:g} second overhead per write",
     ]
+    # not IBM's (no HADR mode waits for replay): printed only when given
+    return lines + ([f"Standby replay {link.apply:g} second per flush"] if link.apply else [])
 
 
 def interval_lines(interval: Interval, scores: Sequence[Score], width: int = 10) -> list[str]:

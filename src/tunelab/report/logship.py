@@ -28,9 +28,15 @@ another, so a measured time above the prediction there shows the queueing.
   includes their stacks), or the round trip asked for (``network_rtt_ms``) on rows without
   it; the send time is left out (a few KiB on the host's loopback);
 - the mode: the engine's ordering and ack (``Engine.replication``; PostgreSQL ships only WAL
-  already flushed: ``on`` w + s + w + RTT, ``remote_write`` w + s + RTT; ``remote_apply``
-  as ``on``, the replay left out, a lower bound; MariaDB sends the synced binary log and
-  waits for the replica's receipt: both semi-sync wait points w + s + RTT).
+  already flushed: ``on`` w + s + w + RTT, ``remote_write`` w + s + RTT; MariaDB sends
+  the synced binary log and waits for the replica's receipt: both semi-sync wait points
+  w + s + RTT);
+- the standby's replay, for a mode that waits for it (``remote_apply``: ``on`` plus the
+  replay): not derived by the model but read from the standby, its replay lag less its
+  flush lag at the point (``repl_replay_lag_ms - repl_flush_lag_ms``, the median; both run
+  from the primary's flush to the standby's report, so the round trip cancels). Under
+  ``remote_apply`` the standby reports each replay at once; 0 where it reported none (a
+  lower bound).
 """
 
 from __future__ import annotations
@@ -73,6 +79,19 @@ def _per_commit(frame: pd.DataFrame, col: str, clients: int = 1) -> float:
     return float(ratio.median()) if len(ratio) else math.nan
 
 
+def _replay_ms(frame: pd.DataFrame) -> float:
+    """The standby's replay time per commit: its replay lag less its flush lag (both from
+    the primary's local flush to the standby's report, so the round trip cancels), the
+    median over repetitions; NaN where the engine reports no such lags."""
+    if "repl_replay_lag_ms" not in frame or "repl_flush_lag_ms" not in frame:
+        return math.nan
+    gap = pd.to_numeric(frame["repl_replay_lag_ms"], errors="coerce") - pd.to_numeric(
+        frame["repl_flush_lag_ms"], errors="coerce"
+    )
+    gap = gap[np.isfinite(gap)]
+    return float(gap.median()) if len(gap) else math.nan
+
+
 def _replication(engine: str) -> tuple[dict[str, model.Mode], str | None]:
     """The engine's modelled settings and the one that waits for the local flush alone."""
     if engine not in engines.names():
@@ -108,9 +127,12 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
         link_rtt = _median(point, "link_rtt_ms")
         rtt_s = (link_rtt if link_rtt > 0 else float(rtt)) / 1000
         predicted = math.nan
+        replays = str(mode) in modes and modes[str(mode)].ack is model.Ack.REMOTE_APPLY
+        # only a commit that waits for replay makes the standby report it at once
+        apply = _replay_ms(point) / 1000 if replays else math.nan
         if str(mode) in modes and str(mode) != baseline and not base.empty and pages > 0 \
                 and w > 0:  # fmt: skip
-            link = model.Link(math.inf, w, math.inf, rtt_s)
+            link = model.Link(math.inf, w, math.inf, rtt_s, apply if apply > 0 else 0.0)
             own = model.flush_time(modes[str(baseline)], pages, link)
             local = _per_commit(base, "elapsed_s", clients) - own
             predicted = local + model.flush_time(modes[str(mode)], pages, link)
@@ -121,6 +143,7 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
             "measured_ms": measured * 1e3, "predicted_ms": predicted * 1e3,
             "ratio": measured / predicted if predicted > 0 else math.nan,
             "flush_lag_ms": _median(point, "repl_flush_lag_ms"),
+            "replay_ms": apply * 1e3,
         })  # fmt: skip
     if not rows:
         return None
@@ -165,9 +188,12 @@ def logship_html(data: ReportData) -> str | None:
         ],
         "measured / predicted": table["ratio"].map(fmt),
         "standby's flush lag (ms)": table["flush_lag_ms"].map(fmt),
+        "standby's replay (ms)": table["replay_ms"].map(fmt),
     })  # fmt: skip
     if not lags:  # the engine reports no standby lag
         shown = shown.drop(columns="standby's flush lag (ms)")
+    if not table["replay_ms"].notna().any():  # no mode waits for replay
+        shown = shown.drop(columns="standby's replay (ms)")
     verdict = " ".join(
         _within(table.loc[table["clients"] == n, "ratio"].dropna(), n)
         for n in sorted(table["clients"].unique())
@@ -185,7 +211,9 @@ def logship_html(data: ReportData) -> str | None:
         "point: the measured times only."
     ) + (
         " The standby's flush lag is what the primary last saw between a local flush and the "
-        "standby's report of flushing it (round trip included)."
+        "standby's report of flushing it (round trip included). A mode that waits for the "
+        "standby's replay adds its replay time, which the model does not derive: the "
+        "standby's replay lag less its flush lag at that point (the round trip cancels)."
         if lags
         else ""
     )
