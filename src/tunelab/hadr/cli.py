@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="primary-standby send rate in MB/s and round trip in seconds")  # fmt: skip
     p.add_argument("--apply", metavar="SECONDS", default="0",
                    help="the standby's replay time per flush, for modes that wait for replay "
-                   "(PostgreSQL's remote_apply; default 0: a lower bound)")  # fmt: skip
+                   "(remote-apply ack; default 0: a lower bound)")  # fmt: skip
     p.add_argument("--modes", metavar="LIST",
                    help="comma-separated modes, case-insensitive (default: "
                    f"{','.join(DEFAULT_MODES)}, or all of --engine's)")  # fmt: skip
