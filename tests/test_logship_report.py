@@ -73,6 +73,46 @@ def test_remote_apply_adds_the_standbys_replay_its_replay_lag_less_its_flush_lag
     assert "replay (ms)" not in logship.logship_html(_data(frame))
 
 
+def _noisy(mode: str, rtt: float, ms: float, wobble: float, threads: int = 1) -> list[dict]:
+    out = rows(mode, rtt, ms, n=8, threads=threads)
+    for r, row in enumerate(out):  # alternately above and below, by round
+        row["elapsed_s"] *= 1 + (wobble if r % 2 else -wobble)
+    return out
+
+
+def test_the_modes_order_is_checked_against_the_model_pair_by_pair():
+    """local < remote_write < on < remote_apply in the model. Clearly apart: as predicted;
+    on faster than remote_write in every round: reversed; remote_apply within the noise of
+    on: not separated. The table says it beside each point."""
+    frame = pd.DataFrame(
+        rows("local", 5, 0.8, n=8) + rows("remote_write", 5, 6.2, n=8)
+        + rows("on", 5, 5.9, n=8) + _noisy("remote_apply", 5, 5.9, 0.05)
+    )  # fmt: skip
+    for row in frame.itertuples():
+        if row.knob_sync_mode == "remote_apply":
+            frame.loc[row.Index, "repl_replay_lag_ms"] = row.repl_flush_lag_ms + 0.1
+    pairs = logship.orderings(frame, "postgres").set_index("slower")
+    assert list(pairs["faster"]) == ["local", "remote_write", "on"]
+    assert pairs.loc["remote_write", "order"] == "as predicted"
+    assert pairs.loc["on", "order"] == "reversed"
+    assert pairs.loc["on", "ratio"] == pytest.approx(5.9 / 6.2)
+    assert pairs.loc["remote_apply", "order"] == "not separated"
+    html = logship.logship_html(_data(frame))
+    assert "reversed at 1" in html and "not separated by the measurements at 1" in html
+    assert "on over remote_write, insert, 1 client, 5 ms: 0.952" in html
+    assert "remote_write: 0.952" in html and "], reversed" in html  # beside on
+    assert "], not separated" in html  # beside remote_apply, against on
+
+
+def test_modes_the_model_ties_are_not_ordered():
+    """MariaDB's two semi-sync wait points cost the same in the model: a tie, never reversed."""
+    frame = pd.DataFrame(rows("async", 5, 0.8) + rows("AFTER_SYNC", 5, 6.4)
+                         + rows("AFTER_COMMIT", 5, 6.0))  # fmt: skip
+    pairs = logship.orderings(frame, "mariadb")
+    assert list(pairs["order"]) == ["as predicted", "tie"]
+    assert logship.orderings(frame, "sqlite").empty
+
+
 def test_no_table_without_sync_mode_or_a_baseline():
     assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)).drop(columns="knob_sync_mode"),
                                "postgres") is None  # fmt: skip

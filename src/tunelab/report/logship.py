@@ -49,6 +49,7 @@ import pandas as pd
 
 from tunelab import engines
 from tunelab.hadr import model
+from tunelab.report import stats
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note
 from tunelab.report.labels import fmt
@@ -155,6 +156,85 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
     ).reset_index(drop=True)
 
 
+def _commit_times(point: pd.DataFrame, clients: int) -> np.ndarray:
+    """One client's wall time per commit, per repetition (row)."""
+    return (clients * pd.to_numeric(point["elapsed_s"], errors="coerce")
+            / pd.to_numeric(point["transactions"], errors="coerce")).to_numpy()  # fmt: skip
+
+
+def orderings(frame: pd.DataFrame, engine: str, alpha: float = 1 - stats.LEVEL) -> pd.DataFrame:
+    """The modes' order, model against measurement: per workload, clients and round trip,
+    each pair of modes next to each other in the model's order (flush times at one link: the
+    group's median w, round trip and replay) with the measured ratio of their commit times
+    (slower over faster as the model has it; paired by round where rows carry it) and
+    ``order``: ``as predicted`` (significantly slower), ``reversed`` (significantly faster),
+    ``not separated`` (no significant difference) or, where the model ties, ``tie``."""
+    modes, _ = _replication(engine)
+    needed = {MODE, RTT, "elapsed_s", "transactions", "workload"}
+    if not modes or not needed <= set(frame.columns):
+        return pd.DataFrame()
+    table = predictions(frame, engine)
+    if table is None:
+        return pd.DataFrame()
+    frame = frame.assign(clients=pd.to_numeric(
+        frame.get("wl_threads", pd.Series(1, index=frame.index)), errors="coerce"
+    ).fillna(1).astype(int))  # fmt: skip
+    out = []
+    for (rtt, workload, clients), group in table.groupby(
+        ["network_rtt_ms", "workload", "clients"], sort=False
+    ):
+        replay = float(group["replay_ms"].median())
+        link = model.Link(math.inf, float(group["w_ms"].median()) / 1e3, math.inf,
+                          float(group["link_rtt_ms"].median()) / 1e3,
+                          replay / 1e3 if replay > 0 else 0.0)  # fmt: skip
+        cost = {m: model.flush_time(modes[m], 1.0, link) for m in group["sync_mode"].astype(str)
+                if m in modes}  # fmt: skip
+        ranked = sorted(cost, key=cost.get)
+        rows = frame[(frame[RTT] == rtt) & (frame["workload"] == workload)
+                     & (frame["clients"] == clients)]  # fmt: skip
+        for faster, slower in zip(ranked, ranked[1:], strict=False):
+            a, b = (rows[rows[MODE].astype(str) == m] for m in (faster, slower))
+            try:
+                t = stats.compare_samples(
+                    _commit_times(a, clients), _commit_times(b, clients), alpha=alpha,
+                    key=stats.comparison_key("commit_time", a.get("point_id", []),
+                                             b.get("point_id", [])),
+                    old_rounds=a.get("round"), new_rounds=b.get("round"),
+                )  # fmt: skip
+            except ValueError:
+                continue
+            if not math.isclose(cost[faster], cost[slower], rel_tol=1e-9):
+                order = ("not separated" if not t.significant(alpha)
+                         else "as predicted" if t.ratio > 1 else "reversed")  # fmt: skip
+            else:
+                order = "tie"
+            out.append({"workload": workload, "clients": clients, "network_rtt_ms": rtt,
+                        "faster": faster, "slower": slower, "ratio": t.ratio, "low": t.low,
+                        "high": t.high, "p": t.p, "order": order})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def _order_text(pairs: pd.DataFrame) -> str:
+    """One sentence: how many neighbouring pairs the measurements order as the model does."""
+    if pairs.empty:
+        return ""
+    counts = pairs["order"].value_counts()
+    ranked = pairs[pairs["order"] != "tie"]
+    text = (f"Order of the modes (neighbours in the model's order at one link, "
+            f"{len(ranked)} pairs): measured significantly as predicted at "
+            f"{counts.get('as predicted', 0)}, reversed at {counts.get('reversed', 0)}, "
+            f"not separated by the measurements at {counts.get('not separated', 0)}")  # fmt: skip
+    reversed_ = ranked[ranked["order"] == "reversed"]
+    if not reversed_.empty:  # the pairs a reader must see; the rest are in the table
+        text += " (" + "; ".join(
+            f"{r.slower} over {r.faster}, {r.workload}, {r.clients} client"
+            f"{'s' if r.clients > 1 else ''}, {fmt(r.network_rtt_ms)} ms: {r.ratio:.3g} "
+            f"[{r.low:.3g}, {r.high:.3g}]" for r in reversed_.itertuples()
+        ) + ")"  # fmt: skip
+    ties = int(counts.get("tie", 0))
+    return text + (f"; {ties} pairs the model ties." if ties else ".")
+
+
 def _within(ratios: pd.Series, clients: int) -> str:
     """How many of the points with ``clients`` clients the model predicts within LIMIT."""
     outside = int((abs(ratios - 1) > LIMIT).sum())
@@ -194,10 +274,22 @@ def logship_html(data: ReportData) -> str | None:
         shown = shown.drop(columns="standby's flush lag (ms)")
     if not table["replay_ms"].notna().any():  # no mode waits for replay
         shown = shown.drop(columns="standby's replay (ms)")
+    pairs = orderings(data.results, data.engine)
     verdict = " ".join(
-        _within(table.loc[table["clients"] == n, "ratio"].dropna(), n)
-        for n in sorted(table["clients"].unique())
-    )
+        [_within(table.loc[table["clients"] == n, "ratio"].dropna(), n)
+         for n in sorted(table["clients"].unique())] + [_order_text(pairs)]
+    )  # fmt: skip
+    if not pairs.empty:
+        against = {
+            (r.workload, r.clients, r.network_rtt_ms, r.slower):
+            f"{r.faster}: {r.ratio:.3g} [{r.low:.3g}, {r.high:.3g}], {r.order}"
+            for r in pairs.itertuples()
+        }  # fmt: skip
+        shown["measured against the next faster mode"] = [
+            against.get(k, "")
+            for k in zip(table["workload"], table["clients"], table["network_rtt_ms"],
+                         table["sync_mode"].astype(str), strict=True)
+        ]  # fmt: skip
     how = (
         "Predicted per commit: the measured commit time of the same workload in the mode that "
         f"waits for the local flush alone ({baseline}, at the same round trip), with its flush "
@@ -205,7 +297,11 @@ def logship_html(data: ReportData) -> str | None:
         "point's own log bytes per commit, the device probe's 4 KiB write and sync as w, and "
         "the link's round trip measured through the delay proxy when the point was set up. "
         "With several clients each one's wait is predicted alone: a measured time above it "
-        "is the acknowledgements queueing."
+        "is the acknowledgements queueing. Order: each mode against the next faster one in "
+        "the model's order (flush times at one link), their commit times compared as the "
+        "claims compare points (paired by round): as predicted or reversed where the "
+        "difference is significant, not separated where it is not (a replay of a tenth of a "
+        "millisecond can hide in the noise)."
         if baseline is not None
         else "No mode of this engine waits for the local flush alone, the prediction's starting "
         "point: the measured times only."
