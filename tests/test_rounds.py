@@ -137,6 +137,78 @@ def test_blocked_passes_alternate_the_points_and_cancel_linear_drift():
     assert sweeprun.pass_start(4, "blocked") == 3 and sweeprun.pass_start(4, "rounds") == 4
 
 
+def test_points_of_one_block_interleave_round_by_round_and_blocks_alternate():
+    """Blocks 'a' (points 0, 2) and 'b' (1, 3): a pass measures block a's rounds, then b's
+    (reversed on the next pass); within a block each round takes both of its points, in an
+    order that changes from round to round, so a pair of them is never a pass apart."""
+    blocks = ["a", "b", "a", "b"]
+    visits = list(sweeprun.schedule(4, 0, 6, "blocked", seed=3, blocks=blocks))
+    assert len(visits) == 24
+    first_pass, second_pass = visits[:12], visits[12:]
+    assert {v.point for v in first_pass[:6]} == {0, 2} and {v.point for v in second_pass[:6]} == {
+        1,
+        3,
+    }
+    rounds = [v.round for v in first_pass[:6]]
+    assert rounds == [0, 0, 1, 1, 2, 2]  # round by round: the two points side by side
+    orders = {
+        tuple(v.point for v in visits if v.round == r and v.point in (0, 2)) for r in range(6)
+    }
+    assert orders == {(0, 2), (2, 0)}  # seeded random within the block, both orders seen
+    for r in range(6):  # each round's places are 0..3, as in rounds order
+        assert sorted(v.order for v in visits if v.round == r) == [0, 1, 2, 3]
+    # a linear drift: each block's points have the same mean tick over the two passes
+    mean_tick = {b: np.mean([t for t, v in enumerate(visits) if blocks[v.point] == b])
+                 for b in "ab"}  # fmt: skip
+    assert mean_tick["a"] == pytest.approx(mean_tick["b"])
+    again = list(sweeprun.schedule(4, 0, 6, "blocked", seed=3, blocks=blocks))
+    assert again == visits  # the order is the seed's: a continued run repeats it
+
+
+def test_a_block_is_a_server_and_for_reads_a_table(tmp_path):
+    """Points that differ only in a knob applied in place (or in a workload's parameters)
+    share a block; a restart knob or a read's index layout starts another."""
+    path = tmp_path / "blocks.yaml"
+    path.write_text("""
+name: blocks
+engines: [postgres]
+dataset: {rows: 2000, seed: 7}
+knobs:
+  lock_granularity: [row, table]
+  buffer_pool: ["16MiB", "32MiB"]
+  index: [none, nonclustered]
+workloads:
+  - type: update
+    rows: 100
+    commit_every: 10
+  - type: range
+    selectivity: [0.01, 0.1]
+cache: warm
+""")
+    found, errors = spec.expand(path, "postgres")
+    assert not errors
+    block = {
+        (p.knobs["lock_granularity"], p.knobs["buffer_pool"], p.knobs["index"], p.workload.type,
+         p.workload.params.get("selectivity")): sweeprun.block_of(p)
+        for p in found
+    }  # fmt: skip
+    assert (
+        block["row", 2048, "none", "update", None] == block["table", 2048, "none", "update", None]
+    )  # in place: one server
+    assert (
+        block["row", 2048, "none", "update", None]
+        == block["row", 2048, "nonclustered", "update", None]
+    )  # a write's table is made anew
+    assert block["row", 2048, "none", "range", 0.01] == block["table", 2048, "none", "range", 0.1]
+    assert (
+        block["row", 2048, "none", "update", None] != block["row", 4096, "none", "update", None]
+    )  # a restart
+    assert (
+        block["row", 2048, "none", "range", 0.01]
+        != block["row", 2048, "nonclustered", "range", 0.01]
+    )  # another table
+
+
 def test_a_killed_sweep_keeps_its_finished_rounds_and_continues(points, drifting, tmp_path):
     out = tmp_path / "rounds.csv.gz"
     drifting.fail_at = 2 * len(points) + 1  # in round 2

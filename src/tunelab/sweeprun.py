@@ -6,12 +6,16 @@ Two orders, by what switching from one point to another costs:
 - ``rounds`` (an engine without a server, SQLite): every point's engine stays open for the
   whole sweep; each round visits the points in a seeded random order.
 - ``blocked`` (a server engine: one server at a time, and a point may need a restart, a new
-  data directory or another table): the rounds go in passes of ``PASS_ROUNDS``; within a
-  pass each point measures its repetitions of those rounds, the points in the sweep's
-  measuring order, and every other pass takes them in reverse (A B C | C B A | ...), so a
-  linear drift cancels between the first and the last point. A point's server and table
-  are set up once per pass instead of once per sweep: with the default six repetitions
-  twice, less one at each turn, where the same point measures on.
+  data directory or another table): the points fall into blocks, those that share a server
+  (the same fresh and restart knobs) and, for a read, a table (data set and index layout),
+  so that moving between them needs neither a restart nor a build (``block_of``). The
+  rounds go in passes of ``PASS_ROUNDS``; within a pass each block measures its rounds, the
+  blocks in the sweep's measuring order, and every other pass takes them in reverse
+  (A B C | C B A | ...), so a linear drift cancels between the first and the last block.
+  Within a block each round visits its points in a seeded random order, so the points a
+  claim compares on one server are measured side by side in time, not a pass apart. A
+  block's server and table are set up once per pass instead of once per sweep: with the
+  default six repetitions twice, less one at each turn, where the same block measures on.
 
 Each finished round is kept in a journal beside the results (``<out>.partial/``); a run
 killed midway continues from the next round. After each round that is one of the sweep's
@@ -25,7 +29,7 @@ from __future__ import annotations
 import json
 import shutil
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -73,24 +77,55 @@ def round_order(n_points: int, r: int, seed: int) -> list[int]:
     return [int(i) for i in np.random.default_rng([seed, r]).permutation(n_points)]
 
 
-def schedule(n_points: int, first: int, last: int, mode: str, seed: int) -> Iterator[Visit]:
+def block_of(point: Point) -> str:
+    """What must be set up before a point's repetitions on a server engine: the server (its
+    fresh and restart knobs) and, for a read, the table (data set and index layout, what
+    ``Engine.table_key`` adds to the fresh knobs); a write's table is made anew for every
+    repetition. Points with the same block follow one another without a restart or a
+    build."""
+    fresh, restart = engines.info(point.engine).server_order(point.knobs)
+    w = point.workload
+    plan = w.index_plan(point.knobs.get("index", "none"))
+    table = None if w.writes else [point.dataset.key, plan.kind, plan.key, plan.include]
+    return json.dumps([fresh, restart, table], default=str)
+
+
+def _groups(n_points: int, blocks: Sequence[Hashable] | None) -> list[list[int]]:
+    """The points' indices by block, blocks in the order they first appear; without blocks
+    each point is its own."""
+    if blocks is None:
+        return [[i] for i in range(n_points)]
+    groups: dict[Hashable, list[int]] = {}
+    for i, b in enumerate(blocks):
+        groups.setdefault(b, []).append(i)
+    return list(groups.values())
+
+
+def schedule(
+    n_points: int, first: int, last: int, mode: str, seed: int,
+    blocks: Sequence[Hashable] | None = None,
+) -> Iterator[Visit]:  # fmt: skip
     """The visits of rounds ``first`` .. ``last - 1``. In blocked mode ``first`` must start a
-    pass; the points go in their given order on even passes and reversed on odd ones."""
+    pass; the blocks (``blocks``: one per point, see ``block_of``) go in the order they first
+    appear on even passes and reversed on odd ones, and within a block every round takes its
+    points in a seeded random order."""
     if mode == "rounds":
         for r in range(first, last):
             for order, i in enumerate(round_order(n_points, r, seed)):
                 yield Visit(r, order, i)
         return
+    groups = _groups(n_points, blocks)
     start = first
     while start < last:
         pass_no = start // PASS_ROUNDS
         stop = min(last, (pass_no + 1) * PASS_ROUNDS)
-        points = list(range(n_points))
-        if pass_no % 2:
-            points.reverse()
-        for order, i in enumerate(points):
+        offset = 0
+        for g, group in enumerate(groups[::-1] if pass_no % 2 else groups):
             for r in range(start, stop):
-                yield Visit(r, order, i)
+                shuffled = np.random.default_rng([seed, r, g]).permutation(len(group))
+                for k, j in enumerate(shuffled):
+                    yield Visit(r, offset + k, group[int(j)])
+            offset += len(group)
         start = stop
 
 
@@ -238,7 +273,8 @@ def measure_rounds(
             rows: dict[int, list[dict]] = {r: [] for r in range(first, last)}
             times: dict[int, list[pd.DataFrame]] = {r: [] for r in range(first, last)}
             device = probe()
-            for v in schedule(len(active), first, last, mode, seed):
+            blocks = [block_of(points[i]) for i in active]
+            for v in schedule(len(active), first, last, mode, seed, blocks):
                 v = Visit(v.round, v.order, active[v.point])
                 if mode == "blocked":
                     for i in [i for i in sessions if i != v.point]:
