@@ -71,7 +71,7 @@ STANDBY_DIR = "standby"  # <home>/standby: the standby's data mount on the host
 READY_STATES = {"SYNC": ("PEER",), "NEARSYNC": ("PEER",), "ASYNC": ("PEER",),
                 "SUPERASYNC": ("REMOTE_CATCHUP",)}  # fmt: skip
 READY_TIMEOUT_S = 300
-LINK_PINGS = 20
+LINK_PINGS = 7  # as the open engines: each move to a point measures the link again
 # Read back from SYSPROC.MON_GET_HADR on the primary (one row per standby).
 HADR_COLUMNS = (
     "HADR_ROLE", "HADR_SYNCMODE", "HADR_STATE", "HADR_CONNECT_STATUS", "HADR_LOG_GAP",

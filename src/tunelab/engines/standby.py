@@ -25,7 +25,9 @@ from tunelab.engines.base import EngineError, EngineInfo
 
 NONE = "none"  # sync_mode without a standby
 KEY_SUFFIX = "-standby"
-LINK_PINGS = 20  # round trips timed through the proxy at each point's set-up
+# Round trips timed through the proxy at each move to a point: where the points of a block
+# interleave, every repetition; the report takes the median over the point's rows.
+LINK_PINGS = 7
 LINK_FILE = "standby.json"
 
 
