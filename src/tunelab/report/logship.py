@@ -176,9 +176,12 @@ def orderings(frame: pd.DataFrame, engine: str, alpha: float = 1 - stats.LEVEL) 
     table = predictions(frame, engine)
     if table is None:
         return pd.DataFrame()
-    frame = frame.assign(clients=pd.to_numeric(
-        frame.get("wl_threads", pd.Series(1, index=frame.index)), errors="coerce"
-    ).fillna(1).astype(int))  # fmt: skip
+    frame = frame.copy()  # one block: a row frame has hundreds of columns
+    frame["clients"] = (
+        pd.to_numeric(frame.get("wl_threads", pd.Series(1, index=frame.index)), errors="coerce")
+        .fillna(1)
+        .astype(int)
+    )
     out = []
     for (rtt, workload, clients), group in table.groupby(
         ["network_rtt_ms", "workload", "clients"], sort=False
