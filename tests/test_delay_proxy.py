@@ -66,6 +66,48 @@ def test_a_round_trip_takes_twice_the_delay(delay_ms):
     assert 2 * delay_ms <= added_ms < 2.2 * delay_ms + 1.0, (added_ms, delay_ms)
 
 
+def test_the_delay_changes_in_place_on_an_open_connection():
+    """A new delay holds for the bytes that arrive after it, on a connection opened before:
+    the standby's connection survives a move to another round trip."""
+    listener, port = echo_server()
+    proxy = delayproxy.Proxy(port, 0.0)
+    pid = proxy._process.pid
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.port)) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def rtt_ms() -> float:
+                times = []
+                for i in range(9):
+                    t0 = time.perf_counter()
+                    s.sendall(bytes([i]))
+                    assert s.recv(1) == bytes([i])
+                    times.append(time.perf_counter() - t0)
+                return statistics.median(times) * 1e3
+
+            fast = rtt_ms()
+            proxy.set_delay(10.0)
+            slow = rtt_ms()
+            proxy.set_delay(0.0)
+            again = rtt_ms()
+        assert proxy.alive() and proxy._process.pid == pid and proxy.delay_ms == 0.0
+    finally:
+        proxy.stop()
+        listener.close()
+    assert fast < 5 and again < 5, (fast, again)
+    assert 20 <= slow < 25, slow
+    with pytest.raises(OSError, match="delay proxy"):
+        proxy.set_delay(1.0)  # ended: said, not hung
+
+
+def test_a_line_that_is_no_delay_is_answered_and_changes_nothing(capsys):
+    delay = delayproxy.Delay(0.002)
+    delayproxy.take_delays(["4.5\n", "soon\n", "-1\n"], delay)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "delay 4.5" and delay.s == 0.0045
+    assert out[1].startswith("error: 'soon'") and out[2].startswith("error: '-1'")
+
+
 def test_bytes_arrive_whole_and_in_order_at_full_rate():
     """40 MiB each way through a 20 ms proxy: every byte back in order, and far faster than
     one chunk per round trip would allow (the delay is latency, not a rate limit)."""

@@ -5,6 +5,8 @@ wait a round trip and whose asynchronous ones do not."""
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -12,10 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import containers, spec
+from tunelab import containers, ownership, spec
 from tunelab.engines import mariadb_replica as replica
+from tunelab.engines import standby
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.engines.mariadb import DATABASE, MariaDBEngine
+from tunelab.engines.server import host_dir
 from tunelab.hadr import cli as hadr_cli
 from tunelab.hadr import model
 
@@ -401,3 +405,52 @@ def test_a_replica_that_does_not_start_fails_the_point_and_leaves_nothing(
     finally:
         eng.teardown()
     assert _left(eng.run_id) == []
+
+
+def _binlog_dumps(eng: MariaDBEngine) -> list[int]:
+    """The primary's threads that send its binary log to a replica."""
+    return [int(r[0]) for r in eng.admin_query("SHOW PROCESSLIST") if r[4] == "Binlog Dump"]
+
+
+@docker
+@pytest.mark.slow
+def test_the_next_point_of_a_kept_server_keeps_its_link(tmp_path, image, monkeypatch):
+    """Points of one run in one process, as a sweep measured in rounds: the kept server's
+    proxy waits for the next point, which changes its delay in place; the replica stays
+    connected (the same binlog dump thread), and its commits wait the new round trip."""
+    run_id = f"kl-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv(ownership.OWNER_PID_ENV, str(os.getpid()))
+    run_dir = tmp_path / "runs" / run_id
+
+    made: list[MariaDBEngine] = []
+
+    def point(name: str) -> MariaDBEngine:
+        eng = MariaDBEngine(tmp_path / "points" / name / "engine", run_id)
+        eng.image, eng.run_dir = image, run_dir
+        made.append(eng)
+        return eng
+
+    knobs = {"sync_mode": "AFTER_SYNC", "network_rtt_ms": 2, "buffer_pool": 1024}
+    first = point("a")
+    try:
+        first.provision(knobs)
+        proxy, dumps = first.proxy, _binlog_dumps(first)
+        assert proxy is not None and len(dumps) == 1 and 2 <= first.link_rtt_ms < 5
+        first.teardown()
+        assert proxy.alive() and first.proxy is None  # parked for the next point
+
+        second = point("b")
+        second.provision({**knobs, "sync_mode": "AFTER_COMMIT", "network_rtt_ms": 10})
+        assert second.proxy is proxy and proxy.delay_ms == 5
+        assert _binlog_dumps(second) == dumps  # no reconnection
+        assert 10 <= second.link_rtt_ms < 13, second.link_rtt_ms
+        second.create_table("accounts", IndexPlan("none", ()))
+        assert _commits(second, 10, 0) >= 10 * 10 / 1000  # each waits the new round trip
+        second.gauges()  # no fall-back to asynchronous replication
+        second.teardown()
+    finally:
+        standby.stop_parked()
+        for eng in reversed(made):  # the kept server, its standby, the run's network
+            eng.remove_container()
+        shutil.rmtree(host_dir(run_dir), ignore_errors=True)
+    assert not proxy.alive() and _left(run_id) == []

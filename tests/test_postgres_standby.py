@@ -4,15 +4,19 @@ primary and standby of the lab's image, whose synchronous commits wait a round t
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import shutil
 import time
 import uuid
 
 import pytest
 
-from tunelab import containers, spec
+from tunelab import containers, ownership, spec
 from tunelab.engines import postgres_standby as standby
+from tunelab.engines import standby as common
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.engines.postgres import PostgresEngine, settings_text
+from tunelab.engines.server import host_dir
 
 docker = pytest.mark.docker
 
@@ -155,3 +159,53 @@ def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, i
         all=True, filters={"label": f"{containers.RUN_LABEL}={run_id}"}
     )
     assert left == [] and len(set(ids)) == 2
+
+
+def _walsender_pid(eng: PostgresEngine) -> int:
+    rows = eng.admin_query("SELECT pid FROM pg_stat_replication WHERE application_name = %s",
+                           (standby.STANDBY_NAME,))  # fmt: skip
+    assert len(rows) == 1, rows
+    return int(rows[0][0])
+
+
+@docker
+@pytest.mark.slow
+def test_the_next_point_of_a_kept_server_keeps_its_link(tmp_path, image, monkeypatch):
+    """Points of one run in one process, as a sweep measured in rounds: the proxy of the kept
+    server waits for the next point, which changes its delay in place; the standby stays
+    connected (the same walsender), and the link measures the new round trip."""
+    run_id = f"kp-{uuid.uuid4().hex[:6]}"
+    monkeypatch.setenv(ownership.OWNER_PID_ENV, str(os.getpid()))
+    run_dir = tmp_path / "runs" / run_id
+
+    made: list[PostgresEngine] = []
+
+    def point(name: str) -> PostgresEngine:
+        eng = PostgresEngine(tmp_path / "points" / name / "engine", run_id)
+        eng.image, eng.run_dir = image, run_dir
+        made.append(eng)
+        return eng
+
+    first = point("a")
+    try:
+        first.provision({"sync_mode": "on", "network_rtt_ms": 2, "buffer_pool": 2048})
+        proxy, walsender = first.proxy, _walsender_pid(first)
+        assert proxy is not None and 2 <= first.link_rtt_ms < 5
+        first.teardown()
+        assert proxy.alive() and first.proxy is None  # parked for the next point
+
+        second = point("b")
+        second.provision({"sync_mode": "remote_write", "network_rtt_ms": 10, "buffer_pool": 2048})
+        assert second.proxy is proxy and proxy.delay_ms == 5
+        assert _walsender_pid(second) == walsender  # no reconnection
+        assert 10 <= second.link_rtt_ms < 13, second.link_rtt_ms
+        assert second.applied_knobs()["network_rtt_ms"] == 10
+        second.create_table("accounts", IndexPlan("none", ()))
+        assert _commits(second, 10, 0) >= 10 * 10 / 1000  # each waits the new round trip
+        second.teardown()
+    finally:
+        common.stop_parked()
+        for eng in reversed(made):  # the kept server, its standby, the run's network
+            eng.remove_container()
+        shutil.rmtree(host_dir(run_dir), ignore_errors=True)
+    assert not proxy.alive()

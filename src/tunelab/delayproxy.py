@@ -14,7 +14,9 @@ overshot by up to 0.5 ms, and asyncio's event loop keeps only whole milliseconds
 spins: a spinning proxy took CPU time from the engine (local commits, which never wait for
 the standby, ran 25 % slower with a delay than without). The proxy prints
 ``listening HOST:PORT`` once bound, and ends when its parent does (``--parent-pid``), or on
-SIGTERM/SIGINT.
+SIGTERM/SIGINT. A line on its standard input sets a new one-way delay in ms for the bytes that
+arrive from then on, on every connection, open or not (answered by ``delay MS``): a move to
+another round trip keeps the standby's connection, which a new proxy would break.
 """
 
 from __future__ import annotations
@@ -42,18 +44,25 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def _pipe(src: socket.socket, dst: socket.socket, delay_s: float) -> None:
-    """Copy ``src`` to ``dst``, each chunk ``delay_s`` after it arrived; EOF is passed on
-    (as a half close) after the same delay."""
+class Delay:
+    """The one-way delay in seconds, shared by every connection and changed in place."""
+
+    def __init__(self, seconds: float) -> None:
+        self.s = seconds
+
+
+def _pipe(src: socket.socket, dst: socket.socket, delay: Delay) -> None:
+    """Copy ``src`` to ``dst``, each chunk the delay after it arrived (the delay as it was
+    then); EOF is passed on (as a half close) after the delay too."""
     chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
 
     def read() -> None:
         try:
             while data := src.recv(CHUNK):
-                chunks.put((time.monotonic() + delay_s, data))
+                chunks.put((time.monotonic() + delay.s, data))
         except OSError:
             pass
-        chunks.put((time.monotonic() + delay_s, b""))
+        chunks.put((time.monotonic() + delay.s, b""))
 
     threading.Thread(target=read, daemon=True).start()
     try:
@@ -70,7 +79,7 @@ def _pipe(src: socket.socket, dst: socket.socket, delay_s: float) -> None:
             src.shutdown(socket.SHUT_RDWR)
 
 
-def _serve(client: socket.socket, target: tuple[str, int], delay_s: float) -> None:
+def _serve(client: socket.socket, target: tuple[str, int], delay: Delay) -> None:
     try:
         upstream = socket.create_connection(target, timeout=10)
     except OSError:
@@ -80,8 +89,8 @@ def _serve(client: socket.socket, target: tuple[str, int], delay_s: float) -> No
     for s in (client, upstream):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     both = [
-        threading.Thread(target=_pipe, args=(client, upstream, delay_s), daemon=True),
-        threading.Thread(target=_pipe, args=(upstream, client, delay_s), daemon=True),
+        threading.Thread(target=_pipe, args=(client, upstream, delay), daemon=True),
+        threading.Thread(target=_pipe, args=(upstream, client, delay), daemon=True),
     ]
     for t in both:
         t.start()
@@ -91,11 +100,26 @@ def _serve(client: socket.socket, target: tuple[str, int], delay_s: float) -> No
         s.close()
 
 
-def serve(listener: socket.socket, target: tuple[str, int], delay_s: float) -> None:
+def serve(listener: socket.socket, target: tuple[str, int], delay: Delay) -> None:
     """Accept connections on ``listener`` for ever, each proxied to ``target``."""
     while True:
         client, _ = listener.accept()
-        threading.Thread(target=_serve, args=(client, target, delay_s), daemon=True).start()
+        threading.Thread(target=_serve, args=(client, target, delay), daemon=True).start()
+
+
+def take_delays(lines: Iterable[str], delay: Delay) -> None:
+    """Each line a new one-way delay in ms (>= 0), answered on stdout; other lines are
+    answered with ``error``."""
+    for line in lines:
+        try:
+            ms = float(line)
+        except ValueError:
+            ms = -1.0
+        if ms >= 0:
+            delay.s = ms / 1000
+            print(f"delay {ms!r}", flush=True)
+        else:
+            print(f"error: {line.strip()!r} is not a delay in ms >= 0", flush=True)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -142,7 +166,8 @@ class Proxy:
             [sys.executable, "-m", "tunelab.delayproxy", "--listen", f"{listen_host}:{port}",
              "--target", f"{target_host}:{target_port}", "--delay-ms", repr(float(delay_ms)),
              "--parent-pid", str(os.getpid())],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            text=True,
         )  # fmt: skip
         if cpu_list:  # before it starts a connection's threads, which inherit it
             with contextlib.suppress(OSError):
@@ -153,6 +178,23 @@ class Proxy:
             err = self._process.stderr.read() if self._process.stderr else ""
             raise OSError(f"delay proxy did not start: {(err or line).strip() or 'no output'}")
         self.port = int(line.split(":")[-1])
+        self.listen_host, self.target = listen_host, (target_host, target_port)
+
+    def alive(self) -> bool:
+        return self._process.poll() is None
+
+    def set_delay(self, delay_ms: float) -> None:
+        """A new one-way delay, for every byte that arrives once this returns."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        try:
+            self._process.stdin.write(f"{float(delay_ms)!r}\n")
+            self._process.stdin.flush()
+            answer = self._process.stdout.readline()
+        except (OSError, ValueError) as exc:  # ended: a broken pipe, or closed pipes
+            raise OSError(f"delay proxy: {exc}") from None
+        if not answer.startswith("delay "):
+            raise OSError(f"delay proxy: {answer.strip() or 'ended'}")
+        self.delay_ms = delay_ms
 
     def stop(self) -> None:
         if self._process.poll() is None:
@@ -162,9 +204,10 @@ class Proxy:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        for pipe in (self._process.stdout, self._process.stderr):
+        for pipe in (self._process.stdin, self._process.stdout, self._process.stderr):
             if pipe is not None:
-                pipe.close()
+                with contextlib.suppress(OSError):  # stdin's flush, when the proxy had ended
+                    pipe.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid:
         threading.Thread(target=watch_parent, args=(args.parent_pid,), daemon=True).start()
     host, port = listener.getsockname()[:2]
+    delay = Delay(args.delay_ms / 1000)
+    threading.Thread(target=take_delays, args=(sys.stdin, delay), daemon=True).start()
     print(f"listening {host}:{port}", flush=True)
-    serve(listener, args.target, args.delay_ms / 1000)
+    serve(listener, args.target, delay)
     return 0
 
 

@@ -480,7 +480,7 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         try:
             super().teardown()  # a kept primary keeps its replica (same run, its own key)
         finally:
-            self.stop_proxy()
+            self.park_proxy()
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
         return self.admin_query(sql, args)

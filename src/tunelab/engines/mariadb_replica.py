@@ -394,11 +394,14 @@ class ReplicaMixin(StandbyBase):
     # -- set-up ----------------------------------------------------------------------------------
     def ensure_replica(self, knobs: dict[str, Any]) -> None:
         """The replica of these knobs replicating, semi-sync as the mode says: made anew, or
-        the kept one (the mode changed in place, the proxy restarted on its port)."""
+        the kept one (the mode changed in place; the proxy's delay too, or a new proxy on
+        the replica's port)."""
         rtt = float(knobs["network_rtt_ms"])
         if self.standby is None and not self.attach_kept_standby(self._replica_spec(), knobs):
             self.make_replica(knobs, rtt)
-        elif self.proxy is None or self.proxy.delay_ms != rtt / 2:
+        elif (self.proxy is None or self.proxy.delay_ms != rtt / 2) and not (
+            self.proxy_in_place(rtt, self.container.host_port, listen_host=self._gateway())
+        ):
             # The replica reconnects at once to the new proxy, on the port it knows.
             self._guarded("STOP SLAVE IO_THREAD",
                           lambda: self.replica_query("STOP SLAVE IO_THREAD"))  # fmt: skip
@@ -409,8 +412,8 @@ class ReplicaMixin(StandbyBase):
         self.wait_replica()
         self.link_rtt_ms = self.measure_link()
 
-    def _open_link(self, rtt_ms: float) -> None:
-        assert self.container is not None
+    def _gateway(self) -> str:
+        """Where the replica's traffic to the proxy arrives: the run network's gateway."""
         gateway = str(self.saved_link().get("gateway") or "")
         if not gateway:
             try:
@@ -418,7 +421,11 @@ class ReplicaMixin(StandbyBase):
             except containers.ContainerError as exc:
                 raise EngineError(f"mariadb: {exc}") from None
             self.save_link(gateway=gateway)
-        self.open_proxy(rtt_ms, self.container.host_port, listen_host=gateway)
+        return gateway
+
+    def _open_link(self, rtt_ms: float) -> None:
+        assert self.container is not None
+        self.open_proxy(rtt_ms, self.container.host_port, listen_host=self._gateway())
 
     def make_replica(self, knobs: dict[str, Any], rtt: float) -> None:
         """A new replica: the replication login and the position on the primary, the replica's

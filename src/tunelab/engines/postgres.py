@@ -526,7 +526,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             self.start_proxy(rtt)
             self.start_standby(self.knobs)
         elif self.proxy is None or self.proxy.delay_ms != rtt / 2:
-            self.start_proxy(rtt)  # the standby reconnects through it
+            self.start_proxy(rtt)  # the kept one's delay changed, or a new one to reconnect to
         self.wait_streaming(sync=False)
         self.write_settings(self.knobs)  # now naming the standby
         self.admin_query("SELECT pg_reload_conf()")
@@ -547,7 +547,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         try:
             super().teardown()  # a kept primary keeps its standby (same run, its own key)
         finally:
-            self.stop_proxy()
+            self.park_proxy()
 
     def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
         if "io_concurrency" not in changed:

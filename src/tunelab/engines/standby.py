@@ -6,6 +6,9 @@ and kept with it across a run's points under the primary's key plus ``-standby``
 proxy (``tunelab.delayproxy``) is a child process of the measuring process, on the engine's
 CPUs of the point's placement; its port is kept in the server's home (``standby.json``), so
 a later point (another process) starts its own proxy on the port the standby already uses.
+Within one process (a sweep measured in rounds) a kept server's proxy is kept too, and the
+next point at another round trip changes its delay in place: the standby stays connected,
+where a new proxy made it reconnect at every move between points.
 The round trip of the link is measured through the proxy when a point is set up
 (``link_rtt_ms``: the median of trivial queries to the primary, after one that opens the
 way). The engine modules (``postgres_standby``, ``mariadb_replica``) keep what is their own:
@@ -14,6 +17,7 @@ how the standby is made, what the primary waits for, and how both are read back.
 
 from __future__ import annotations
 
+import atexit
 import json
 import time
 from collections.abc import Callable
@@ -29,6 +33,15 @@ KEY_SUFFIX = "-standby"
 # interleave, every repetition; the report takes the median over the point's rows.
 LINK_PINGS = 7
 LINK_FILE = "standby.json"
+# Proxies of kept servers between two points of this process, by (listen host, port).
+_PARKED: dict[tuple[str, int], delayproxy.Proxy] = {}
+
+
+def stop_parked() -> None:
+    """The parked proxies end (at this process's end: a later process's point starts its own
+    on the same port, which must be free by then)."""
+    while _PARKED:
+        _PARKED.popitem()[1].stop()
 
 
 def wants_standby(knobs: dict[str, Any]) -> bool:
@@ -103,8 +116,11 @@ class StandbyBase:
     def open_proxy(self, rtt_ms: float, target_port: int, listen_host: str = "127.0.0.1",
                    target_host: str = "127.0.0.1") -> delayproxy.Proxy:  # fmt: skip
         """The delay proxy to the primary's ``target_port``, on the port the standby uses (the
-        one the server's home keeps, else a free one, then kept): half of ``rtt_ms`` each way."""
-        self.stop_proxy()
+        one the server's home keeps, else a free one, then kept): half of ``rtt_ms`` each way.
+        The one ``proxy_in_place`` finds is kept, with its delay changed."""
+        if self.proxy_in_place(rtt_ms, target_port, listen_host, target_host):
+            assert self.proxy is not None
+            return self.proxy
         port = int(self.saved_link().get("proxy_port", 0))
         try:
             self.proxy = delayproxy.Proxy(target_port, rtt_ms / 2, port, self._proxy_cpus(),
@@ -115,10 +131,49 @@ class StandbyBase:
         self.save_link(proxy_port=self.proxy.port)
         return self.proxy
 
+    def proxy_in_place(self, rtt_ms: float, target_port: int, listen_host: str = "127.0.0.1",
+                       target_host: str = "127.0.0.1") -> bool:  # fmt: skip
+        """Whether this point's proxy, or the one an earlier point of this process parked for
+        the server, runs between the same ends on the port the standby uses: then its delay
+        is now half of ``rtt_ms`` and the standby's connection stayed up. Else none is left
+        (a new one is needed, and the standby reconnects to it)."""
+        port = int(self.saved_link().get("proxy_port", 0))
+        if self.proxy is None and port:
+            self.proxy = _PARKED.pop((listen_host, port), None)
+        proxy = self.proxy
+        if (
+            proxy is not None
+            and (proxy.listen_host, proxy.port) == (listen_host, port)
+            and (proxy.target == (target_host, target_port) and proxy.alive())
+        ):
+            try:
+                proxy.set_delay(rtt_ms / 2)
+                return True
+            except OSError:
+                pass  # it ended meanwhile
+        self.stop_proxy()
+        return False
+
     def stop_proxy(self) -> None:
         if self.proxy is not None:
             self.proxy.stop()
             self.proxy = None
+
+    def park_proxy(self) -> None:
+        """At a point's end: the proxy of a server kept for later points waits for the next
+        point of this process (see ``open_proxy``); any other ends."""
+        proxy, self.proxy = self.proxy, None
+        if proxy is None:
+            return
+        if self.run_dir is None or self.container is None or self.standby is None:
+            proxy.stop()
+            return
+        earlier = _PARKED.pop((proxy.listen_host, proxy.port), None)
+        if earlier is not None and earlier is not proxy:
+            earlier.stop()
+        if not _PARKED:
+            atexit.register(stop_parked)  # once is enough; a second call finds none
+        _PARKED[(proxy.listen_host, proxy.port)] = proxy
 
     def launch_standby(self, spec: containers.ContainerSpec, knobs: dict[str, Any]) -> None:
         """Start the standby's container (kept with the primary in a run)."""
