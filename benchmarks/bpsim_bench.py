@@ -1,15 +1,17 @@
-"""Speed of the exact all-sizes LRU curve against a per-size LRU baseline, in one run.
+"""Speed of the exact all-sizes LRU curve against its previous kernel and per-size LRU runs.
 
     python benchmarks/bpsim_bench.py [--references 10000000] [--pages 1000000] [--alpha 0.9]
 
 Prints references per second for the exact curve over every pool size (one pass, stack
 distances; with the page keys indexed directly, and with the hash map the kernel uses for
-sparse keys, the earlier implementation, checking that both give the same curve), for the
-baseline (a plain O(1)-per-reference LRU simulation run once per pool size, for 100 sizes),
-and their ratio. Both are compiled numba code, run on one core; JIT compilation is excluded
-(both are warmed up first). The baseline gets its page ids mapped once, untimed (in its
-favour). With --prefix it runs on the first references only and its time is scaled to the
-whole trace (its cost is linear in the references); the output says so.
+sparse keys), for the previous kernel (``bpsim_previous_kernel.py``, the same curve by a
+Fenwick tree), checking that all three give the same curve, and for the baseline (a plain
+O(1)-per-reference LRU simulation run once per pool size, for 100 sizes), with the ratios.
+All are compiled numba code, run on one core; JIT compilation is excluded (all are warmed up
+first); every exact rate includes turning the histogram into the curve table. The baseline
+gets its page ids mapped once, untimed (in its favour). With --prefix it runs on the first
+references only and its time is scaled to the whole trace (its cost is linear in the
+references); the output says so.
 """
 
 from __future__ import annotations
@@ -20,11 +22,19 @@ import platform
 import time
 
 import numpy as np
+from bpsim_previous_kernel import previous_scan
 
 from tunelab.bpsim import generators
 from tunelab.bpsim.curves import curve_from_histograms
 from tunelab.bpsim.policies import naive_lru_misses
-from tunelab.bpsim.stackdist import dense_ids, distance_histograms
+from tunelab.bpsim.stackdist import (
+    _NO_DIST,
+    _NO_FLAGS,
+    _direct_universe,
+    _new_hist,
+    dense_ids,
+    distance_histograms,
+)
 
 
 def _best(fn, repeat: int) -> tuple[float, object]:
@@ -37,11 +47,11 @@ def _best(fn, repeat: int) -> tuple[float, object]:
 
 
 def state_bytes(distinct: int) -> int:
-    """Working memory of the one-pass kernel for ``distinct`` pages (grows by doubling)."""
+    """Working memory of the hash-map kernel for ``distinct`` pages (grows by doubling)."""
     slots = 1 << max(12, int(np.ceil(np.log2(2 * max(distinct, 1)))))
-    axis = 4 * distinct + 512
+    axis = 4 * distinct + 2**15
     hist = 2 * 4 * (1 << int(np.ceil(np.log2(distinct + 2))))  # int32 counts
-    return 8 * slots + axis // 8 + 4 * (axis // 512) + hist
+    return 8 * slots + axis // 8 + 2 * (axis // 512) + hist
 
 
 def main() -> None:
@@ -71,6 +81,7 @@ def main() -> None:
     # warm up (JIT compile or load from cache) on a small slice
     distance_histograms(pages[:1000])
     distance_histograms(pages[:1000], direct=False)
+    previous_scan(pages[:1000], _NO_FLAGS, _NO_DIST, _new_hist(pages[:1000]), 0)
     ids_small, m_small = dense_ids(pages[:1000])
     naive_lru_misses(ids_small, m_small, [1, 10])
 
@@ -78,6 +89,13 @@ def main() -> None:
         hist, distinct = distance_histograms(pages, direct=direct)
         return curve_from_histograms(hist, np.arange(1, distinct + 1)), distinct
 
+    def previous():
+        hist, distinct = previous_scan(
+            pages, _NO_FLAGS, _NO_DIST, _new_hist(pages), _direct_universe(pages)
+        )
+        return curve_from_histograms(hist.astype(np.int64), np.arange(1, distinct + 1))
+
+    t_prev, curve_prev = _best(previous, args.repeat)
     t_hash, (curve_hash, distinct) = _best(lambda: exact(False), args.repeat)
     t_exact, (curve, _) = _best(lambda: exact(True), args.repeat)
     rate_exact = n / t_exact
@@ -95,8 +113,15 @@ def main() -> None:
         f"(range {int(pages.max()) + 1}): {t_exact:.3f} s (best of {args.repeat}) = "
         f"{rate_exact / 1e6:.2f} M references/s; {t_hash / t_exact:.2f}x the hash map"
     )
+    print(
+        f"previous kernel (Fenwick tree), keys indexed directly: {t_prev:.3f} s "
+        f"(best of {args.repeat}) = {n / t_prev / 1e6:.2f} M references/s"
+    )
+    print(f"ratio (exact, keys indexed directly / previous kernel): {t_prev / t_exact:.2f}x")
     if not curve.equals(curve_hash):
         raise SystemExit("the direct and the hash-map kernels disagree")
+    if not curve.equals(curve_prev):
+        raise SystemExit("the current and the previous kernels disagree")
 
     prefix = pages[: args.prefix] if 0 < args.prefix < n else pages
     ids, m = dense_ids(prefix)

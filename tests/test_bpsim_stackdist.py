@@ -130,13 +130,15 @@ def test_keys_are_indexed_directly_only_when_their_range_is_small():
 
 
 def test_every_distance_across_several_levels_of_counts():
-    # 0..M-1 then M-1..0: the second pass re-references at every distance 1..M, from the
-    # newest position to the oldest; M spans several blocks and super-blocks of the time axis
-    m = 600_000
+    # 0..M-1 twice, then M-1..0: the second pass re-references at distance M, the third at
+    # every distance 1..M, from the newest position to the oldest; the time axis then spans
+    # many blocks and more than one super-block (2**21 positions each)
+    m = 1_500_000
     forward = np.arange(m, dtype=np.uint32)
-    d = stack_distances(np.concatenate([forward, forward[::-1]]))
+    d = stack_distances(np.concatenate([forward, forward, forward[::-1]]))
     assert (d[:m] == 0).all()
-    assert (d[m:] == np.arange(1, m + 1)).all()
+    assert (d[m : 2 * m] == m).all()
+    assert (d[2 * m :] == np.arange(1, m + 1)).all()
 
 
 def test_large_random_trace_matches_per_size_lru_simulation():

@@ -1,4 +1,4 @@
-"""Exact LRU stack distances in one pass, O(N log M) time and O(M) memory.
+"""Exact LRU stack distances in one pass, O(N (1 + M / 2**19)) time and O(M) memory.
 
 The stack (reuse) distance of a reference is the number of distinct pages referenced since
 the previous reference to the same page, itself included; a first reference has infinite
@@ -8,20 +8,22 @@ every pool size at once.
 
 How the kernel finds each distance: a table holds, per page, the time position of its latest
 reference (indexed by the page key itself when the keys are dense enough, else an open-
-addressing hash map); those positions are the set bits of a bitmap over time, and a Fenwick
-tree counts the set bits per 512-position line (one 64-byte cache line of the bitmap). The
-distance of a re-reference is one plus the number of set bits after the page's previous
-position: popcounts inside the previous position's line, a running count of the current line
-(only positions before the current one are ever set), the Fenwick tree for the lines in
-between. Both Fenwick walks (the range sum, and the -1/+1 update of the two lines) stop
-where the two paths meet, so a short reuse interval, the common case, costs a few steps
-rather than log M. When the time axis fills, the live positions are compacted to the front
-(each moves to its rank, read off the bitmap) and the axis is sized to a few positions per
-distinct page, so memory stays proportional to distinct pages however long the trace is: 8
-bytes per hash slot (at most half full), half a byte of bitmap and a Fenwick counter per 512
-positions. The direct table costs 4 bytes per key of the range and 4 per time position (the
-key at each position, which is what lets a compaction walk the bitmap instead of the table),
-and saves the hash probe, the reference's most expensive cache miss.
+addressing hash map); those positions are the set bits of a bitmap over time. Every distinct
+page seen has exactly one set bit, all before the current position, so the distance of a
+re-reference is the number of distinct pages so far minus the set bits before the page's
+previous position. That prefix count is the same fixed, branch-free work wherever the
+position lies: masked popcounts over its 512-position line (one 64-byte cache line of the
+bitmap), masked sums over counts of set bits per line within its block of 64 lines, and per
+block within its super-block of 64 blocks (vector code: 64 counts of 16 bits are two cache
+lines), and a sum over the few super-blocks before it (2**21 positions each). An update
+changes one count at each level. When the time axis fills, the live positions are compacted
+to the front (each moves to its rank, read off the bitmap) and the axis is sized to a few
+positions per distinct page, so memory stays proportional to distinct pages however long the
+trace is: 8 bytes per hash slot (at most half full), half a byte of bitmap and a few bytes of
+counts per 512 positions. The direct table costs 4 bytes per key of the range and 4 per time
+position (the key at each position, which is what lets a compaction walk the bitmap instead of
+the table), and saves the hash probe, the reference's most expensive cache miss. A distance's
+histogram count is added a few references later, its cache line prefetched meanwhile.
 """
 
 from __future__ import annotations
@@ -37,8 +39,13 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _LINE_SHIFT = 3  # 8 words of 64 bits: 512 time positions, one cache line of the bitmap
 _WORDS_PER_LINE = 1 << _LINE_SHIFT
 _LINE = 64 << _LINE_SHIFT
-_MIN_LINES = 8
+_FAN_SHIFT = 6  # 64 lines a block, 64 blocks a super-block
+_FAN = 1 << _FAN_SHIFT
+_BLOCK = _LINE << _FAN_SHIFT
+_SUPER = _BLOCK << _FAN_SHIFT
+_MIN_LINES = _FAN
 _AXIS_PER_PAGE = 4  # time positions per distinct page after a compaction
+_RING = 16  # references between a distance and its histogram count
 _AHEAD = 16  # references ahead whose hash slot is prefetched
 MAX_DISTINCT = 1 << 29  # positions must fit in the upper 32 bits of a slot
 DIRECT_LIMIT = 1 << 24  # largest key range indexed directly (64 MiB of uint32 positions)
@@ -91,102 +98,58 @@ def _rehash32(table, bits):
 
 
 @njit(cache=True)
-def _lru_scan(pages, flags, dist_out, hist, universe):
-    """Distance histograms by reference class; optional per-reference distances.
+def _sum_before(counts, base, upto):
+    """Sum of counts[base : base + upto] for 0 <= upto < 64, as a fixed-length masked sum.
 
-    ``pages`` are uint32 page keys. ``flags`` is either empty (every reference is class 0) or
-    one uint8 per reference (non-zero: class 1, a page brought in by prefetch). ``dist_out``
-    is either empty or gets one distance per reference, 0 meaning a first reference. ``hist``
-    is a zeroed (2, L) array whose dtype the counts take (int32 keeps the histogram small in
-    cache; int64 for traces of 2**31 references or more); it is grown as needed. Returns
-    ``(hist, distinct)`` where ``hist[c, d]`` counts class-c references at distance d and
-    ``hist[c, 0]`` counts first references. ``universe`` > 0 promises every key is below it
-    and selects the direct table; 0 selects the hash map.
+    Unsigned indices spare numba's negative-index fix-up, which lets LLVM vectorize the loop.
+    """
+    s = np.int32(0)
+    b = np.uint64(base)
+    for i in range(_FAN):
+        s += np.int32(counts[b + np.uint64(i)]) * np.int32(i < upto)
+    return s
+
+
+@njit(cache=True)
+def _fill_counts(c1, c2, c3, live):
+    """Counts per line, block and super-block when positions 0..live-1 are the set ones."""
+    for i in range(c1.shape[0]):
+        c1[i] = max(0, min(_LINE, live - _LINE * i))
+    for i in range(c2.shape[0]):
+        c2[i] = max(0, min(_BLOCK, live - _BLOCK * i))
+    for i in range(c3.shape[0]):
+        c3[i] = max(0, min(_SUPER, live - _SUPER * i))
+
+
+@njit(cache=True)
+def _run(pages, flags, dist_out, k, t, cap, nid, marks, c1, c2, c3, last, who, table, hist):
+    """Process references from ``k`` until the trace ends, the time axis fills, the histogram
+    needs more columns or the hash map more slots; returns ``(k, t, nid)`` to resume from.
+
+    Kept apart from the growth and compaction in ``_lru_scan`` so that no array is replaced
+    inside this loop, which lets LLVM keep their addresses in registers and vectorize.
     """
     n = pages.shape[0]
     use_flags = flags.shape[0] == n
     want_dist = dist_out.shape[0] == n
+    direct = last.shape[0] > 0
     one = np.uint64(1)
     zero = np.uint64(0)
-    all_ones = ~zero
-
-    # hash map: slot = (1 + time position of the page's latest reference) << 32 | page key;
-    # 0 marks a free slot
-    hbits = 12
-    hmask = (1 << hbits) - 1
-    hshift = np.uint64(64 - hbits)
-    direct = universe > 0
-    table = np.zeros(0 if direct else 1 << hbits, np.uint64)
-
-    nlines = _MIN_LINES
-    cap = nlines * _LINE
-    # direct table: last[key] = 1 + position of the key's latest reference, 0 if none yet;
-    # who[position] = the key referenced there
-    last = np.zeros(universe, np.uint32)
-    who = np.zeros(cap if direct else 0, np.uint32)
-    marks = np.zeros(nlines * _WORDS_PER_LINE, np.uint64)
-    fen = np.zeros(nlines + 1, np.int32)  # Fenwick tree of set bits per line (1-based)
-
-    nid = 0
-    t = 0
-    cur = 0  # set bits in the line of t (only positions below t are ever set)
-
-    for k in range(n):
+    hmask = table.shape[0] - 1
+    hshift = np.uint64(64 - _log2(table.shape[0]))
+    limit = hist.shape[1] - 1
+    # a histogram count is added _RING references after its distance is known, its line
+    # prefetched meanwhile: the counts of a large working set sit beyond the L2 cache, and
+    # waiting for each one stalled the loop
+    counts = hist.reshape(-1)
+    width = hist.shape[1]
+    ring = np.zeros(_RING, np.int64)
+    pending = 0
+    while k < n and t < cap and nid < limit and (direct or 2 * nid <= hmask + 1):
         key = np.uint64(pages[k])
         cls = 0
         if use_flags and flags[k] != 0:
             cls = 1
-
-        if t == cap:
-            # Compact: each live position moves to its rank among live positions.
-            if direct:
-                # walk the set bits in order; rank <= position, so ``who`` moves in place
-                rank = 0
-                for w in range(marks.shape[0]):
-                    x = marks[w]
-                    while x != zero:
-                        low = x & (zero - x)
-                        p = (w << 6) + np.int64(_popcount(low - one))
-                        moved = who[p]
-                        who[rank] = moved
-                        rank += 1
-                        last[moved] = rank
-                        x ^= low
-            else:
-                before = np.empty(marks.shape[0], np.int64)
-                acc = 0
-                for w in range(marks.shape[0]):
-                    before[w] = acc
-                    acc += _popcount(marks[w])
-                for slot in range(table.shape[0]):
-                    v = table[slot]
-                    if v != 0:
-                        p = np.int64(v >> np.uint64(32)) - 1
-                        w = p >> 6
-                        below = marks[w] & ((one << np.uint64(p & 63)) - one)
-                        rank = before[w] + np.int64(_popcount(below))
-                        table[slot] = (np.uint64(rank + 1) << np.uint64(32)) | (v & _LOW32)
-            newlines = max(nlines, (_AXIS_PER_PAGE * nid + _LINE - 1) // _LINE)
-            if newlines > nlines:
-                nlines = newlines
-                cap = nlines * _LINE
-                marks = np.zeros(nlines * _WORDS_PER_LINE, np.uint64)
-                fen = np.zeros(nlines + 1, np.int32)
-                if direct:
-                    grown_who = np.zeros(cap, np.uint32)
-                    grown_who[:nid] = who[:nid]
-                    who = grown_who
-            full = nid >> 6
-            marks[:full] = all_ones
-            marks[full:] = zero
-            if nid & 63:
-                marks[full] = (one << np.uint64(nid & 63)) - one
-            for i in range(1, nlines + 1):
-                lo = _LINE * (i - (i & -i))
-                fen[i] = max(0, min(_LINE * i, nid) - lo)
-            t = nid
-            cur = nid & (_LINE - 1)
-
         h = 0
         if direct:
             if k + _AHEAD < n:
@@ -201,80 +164,176 @@ def _lru_scan(pages, flags, dist_out, hist, universe):
                 h = (h + 1) & hmask
                 v = table[h]
 
-        wt = t >> 6
-        lt = wt >> _LINE_SHIFT
-        if t & (_LINE - 1) == 0:
-            cur = 0
         if v != 0:
+            # Every distinct page seen so far has exactly one set bit, all before t, so the
+            # pages referenced since q, this one included, are nid minus the set bits below q.
+            # That prefix is the same branch-free work for any q: masked popcounts in q's
+            # line, masked sums of the counts before it in its block and super-block, and the
+            # super-blocks before it (few: 2**21 positions each).
             q = np.int64(v >> np.uint64(32)) - 1
             wq = q >> 6
             lq = wq >> _LINE_SHIFT
-            # set bits after q within q's line, branch-free over the line's words; nothing at
-            # or after t is set yet, so when t shares the line this is the whole count
-            above = (all_ones << np.uint64(q & 63)) << one
+            bq = lq >> _FAN_SHIFT
+            sq = bq >> _FAN_SHIFT
+            below = (one << np.uint64(q & 63)) - one
             iq = wq & (_WORDS_PER_LINE - 1)
             base = lq << _LINE_SHIFT
             c = zero
             for w in range(_WORDS_PER_LINE):
-                later = zero - np.uint64(w > iq)
+                earlier = zero - np.uint64(w < iq)
                 same = zero - np.uint64(w == iq)
-                c += _popcount(marks[base + w] & (later | (same & above)))
-            d = np.int64(c) + 1
-            if lq == lt:
-                cur -= 1  # q's bit, cleared below
-            else:
-                d += cur
-                # whole lines lq+1 .. lt-1 = prefix(lt) - prefix(lq+1); each path stops at
-                # the node where the two meet
-                a = lq + 1
-                b = lt
-                while b > a:
-                    d += fen[b]
-                    b -= b & -b
-                while a > b:
-                    d -= fen[a]
-                    a -= a & -a
-                # -1 for line lq and +1 for line lt, up to the first node on both paths
-                i = lq + 1
-                j = lt + 1
-                while i < j:
-                    fen[i] -= 1
-                    i += i & -i
-                while j < i and j <= nlines:
-                    fen[j] += 1
-                    j += j & -j
+                c += _popcount(marks[np.uint64(base + w)] & (earlier | (same & below)))
+            prefix = np.int64(c)
+            prefix += _sum_before(c1, bq << _FAN_SHIFT, lq & (_FAN - 1))
+            prefix += _sum_before(c2, sq << _FAN_SHIFT, bq & (_FAN - 1))
+            for i in range(sq):
+                prefix += c3[i]
+            d = nid - prefix
             marks[wq] &= ~(one << np.uint64(q & 63))
-            marks[wt] |= one << np.uint64(t & 63)
-            cur += 1
-            hist[cls, d] += 1
+            c1[lq] -= 1
+            c2[bq] -= 1
+            c3[sq] -= 1
         else:
             d = 0
-            marks[wt] |= one << np.uint64(t & 63)
-            cur += 1
-            j = lt + 1
-            while j <= nlines:
-                fen[j] += 1
-                j += j & -j
-            hist[cls, 0] += 1
             nid += 1
-            if nid + 1 >= hist.shape[1]:
-                grown = np.zeros((2, 2 * hist.shape[1]), hist.dtype)
-                grown[:, : hist.shape[1]] = hist
-                hist = grown
+        slot = k & (_RING - 1)
+        if pending == _RING:
+            counts[ring[slot]] += 1
+        else:
+            pending += 1
+        ring[slot] = cls * width + d
+        _prefetch(counts, ring[slot])
+        wt = t >> 6
+        lt = wt >> _LINE_SHIFT
+        marks[wt] |= one << np.uint64(t & 63)
+        c1[lt] += 1
+        c2[lt >> _FAN_SHIFT] += 1
+        c3[lt >> (2 * _FAN_SHIFT)] += 1
         if direct:
             last[np.int64(key)] = t + 1
             who[t] = key
         else:
             table[h] = (np.uint64(t + 1) << np.uint64(32)) | key
-            if v == 0 and 2 * nid > hmask + 1:  # keep the load factor at most one half
-                hbits += 1
-                hmask = (1 << hbits) - 1
-                hshift = np.uint64(64 - hbits)
-                table = _rehash32(table, hbits)
         if want_dist:
             dist_out[k] = d
         t += 1
+        k += 1
+    for i in range(pending):
+        counts[ring[(k - 1 - i) & (_RING - 1)]] += 1
+    return k, t, nid
 
+
+@njit(cache=True)
+def _log2(size):
+    bits = 0
+    while (1 << bits) < size:
+        bits += 1
+    return bits
+
+
+@njit(cache=True)
+def _compact(marks, who, last, table, direct):
+    """Move each live time position to its rank among the live positions."""
+    one = np.uint64(1)
+    zero = np.uint64(0)
+    if direct:
+        # walk the set bits in order; rank <= position, so ``who`` moves in place
+        rank = 0
+        for w in range(marks.shape[0]):
+            x = marks[w]
+            while x != zero:
+                low = x & (zero - x)
+                p = (w << 6) + np.int64(_popcount(low - one))
+                moved = who[p]
+                who[rank] = moved
+                rank += 1
+                last[moved] = rank
+                x ^= low
+    else:
+        before = np.empty(marks.shape[0], np.int64)
+        acc = 0
+        for w in range(marks.shape[0]):
+            before[w] = acc
+            acc += _popcount(marks[w])
+        for slot in range(table.shape[0]):
+            v = table[slot]
+            if v != 0:
+                p = np.int64(v >> np.uint64(32)) - 1
+                w = p >> 6
+                below = marks[w] & ((one << np.uint64(p & 63)) - one)
+                rank = before[w] + np.int64(_popcount(below))
+                table[slot] = (np.uint64(rank + 1) << np.uint64(32)) | (v & _LOW32)
+
+
+@njit(cache=True)
+def _lru_scan(pages, flags, dist_out, hist, universe):
+    """Distance histograms by reference class; optional per-reference distances.
+
+    ``pages`` are uint32 page keys. ``flags`` is either empty (every reference is class 0) or
+    one uint8 per reference (non-zero: class 1, a page brought in by prefetch). ``dist_out``
+    is either empty or gets one distance per reference, 0 meaning a first reference. ``hist``
+    is a zeroed (2, L) array whose dtype the counts take (int32 keeps the histogram small in
+    cache; int64 for traces of 2**31 references or more); it is grown as needed. Returns
+    ``(hist, distinct)`` where ``hist[c, d]`` counts class-c references at distance d and
+    ``hist[c, 0]`` counts first references. ``universe`` > 0 promises every key is below it
+    and selects the direct table; 0 selects the hash map.
+    """
+    n = pages.shape[0]
+    one = np.uint64(1)
+    zero = np.uint64(0)
+    direct = universe > 0
+    # hash map: slot = (1 + time position of the page's latest reference) << 32 | page key;
+    # 0 marks a free slot
+    table = np.zeros(0 if direct else 1 << 12, np.uint64)
+    nlines = _MIN_LINES
+    cap = nlines * _LINE
+    # direct table: last[key] = 1 + position of the key's latest reference, 0 if none yet;
+    # who[position] = the key referenced there
+    last = np.zeros(universe, np.uint32)
+    who = np.zeros(cap if direct else 0, np.uint32)
+    marks = np.zeros(nlines * _WORDS_PER_LINE, np.uint64)
+    # set bits per line, per block of 64 lines and per super-block of 64 blocks; the first two
+    # are padded to whole groups of 64 so that a masked sum over a group stays in bounds
+    c1 = np.zeros(nlines, np.uint16)
+    c2 = np.zeros(_FAN, np.uint16)
+    c3 = np.zeros(1, np.int32)
+    nid = 0
+    t = 0
+    k = 0
+    while k < n:
+        k, t, nid = _run(
+            pages, flags, dist_out, k, t, cap, nid, marks, c1, c2, c3, last, who, table, hist
+        )
+        if nid >= hist.shape[1] - 1:
+            grown = np.zeros((2, 2 * hist.shape[1]), hist.dtype)
+            grown[:, : hist.shape[1]] = hist
+            hist = grown
+        if not direct and 2 * nid > table.shape[0]:  # keep the load factor at most one half
+            table = _rehash32(table, _log2(table.shape[0]) + 1)
+        if t == cap:
+            _compact(marks, who, last, table, direct)
+            # size the axis to a few positions per distinct page, in whole blocks
+            newlines = max(nlines, (_AXIS_PER_PAGE * nid + _LINE - 1) // _LINE)
+            newlines = (newlines + _FAN - 1) // _FAN * _FAN
+            if newlines > nlines:
+                nlines = newlines
+                cap = nlines * _LINE
+                marks = np.zeros(nlines * _WORDS_PER_LINE, np.uint64)
+                c1 = np.zeros(nlines, np.uint16)
+                blocks = nlines // _FAN
+                c2 = np.zeros((blocks + _FAN - 1) // _FAN * _FAN, np.uint16)
+                c3 = np.zeros(c2.shape[0] // _FAN, np.int32)
+                if direct:
+                    grown_who = np.zeros(cap, np.uint32)
+                    grown_who[:nid] = who[:nid]
+                    who = grown_who
+            full = nid >> 6
+            marks[:full] = ~zero
+            marks[full:] = zero
+            if nid & 63:
+                marks[full] = (one << np.uint64(nid & 63)) - one
+            _fill_counts(c1, c2, c3, nid)
+            t = nid
     return hist[:, : nid + 1].copy(), nid
 
 
