@@ -21,7 +21,7 @@ title = ""
 # %%
 # One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
 # logic lives in tunelab.report; this file only says what goes where.
-from tunelab import claims
+from tunelab.analysis import claims
 from tunelab.report import appendix, callouts, logship, methods
 from tunelab.report import data as report_data
 from tunelab.report import sections as s

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import check, claims
+from tunelab import check
+from tunelab.analysis import claims
 from tunelab.report.index import write_index
 
 SWEEP = """\

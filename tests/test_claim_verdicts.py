@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import claims, results
+from tunelab import results
+from tunelab.analysis import claims, decisions, stats
 from tunelab.claimspec import parse
-from tunelab.report import decisions, stats
 
 BASE = {"cache_requested": "warm", "cache_achieved": "warm", "access_matches": True,
         "access_path": "scan", "access_expected": "scan", "client_share": 0.1}  # fmt: skip

@@ -1,4 +1,4 @@
-"""Expectations in sweep files (tunelab.claims): verdicts on known samples, the likely cause
+"""Expectations in sweep files (analysis.claims): verdicts on known samples, the likely cause
 named from the rows' own evidence, validation against the sweep, and `tunelab check` on a
 real SQLite run."""
 
@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import workflow_failure
-from tunelab import claims
+from tunelab.analysis import claims
 
 RNG = np.random.default_rng(7)
 

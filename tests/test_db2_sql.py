@@ -1337,7 +1337,7 @@ def io_cost_rows(index_when) -> pd.DataFrame:
 
 
 def test_uses_index_claims_follow_the_plans_the_rows_record():
-    from tunelab import claims
+    from tunelab.analysis import claims
 
     doc, _ = spec.load_yaml(IO_COSTS)
 

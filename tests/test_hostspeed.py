@@ -1,4 +1,4 @@
-"""Times at one CPU speed (tunelab.report.hostspeed): the CPU reference timed around each
+"""Times at one CPU speed (tunelab.analysis.hostspeed): the CPU reference timed around each
 repetition takes the host's changing speed out of the claims' ratios and of `tunelab
 compare`, only where the engine runs in the measuring process."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import claims, noise
+from tunelab import noise
+from tunelab.analysis import claims, hostspeed
 from tunelab.report import compare as cmp
-from tunelab.report import hostspeed
 from tunelab.report.methods import _interference_text
 
 LOWER = {"kind": "lower", "a": {"index": "clustered"}, "b": {"index": "nonclustered"},

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 from test_report_support import measured
 
-from tunelab import claims, cluster, containers, ownership, provenance
+from tunelab import cluster, containers, ownership, provenance
+from tunelab.analysis import claims
 from tunelab.engines import server
 from tunelab.report import appendix, callouts, checks, index, methods, sections
 from tunelab.report.data import load

@@ -28,7 +28,7 @@ def ranged(tmp_path_factory):
 
 
 def _medians_from_rows(rows: pd.DataFrame, x: str, others: list[str], metric: str) -> list[float]:
-    """Medians per point straight from the CSV, independently of tunelab.report.stats."""
+    """Medians per point straight from the CSV, independently of tunelab.analysis.stats."""
     return sorted(rows.groupby([x, *others], dropna=False)[metric].median().tolist())
 
 
@@ -173,7 +173,7 @@ def test_pool_axis_without_one_page_size_has_no_byte_axis(scan, tmp_path):
 
 
 def test_crossings_interpolate_on_the_log_axis():
-    from tunelab.report.marks import crossings
+    from tunelab.analysis.stats import crossings
 
     # index 1, 2, 5 against scan 2, 2.5, 3: a − b goes −0.5 -> +2 between 0.1 and 1
     assert crossings([0.01, 0.1, 1.0], [1, 2, 5], [2, 2.5, 3]) == pytest.approx([10**-0.8])

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tunelab import runner, spec, sweeprun
-from tunelab.report import stats
+from tunelab.analysis import stats
 
 SWEEP = """
 name: drift
@@ -317,7 +317,7 @@ class EffectSession(DriftingSession):
 
 
 def _sequential_sweep(tmp_path, monkeypatch, effect, spread):
-    from tunelab import claims
+    from tunelab.analysis import claims
 
     monkeypatch.setattr(runner, "PointSession", EffectSession)
     EffectSession.effect, EffectSession.spread = effect, spread
@@ -391,7 +391,7 @@ def test_one_disturbed_round_at_the_first_look_does_not_end_measuring(tmp_path, 
     """A 20 % effect, clean but for one round: at six rounds the interval spans that round, the
     claim is undecided and its projection lies past the budget of 12, but not twice past:
     measuring goes on to the budget, where the claim holds."""
-    from tunelab import claims, sequential
+    from tunelab.analysis import claims, sequential
 
     monkeypatch.setattr(runner, "PointSession", HiccupSession)
     HiccupSession.effect, HiccupSession.spread = 0.2, 0.01

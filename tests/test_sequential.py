@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from tunelab import results, sequential, spec
+from tunelab import results, spec
+from tunelab.analysis import sequential
 from tunelab.cli import main
 
 BODY = "name: s\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n"

@@ -1,5 +1,5 @@
 """``tunelab check``: each sweep's claims (``expect:``) checked on its merged results, one
-line per claim (``tunelab.claims`` gives the verdicts).
+line per claim (``tunelab.analysis.claims`` gives the verdicts).
 
 Given several result directories of the same sweeps (runs of one pack), it checks each run
 and pools the verdicts per claim: the same verdict in every run ("holds in 5 of 5 runs") or
@@ -18,8 +18,9 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import claims, spec
-from tunelab.claims import Verdict
+from tunelab import spec
+from tunelab.analysis import claims
+from tunelab.analysis.claims import Verdict
 
 STABILITY_FORMAT = 1  # the --stability-out file's layout
 

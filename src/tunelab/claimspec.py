@@ -1,7 +1,7 @@
 """The claim schema: what a sweep's ``expect:`` may say, parsed into claims and checked
 against the sweep's own points (keys, values, metrics) when the sweep is validated.
 
-No pandas here: ``tunelab.spec`` validates with it, and ``tunelab.claims`` evaluates the claims
+No pandas here: ``tunelab.spec`` validates with it, and ``analysis.claims`` evaluates the claims
 on the stored rows (its docstring lists the kinds and verdicts).
 """
 

@@ -17,7 +17,7 @@ CPU speed: ``watch`` also times a fixed piece of CPU work (``cpu_reference``, ab
 just before and just after the section, on the client's CPU: ``noise_cpu_probe_s``, their
 geometric mean. On a virtual machine whose CPU is shared with other guests (a busy sibling
 thread steals no time the guest can see, yet slows every instruction) the client's speed
-changes by up to 2x within minutes; the probe tracks it (``report.hostspeed``). Where a server
+changes by up to 2x within minutes; the probe tracks it (``analysis.hostspeed``). Where a server
 engine has CPUs of its own the same work is timed there too (``noise_engine_cpu_probe_s``), in
 a thread pinned to them, for the engine's own CPU seconds (``noise_engine_cpu_s``).
 """

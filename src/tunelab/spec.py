@@ -104,7 +104,7 @@ class Point:
     trace: bool = False
     swept: tuple[str, ...] = field(default=())
     access: str = "optimizer"  # or "forced": the plan must be what the index knob built
-    # The fewest rounds before measuring may stop (tunelab.sequential); 0: as repetitions.
+    # The fewest rounds before measuring may stop (tunelab.analysis.sequential); 0: as repetitions.
     repetitions_min: int = 0
 
     def __post_init__(self) -> None:

@@ -37,8 +37,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic, claims, devprobe, engines, results, runner, sequential
-from tunelab.sequential import PASS_ROUNDS
+from tunelab import atomic, devprobe, engines, results, runner
+from tunelab.analysis import claims, sequential
+from tunelab.analysis.sequential import PASS_ROUNDS
 from tunelab.spec import Point
 
 ROUND_FILE = "round-{:03d}.csv"

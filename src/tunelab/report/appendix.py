@@ -9,7 +9,8 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from tunelab.report import checks, stats, tables
+from tunelab.analysis import stats
+from tunelab.report import checks, tables
 from tunelab.report.data import ReportData, sha256
 from tunelab.report.fragments import esc, unique
 from tunelab.report.labels import fmt, fmt_percent, label

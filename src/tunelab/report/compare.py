@@ -40,8 +40,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from tunelab.analysis import hostspeed, stats
 from tunelab.cache import method_family
-from tunelab.report import hostspeed, noise, stats
+from tunelab.report import noise
 from tunelab.report.data import ReportInputError, read_rows
 from tunelab.report.labels import fmt, label
 from tunelab.results import APPLIED_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
@@ -117,7 +118,7 @@ class CompareInputError(ValueError):
     """Bad input; the message is one line ``file: message``."""
 
 
-# -- statistics (report.stats) --------------------------------------------------------------
+# -- statistics (analysis.stats) --------------------------------------------------------------
 RatioTest = stats.RatioTest
 compare_samples = stats.compare_samples
 mann_whitney_p = stats.mann_whitney_p
@@ -238,7 +239,7 @@ class MetricChange:
     test: RatioTest
     verdict: str
     noise: noise.Noise = field(default_factory=lambda: noise.Noise(float("nan"), noise.ROUNDS))
-    scaled: bool = False  # compared at one CPU speed (report.hostspeed)
+    scaled: bool = False  # compared at one CPU speed (analysis.hostspeed)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from tunelab import engines, spec
-from tunelab.report import plots, stats
+from tunelab.analysis import stats
+from tunelab.report import plots
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
 from tunelab.report.labels import fmt, fmt_bytes, fmt_percent, label

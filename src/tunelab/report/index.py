@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tunelab.analysis.decisions import VERDICTS
 from tunelab.report import engines
-from tunelab.report.decisions import VERDICTS
 from tunelab.report.render import write_atomic
 from tunelab.report.sections import SUMMARY_ID
 

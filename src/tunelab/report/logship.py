@@ -48,8 +48,8 @@ import numpy as np
 import pandas as pd
 
 from tunelab import engines
+from tunelab.analysis import stats
 from tunelab.hadr import model
-from tunelab.report import stats
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note
 from tunelab.report.labels import fmt

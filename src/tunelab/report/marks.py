@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tunelab.analysis.stats import crossings
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import binary_unit, fmt, fmt_bytes
 
@@ -92,27 +93,6 @@ def table_sizes(frame: pd.DataFrame) -> list[TableSize]:
 
 
 # -- index against scan on a selectivity axis ---------------------------------------------------
-def crossings(
-    x: Sequence[float], a: Sequence[float], b: Sequence[float], log: bool = True
-) -> list[float]:
-    """Where curve ``a`` meets curve ``b`` (both given at the same ascending ``x``): linear
-    interpolation of a − b between neighbouring points, in log10(x) when ``log`` (the axis
-    the figures draw selectivity on). A point where they are equal counts once."""
-    xs, d = np.asarray(x, float), np.asarray(a, float) - np.asarray(b, float)
-    ok = np.isfinite(xs) & np.isfinite(d) & ((xs > 0) if log else True)
-    xs, d = xs[ok], d[ok]
-    u = np.log10(xs) if log else xs
-    found: list[float] = []
-    for i in range(len(xs)):
-        if d[i] == 0:
-            found.append(float(xs[i]))
-        elif i + 1 < len(xs) and d[i] * d[i + 1] < 0:
-            t = d[i] / (d[i] - d[i + 1])
-            at = u[i] + t * (u[i + 1] - u[i])
-            found.append(float(10**at if log else at))
-    return list(dict.fromkeys(found))
-
-
 def fmt_selectivity(value: float) -> str:
     """Two significant digits: an interpolation between swept points claims no more."""
     return f"{value:.2g}"

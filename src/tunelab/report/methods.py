@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from tunelab import cache, engines, noise
+from tunelab.analysis import hostspeed, stats
 from tunelab.cache import WARM_BY_PREVIOUS
 from tunelab.engines.base import EngineInfo
-from tunelab.report import checks, hostspeed, stats
+from tunelab.report import checks
 from tunelab.report.appendix import host_lines
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note, reps_per_point, unique

@@ -29,7 +29,7 @@ Two estimates, both a bound on the log scale (``h``: the ratio moves within
   |log(ratio of medians)| (and the point's in-run width then); the floor is the largest of
   them.
 
-- **CPU speed.** Where times are compared at one CPU speed (``report.hostspeed``), how far
+- **CPU speed.** Where times are compared at one CPU speed (``analysis.hostspeed``), how far
   the model puts the CPU speeds of the two runs apart (``hostspeed.shift``): a host whose CPU
   ran slower through one run's measuring of a sweep moves that sweep's CPU-bound points by
   about that much, and the correction does not take all of it out.

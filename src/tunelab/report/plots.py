@@ -34,7 +34,8 @@ from matplotlib.ticker import (
     PercentFormatter,
 )
 
-from tunelab.report import checks, marks, stats
+from tunelab.analysis import stats
+from tunelab.report import checks, marks
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import fmt, fmt_bytes, is_ratio, label, unit_text
 

@@ -18,7 +18,8 @@ from typing import Any
 import pandas as pd
 
 from tunelab import spec
-from tunelab.report import checks, marks, plots, stats, tables
+from tunelab.analysis import stats
+from tunelab.report import checks, marks, plots, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, unique
 from tunelab.report.labels import (

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from tunelab.report import checks, marks, stats
+from tunelab.analysis import stats
+from tunelab.report import checks, marks
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import binary_unit, fmt, fmt_percent, is_ratio, label, unit_text
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tunelab.report.stats import RatioTest
+from tunelab.analysis.stats import RatioTest
 
 HOLDS, SIMILAR, CONTRADICTED, INCONCLUSIVE = "holds", "similar", "contradicted", "inconclusive"
 VERDICTS = (HOLDS, SIMILAR, CONTRADICTED, INCONCLUSIVE)

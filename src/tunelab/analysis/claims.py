@@ -1,11 +1,11 @@
 """What a sweep expects (its ``expect:`` list), checked on the stored rows.
 
-A claim compares groups of repetitions, never single numbers (``report.stats``): where the
+A claim compares groups of repetitions, never single numbers (``analysis.stats``): where the
 rows carry the ``round`` they were measured in, per round the ratio of the two sides, with a
 bootstrap interval over rounds and a Wilcoxon signed-rank test (drift between rounds then
 cancels out); otherwise the ratio of the medians with a bootstrap interval and a two-sided
 Mann–Whitney U test. Times of an engine that runs in the measuring process are compared at
-one CPU speed (``report.hostspeed``). ``report.decisions`` turns a comparison into a verdict:
+one CPU speed (``analysis.hostspeed``). ``analysis.decisions`` turns a comparison into a verdict:
 
 - ``holds``: significant (p < alpha, interval excluding 1) in the claimed direction and at
   least ``min_effect`` large;
@@ -62,10 +62,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import results, sequential
+from tunelab import results
+from tunelab.analysis import decisions, hostspeed, sequential, stats
+from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
-from tunelab.report import decisions, hostspeed, stats
-from tunelab.report.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
 
 VERDICTS = decisions.VERDICTS
 CLIENT_BOUND = 0.5  # as the report flags it
@@ -486,16 +486,14 @@ def _crossing_estimate(
     xs: list[float], tests: list[stats.RatioTest | None], bracket: tuple[float, float]
 ) -> float | None:
     """Where a's median curve meets b's, as the report's selectivity figure marks it
-    (``report.marks.crossings``: linear in log10 of ``along`` when every value is positive):
+    (``stats.crossings``: linear in log10 of ``along`` when every value is positive):
     the first meeting within ``bracket``, else the first; the medians can meet between
     values where neither point is clearly lower, away from where the tests place it."""
-    from tunelab.report.marks import crossings
-
     pts = [(x, t.new_median, t.old_median) for x, t in zip(xs, tests) if t is not None]
     if len(pts) < 2:
         return None
     x, a, b = (list(c) for c in zip(*pts))
-    found = crossings(x, a, b, log=all(v > 0 for v in x))
+    found = stats.crossings(x, a, b, log=all(v > 0 for v in x))
     inside = [f for f in found if bracket[0] <= f <= bracket[1]]
     return (inside or found or [None])[0]
 
@@ -551,7 +549,7 @@ def _hosts(rows: pd.DataFrame) -> list[str]:
 
 def looks_of(frame: pd.DataFrame) -> list[int] | None:
     """The looks of a sweep measured in rounds with ``repetitions: {min, max}``, as its rows
-    record them (``tunelab.sequential``); None for a fixed count or rows without rounds."""
+    record them (``tunelab.analysis.sequential``); None for a fixed count or rows without rounds."""
     cols = {"round", "repetitions_min", "repetitions_max"}
     if frame.empty or not cols <= set(frame):
         return None

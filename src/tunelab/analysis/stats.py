@@ -479,3 +479,24 @@ def comparison_key(metric: str, old_points: Sequence[Any], new_points: Sequence[
     and print the same interval."""
     side = lambda ids: ",".join(sorted({str(i) for i in ids}))  # noqa: E731
     return f"{metric}|{side(old_points)}|{side(new_points)}"
+
+
+def crossings(
+    x: Sequence[float], a: Sequence[float], b: Sequence[float], log: bool = True
+) -> list[float]:
+    """Where curve ``a`` meets curve ``b`` (both given at the same ascending ``x``): linear
+    interpolation of a − b between neighbouring points, in log10(x) when ``log`` (the axis
+    the figures draw selectivity on). A point where they are equal counts once."""
+    xs, d = np.asarray(x, float), np.asarray(a, float) - np.asarray(b, float)
+    ok = np.isfinite(xs) & np.isfinite(d) & ((xs > 0) if log else True)
+    xs, d = xs[ok], d[ok]
+    u = np.log10(xs) if log else xs
+    found: list[float] = []
+    for i in range(len(xs)):
+        if d[i] == 0:
+            found.append(float(xs[i]))
+        elif i + 1 < len(xs) and d[i] * d[i + 1] < 0:
+            t = d[i] / (d[i] - d[i + 1])
+            at = u[i] + t * (u[i + 1] - u[i])
+            found.append(float(10**at if log else at))
+    return list(dict.fromkeys(found))
