@@ -21,6 +21,7 @@ title = ""
 # %%
 # One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
 # logic lives in tunelab.report; this file only says what goes where.
+from tunelab import claimspec
 from tunelab.analysis import claims
 from tunelab.report import appendix, callouts, logship, methods
 from tunelab.report import data as report_data
@@ -36,7 +37,8 @@ show(callouts.checks_html(data))
 
 # %%
 # The same verdicts as `tunelab check` reaches on these rows (and the index shows).
-verdicts = claims.evaluate_sweep(data.sweep.get("expect"), data.results, data.engine)
+judged_by, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
+verdicts = claims.evaluate_sweep(judged_by, data.results, data.engine)
 show(s.claims_html([v.to_json() for v in verdicts]))
 
 # %% [markdown]

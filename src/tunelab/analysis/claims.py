@@ -66,8 +66,36 @@ from tunelab import results
 from tunelab.analysis import decisions, hostspeed, sequential, stats
 from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
+from tunelab.findings import FINDING
 
 VERDICTS = decisions.VERDICTS
+# What a verdict says in words: of a finding, whether it reproduced here; of an explanation
+# or a sweep's own claim, whether it holds. A directional claim shown equivalent within its
+# margin (SIMILAR) did not reproduce: the effect is shown absent.
+REPRODUCED, NOT_REPRODUCED, UNDECIDED = "reproduced", "not reproduced", "undecided"
+HOLDS_WORD, FAILS_WORD = "holds", "does not hold"
+CANNOT_RUN = "cannot run here"
+WORDS = (REPRODUCED, NOT_REPRODUCED, UNDECIDED, HOLDS_WORD, FAILS_WORD, CANNOT_RUN)
+
+
+def word(verdict: str, role: str) -> str:
+    """The verdict of a claim in its role's words (``claimspec.Claim.role``)."""
+    if verdict == INCONCLUSIVE or verdict not in decisions.DECIDED:
+        return UNDECIDED
+    if role == FINDING:
+        return REPRODUCED if verdict == HOLDS else NOT_REPRODUCED
+    return HOLDS_WORD if verdict == HOLDS else FAILS_WORD
+
+
+def word_of(stored: dict[str, Any]) -> str:
+    """The word of a stored verdict (``Verdict.to_json``; a file written before words were
+    stored has the verdict alone)."""
+    return str(stored.get("word") or word(str(stored.get("verdict")), stored.get("role", "")))
+
+
+def css_class(text: str) -> str:
+    """The class a page styles a verdict word by (tl-reproduced, tl-not-reproduced, ...)."""
+    return "tl-" + "-".join(str(text).split()).replace("-here", "")
 CLIENT_BOUND = 0.5  # as the report flags it
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
 
@@ -80,6 +108,8 @@ class Verdict:
     causes: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)  # the compared rows' hosts
     needed: int | None = None  # inconclusive: repetitions the observed spread would need
+    # per context (e.g. cold, warm): its label, verdict, ratio [low, high] or crossing
+    contexts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def decided(self) -> bool:
@@ -95,18 +125,35 @@ class Verdict:
     def line(self, sweep: str) -> str:
         why = f"; likely cause: {'; '.join(self.causes)}" if self.causes else ""
         pooled = f"; {self.pooled}" if self.pooled else ""
-        return f"{sweep}: {self.claim.says}: {self.verdict} ({self.evidence}{why}{pooled})"
+        return f"{sweep}: {self.claim.says}: {self.word} ({self.evidence}{why}{pooled})"
+
+    @property
+    def word(self) -> str:
+        return word(self.verdict, self.claim.role)
 
     def to_json(self) -> dict[str, Any]:
+        c = self.claim
         return {
-            "claim": self.claim.says,
-            "kind": self.claim.kind,
+            "claim": c.says,
+            "kind": c.kind,
+            "role": c.role,
+            "finding": c.finding,
+            "source": c.source,
+            "reported": c.reported,
+            "source_ratio": c.source_ratio,
+            "findings_digest": c.findings_digest,
+            "margin": c.min_effect,
+            "window": list(c.within) if c.within else None,
+            # the intervals in the evidence are at 1 - alpha of the look that decided
+            "interval_level": round(1 - c.alpha, 4),
+            "word": self.word,
             "verdict": self.verdict,
             "evidence": self.evidence,
             "causes": self.causes,
             "hosts": self.hosts,
             "decided": self.decided,
             "needed": self.needed,
+            "contexts": self.contexts,
         }
 
 
@@ -179,6 +226,9 @@ class Outcome:
     text: str
     causes: list[str] = field(default_factory=list)
     needed: int | None = None
+    # the one figure of this context: a/b's ratio and interval, or where the curves cross
+    ratio: tuple[float, float, float] | None = None
+    crossing: float | None = None
 
 
 def _rounds(rows: pd.DataFrame) -> np.ndarray | None:
@@ -272,10 +322,12 @@ def _outcome(
     verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, rows: pd.DataFrame,
     extra: Sequence[str] = (),
 ) -> Outcome:  # fmt: skip
+    ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
     if verdict == HOLDS:
-        return Outcome(verdict, text)
+        return Outcome(verdict, text, ratio=ratio)
     evidence, needed = _evidence_causes(verdict, t, claim)
-    return Outcome(verdict, text, [*extra, *evidence, *_row_causes(rows, claim.metric)], needed)
+    causes = [*extra, *evidence, *_row_causes(rows, claim.metric)]
+    return Outcome(verdict, text, causes, needed, ratio=ratio)
 
 
 def _uses_index(path: Any) -> float:
@@ -403,8 +455,9 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> 
     n = f"; {_n_text(shown)} per value" if shown is not None else ""
     text = f"crossing {est}({where}; a/b by {claim.along}: {ratios}{n})"
     if verdict == HOLDS:
-        return Outcome(verdict, text)
-    return Outcome(verdict, text, [*extra, *_row_causes(pd.concat([a_rows, b_rows]), metric)])
+        return Outcome(verdict, text, crossing=estimate)
+    causes = [*extra, *_row_causes(pd.concat([a_rows, b_rows]), metric)]
+    return Outcome(verdict, text, causes, crossing=estimate)
 
 
 def _crossing(
@@ -509,7 +562,7 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         return Verdict(claim, INCONCLUSIVE, "no rows match", ["no rows match"])
     context = _context_columns(rows, claim)
     groups = [((), rows)] if not context else list(rows.groupby(context, dropna=False, sort=True))
-    parts, causes, outcomes = [], [], []
+    parts, causes, outcomes, contexts = [], [], [], []
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
         o = _evaluate_one(claim, g)
@@ -517,13 +570,16 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         parts.append(f"{label}: {o.text}" if label else o.text)
         outcomes.append(o)
         causes.extend(w for w in o.causes if w not in causes)
+        ratio = list(o.ratio) if o.ratio else None
+        contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
+                         "crossing": o.crossing})  # fmt: skip
     overall = decisions.combine([o.verdict for o in outcomes])
     needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
     if hostspeed.applies([rows], metric_column(claim.metric)):
         parts.append(f"times {hostspeed.NOTE}, weight {hostspeed.weight_of(rows):.2f}")
     return Verdict(
         claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
-        max(needed) if needed and overall == INCONCLUSIVE else None,
+        max(needed) if needed and overall == INCONCLUSIVE else None, contexts,
     )  # fmt: skip
 
 
@@ -594,7 +650,7 @@ def evaluate_sweep(
     Rows of a sweep that measures until its claims are decided (``repetitions: {min,
     max}``) are judged as the procedure that stopped it judged them (``evaluate_in_looks``)."""
     looks = looks_of(frame) if alpha is None else None
-    chosen = [c for c in parse(expect) if c.applies_to(engine)]
+    chosen = parse(expect)
     if looks:
         return [evaluate_in_looks(c, frame, looks) for c in chosen]
     return [evaluate(c, frame, alpha) for c in chosen]

@@ -30,7 +30,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from tunelab import engines, spec
+from tunelab import claimspec, engines, spec
 from tunelab.analysis import stats
 from tunelab.report import plots
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
@@ -67,10 +67,10 @@ table.tl-grid th { text-align: left; font-weight: 600; color: #444c56; backgroun
 table.tl-grid td { border-bottom: 1px solid #eceef1; padding: 6px 10px; vertical-align: top; }
 .tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
   border-radius: 9px; margin: 0 4px 3px 0; white-space: nowrap; }
-.tl-holds { background: #dafbe1; color: #116329; }
-.tl-similar { background: #ddf4ff; color: #0a3069; }
-.tl-contradicted { background: #ffebe9; color: #a40e26; }
-.tl-inconclusive { background: #fff8c5; color: #7d4e00; }
+.tl-reproduced, .tl-holds { background: #dafbe1; color: #116329; }
+.tl-not-reproduced, .tl-does-not-hold { background: #ffebe9; color: #a40e26; }
+.tl-undecided { background: #fff8c5; color: #7d4e00; }
+.tl-cannot-run { background: #eaeef2; color: #424a53; }
 .tl-cell a { text-decoration: none; }
 .tl-ratio { font-size: 12px; color: #57606a; white-space: nowrap; }
 tr.tl-sweep-row td { background: #f6f8fa; padding-top: 10px; }
@@ -107,6 +107,12 @@ class Experiment:
     doc: dict[str, Any]
     runs: list[EngineRun]
     missing: dict[str, str] = field(default_factory=dict)  # engine -> why it has no rows
+    sweep_file: str = ""
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        """The claims the sweep is judged by (its findings, their explanations, its own)."""
+        return claimspec.sweep_claims(self.doc, self.sweep_file, None)[0]
 
     @property
     def shape_only(self) -> bool:
@@ -175,7 +181,7 @@ def gather(
         if runs and doc is not None:
             have = {r.engine for r in runs}
             missing = {e: why_missing(doc, e) for e in engines.names() if e not in have}
-            out.append(Experiment(sweep, doc, runs, missing))
+            out.append(Experiment(sweep, doc, runs, missing, str(path)))
     return out
 
 
@@ -184,7 +190,7 @@ def main_x(exp: Experiment) -> str | None:
     """The dimension the sweep asks about: the ``along`` of its first trend or crossover
     claim, else the first swept dimension of its first engine; a pool as bytes."""
     x = None
-    for claim in exp.doc.get("expect") or []:
+    for claim in exp.claims:
         if isinstance(claim, dict) and claim.get("along"):
             x = str(claim["along"])
             break
@@ -268,7 +274,7 @@ def compared_column(exp: Experiment, cols: list[str]) -> str | None:
     """The column the sweep's first pair of sides differs in (``index`` for an index against
     a scan), when it is one of ``cols``: drawn as line styles in one panel, not as panels,
     so that each panel holds the comparison the claim makes."""
-    for claim in exp.doc.get("expect") or []:
+    for claim in exp.claims:
         a, b = (claim.get(k) if isinstance(claim, dict) else None for k in ("a", "b"))
         if isinstance(a, dict) and isinstance(b, dict):
             for key in a:
@@ -399,7 +405,7 @@ def differences(exp: Experiment) -> list[str]:
 
 def claim_names(exp: Experiment) -> list[str]:
     """The claims in the sweep file's order, then any only the verdicts name."""
-    names = [str(c.get("says")) for c in exp.doc.get("expect") or [] if isinstance(c, dict)]
+    names = [str(c.get("says")) for c in exp.claims]
     for run in exp.runs:
         names += [str(v.get("claim")) for v in run.verdicts]
     return list(dict.fromkeys(n for n in names if n and n != "None"))

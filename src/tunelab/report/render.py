@@ -69,10 +69,10 @@ body.jp-Notebook main {
 .tl-warn { background: #fff7e0; border-left: 4px solid #d99a00; }
 .tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
   border-radius: 9px; margin-right: 6px; white-space: nowrap; }
-.tl-holds { background: #dafbe1; color: #116329; }
-.tl-similar { background: #ddf4ff; color: #0a3069; }
-.tl-contradicted { background: #ffebe9; color: #a40e26; }
-.tl-inconclusive { background: #fff8c5; color: #7d4e00; }
+.tl-reproduced, .tl-holds { background: #dafbe1; color: #116329; }
+.tl-not-reproduced, .tl-does-not-hold { background: #ffebe9; color: #a40e26; }
+.tl-undecided { background: #fff8c5; color: #7d4e00; }
+.tl-cannot-run { background: #eaeef2; color: #424a53; }
 ul.tl-claims li { margin: 4px 0; } ul.tl-claims .tl-evidence { color: #57606a; font-size: 13px; }
 figure.tl-figure { margin: 10px 0 26px; }
 figure.tl-figure img { max-width: 100%; height: auto; display: block; }

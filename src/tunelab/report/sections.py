@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import spec
+from tunelab import claimspec, spec
 from tunelab.analysis import stats
 from tunelab.report import checks, marks, plots, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
@@ -262,7 +262,7 @@ def _repetitions_asked(data: ReportData) -> Any:
     over = (data.sweep.get("overrides") or {}).get(data.engine) or {}
     if "repetitions" not in data.sweep and "repetitions" not in over:
         return None
-    return spec.repetitions_asked(data.sweep, data.engine)
+    return spec.repetitions_asked(data.sweep)
 
 
 def warnings(data: ReportData) -> list[str]:
@@ -324,7 +324,7 @@ MAX_SERIES = 8  # colours a reader can still tell apart in one panel
 def figure_order(data: ReportData) -> list[str]:
     """The swept dimensions, the one the sweep's claims ask along (``along``) first: the
     figure that answers the question leads."""
-    claims = [c for c in data.sweep.get("expect") or [] if isinstance(c, dict)]
+    claims, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
     along = [f"{p}{c['along']}" for c in claims if c.get("along")
              for p in (KNOB_PREFIX, WORKLOAD_PREFIX)]  # fmt: skip
     return sorted(data.dims, key=lambda d: (d not in along, data.dims.index(d)))
