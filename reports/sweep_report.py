@@ -16,6 +16,7 @@ sweep_name = ""  # rows of this sweep only; "" = the sweep file's name
 sweep_file = "workflows/sweeps/example.yaml"
 calibration_json = ""  # fio calibration of the device, or ""
 bpsim_csv = ""  # buffer-pool simulator curve, or ""
+verdicts_json = ""  # the verdicts `tunelab check --json` stored, or "": judged here
 title = ""
 
 # %%
@@ -36,10 +37,14 @@ show(callouts.checks_html(data))
 # ## Claims
 
 # %%
-# The same verdicts as `tunelab check` reaches on these rows (and the index shows).
-judged_by, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
-verdicts = claims.evaluate_sweep(judged_by, data.results, data.engine)
-show(s.claims_html([v.to_json() for v in verdicts]))
+# The verdicts `tunelab check` stored for these rows (the index shows the same); judged here
+# only when the report is rendered on its own.
+if verdicts_json:
+    stored = s.stored_verdicts(verdicts_json)
+else:
+    judged_by, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
+    stored = [v.to_json() for v in claims.evaluate_sweep(judged_by, data.results, data.engine)]
+show(s.claims_html(stored))
 
 # %% [markdown]
 # ## Response time and throughput

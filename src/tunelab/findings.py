@@ -72,6 +72,18 @@ def path_for(sweep_file: str | Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
+def digest_for(sweep_file: str | Path) -> str:
+    """The digest of the findings file that judges a sweep file ("" for none, or one that
+    cannot be read: validation reports that)."""
+    path = path_for(sweep_file)
+    if path is None:
+        return ""
+    try:
+        return load(path).digest
+    except FindingsError:
+        return ""
+
+
 @cache
 def _validator() -> jsonschema.protocols.Validator:
     text = resources.files("tunelab").joinpath("schemas/findings.schema.json").read_text()

@@ -96,6 +96,8 @@ def word_of(stored: dict[str, Any]) -> str:
 def css_class(text: str) -> str:
     """The class a page styles a verdict word by (tl-reproduced, tl-not-reproduced, ...)."""
     return "tl-" + "-".join(str(text).split()).replace("-here", "")
+
+
 CLIENT_BOUND = 0.5  # as the report flags it
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
 
@@ -110,6 +112,8 @@ class Verdict:
     needed: int | None = None  # inconclusive: repetitions the observed spread would need
     # per context (e.g. cold, warm): its label, verdict, ratio [low, high] or crossing
     contexts: list[dict[str, Any]] = field(default_factory=list)
+    # rows measured under another version of the findings file than the one judging them
+    other_version: str = ""
 
     @property
     def decided(self) -> bool:
@@ -125,7 +129,8 @@ class Verdict:
     def line(self, sweep: str) -> str:
         why = f"; likely cause: {'; '.join(self.causes)}" if self.causes else ""
         pooled = f"; {self.pooled}" if self.pooled else ""
-        return f"{sweep}: {self.claim.says}: {self.word} ({self.evidence}{why}{pooled})"
+        other = f"; {self.other_version}" if self.other_version else ""
+        return f"{sweep}: {self.claim.says}: {self.word} ({self.evidence}{why}{pooled}{other})"
 
     @property
     def word(self) -> str:
@@ -154,6 +159,7 @@ class Verdict:
             "decided": self.decided,
             "needed": self.needed,
             "contexts": self.contexts,
+            "other_version": self.other_version,
         }
 
 
@@ -646,14 +652,30 @@ def evaluate_in_looks(claim: Claim, frame: pd.DataFrame, looks: Sequence[int]) -
 def evaluate_sweep(
     expect: Any, frame: pd.DataFrame, engine: str, alpha: float | None = None
 ) -> list[Verdict]:
-    """Every claim of ``expect`` on ``engine`` evaluated; ``alpha`` as in ``evaluate``.
-    Rows of a sweep that measures until its claims are decided (``repetitions: {min,
-    max}``) are judged as the procedure that stopped it judged them (``evaluate_in_looks``)."""
+    """Every claim of ``expect`` (``claimspec.sweep_claims``: the claims on ``engine``)
+    evaluated; ``alpha`` as in ``evaluate``. Rows of a sweep that measures until its claims
+    are decided (``repetitions: {min, max}``) are judged as the procedure that stopped it
+    judged them (``evaluate_in_looks``). A verdict on rows measured under another version of
+    the findings file says so (``Verdict.other_version``)."""
     looks = looks_of(frame) if alpha is None else None
     chosen = parse(expect)
     if looks:
-        return [evaluate_in_looks(c, frame, looks) for c in chosen]
-    return [evaluate(c, frame, alpha) for c in chosen]
+        verdicts = [evaluate_in_looks(c, frame, looks) for c in chosen]
+    else:
+        verdicts = [evaluate(c, frame, alpha) for c in chosen]
+    measured = _digests(frame)
+    for v in verdicts:
+        judged = v.claim.findings_digest
+        if judged and measured and measured != {judged}:
+            v.other_version = (f"rows measured under findings {', '.join(sorted(measured))}, "
+                               f"judged under {judged}")  # fmt: skip
+    return verdicts
+
+
+def _digests(frame: pd.DataFrame) -> set[str]:
+    if "findings_digest" not in frame:
+        return set()
+    return {str(d) for d in frame["findings_digest"].dropna() if str(d).strip()}
 
 
 def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:

@@ -54,6 +54,7 @@ a { color: #0b5cad; }
 .tl-not-reproduced, .tl-does-not-hold { background: #ffebe9; color: #a40e26; }
 .tl-undecided { background: #fff8c5; color: #7d4e00; }
 .tl-cannot-run { background: #eaeef2; color: #424a53; }
+.tl-explains { color: #57606a; font-size: 12.5px; padding-left: 12px; display: block; }
 details.tl-claims summary { cursor: pointer; }
 details.tl-claims li { font-size: 12.5px; color: #444c56; margin: 3px 0; }
 """

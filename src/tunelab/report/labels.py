@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import Any
 
 from tunelab.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
@@ -193,3 +194,24 @@ def fmt_percent(value: float) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     return f"{100 * value:.1f} %"
+
+
+def figures_text(v: dict[str, Any]) -> list[str]:
+    """A verdict's figures, one per context: "cold 1.03x [0.98, 1.08]" or "crossing 0.1 %"
+    (selectivities as percentages, the unit the assignment uses)."""
+    out = []
+    for c in v.get("contexts") or []:
+        label = str(c.get("label") or "").replace("cache ", "")
+        if c.get("ratio"):
+            r, lo, hi = c["ratio"]
+            text = f"{r:.3g}x [{lo:.3g}, {hi:.3g}]"
+        elif c.get("crossing") is not None:
+            text = f"crossing ≈{fmt_selectivity_percent(float(c['crossing']))}"
+        else:
+            continue
+        out.append(f"{label} {text}".strip())
+    return out
+
+
+def fmt_selectivity_percent(value: float) -> str:
+    return f"{value * 100:.2g} %"

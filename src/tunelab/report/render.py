@@ -73,6 +73,7 @@ body.jp-Notebook main {
 .tl-not-reproduced, .tl-does-not-hold { background: #ffebe9; color: #a40e26; }
 .tl-undecided { background: #fff8c5; color: #7d4e00; }
 .tl-cannot-run { background: #eaeef2; color: #424a53; }
+.tl-explains { color: #57606a; font-size: 12.5px; padding-left: 12px; display: block; }
 ul.tl-claims li { margin: 4px 0; } ul.tl-claims .tl-evidence { color: #57606a; font-size: 13px; }
 figure.tl-figure { margin: 10px 0 26px; }
 figure.tl-figure img { max-width: 100%; height: auto; display: block; }
