@@ -34,7 +34,7 @@ show(s.header_html(data, title))
 show(callouts.checks_html(data))
 
 # %% [markdown]
-# ## Claims
+# ## Findings
 
 # %%
 # The verdicts `tunelab check` stored for these rows (the index shows the same); judged here

@@ -454,7 +454,9 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> 
     verdict, where, extra = _crossing(xs, signs, lo, hi)
     # Curves that cross back have no one crossing to place.
     once = _crossed_back(signs) is None
-    estimate = _crossing_estimate(xs, tests, _bracket(xs, signs)) if once else None
+    medians = [(x, _median(_at(a_rows, col, v), metric), _median(_at(b_rows, col, v), metric))
+               for x, v in zip(xs, along)]  # fmt: skip
+    estimate = _crossing_estimate(medians, _bracket(xs, signs)) if once else None
     est = f"≈{estimate:.3g} " if estimate is not None else ""
     ratios = ", ".join(f"{x:g}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
     shown = next((t for t in tests if t is not None), None)
@@ -541,14 +543,21 @@ def _bracket(xs: list[float], signs: list[int]) -> tuple[float, float]:
     return xs[start], xs[min(above)] if above else xs[-1]
 
 
+def _median(rows: pd.DataFrame, metric: str) -> float:
+    values = _values(rows, metric)
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if values.size else math.nan
+
+
 def _crossing_estimate(
-    xs: list[float], tests: list[stats.RatioTest | None], bracket: tuple[float, float]
+    medians: list[tuple[float, float, float]], bracket: tuple[float, float]
 ) -> float | None:
-    """Where a's median curve meets b's, as the report's selectivity figure marks it
-    (``stats.crossings``: linear in log10 of ``along`` when every value is positive):
-    the first meeting within ``bracket``, else the first; the medians can meet between
-    values where neither point is clearly lower, away from where the tests place it."""
-    pts = [(x, t.new_median, t.old_median) for x, t in zip(xs, tests) if t is not None]
+    """Where a's median curve meets b's (medians of every repetition, as stored), as the
+    report's selectivity figure marks it (``stats.crossings``: linear in log10 of ``along``
+    when every value is positive), so the page quotes one number for it: the first meeting
+    within ``bracket``, else the first; the medians can meet between values where neither
+    point is clearly lower, away from where the tests place it."""
+    pts = [p for p in medians if all(math.isfinite(v) for v in p)]
     if len(pts) < 2:
         return None
     x, a, b = (list(c) for c in zip(*pts))

@@ -443,7 +443,7 @@ def verdict_cell(v: dict[str, Any] | None, href: str = "", missing: str = "") ->
     figures = figures_text(v)
     level = v.get("interval_level")
     if figures and level:
-        figures[-1] += f" ({level:.3g} interval)" if len(figures) == 1 else ""
+        figures.append(f"{level * 100:.3g} % interval{'s' if len(figures) > 1 else ''}")
     ratio = "".join(f'<div class="tl-ratio">{esc(f)}</div>' for f in figures)
     badge = f'<span class="tl-verdict {css_class(said)}">{esc(said)}</span>'
     title = esc(str(v.get("evidence", "")))
@@ -668,7 +668,7 @@ def matrix_html(experiments: list[Experiment], index_dir: Path) -> str:
     if not cols:
         return ""
     esc = html.escape
-    head = "<th>Claim</th>" + "".join(f"<th>{esc(e)}</th>" for e in cols)
+    head = "<th>Finding</th>" + "".join(f"<th>{esc(e)}</th>" for e in cols)
     body = ""
     for exp in experiments:
         page = f"{PAGES_DIR}/{exp.sweep}.html"

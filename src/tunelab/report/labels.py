@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from functools import cache
 from typing import Any
 
@@ -196,12 +197,24 @@ def fmt_percent(value: float) -> str:
     return f"{100 * value:.1f} %"
 
 
+_RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
+
+
+def _percent_selectivity(label: str) -> str:
+    """A context's selectivity as the assignment gives it, in percent."""
+    return re.sub(r"selectivity ([0-9.e-]+)",
+                  lambda m: f"selectivity {float(m.group(1)) * 100:.3g} %", label)  # fmt: skip
+
+
 def figures_text(v: dict[str, Any]) -> list[str]:
     """A verdict's figures, one per context: "cold 1.03x [0.98, 1.08]" or "crossing 0.1 %"
     (selectivities as percentages, the unit the assignment uses)."""
+    if "contexts" not in v:  # a verdict file from before contexts were stored
+        found = _RATIO_RE.search(str(v.get("evidence", "")))
+        return [f"{found.group(1)}x [{found.group(2)}, {found.group(3)}]"] if found else []
     out = []
     for c in v.get("contexts") or []:
-        label = str(c.get("label") or "").replace("cache ", "")
+        label = _percent_selectivity(str(c.get("label") or "").replace("cache ", ""))
         if c.get("ratio"):
             r, lo, hi = c["ratio"]
             text = f"{r:.3g}x [{lo:.3g}, {hi:.3g}]"
@@ -214,4 +227,6 @@ def figures_text(v: dict[str, Any]) -> list[str]:
 
 
 def fmt_selectivity_percent(value: float) -> str:
-    return f"{value * 100:.2g} %"
+    """A selectivity in percent, two significant digits: an interpolation between swept
+    points claims no more (every page quotes a crossing with this one function)."""
+    return f"{float(f'{value * 100:.2g}'):g} %"

@@ -108,6 +108,9 @@ TEMPLATE = (
     "{% block html_head_js_requirejs %}{% endblock html_head_js_requirejs %}\n"
     "{% block html_head_js_mathjax %}{% endblock html_head_js_mathjax %}\n"
     "{% block html_head_js_mermaidjs %}{% endblock html_head_js_mermaidjs %}\n"
+    # JupyterLab's own style sheets (some 260 KB a page) style cells this page never shows:
+    # its output areas are plain blocks here, styled by CSS above alone.
+    "{% block notebook_css %}{% endblock notebook_css %}\n"
     "{% block html_head_css %}<style>" + CSS + "</style>{% endblock html_head_css %}\n"
 )
 

@@ -482,7 +482,8 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
         cause = "; ".join(v.get("causes") or [])
         figures = "; ".join(figures_text(v))
         level = v.get("interval_level")
-        here = f"here: {figures}" + (f" ({level:.3g} intervals)" if level and figures else "")
+        at = f" ({level * 100:.3g} % interval{'s' if ';' in figures else ''})" if level else ""
+        here = f"here: {figures}{at}" if figures else ""
         source = f"source ({v['source']}): {v['reported']}" if v.get("reported") else ""
         if v.get("source_ratio") is not None:
             source += f" — ratio {float(v['source_ratio']):.3g}"
