@@ -272,10 +272,10 @@ def test_the_guide_quotes_exactly_the_stored_numbers():
     text = doc.read_text()
     for sweep in ("insert-vs-buffer-pool", "multipoint-by-index", "range-index-vs-scan"):
         assert sweep in stored["sweeps"]  # the pack's questions have numbers
-        for engine, claims in stored["sweeps"][sweep].items():
+        for engine, claims in stored["sweeps"][sweep]["engines"].items():
             for c in claims:
-                if c["ratio"]:
-                    assert f"{c['verdict']} {c['ratio']} [{c['interval'][0]}," in text, engine
+                if c["figures"]:
+                    assert f"**{c['word']}** {'; '.join(c['figures'])}" in text, engine
 
 
 def test_engine_notes_explain_without_quoting_measured_figures():
