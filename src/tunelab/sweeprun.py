@@ -130,6 +130,20 @@ def schedule(
         start = stop
 
 
+def block_id(point: Point, mode: str) -> int:
+    """The block a row records (``block``): a number for ``block_of``, 0 for every point of a
+    ``rounds`` order (each round takes them all side by side). Rows of one block were
+    measured side by side in every round; rows of two blocks a block's part of a pass apart
+    (``analysis.sequential.pairing``)."""
+    return zlib.crc32(block_of(point).encode()) if mode == "blocked" else 0
+
+
+def pass_of(r: int, mode: str) -> int:
+    """The pass round ``r`` belongs to (``pass`` in the rows): ``PASS_ROUNDS`` rounds each,
+    blocked; each round its own in ``rounds`` order."""
+    return r // PASS_ROUNDS if mode == "blocked" else r
+
+
 def pass_start(r: int, mode: str) -> int:
     """The round a continuation must begin with to keep the order (a pass's first round)."""
     return r if mode == "rounds" else r - r % PASS_ROUNDS
@@ -265,6 +279,7 @@ def measure_rounds(
         plans.setdefault(s.point.point_id, s.plans)
         s.__exit__(None, None, None)
 
+    block_ids = [block_id(p, mode) for p in points]
     previous = None  # the point measured last: a warm point after itself needs no warm-up
     try:
         first = done
@@ -286,6 +301,7 @@ def measure_rounds(
                     sessions[v.point] = s.__enter__()
                 s = sessions[v.point]
                 extra = {"round": v.round, "order_in_round": v.order, "order_mode": mode,
+                         "pass": pass_of(v.round, mode), "block": block_ids[v.point],
                          **device}  # fmt: skip
                 n_times = len(s.times)
                 rows[v.round].append(s.repetition(v.round, extra, previous == v.point))

@@ -38,6 +38,9 @@ from collections.abc import Mapping, Sequence
 from statistics import NormalDist
 from typing import NamedTuple
 
+import numpy as np
+import pandas as pd
+
 # Share of alpha the first look spends: 0.035 of 0.05, above the 0.03125 six rounds that
 # all agree reach with the exact signed-rank test. The later looks share the rest.
 FIRST_SHARE = 0.7
@@ -81,6 +84,41 @@ def looks(n_min: int, n_max: int) -> list[int]:
 # A server engine's sweep measures its rounds in passes of this many (tunelab.sweeprun):
 # its looks fall on a pass's end.
 PASS_ROUNDS = 3
+# The passes of rows that do not record theirs (``pass``): measured when passes had three.
+RECORDED_PASS_ROUNDS = 3
+ROUND, PASS = "round", "pass"
+
+
+def pairing(*sides: pd.DataFrame) -> tuple[list[np.ndarray | None], str]:
+    """The unit each side's rows are paired by, per side, and its name (``round`` or
+    ``pass``): where the measurements vary independently.
+
+    Rows measured in ``rounds`` order, or all in one block of a ``blocked`` order (one
+    server and table: ``sweeprun.block_of``), took every point of a round side by side: the
+    round is the unit. Rows of a blocked order in more than one block were measured a block's
+    part of a pass apart, each block's rounds of a pass back to back: what the host, the
+    server's start and the table's build did in that part is shared by the pass's rounds, so
+    the pass is the unit (each side's median in it; ``stats.compare_samples`` pairs them).
+    Rows without a ``block`` count as more than one block, and those without a ``pass`` as
+    passes of ``RECORDED_PASS_ROUNDS``. None per side for rows without rounds."""
+    if not sides or any("round" not in s for s in sides):
+        return [None] * len(sides), ROUND
+    rounds = [pd.to_numeric(s["round"], errors="coerce").to_numpy(dtype=float) for s in sides]
+    modes = set().union(*(s["order_mode"].dropna().astype(str) for s in sides
+                          if "order_mode" in s))  # fmt: skip
+    if modes <= {"rounds"}:
+        return list(rounds), ROUND
+    if all("block" in s for s in sides):
+        blocks = set().union(*(s["block"].dropna().astype(str) for s in sides))
+        if len(blocks) == 1 and all(s["block"].notna().all() for s in sides):
+            return list(rounds), ROUND
+    units = []
+    for s, r in zip(sides, rounds):
+        if "pass" in s:
+            units.append(pd.to_numeric(s["pass"], errors="coerce").to_numpy(dtype=float))
+        else:
+            units.append(np.floor(r / RECORDED_PASS_ROUNDS))
+    return units, PASS
 
 
 def looks_for(n_min: int, n_max: int, order_mode: str = "rounds") -> list[int]:
