@@ -104,14 +104,14 @@ def pairing(*sides: pd.DataFrame) -> tuple[list[np.ndarray | None], str]:
     if not sides or any("round" not in s for s in sides):
         return [None] * len(sides), ROUND
     rounds = [pd.to_numeric(s["round"], errors="coerce").to_numpy(dtype=float) for s in sides]
-    modes = set().union(*(s["order_mode"].dropna().astype(str) for s in sides
-                          if "order_mode" in s))  # fmt: skip
+    modes = {m for s in sides if "order_mode" in s for m in s["order_mode"].unique()
+             if isinstance(m, str)}  # fmt: skip
     if modes <= {"rounds"}:
-        return list(rounds), ROUND
+        return rounds, ROUND
     if all("block" in s for s in sides):
-        blocks = set().union(*(s["block"].dropna().astype(str) for s in sides))
+        blocks = {str(b) for s in sides for b in s["block"].unique()}
         if len(blocks) == 1 and all(s["block"].notna().all() for s in sides):
-            return list(rounds), ROUND
+            return rounds, ROUND
     units = []
     for s, r in zip(sides, rounds):
         if "pass" in s:

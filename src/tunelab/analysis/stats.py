@@ -271,7 +271,10 @@ def min_p_paired(n: int) -> float:
 def _rounds(rounds: Sequence[Any] | np.ndarray | None, size: int) -> np.ndarray | None:
     if rounds is None:
         return None
-    r = np.asarray(pd.to_numeric(pd.Series(list(rounds)), errors="coerce"), dtype=float)
+    if isinstance(rounds, np.ndarray) and rounds.dtype.kind in "fiu":
+        r = rounds.astype(float)
+    else:
+        r = np.asarray(pd.to_numeric(pd.Series(list(rounds)), errors="coerce"), dtype=float)
     if r.size != size:
         raise ValueError(f"{r.size} rounds for {size} values")
     return r
@@ -280,8 +283,10 @@ def _rounds(rounds: Sequence[Any] | np.ndarray | None, size: int) -> np.ndarray 
 def per_round(values: np.ndarray, rounds: np.ndarray) -> dict[float, float]:
     """Round -> median of the side's finite values measured in it."""
     keep = np.isfinite(values) & np.isfinite(rounds)
-    frame = pd.DataFrame({"r": rounds[keep], "v": values[keep]})
-    return frame.groupby("r")["v"].median().to_dict()
+    r, v = rounds[keep], values[keep]
+    if r.size and np.unique(r).size == r.size:  # one value a round: no median to take
+        return dict(zip(r.tolist(), v.tolist()))
+    return {float(u): float(np.median(v[r == u])) for u in np.unique(r)}
 
 
 def _paired(
