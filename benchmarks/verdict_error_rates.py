@@ -59,11 +59,14 @@ POOLS = (16, 32, 64, 128)  # along for falls/rises: each its own block (a restar
 
 @dataclass(frozen=True)
 class Noise:
-    """SDs of the log time: the run's, a block's pass's, a row's."""
+    """SDs of the log time: the run's, a block's pass's, a row's; ``turns``: a block that
+    ends one pass and starts the next (the order reverses) keeps its pass effect, measuring
+    on without a set-up in between."""
 
     run: float = 0.05
     pass_: float = 0.03
     round: float = 0.03
+    turns: bool = False
 
 
 @dataclass(frozen=True)
@@ -129,13 +132,19 @@ def passes_of(rounds: int) -> Iterator[None]:
 
 
 def pass_effects(
-    points: Sequence[SimPoint], rng: np.random.Generator, sd: float
+    points: Sequence[SimPoint], rng: np.random.Generator, noise: Noise
 ) -> dict[tuple[str, int], float]:
     """(block, pass) -> the log effect of that block's part of that pass."""
-    blocks = sorted({p.block for p in points})
+    blocks = list(dict.fromkeys(p.block for p in points))  # in the schedule's order
     n_passes = -(-N_MAX // sweeprun.PASS_ROUNDS)
-    draws = rng.normal(0, sd, (len(blocks), n_passes)) if sd else np.zeros((len(blocks), n_passes))
-    return {(b, k): float(draws[i, k]) for i, b in enumerate(blocks) for k in range(n_passes)}
+    draws = rng.normal(0, noise.pass_, (len(blocks), n_passes))
+    found = {}
+    for k in range(n_passes):
+        order = blocks[::-1] if k % 2 else blocks
+        for i, b in enumerate(blocks):
+            turn = noise.turns and k > 0 and b == order[0]
+            found[(b, k)] = found[(b, k - 1)] if turn else float(draws[i, k])
+    return found
 
 
 def round_rows(
@@ -168,7 +177,7 @@ def pack(kind: str, null: bool, noise: Noise, seed: int, naive: bool = False) ->
     points = points_of(kind, truth(kind, null))
     expect = expect_of(kind)
     stop = sweeprun.claims_rule(points, expect)  # type: ignore[arg-type]
-    effects = pass_effects(points, rng, noise.pass_)
+    effects = pass_effects(points, rng, noise)
     run = float(rng.normal(0, noise.run))
     active, rows, first = list(range(len(points))), [], 0
     while first < N_MAX:
@@ -219,7 +228,7 @@ CASES = (  # name, passes of, naive analysis, pass effect
 def table(kinds: Sequence[str], packs: int, noise: Noise, cases=CASES) -> list[dict]:
     found = []
     for name, rounds, naive, with_pass in cases:
-        n = noise if with_pass else Noise(noise.run, 0.0, noise.round)
+        n = noise if with_pass else Noise(noise.run, 0.0, noise.round, noise.turns)
         with passes_of(rounds or sequential.PASS_ROUNDS):
             for kind in kinds:
                 t0 = time.perf_counter()
@@ -237,11 +246,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     ap.add_argument("--pass-sd", type=float, default=Noise.pass_)
     ap.add_argument("--round-sd", type=float, default=Noise.round)
+    ap.add_argument("--turns", action="store_true", help="a block measuring on at a turn "
+                    "keeps its pass effect")  # fmt: skip
     args = ap.parse_args(argv)
     print(f"passes of {sequential.PASS_ROUNDS} rounds in the lab; alpha {ALPHA}, margin "
           f"{MARGIN:.0%} (similar {SIMILAR_MARGIN:.0%}), repetitions {{min: {N_MIN}, max: "
           f"{N_MAX}}}, {args.packs} packs per kind and truth")  # fmt: skip
-    table(args.kinds, args.packs, Noise(pass_=args.pass_sd, round=args.round_sd))
+    table(args.kinds, args.packs, Noise(pass_=args.pass_sd, round=args.round_sd, turns=args.turns))
     return 0
 
 
