@@ -146,7 +146,9 @@ def test_the_unit_is_the_round_within_a_block_and_the_pass_between_blocks():
     units, unit = sequential.pairing(a, _order_rows([8, 8, 8, 8], [0, 0, 1, 1]))
     assert unit == "pass" and list(units[0]) == [0, 0, 1, 1]
     # rounds order: every round takes every point side by side
-    units, unit = sequential.pairing(_order_rows([0, 0], mode="rounds"), _order_rows([1, 1], mode="rounds"))
+    units, unit = sequential.pairing(
+        _order_rows([0, 0], mode="rounds"), _order_rows([1, 1], mode="rounds")
+    )
     assert unit == "round"
     # blocked rows that do not record their block or pass: passes of three, between blocks
     old = pd.DataFrame({"round": range(6), "order_mode": "blocked"})
