@@ -14,8 +14,12 @@ Two orders, by what switching from one point to another costs:
   (A B C | C B A | ...), so a linear drift cancels between the first and the last block.
   Within a block each round visits its points in a seeded random order, so the points a
   claim compares on one server are measured side by side in time, not a pass apart. A
-  block's server and table are set up once per pass instead of once per sweep: with the
-  default six repetitions twice, less one at each turn, where the same block measures on.
+  block's server and table are set up once per pass instead of once per sweep: with passes
+  of one round, every round, less one at each turn, where the same block measures on.
+  Points of two blocks are a block's part of a pass apart, so their comparisons pair by
+  pass (``analysis.sequential.pairing``): a pass is one round, so that a comparison between
+  blocks has as many pairs as rounds (with passes of three, six to twelve rounds were two
+  to four passes, which decide nothing). Every row records its ``pass`` and ``block``.
 
 Each finished round is kept in a journal beside the results (``<out>.partial/``); a run
 killed midway continues from the next round. After each round that is one of the sweep's
