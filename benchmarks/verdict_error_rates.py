@@ -24,10 +24,11 @@ Per kind two truths: the null at the least favourable place, the margin (``lower
 0.95, ``higher`` 1.05, ``similar`` 1.15 with its margin of 15 %, ``crossover`` 0.95 below
 the crossing and 1.05 above it, ``falls``/``rises`` the largest value 0.95/1.05 times the
 smallest, linear in between), where a ``holds`` is a false positive; and an effect of twice
-the margin (0.90, 1.10, ``similar`` 1.0), where ``holds`` is power. Cases: the analysis the
-lab does (rows with their ``pass``) and the naive one (each round taken as its own pass,
-so that rounds pair as independent), each with passes of ``PASS_ROUNDS`` rounds and of
-three, with and without a pass effect.
+the margin (0.90, 1.10, ``similar`` 1.0), where ``holds`` is power. Cases (``CASES``): the
+analysis the lab does (rows with their ``pass``), with and without a pass effect, and with a
+block that measures on across a turn keeping its pass effect; and with passes of three, the
+lab's analysis and the naive one (each round taken as its own pass, so that rounds pair as
+independent). With passes of one round the two analyses are the same.
 """
 
 from __future__ import annotations
@@ -216,19 +217,23 @@ def rate(kind: str, null: bool, noise: Noise, packs: int, naive: bool = False,
     return Rate(held / packs, packs)
 
 
-CASES = (  # name, passes of, naive analysis, pass effect
-    ("lab", None, False, True),
-    ("lab, no pass effect", None, False, False),
-    ("naive", None, True, True),
-    ("lab, passes of 3", 3, False, True),
-    ("naive, passes of 3", 3, True, True),
-)
+# name -> (passes of, naive analysis, pass effect, turns keep it). With passes of one
+# round the naive analysis is the lab's: a pass is a round.
+CASES = {
+    "lab": (None, False, True, False),
+    "lab, no pass effect": (None, False, False, False),
+    "lab, turns keep it": (None, False, True, True),
+    "lab, passes of 3": (3, False, True, False),
+    "naive, passes of 3": (3, True, True, False),
+}
 
 
-def table(kinds: Sequence[str], packs: int, noise: Noise, cases=CASES) -> list[dict]:
+def table(kinds: Sequence[str], packs: int, noise: Noise, cases: Sequence[str] = tuple(CASES)
+          ) -> list[dict]:  # fmt: skip
     found = []
-    for name, rounds, naive, with_pass in cases:
-        n = noise if with_pass else Noise(noise.run, 0.0, noise.round, noise.turns)
+    for name in cases:
+        rounds, naive, with_pass, turns = CASES[name]
+        n = Noise(noise.run, noise.pass_ if with_pass else 0.0, noise.round, turns)
         with passes_of(rounds or sequential.PASS_ROUNDS):
             for kind in kinds:
                 t0 = time.perf_counter()
@@ -246,13 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     ap.add_argument("--pass-sd", type=float, default=Noise.pass_)
     ap.add_argument("--round-sd", type=float, default=Noise.round)
-    ap.add_argument("--turns", action="store_true", help="a block measuring on at a turn "
-                    "keeps its pass effect")  # fmt: skip
+    ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     args = ap.parse_args(argv)
     print(f"passes of {sequential.PASS_ROUNDS} rounds in the lab; alpha {ALPHA}, margin "
           f"{MARGIN:.0%} (similar {SIMILAR_MARGIN:.0%}), repetitions {{min: {N_MIN}, max: "
           f"{N_MAX}}}, {args.packs} packs per kind and truth")  # fmt: skip
-    table(args.kinds, args.packs, Noise(pass_=args.pass_sd, round=args.round_sd, turns=args.turns))
+    print(f"effects: run {Noise.run:.0%}, pass {args.pass_sd:.0%}, round {args.round_sd:.0%}")
+    table(args.kinds, args.packs, Noise(pass_=args.pass_sd, round=args.round_sd), args.cases)
     return 0
 
 
