@@ -3,6 +3,11 @@ decision code on synthetic rows of a server engine's sweep.
 
     python benchmarks/verdict_error_rates.py                 # 2,000 packs per kind and case
     python benchmarks/verdict_error_rates.py --packs 500 --kinds lower falls
+    python benchmarks/verdict_error_rates.py --packs 300 --cases "naive, passes of 3"
+
+A pack takes 0.05-0.4 s (crossover and the trends the most), so the default of 2,000 per
+kind, truth and case takes hours on one core; the figures in docs/measurement.md are of
+150 to 300 packs.
 
 Each simulated pack is one sweep of a server engine (``blocked`` order) with one claim,
 measured with ``repetitions: {min: 6, max: 12}``: its rows are drawn round by round as
