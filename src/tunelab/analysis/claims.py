@@ -237,29 +237,27 @@ class Outcome:
     crossing: float | None = None
 
 
-def _rounds(rows: pd.DataFrame) -> np.ndarray | None:
-    return rows["round"].to_numpy() if "round" in rows else None
-
-
 def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.RatioTest | None:
-    """``a``'s rows against ``b``'s (ratio a/b), paired by round where both carry one; None
+    """``a``'s rows against ``b``'s (ratio a/b), paired by round where both carry one (by
+    pass where a blocked order measured them a pass apart: ``sequential.pairing``); None
     when a side has no finite value. Seeded by the compared points, so the report's own
     figures and tables give the same interval for the same comparison."""
     ids = [r.get("point_id", []) for r in (b, a)]
     old, new = hostspeed.values([b, a], metric_column(metric)) or (
         _values(b, metric), _values(a, metric))  # fmt: skip
+    (old_units, new_units), unit = sequential.pairing(b, a)
     try:
         return stats.compare_samples(
             old, new, alpha=alpha,
             key=stats.comparison_key(metric_column(metric), *ids),
-            old_rounds=_rounds(b), new_rounds=_rounds(a),
+            old_rounds=old_units, new_rounds=new_units, unit=unit,
         )  # fmt: skip
     except ValueError:
         return None
 
 
 def _n_text(t: stats.RatioTest) -> str:
-    n = f"{t.n} rounds paired" if t.paired else f"n={t.n_new}/{t.n_old}"
+    n = f"{t.n} {t.unit}s paired" if t.paired else f"n={t.n_new}/{t.n_old}"
     return f"{n}, smallest possible p {t.min_p:.2g}"
 
 
@@ -290,7 +288,7 @@ def _evidence_causes(
         found.append(f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
                      f"interval [{t.low:.3g}, {t.high:.3g}])")  # fmt: skip
     if not t.can_decide(claim.alpha):
-        n = f"{t.n} rounds" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
+        n = f"{t.n} {t.unit}s" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
         found.append(f"too few repetitions: {n} give no p below {t.min_p:.2g}")
     needed = stats.repetitions_needed(t, m, claim.alpha)
     if needed is not None:
@@ -408,7 +406,8 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     rank = rows[col].map(lambda c: next((i for i, v in enumerate(along) if same(c, v)), np.nan))
     scaled = hostspeed.values([rows], metric_column(metric))
     values = scaled[0] if scaled else _values(rows, metric)
-    trend = decisions.trend(rank.to_numpy(dtype=float), values, _rounds(rows))
+    (units,), unit = sequential.pairing(rows)
+    trend = decisions.trend(rank.to_numpy(dtype=float), values, units, unit)
     text += f"; trend over {len(along)} values: {trend.text}"
     breaks = []
     for low, high in zip(along, along[1:]):
