@@ -238,34 +238,17 @@ def test_a_check_file_whose_count_lies_outside_the_range_asked_fails(tmp_path):
     assert len(pd.read_csv(path)) == 8
 
 
-def test_an_engine_s_override_sets_its_own_budget(write_sweep):
-    """``overrides.<engine>.repetitions`` replaces the sweep's for that engine only."""
+def test_a_budget_for_one_engine_is_refused_the_same_budget_runs_on_every_engine(write_sweep):
+    """No ``overrides.<engine>.repetitions``: a budget raised for the engine where a claim was
+    undecided is optional stopping across runs."""
     body = BODY + "repetitions: {min: 6, max: 12}\noverrides:\n  sqlite:\n" \
         "    repetitions: {min: 6, max: 24}\n"  # fmt: skip
     path = write_sweep(body)
     points, errors = spec.expand(path, engine="sqlite")
-    assert errors == [] and {(p.repetitions_min, p.repetitions) for p in points} == {(6, 24)}
-    points, errors = spec.expand(path, engine="mariadb")
-    assert errors == [] and {(p.repetitions_min, p.repetitions) for p in points} == {(6, 12)}
-
-
-@pytest.mark.parametrize(
-    "value, message",
-    [
-        ("{min: 24, max: 6}", "min 24 is above max 6 (allowed: min <= max)"),
-        ("{min: 6, max: 6.0}", "max: 6.0 has the wrong type (allowed: integer)"),
-    ],
-)
-def test_a_bad_override_of_repetitions_names_its_field(write_sweep, value, message):
-    path = write_sweep(BODY + f"overrides:\n  sqlite:\n    repetitions: {value}\n")
-    points, errors = spec.expand(path, engine="sqlite")
-    field = "overrides.sqlite.repetitions" + ("." if message.startswith("max") else ": ")
-    assert points == [] and [str(e) for e in errors] == [f"{path}: {field}{message}"]
-
-
-def test_an_override_of_repetitions_out_of_range_is_the_schema_s_error(write_sweep):
-    path = write_sweep(BODY + "overrides:\n  sqlite:\n    repetitions: {min: 6, max: 200}\n")
-    points, errors = spec.expand(path, engine="sqlite")
     assert points == [] and [str(e) for e in errors] == [
-        f"{path}: overrides.sqlite.repetitions.max: 200 out of range (allowed: <= 100)"
+        f"{path}: overrides.sqlite.repetitions: unknown key (allowed: fixed, knobs)"
     ]
+    path = write_sweep(BODY + "repetitions: {min: 6, max: 12}\n")
+    for engine in ("sqlite", "mariadb"):
+        points, errors = spec.expand(path, engine=engine)
+        assert errors == [] and {(p.repetitions_min, p.repetitions) for p in points} == {(6, 12)}
