@@ -105,7 +105,8 @@ def verdicts(results: list[Path]) -> list[check.ClaimStability]:
     for run in runs:
         for checked in run.values():
             other = next((v.other_version for v in checked.verdicts if v.other_version), "")
-            if not other and "findings_digest" not in pd.read_csv(checked.csv, nrows=1):
+            judged = any(v.claim.findings_digest for v in checked.verdicts)
+            if judged and not other and "findings_digest" not in pd.read_csv(checked.csv, nrows=1):
                 other = "rows measured before their findings were recorded"
             if other:
                 raise BenchInputError(f"{checked.csv}: {other}; measure new packs (--runs K)")
@@ -149,7 +150,7 @@ def report(engine: str, results: list[Path], walls: list[tuple[float | None, str
         print(f"run {i}: {r}: wall time {text}; from {how}")
     print("\nverdicts per claim (runs in order), agreement")
     for c in pooled:
-        print(f"  {c.engine}/{c.sweep}: {c.claim}: {' '.join(c.verdicts)}; "
+        print(f"  {c.engine}/{c.sweep}: {c.claim}: {', '.join(c.verdicts)}; "
               f"agreement {c.agreement:.2f}{'' if c.stable else ' UNSTABLE'}")  # fmt: skip
         for i, (verdict, why) in enumerate(zip(c.verdicts, c.causes), 1):
             if verdict != "holds" and why:

@@ -40,8 +40,8 @@ def test_identical_runs_agree_fully_and_the_aa_comparisons_flag_nothing(bench, c
     code, lines, _ = run_bench(bench, capsys, *runs)
     found = claim_lines(lines)
     assert found == {
-        "covering beats a scan": "holds holds holds; agreement 1.00",
-        "nonclustered beats a scan": "holds holds holds; agreement 1.00",
+        "covering beats a scan": "holds, holds, holds; agreement 1.00",
+        "nonclustered beats a scan": "holds, holds, holds; agreement 1.00",
     }
     pairs = [line for line in lines if line.startswith("run ") and " -> " in line]
     assert len(pairs) == 2 and all(": 3 point(s) compared" in p for p in pairs)
@@ -56,9 +56,11 @@ def test_a_flipping_claim_and_the_moved_point_are_named(bench, capsys, tmp_path)
         write_run(r, medians)
     code, lines, _ = run_bench(bench, capsys, *runs)
     found = claim_lines(lines)
-    assert found["nonclustered beats a scan"] == ("holds similar holds; agreement 0.67 UNSTABLE")
+    assert found["nonclustered beats a scan"] == (
+        "holds, does not hold, holds; agreement 0.67 UNSTABLE"
+    )
     assert found["covering beats a scan"].endswith("agreement 1.00")
-    assert "    run 2 similar: likely cause: no difference seen (ratio" in "\n".join(lines)
+    assert "    run 2 does not hold: likely cause: no difference seen (ratio" in "\n".join(lines)
     # the nonclustered point doubled from run 1 to run 2, and halved back in run 3
     text = "\n".join(lines)
     first, second = text.split("run 1 -> run 2: ")[1], text.split("run 2 -> run 3: ")[1]
