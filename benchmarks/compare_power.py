@@ -3,6 +3,7 @@ on real noise: two or more stored packs of one commit on one host.
 
     python benchmarks/compare_power.py RESULTS_A RESULTS_B [RESULTS_C ...]
     python benchmarks/compare_power.py --rows tests/data/aa/sqlite-aa.csv.gz
+    python benchmarks/compare_power.py RESULTS_A RESULTS_B --store tests/data/aa/sqlite-aa.csv.gz
 
 Each pack is a results directory (or the stored rows, one file whose ``pack`` column names
 the pack each row came from). Printed:
@@ -46,6 +47,16 @@ BUCKETS = (0.01, 0.02, 0.03, 0.05, 0.08, 0.15, math.inf)  # upper edges of the s
 GOALS = {0.10: 0.03, 0.20: 0.08}  # size -> spread up to which >= 90 % must be flagged
 SCALED_UP = ("elapsed_s", "noise_client_cpu_s", "noise_engine_cpu_s")
 RATE = "throughput_rows_s"
+# What compare reads of a row, and the provenance it lists: the columns --store keeps.
+STORED = ("sweep", "point_id", "engine", "workload", "dataset_rows", "seed",
+          "cache_requested", "access_mode", "host_name", "host_cpu", "host_cores",
+          "host_mem_gib", "host_kernel", "host_fs", "tunelab_version", "git_commit",
+          "engine_version", "image", "cache_achieved", "cache_method", "cpus_client",
+          "cpus_engine", "client_route", "access_path", "rep", "round", "order_in_round",
+          "order_mode", "started_at", "elapsed_s", "throughput_rows_s", "rows_touched",
+          "c_physical_reads", "noise_cpu_probe_s", "noise_client_cpu_s", "noise_engine_cpu_s",
+          "noise_engine_cpu_probe_s", "noise_steal_share", "noise_interfered")  # fmt: skip
+PREFIXES = ("knob_", "wl_", "applied_")
 
 
 class BenchInputError(ValueError):
@@ -67,6 +78,18 @@ def packs_from_dirs(paths: Sequence[Path]) -> list[pd.DataFrame]:
         return [compare.load_side(Path(p)) for p in paths]
     except compare.CompareInputError as exc:
         raise BenchInputError(str(exc)) from None
+
+
+def store(packs: list[pd.DataFrame], out: Path) -> None:
+    """The packs as one small compressed rows file, a ``pack`` column naming each row's."""
+    frames = []
+    for i, p in enumerate(packs, 1):
+        cols = [c for c in p.columns if c in STORED or c.startswith(PREFIXES)]
+        frames.append(p[cols].assign(pack=i))
+    rows = pd.concat(frames, ignore_index=True, sort=False)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows.to_csv(out, index=False, compression={"method": "gzip", "mtime": 0})
+    print(f"wrote {out}: {len(rows)} rows of {len(packs)} packs, {out.stat().st_size} bytes")
 
 
 def point_keys(frame: pd.DataFrame) -> pd.Series:
@@ -193,11 +216,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--keep", type=float, default=0.8, help="share of points in an A/A trial")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=compare.DEFAULT_ALPHA)
+    p.add_argument("--store", type=Path, help="write the packs' rows to this file and stop")
     args = p.parse_args(argv)
     try:
         if args.rows and args.packs:
             raise BenchInputError("give packs or --rows, not both")
         packs = packs_from_rows(args.rows) if args.rows else packs_from_dirs(args.packs)
+        if args.store:
+            store(packs, args.store)
+            return 0
         return run(packs, args.trials, args.share, args.keep, args.seed, args.alpha)
     except BenchInputError as exc:
         print(exc, file=sys.stderr)

@@ -3,11 +3,10 @@ unchanged and once with a change that makes one point slower, as a regression of
 under test leaves it.
 
 The sweep has three points: warm unique-key lookups through an index with pools of 2000,
-4000 and 8000 pages (the table and index fit in each). The regression loses the 4000-page
-pool setting (the engine opens its connections with a 4-page pool): every lookup of that
-point reads its pages again from the OS, measured, at about 3.5x the time; nothing else
-changes, and its point still matches (the knobs asked are the same; the value the engine
-applied is listed).
+4000 and 8000 pages (the table and index fit in each). The regression leaves a hook on the
+4000-page point's connections (a progress callback at every step of SQLite's virtual
+machine, as a cancellation hook left on would be): measured, that point's lookups take about
+1.5-1.8x their time; nothing else changes, and its point still matches.
 """
 
 from __future__ import annotations
@@ -91,22 +90,23 @@ def lab(tmp_path_factory):
     sweep.write_text(SWEEP)
     old = measure(sweep, work / "old", work)
     rerun = measure(sweep, work / "rerun", work)
-    full_knobs = SQLiteEngine.full_knobs
+    connect = SQLiteEngine.connect
 
-    def lost(self, knobs):
-        out = full_knobs(self, knobs)
-        if int(out.get("buffer_pool", 0)) == BROKEN:
-            out = {**out, "buffer_pool": 4}
-        return out
+    def hooked(self):  # a cancellation hook left on: a callback at every VM step
+        conn = connect(self)
+        if int(self.knobs.get("buffer_pool", 0)) == BROKEN:
+            conn.raw.set_progress_handler(lambda: False, 1)
+        return conn
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(SQLiteEngine, "full_knobs", lost)
+        mp.setattr(SQLiteEngine, "connect", hooked)
         broken = measure(sweep, work / "broken", work)
     rows = pd.read_csv(old / "sqlite" / "cmp.csv")
     assert len(rows) == 24
     slow = pd.read_csv(broken / "sqlite" / "cmp.csv")
-    medians = slow.groupby("knob_buffer_pool")["elapsed_s"].median()
-    assert medians[BROKEN] > 1.5 * medians[2000], medians  # the regression is real
+    before = rows.groupby("knob_buffer_pool")["elapsed_s"].median()
+    after = slow.groupby("knob_buffer_pool")["elapsed_s"].median()
+    assert after[BROKEN] > 1.3 * before[BROKEN], (before, after)  # the regression is real
     return {"work": work, "sweep": sweep, "old": old, "rerun": rerun, "broken": broken,
             "rows": rows}  # fmt: skip
 
@@ -182,7 +182,7 @@ def test_the_sweep_measured_again_with_a_lost_pool_setting_is_flagged(lab, tmp_p
     found = {(m["point"], m["metric"]): m for m in map(LINE.match, out) if m}
     elapsed = found[(broken, "elapsed_s")]
     assert elapsed["verdict"] == "worse" and elapsed["scaled"]
-    assert float(elapsed["ratio"][:-1]) > 1.5 and float(elapsed["low"]) > 1.2
+    assert float(elapsed["ratio"][:-1]) > 1.3 and float(elapsed["low"]) > 1.1
     assert found[(broken, "throughput_rows_s")]["verdict"] == "worse"
     assert {p for p, _ in found if found[(p, _)]["verdict"] == "worse"} == {broken}
     assert err[-1] == f"tunelab compare: wrote {html}"
@@ -190,8 +190,6 @@ def test_the_sweep_measured_again_with_a_lost_pool_setting_is_flagged(lab, tmp_p
     body = tables["compare-0"][1:]
     assert body[0][0] == broken  # flagged changes first
     assert body[0][-2] == "worse"
-    provenance = {r[0]: r[1] for r in tables["provenance-0"]}
-    assert provenance["applied_buffer_pool"].startswith("4000 → 4 ")
 
 
 @pytest.mark.slow
@@ -240,7 +238,7 @@ def test_the_command_compares_merged_csvs_and_exits_1(lab, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert (tmp_path / "compare.html").is_file()  # the default place
-    assert " 3 worse," in proc.stdout.splitlines()[-1]  # its time, throughput and reads
+    assert " 2 worse," in proc.stdout.splitlines()[-1]  # its time and throughput
 
 
 @pytest.mark.slow

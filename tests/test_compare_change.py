@@ -206,7 +206,8 @@ def test_simulated_aa_runs_false_alarm_at_most_alpha_and_regressions_are_caught(
     base = rng.uniform(0.05, 0.5, 40)
     alarms, caught, trials = 0, 0, 60
     for _ in range(trials):
-        a, b = (simulated_pack(rng, 40, 6, 0.05 / 2**0.5, 0.03 / 2**0.5, 0.01, 0.01, base) for _ in range(2))
+        run_sd, between_sd = 0.05 / 2**0.5, 0.03 / 2**0.5
+        a, b = (simulated_pack(rng, 40, 6, run_sd, between_sd, 0.01, 0.01, base) for _ in range(2))
         alarms += compare.compare_frames(a, b).worse
         hit = b["point_id"] == "p000"
         b.loc[hit, "elapsed_s"] *= 1.2
