@@ -55,7 +55,8 @@ STORED = ("sweep", "point_id", "engine", "workload", "dataset_rows", "seed",
           "cpus_engine", "client_route", "access_path", "rep", "round", "order_in_round",
           "order_mode", "started_at", "elapsed_s", "throughput_rows_s", "rows_touched",
           "c_physical_reads", "noise_cpu_probe_s", "noise_client_cpu_s", "noise_engine_cpu_s",
-          "noise_engine_cpu_probe_s", "noise_steal_share", "noise_interfered")  # fmt: skip
+          "noise_engine_cpu_probe_s", "noise_steal_share", "noise_interfered",
+          "device_read_us", "device_sync_us")  # fmt: skip
 PREFIXES = ("knob_", "wl_", "applied_")
 
 

@@ -55,7 +55,9 @@ PASS_ROUNDS = 3  # rounds per pass of a blocked order (analysis.sequential.PASS_
 MIN_VALUES = 3  # a side's values below which a point is not tested
 MIN_SHIFT_POINTS = 3  # an engine's points below which its run's shift is not taken out
 SHIFT_SHARE = 0.5  # the share of alpha the points get; the run-wide shifts the rest
-CPU_SHARE = 0.5  # of a worse run-wide shift the CPU reference must share for it to be the host's
+# A reference (the CPU's, the device's) that ran this much slower (log) explains a run-wide
+# shift the same way: the host changed, and a shift of the system cannot be told from it.
+REFERENCE_MOVED = math.log(1.10)
 
 WORSE, BETTER, SAME, TOO_FEW = "worse", "better", "same", "too-few"
 
@@ -71,6 +73,11 @@ class Side:
     units: int  # distinct units (rounds or passes)
     sd: float  # SD of the log values
 
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom of ``se``: its units' less one."""
+        return max(self.units - 1, 1)
+
 
 @dataclass(frozen=True)
 class Estimate:
@@ -83,6 +90,7 @@ class Estimate:
     old: Side
     new: Side
     family: str = ""  # points whose estimates are one hypothesis (a time and its throughput)
+    kind: str = ""  # points of one kind (workload, cache state) share a host's shift
 
     @property
     def change(self) -> float:
@@ -91,6 +99,13 @@ class Estimate:
     @property
     def se(self) -> float:
         return math.hypot(self.old.se, self.new.se)
+
+    def dof(self, known: float = 0.0) -> float:
+        """Welch–Satterthwaite degrees of freedom of se^2 + ``known`` (a variance taken as
+        known: the between-run and the shift's, pooled over many points)."""
+        parts = [(x.se**2, x.dof) for x in (self.old, self.new)]
+        den = sum(v * v / k for v, k in parts)
+        return math.inf if den <= 0 else (sum(v for v, _ in parts) + known) ** 2 / den
 
 
 @dataclass(frozen=True)
@@ -115,9 +130,11 @@ class Between:
 
 @dataclass(frozen=True)
 class Shift:
-    """A group's run-wide shift: the median change over its points."""
+    """A run-wide shift of a group's points of one kind (all of them: kind ""): the median
+    change over them."""
 
     group: str
+    kind: str
     metric: str
     direction: int
     shift: float  # log
@@ -126,9 +143,14 @@ class Shift:
     points: int
     runs: int  # earlier A/A comparisons the run SD rests on
     cpu: float = math.nan  # the CPU reference's log change over the run (NaN: not recorded)
+    device: float = math.nan  # the device probe's log change over these points' rounds
     p_worse: float = 1.0
     verdict: str = SAME
-    host: bool = False  # the CPU reference moved with it: the host's, not flagged
+    host: bool = False  # the CPU or device reference moved with it: the host's, not flagged
+
+    @property
+    def family(self) -> str:
+        return f"{self.group.split(':')[0]}/{self.kind}"
 
 
 @dataclass
@@ -143,6 +165,7 @@ class Judged:
     p_better: float = 1.0
     p_adjusted: float = 1.0  # Holm-adjusted, for the direction it moved
     detectable: float = math.nan  # smallest log change it could have shown
+    dof: float = math.inf  # of its test's statistic (Welch–Satterthwaite)
     verdict: str = TOO_FEW
 
     @property
@@ -155,7 +178,7 @@ class Judged:
 
     def interval(self, level: float = LEVEL) -> tuple[float, float]:
         """The interval of the ratio beyond the shift."""
-        q = sst.norm.ppf(0.5 + level / 2) * self.sd
+        q = sst.t.ppf(0.5 + level / 2, self.dof) * self.sd
         return math.exp(self.residual - q), math.exp(self.residual + q)
 
     @property
@@ -206,12 +229,13 @@ def side(values: np.ndarray, unit: np.ndarray, offset: float = 0.0) -> Side | No
     sd = float(np.std(logs, ddof=1))
     var = sd * sd / v.size
     labels = np.unique(u)
+    units_n = int(labels.size) if 1 < labels.size < v.size else int(v.size)
     if 1 < labels.size < v.size:  # units hold several values: their means vary together
         means = np.array([logs[u == k].mean() for k in labels])
         var = max(var, float(np.var(means, ddof=1)) / labels.size)
-    # the median's standard error, pi/2 times the mean's for normal values
-    return Side(float(np.median(logs)), math.sqrt(math.pi / 2 * var), int(v.size),
-                int(labels.size), sd)  # fmt: skip
+    # the mean log value (a geometric mean): its standard error is honest whatever the
+    # values' shape, a disturbed repetition widening it as much as it moves the level
+    return Side(float(logs.mean()), math.sqrt(var), int(v.size), units_n, sd)
 
 
 def robust_var(x: np.ndarray) -> float:
@@ -257,6 +281,19 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
+def classes(members: Sequence[Judged]) -> dict[str, list[Judged]]:
+    """A group's points by kind, where a kind has ``MIN_SHIFT_POINTS``; the rest together
+    (kind ""), or with everything when they are too few."""
+    kinds: dict[str, list[Judged]] = {}
+    for j in members:
+        kinds.setdefault(j.estimate.kind, []).append(j)
+    big = {k: v for k, v in kinds.items() if k and len(v) >= MIN_SHIFT_POINTS}
+    rest = [j for k, v in kinds.items() if k not in big for j in v]
+    if not big or not rest or len(rest) >= MIN_SHIFT_POINTS:
+        return {**big, **({"": rest} if rest else {})}
+    return {**big, "": list(members)}  # the few others: the shift of all the group's points
+
+
 def judge(
     estimates: Sequence[Estimate],
     alpha: float = 0.05,
@@ -264,14 +301,16 @@ def judge(
     history: dict[str, Sequence[tuple[float, int]]] | None = None,
     run_history: dict[str, Sequence[float]] | None = None,
     cpu: dict[str, float] | None = None,
+    device: dict[str, float] | None = None,
     shifted: Sequence[str] = ("elapsed_s", "throughput_rows_s"),
 ) -> Judgement:
-    """Judge every estimate: the group's run shift (for the metrics in ``shifted``; a
-    counter's host does not change what it counts), its between-run SD, each point's test
-    beyond the shift and ``threshold``, Holm over the family. ``history`` gives per group the
-    earlier A/A comparisons' (between-run variance, points), ``run_history`` their run
-    shifts, ``cpu`` per group the CPU reference's log change between the runs."""
-    history, run_history, cpu = history or {}, run_history or {}, cpu or {}
+    """Judge every estimate: the run's shift per kind of point (for the metrics in
+    ``shifted``; a counter's host does not change what it counts), the group's between-run
+    SD, each point's test beyond its kind's shift and ``threshold``, Holm over the family.
+    ``history`` gives per group the earlier A/A comparisons' (between-run variance, points),
+    ``run_history`` their run shifts, ``cpu`` per group the CPU reference's log change between
+    the runs, ``device`` per ``engine/kind`` the device probe's."""
+    history, run_history, cpu, device = history or {}, run_history or {}, cpu or {}, device or {}
     judged = [Judged(e) for e in estimates]
     groups: dict[str, list[Judged]] = {}
     for j in judged:
@@ -281,33 +320,54 @@ def judge(
     margin = math.log1p(threshold)
     for group, members in groups.items():
         e0 = members[0].estimate
-        d = np.array([j.estimate.change for j in members])
-        se2 = np.array([j.estimate.se**2 for j in members])
         runs = list(run_history.get(group, ()))
         run_var = (PRIOR_RUN_WEIGHT * PRIOR_RUN_SD**2 + sum(x * x for x in runs)) / (
             PRIOR_RUN_WEIGHT + len(runs)
         )
-        h, extra = 0.0, 0.0  # the shift taken out, and the variance that adds to a point's
+        d = np.array([j.estimate.change for j in members])
+        se2 = np.array([j.estimate.se**2 for j in members])
         if e0.metric in shifted and len(members) >= MIN_SHIFT_POINTS:
-            h = float(np.median(d))
-            b = between(d - h, se2, e0.metric, history.get(group, ()))
-            # the median's variance under the model, from every point's own variance
-            extra = math.pi / 2 * float(np.mean(se2 + b.sd**2)) / len(members)
-            shifts.append(Shift(group, e0.metric, e0.direction, h, math.sqrt(extra),
-                                math.sqrt(run_var + extra), len(members), len(runs),
-                                cpu.get(group, math.nan)))  # fmt: skip
+            kinds = classes(members)
+            shift_of = {}
+            for kind, part in kinds.items():
+                for j in part:  # a point in a kind of its own and in the rest: its kind's
+                    if j.estimate.key not in shift_of or kind:
+                        shift_of[j.estimate.key] = kind
+            h = {k: float(np.median([j.estimate.change for j in v])) for k, v in kinds.items()}
+            residual = np.array([j.estimate.change - h[shift_of[j.estimate.key]] for j in members])
+            b = between(residual, se2, e0.metric, history.get(group, ()))
+            extra = {}
+            for kind, part in kinds.items():
+                # the median's variance under the model, from its points' own variances
+                extra[kind] = (
+                    math.pi
+                    / 2
+                    * float(np.mean([j.estimate.se**2 + b.sd**2 for j in part]))
+                    / len(part)
+                )
+                engine = group.split(":")[0]
+                shifts.append(Shift(group, kind, e0.metric, e0.direction, h[kind],
+                                    math.sqrt(extra[kind]), math.sqrt(run_var + extra[kind]),
+                                    len(part), len(runs), cpu.get(group, math.nan),
+                                    device.get(f"{engine}/{kind}", math.nan)))  # fmt: skip
+            for j in members:
+                kind = shift_of[j.estimate.key]
+                j.residual = j.estimate.change - h[kind]
+                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra[kind])
         else:
             b = between(d, se2, e0.metric, history.get(group, ()))
-            if e0.metric in shifted:  # too few points to take the host's shift out
-                extra = run_var
+            # too few points to take the host's shift out: a whole run's drift is noise
+            extra0 = run_var if e0.metric in shifted else 0.0
+            for j in members:
+                j.residual = j.estimate.change
+                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra0)
         betweens[group] = b
         for j in members:
-            j.residual = j.estimate.change - h
-            j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra)
             j.z = j.residual / j.sd
+            j.dof = j.estimate.dof(j.sd**2 - j.estimate.se**2)
             signed = j.estimate.direction * j.residual
-            j.p_worse = float(sst.norm.sf((signed - margin) / j.sd))
-            j.p_better = float(sst.norm.sf((-signed - margin) / j.sd))
+            j.p_worse = float(sst.t.sf((signed - margin) / j.sd, j.dof))
+            j.p_better = float(sst.t.sf((-signed - margin) / j.sd, j.dof))
     # One hypothesis per family (a time and its throughput are one change), the smaller p.
     families: dict[str, list[Judged]] = {}
     for j in judged:
@@ -326,7 +386,8 @@ def judge(
                     j.p_adjusted = float(a)
     z_detect = float(sst.norm.isf(point_alpha / max(m, 1)) + sst.norm.ppf(POWER))
     for j in judged:
-        j.detectable = margin + z_detect * j.sd
+        t_detect = sst.t.isf(point_alpha / max(m, 1), j.dof) + sst.t.ppf(POWER, j.dof)
+        j.detectable = margin + float(t_detect) * j.sd
         if j.verdict == TOO_FEW:
             j.verdict = SAME
     judged_shifts = judge_shifts(shifts, alpha * (1 - SHIFT_SHARE))
@@ -334,24 +395,25 @@ def judge(
 
 
 def judge_shifts(shifts: list[Shift], alpha: float) -> list[Shift]:
-    """Each run-wide shift tested against the run-to-run SD of a whole run; Holm over them.
-    A worse shift that the CPU reference shared (moved at least half as far the same way) is
-    the host's: reported, not flagged. The time and the throughput of a group are one
-    hypothesis, as they are for a point."""
-    out = []
-    per_engine: dict[str, list[int]] = {}
-    p = []
+    """Each run-wide shift tested against the run-to-run SD of a whole run; Holm over them
+    (a kind's time and its throughput are one hypothesis, as they are for a point). A worse
+    shift while the CPU reference or the device probe ran slower (by ``REFERENCE_MOVED``) is
+    the host's: reported, not flagged."""
+    p = [float(sst.norm.sf(s.direction * s.shift / s.sd)) for s in shifts]
+    families: dict[str, list[int]] = {}
     for i, s in enumerate(shifts):
-        per_engine.setdefault(s.group.split(":")[0], []).append(i)
-        p.append(float(sst.norm.sf(s.direction * s.shift / s.sd)))
-    engines = list(per_engine)
-    adjusted = holm([min(p[i] for i in per_engine[e]) for e in engines])
-    for e, a in zip(engines, adjusted):
-        for i in per_engine[e]:
+        families.setdefault(s.family, []).append(i)
+    names = list(families)
+    adjusted = holm([min(p[i] for i in families[f]) for f in names])
+    out: list[Shift | None] = [None] * len(shifts)
+    for f, a in zip(names, adjusted):
+        for i in families[f]:
             s = shifts[i]
             verdict = WORSE if a < alpha and s.direction * s.shift > 0 else SAME
-            # a slower CPU reference (cpu > 0) is the worse way for a time and a rate alike
-            host = verdict == WORSE and math.isfinite(s.cpu) and s.cpu >= CPU_SHARE * abs(s.shift)
-            out.append(Shift(s.group, s.metric, s.direction, s.shift, s.se, s.sd, s.points,
-                             s.runs, s.cpu, p[i], SAME if host else verdict, host))  # fmt: skip
-    return out
+            # a slower reference (> 0) is the worse way for a time and a rate alike
+            shared = [r for r in (s.cpu, s.device) if math.isfinite(r)]
+            host = verdict == WORSE and any(r >= REFERENCE_MOVED for r in shared)
+            out[i] = Shift(s.group, s.kind, s.metric, s.direction, s.shift, s.se, s.sd,
+                           s.points, s.runs, s.cpu, s.device, p[i],
+                           SAME if host else verdict, host)  # fmt: skip
+    return [s for s in out if s is not None]

@@ -82,35 +82,60 @@ def change_line(sweep: str, point: str, c: MetricChange, result: Comparison) -> 
     return text
 
 
+def _ratio_of(log_change: float, what: str) -> str:
+    return f"{what} {times_text(math.exp(log_change))}" if math.isfinite(log_change) else ""
+
+
+def overall_line(result: Comparison, engine: str) -> str:
+    """E.g. "sqlite: this run's host was 7 % slower overall (elapsed_s: median change over 75
+    points 1.07x; CPU reference 1.02x, device probe 1.10x)"."""
+    changes = [c.judged.estimate.change for s, _, c in result.changes()
+               if s.engine == engine and c.metric == "elapsed_s"]  # fmt: skip
+    if not changes:
+        return ""
+    h = float(np.median(changes))
+    refs = [_ratio_of(result.cpu.get(f"{engine}:elapsed_s", math.nan), "CPU reference"),
+            _ratio_of(result.device.get(f"{engine}/", math.nan), "device probe")]  # fmt: skip
+    refs = [r for r in refs if r]
+    return (
+        f"{engine}: this run's host was {pct(abs(h))} {'slower' if h > 0 else 'faster'} overall "
+        f"(elapsed_s: median change over {len(changes)} points {times_text(math.exp(h))}"
+        + (f"; {', '.join(refs)}" if refs else "")
+        + ")"
+    )
+
+
 def shift_line(s: change.Shift) -> str:
-    """E.g. "sqlite: this run's host was 7 % slower overall (elapsed_s: median change over
-    150 points 1.07x, a run moves ±5 % run to run; CPU reference 1.02x): within a run's
-    drift"."""
+    """E.g. "sqlite insert/cold points: 2.9x slower (elapsed_s, median change over 6 points,
+    p=0.001 against ±6 % from run to run; device probe 21x): the CPU reference or the device
+    probe moved with it: the host's, not flagged"."""
     engine = s.group.split(":")[0]
     worse = s.direction * s.shift > 0
-    how = "slower" if worse else "faster"
-    cpu = f"; CPU reference {times_text(math.exp(s.cpu))}" if math.isfinite(s.cpu) else ""
+    refs = [r for r in (_ratio_of(s.cpu, "CPU reference"), _ratio_of(s.device, "device probe"))
+            if r]  # fmt: skip
     if s.verdict == WORSE:
-        end = "the CPU reference did not move with it: a change of the system under test: worse"
+        end = ("neither the CPU reference nor the device probe moved with it: a change of the "
+               "system under test: worse")  # fmt: skip
     elif s.host:
-        end = "the CPU reference moved with it: the host's, not flagged"
+        end = "the CPU reference or the device probe moved with it: the host's, not flagged"
     else:
         end = "within a whole run's drift from run to run"
+    what = f"{engine} {s.kind} points" if s.kind else f"{engine} points"
     return (
-        f"{engine}: this run's host was {pct(abs(s.shift))} {how} overall ({s.metric}: median "
-        f"change over {s.points} points {times_text(math.exp(s.shift))}, p={p_text(s.p_worse)}"
-        f" against ±{pct(s.sd)} from run to run{cpu}): {end}"
+        f"{what}: {times_text(math.exp(s.shift))} {'slower' if worse else 'faster'} ({s.metric}, "
+        f"median change over {s.points} points, p={p_text(s.p_worse)} against ±{pct(s.sd)} "
+        f"from run to run" + (f"; {', '.join(refs)}" if refs else "") + f"): {end}"
     )
 
 
 def main_shifts(result: Comparison) -> list[change.Shift]:
-    """One shift per engine: its time's (its throughput's where it has no time)."""
-    chosen: dict[str, change.Shift] = {}
+    """One shift per engine and kind: its time's (its throughput's where it has no time)."""
+    chosen: dict[tuple[str, str], change.Shift] = {}
     for s in result.shifts:
-        engine = s.group.split(":")[0]
-        if engine not in chosen or s.metric == "elapsed_s":
-            chosen[engine] = s
-    return [chosen[e] for e in sorted(chosen)]
+        key = (s.group.split(":")[0], s.kind)
+        if key not in chosen or s.metric == "elapsed_s":
+            chosen[key] = s
+    return [chosen[k] for k in sorted(chosen)]
 
 
 def detectable_summary(result: Comparison) -> str:
@@ -141,7 +166,9 @@ def summary_line(result: Comparison) -> str:
 def text_lines(result: Comparison) -> list[str]:
     """The run-wide shifts, one line per flagged change, per noisy point (its time), per
     incomparable point, then the counts."""
-    lines = [shift_line(s) for s in main_shifts(result)]
+    engines = sorted({s.engine for s in result.sweeps})
+    lines = [x for x in (overall_line(result, e) for e in engines) if x]
+    lines += [shift_line(s) for s in main_shifts(result)]
     flagged, noisy = [], []
     for s, p, c in result.changes():
         if c.verdict in (WORSE, BETTER):

@@ -128,6 +128,8 @@ class Comparison:
     aa: list[tuple[str, str, dict]] = field(default_factory=list)
     aa_commit: str = ""
     recorded: int = 0
+    cpu: dict[str, float] = field(default_factory=dict)  # engine:metric -> CPU probe's log change
+    device: dict[str, float] = field(default_factory=dict)  # engine/kind -> device probe's
 
     def points(self) -> list[tuple[SweepComparison, PointComparison]]:
         return [(s, p) for s in self.sweeps for p in s.points]
@@ -212,7 +214,8 @@ def _point_estimates(engine: str, sweep: str, name: str, o: pd.DataFrame, n: pd.
             continue
         key = f"{engine}/{sweep}/{name}/{metric}"
         family = f"{engine}/{sweep}/{name}/time" if mirrored and metric in TIMED else key
-        est = change.Estimate(key, f"{engine}:{metric}", metric, direction, a, b, family)
+        kind = f"{one(n, 'workload') or '?'}/{one(n, 'cache_requested') or '?'}"
+        est = change.Estimate(key, f"{engine}:{metric}", metric, direction, a, b, family, kind)
         xf, yf = x[np.isfinite(x)], y[np.isfinite(y)]
         out.append(_Pending(index, pc, metric, est, (float(np.median(xf)), float(np.median(yf))),
                             (int(xf.size), int(yf.size)), source, scaled is not None))  # fmt: skip
@@ -229,6 +232,23 @@ def _cpu_shift(old: pd.DataFrame, new: pd.DataFrame) -> float:
             return math.nan
         logs.append(float(np.median(np.log(probe))))
     return logs[1] - logs[0]
+
+
+DEVICE_PROBES = ("device_sync_us", "device_read_us")
+
+
+def _device_shift(old: pd.DataFrame, new: pd.DataFrame) -> float:
+    """The device probe's log change over the rounds of these rows: the larger of its sync's
+    and its read's, mean log NEW - OLD (NaN: not recorded). The mean, not the median: a
+    shared device is slow in bursts (syncs of 0.15 ms or 4 ms, seen), and a run is as slow as
+    the share of its rounds a burst took."""
+    moved = []
+    for col in DEVICE_PROBES:
+        a, b = column(old, col), column(new, col)
+        a, b = a[a > 0], b[b > 0]
+        if a.size and b.size:
+            moved.append(float(np.mean(np.log(b)) - np.mean(np.log(a))))
+    return max(moved, default=math.nan)
 
 
 def _aa_commit(o: pd.DataFrame, n: pd.DataFrame) -> str:
@@ -258,6 +278,7 @@ def compare_frames(
     sweeps: list[SweepComparison] = []
     pending: list[_Pending] = []
     per_engine: dict[str, list[tuple[pd.DataFrame, pd.DataFrame]]] = {}
+    per_kind: dict[str, list[tuple[pd.DataFrame, pd.DataFrame]]] = {}
     for i, key in enumerate(common):
         engine, sweep = key
         o, n = hostspeed.annotate([keys_old[key], keys_new[key]])
@@ -269,6 +290,8 @@ def compare_frames(
             if not pc.incomparable:
                 pending += _point_estimates(engine, sweep, pc.point, po, pn, pc, i)
                 per_engine.setdefault(engine, []).append((po, pn))
+                kind = f"{one(pn, 'workload') or '?'}/{one(pn, 'cache_requested') or '?'}"
+                per_kind.setdefault(f"{engine}/{kind}", []).append((po, pn))
             points.append(pc)
         sweeps.append(SweepComparison(engine, sweep, points, m.only_old, m.only_new, m.one_sided))
     if not any(s.points for s in sweeps):
@@ -278,6 +301,11 @@ def compare_frames(
         )
     # The host and the runs per engine: history pooled where both sides are one host.
     hosts, runs, commits, cpu = {}, {}, {}, {}
+    device = {
+        k: _device_shift(pd.concat([p for p, _ in v], ignore_index=True, sort=False),
+                         pd.concat([q for _, q in v], ignore_index=True, sort=False))
+        for k, v in per_kind.items()
+    }  # fmt: skip
     for engine, pairs in per_engine.items():
         o = pd.concat([p for p, _ in pairs], ignore_index=True, sort=False)
         n = pd.concat([q for _, q in pairs], ignore_index=True, sort=False)
@@ -286,6 +314,7 @@ def compare_frames(
         commits[engine] = _aa_commit(o, n) if hosts[engine] else ""
         for metric in METRICS:
             cpu[f"{engine}:{metric}"] = _cpu_shift(o, n)
+        device[f"{engine}/"] = _device_shift(o, n)
     between, run_shifts = {}, {}
     if history is not None:
         for engine, host in hosts.items():
@@ -296,7 +325,7 @@ def compare_frames(
                 between[group] = history.between(host, group, runs[engine])
                 run_shifts[group] = history.shifts(host, group, runs[engine])
     judgement = change.judge([p.estimate for p in pending], alpha, threshold, between,
-                             run_shifts, cpu)  # fmt: skip
+                             run_shifts, cpu, device)  # fmt: skip
     for p, j in zip(pending, judgement.points):
         p.point.changes.append(MetricChange(p.metric, j, *p.n, *p.medians, p.source, p.scaled))
     for s in sweeps:
@@ -307,7 +336,7 @@ def compare_frames(
         [f"{e}/{s}" for e, s in sorted(set(keys_new) - set(keys_old))],
         judgement,
     )  # fmt: skip
-    shifts = {s.group: s.shift for s in judgement.shifts}
+    shifts = {s.group: s.shift for s in judgement.shifts if not s.kind}
     for group, b in judgement.between.items():
         engine = group.split(":")[0]
         if commits.get(engine) and runs[engine][0] != runs[engine][1] and b.points:
@@ -315,6 +344,7 @@ def compare_frames(
                                       commits[engine], runs[engine])  # fmt: skip
             result.aa.append((hosts[engine], group, entry))
     result.aa_commit = ", ".join(sorted({c for c in commits.values() if c}))
+    result.cpu, result.device = cpu, device
     if history is not None:
         result.history_path, result.history_entries = str(history.path), history.count()
     return result
