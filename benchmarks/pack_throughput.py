@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from tunelab import engines
+from tunelab.jobs import AROUND_MEASUREMENT, EXCLUSIVE, JOB_COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
 GOALS_MIN = {"sqlite": 4, "mariadb": 20}
@@ -96,9 +97,11 @@ def job_spans(log: Path, frame: pd.DataFrame) -> None:
     for s, e in sorted(zip(spans["start_ns"], spans["end_ns"], strict=True)):
         busy += max(0, e - max(s, end))
         end = max(end, e)
-    measure = spans[spans["what"].isin(["run-point", "trace-point", "calibrate"])]["s"].sum()
+    # the jobs that measure: those holding the bench lock around a measurement, or alone
+    measuring = [c for c, mode in JOB_COMMANDS.items() if mode in (AROUND_MEASUREMENT, EXCLUSIVE)]
+    measure = spans[spans["what"].isin(measuring)]["s"].sum()
     reports = spans[spans["what"] == "report"]["s"].sum()
-    other = spans[~spans["what"].isin(["run-point", "trace-point", "calibrate", "report"])]
+    other = spans[~spans["what"].isin([*measuring, "report"])]
     print(f"job log           {whole / 60:.1f} min from the first job to the last")
     print(f"  measurements    {measure / 60:.1f} min (timed {frame['elapsed_s'].sum() / 60:.1f})")
     print(f"  reports         {reports / 60:.1f} min of job time (they run side by side)")

@@ -4,6 +4,9 @@ two runs of one commit flags nothing (an A/A comparison).
     python benchmarks/verdict_stability.py --engine sqlite --runs 5   # runs the pack 5 times
     python benchmarks/verdict_stability.py --engine sqlite --existing A B C   # reads 3 runs
 
+Existing runs must have been measured under the findings file that judges them now (their
+rows' ``findings_digest``): older packs are refused, never re-judged by newer rules.
+
 The first form runs `./lab run --config engine=E` K times, one after the other, each into
 fresh directories RUNS/run-<i>/{results,reports,logs} (RUNS: --results-root, by default a
 new folder under .tunelab/, kept for a later look); data sets and the tables earlier runs
@@ -94,7 +97,20 @@ def wall_time(results: Path) -> tuple[float | None, str]:
 def verdicts(results: list[Path]) -> list[check.ClaimStability]:
     names = [str(r) for r in results]
     try:
-        return check.stability([check.check_run(r) for r in results], names)
+        runs = [check.check_run(r) for r in results]
+    except ValueError as exc:
+        raise BenchInputError(str(exc)) from None
+    # Stability is judged on packs measured under the findings that judge them: rows of
+    # another version re-judged would test rules written after seeing those rows.
+    for run in runs:
+        for checked in run.values():
+            other = next((v.other_version for v in checked.verdicts if v.other_version), "")
+            if not other and "findings_digest" not in pd.read_csv(checked.csv, nrows=1):
+                other = "rows measured before their findings were recorded"
+            if other:
+                raise BenchInputError(f"{checked.csv}: {other}; measure new packs (--runs K)")
+    try:
+        return check.stability(runs, names)
     except ValueError as exc:
         raise BenchInputError(str(exc)) from None
 

@@ -16,11 +16,13 @@ sweep_name = ""  # rows of this sweep only; "" = the sweep file's name
 sweep_file = "workflows/sweeps/example.yaml"
 calibration_json = ""  # fio calibration of the device, or ""
 bpsim_csv = ""  # buffer-pool simulator curve, or ""
+verdicts_json = ""  # the verdicts `tunelab check --json` stored, or "": judged here
 title = ""
 
 # %%
 # One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
 # logic lives in tunelab.report; this file only says what goes where.
+from tunelab import claimspec
 from tunelab.analysis import claims
 from tunelab.report import appendix, callouts, logship, methods
 from tunelab.report import data as report_data
@@ -32,12 +34,17 @@ show(s.header_html(data, title))
 show(callouts.checks_html(data))
 
 # %% [markdown]
-# ## Claims
+# ## Findings
 
 # %%
-# The same verdicts as `tunelab check` reaches on these rows (and the index shows).
-verdicts = claims.evaluate_sweep(data.sweep.get("expect"), data.results, data.engine)
-show(s.claims_html([v.to_json() for v in verdicts]))
+# The verdicts `tunelab check` stored for these rows (the index shows the same); judged here
+# only when the report is rendered on its own.
+if verdicts_json:
+    stored = s.stored_verdicts(verdicts_json)
+else:
+    judged_by, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
+    stored = [v.to_json() for v in claims.evaluate_sweep(judged_by, data.results, data.engine)]
+show(s.claims_html(stored))
 
 # %% [markdown]
 # ## Response time and throughput

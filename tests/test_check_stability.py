@@ -14,7 +14,6 @@ import pandas as pd
 import pytest
 
 from tunelab import check
-from tunelab.analysis import claims
 from tunelab.report.index import write_index
 
 SWEEP = """\
@@ -99,15 +98,15 @@ def test_a_claim_that_flips_between_runs_is_unstable_and_exits_1(tmp_path, capsy
     code, lines, _ = run_check(capsys, *dirs, "--stability-out", out)
     assert "sqlite/tiny: covering beats a scan: holds in 3 of 3 runs" in lines
     assert (
-        "sqlite/tiny: nonclustered beats a scan: unstable: holds 2, similar 1 "
-        "(run 1 holds, run 2 similar, run 3 holds)"
+        "sqlite/tiny: nonclustered beats a scan: unstable: holds 2, does not hold 1 "
+        "(run 1 holds, run 2 does not hold, run 3 holds)"
     ) in lines
     assert lines[-1] == "claims stable in all 3 runs: 1 of 2 (1 holds)"
     assert code == 1
     doc = json.loads(out.read_text())
     assert doc["runs"] == [str(d) for d in dirs] and (doc["stable"], doc["claims"]) == (1, 2)
     flipped = doc["sweeps"][0]["claims"][1]
-    assert flipped["verdicts"] == ["holds", "similar", "holds"]
+    assert flipped["verdicts"] == ["holds", "does not hold", "holds"]
     assert flipped["stable"] is False and flipped["agreement"] == pytest.approx(2 / 3)
     assert run_check(capsys, *dirs, "--no-fail")[0] == 0
 
@@ -124,10 +123,9 @@ def test_an_engine_folder_is_a_run_too_and_one_folder_keeps_the_single_run_outpu
 
 
 def test_verdict_names_are_ordered_as_claims_lists_them_whatever_they_are(monkeypatch):
-    monkeypatch.setattr(claims, "VERDICTS", ("holds", "similar", "contradicted", "inconclusive"))
-    c = check.ClaimStability("e", "s", "says", "similar", ["inconclusive", "similar", "odd"])
-    assert list(c.counts) == ["similar", "inconclusive", "odd"]
-    assert c.pooled == "unstable: similar 1, inconclusive 1, odd 1"
+    c = check.ClaimStability("e", "s", "says", "similar", ["undecided", "not reproduced", "odd"])
+    assert list(c.counts) == ["not reproduced", "undecided", "odd"]  # claims.WORDS' order
+    assert c.pooled == "unstable: not reproduced 1, undecided 1, odd 1"
     assert c.agreement == pytest.approx(1 / 3) and not c.stable
     same = check.ClaimStability("e", "s", "says", "similar", ["similar"] * 5)
     assert same.stable and same.agreement == 1.0 and same.pooled == "similar in 5 of 5 runs"
@@ -184,7 +182,7 @@ def test_the_index_names_the_claims_that_changed_between_runs(tmp_path, capsys):
     run_check(capsys, *dirs, "--stability-out", tmp_path / "s.json")
     page = index_page(tmp_path, tmp_path / "s.json")
     assert "1 of 2 claims unstable over 3 runs" in page
-    assert "nonclustered beats a scan: unstable: holds 2, similar 1" in page
+    assert "nonclustered beats a scan: unstable: holds 2, does not hold 1" in page
     assert "Claims checked over 3 runs" in page and "1 of 2 reached the same verdict" in page
 
 

@@ -320,11 +320,20 @@ def test_the_lock_table_and_a_claim_on_the_same_points_print_the_same_interval(w
     assert table["method"] == (stats.PAIRED if with_rounds else stats.UNPAIRED)
 
 
-def test_the_index_counts_and_colours_similar_verdicts():
+def test_the_index_counts_verdicts_in_words_a_directional_claim_shown_absent_does_not_hold():
+    from tunelab.analysis import claims
     from tunelab.report.index import INDEX_CSS, _claims_cell
 
     v = verdict(LOWER, pair([0.1] * 6, [0.1] * 6, with_rounds=True)).to_json()
-    cell = _claims_cell({"verdicts": [v, {**v, "verdict": "holds"}]})
-    assert '<span class="tl-verdict tl-similar">1 similar</span>' in cell
+    assert v["verdict"] == "similar" and v["word"] == "does not hold"
+    held = {**v, "verdict": "holds", "word": "holds"}
+    cell = _claims_cell({"verdicts": [v, held]})
+    assert '<span class="tl-verdict tl-does-not-hold">1 does not hold</span>' in cell
     assert '<span class="tl-verdict tl-holds">1 holds</span>' in cell
-    assert ".tl-similar {" in INDEX_CSS
+    # a finding's words: equivalence shown against a directional finding is "not reproduced"
+    assert claims.word("similar", "finding") == "not reproduced"
+    assert claims.word("inconclusive", "finding") == "undecided"
+    legacy = {k: x for k, x in v.items() if k != "word"}  # a file from before the words
+    assert claims.word_of({**legacy, "role": "finding", "verdict": "holds"}) == "reproduced"
+    for name in ("reproduced", "not-reproduced", "undecided", "cannot-run"):
+        assert f".tl-{name}" in INDEX_CSS

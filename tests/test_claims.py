@@ -228,7 +228,7 @@ def test_check_gives_one_line_per_claim_and_fails_on_a_contradiction(tmp_path):
                            capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
     lines = check.stdout.strip().splitlines()
     assert lines[0].startswith("tiny-claims: covering beats a scan: holds (")
-    assert lines[1].startswith("tiny-claims: the scan wins: contradicted (")
+    assert lines[1].startswith("tiny-claims: the scan wins: does not hold (")
     assert check.returncode == 1
     # the workflow checked too: the verdicts sit beside the report, and the index shows them
     index = (tmp_path / "reports" / "index.html").read_text()

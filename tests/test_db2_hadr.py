@@ -406,9 +406,17 @@ def test_the_log_shipping_sweep_runs_db2_in_its_own_modes():
     pg, errors = spec.expand(SWEEP, "postgres")
     assert errors == [] and {p.knobs["sync_mode"] for p in pg} == {
         "local", "remote_write", "on", "remote_apply"}  # fmt: skip
+    # the same findings on every engine, each in that engine's names for the modes
+    from tunelab import claimspec
+
     doc = spec.load_yaml(SWEEP)[0]
-    by_engine = {tuple(c["engines"]) for c in doc["expect"]}
-    assert by_engine == {("postgres",), ("db2",), ("mariadb",)}
+    modes = {}
+    for engine in ("db2", "postgres", "mariadb"):
+        found, errors = claimspec.sweep_claims(doc, SWEEP, engine)
+        assert errors == []
+        modes[engine] = [c["where"].get("sync_mode") for c in found if c.get("where")]
+    assert modes == {"db2": ["SYNC", "NEARSYNC"], "postgres": ["on", "remote_write"],
+                     "mariadb": ["AFTER_SYNC", "AFTER_COMMIT"]}  # fmt: skip
 
 
 def test_planned_sql_shows_the_standby_before_the_points_objects(monkeypatch):

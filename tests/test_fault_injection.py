@@ -229,3 +229,34 @@ def test_a_mariadb_run_killed_while_its_server_runs_leaves_nothing(tmp_path, ima
     finish(killed, "mariadb")
     assert outcome(killed, "mariadb") == outcome(clean, "mariadb")
     assert_nothing_left(killed)
+
+
+@pytest.mark.slow
+def test_a_second_run_in_the_same_checkout_names_the_first_in_one_line(tmp_path):
+    """Two `./lab run` at once in one checkout: the second stops before measuring, with one
+    line naming the first (its pid, when it started), never advice to --unlock a live run;
+    the first finishes as if alone."""
+    lab_ready()
+    work = pack(tmp_path / "w", "sqlite", SQLITE_PACK[:1])
+    first = lab_run(work, "sqlite")
+    try:
+        deadline = time.monotonic() + 300
+        while not any("tunelab run-sweep" in c for c in commands_in(first.pid)):
+            assert first.poll() is None, (work / "lab.out").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the first run never measured"
+            time.sleep(0.05)
+        env = {**os.environ, "TUNELAB_LOCK_DIR": str(work / "lock")}
+        second = subprocess.run(
+            [str(REPO / "lab"), "run", "--directory", str(work), "--config",
+             f"sweeps={work / 'sweeps'}/*.yaml", "engine=sqlite", "calibrate=off"],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        said = [x for x in second.stderr.splitlines() if "in progress" in x]
+        assert second.returncode == 1, second.stderr[-3000:]
+        assert len(said) == 1 and "another run is in progress in this checkout (pid " in said[0]
+        assert "started 20" in said[0]
+        assert "unlock" not in second.stderr + second.stdout
+        assert first.wait(600) == 0, (work / "lab.out").read_text()[-3000:]
+    finally:
+        kill_session(first) if first.poll() is None else None
+    assert_nothing_left(work)

@@ -163,8 +163,8 @@ def test_the_page_puts_verdicts_plans_notes_and_both_figures_side_by_side(stored
     (page,) = engines.write_pages([exp], tmp_path / "reports" / "engines")
     text = page.read_text()
     claims = text[text.index('id="claims"') : text.index("</table>", text.index('id="claims"'))]
-    assert claims.count("tl-verdict tl-holds") == 3 and claims.count("tl-contradicted") == 1
-    assert "0.041 [0.04, 0.043]" in claims
+    assert claims.count("tl-verdict tl-holds") == 3 and claims.count("tl-does-not-hold") == 1
+    assert "0.041x [0.04, 0.043]" in claims
     assert "bitmap heap scan" in text and "different access paths" in text
     assert "SQLite&#x27;s note." in text and "PostgreSQL&#x27;s note." in text
     assert text.count("<img ") == 2  # shared axes, and each against its own first point
@@ -193,7 +193,7 @@ def test_the_index_leads_with_the_matrix_and_shows_every_engines_verdicts(stored
     assert text.index('id="matrix"') < text.index('id="reports"')
     matrix = text[text.index('id="matrix"') : text.index("</table>", text.index('id="matrix"'))]
     assert matrix.count('href="engines/tiny-range.html#claims"') == 4
-    assert "tl-contradicted" in matrix and ">mariadb<" not in matrix  # no rows: no column
+    assert "tl-does-not-hold" in matrix and ">mariadb<" not in matrix  # no rows: no column
     table = text[text.index('id="reports"') :]
     assert len(re.findall(r'<a class="tl-sweep"', table)) == 2
     assert table.count('<details class="tl-claims">') == 2  # postgres's row has its verdicts
@@ -252,9 +252,12 @@ def test_the_guide_is_filled_from_a_runs_verdicts(stored, tmp_path):
     text = "intro\n<!-- guide: tiny-range -->\nold numbers\n<!-- /guide -->\nend\n"
     filled = guide.fill(text, numbers)
     assert "old numbers" not in filled and filled.endswith("<!-- /guide -->\nend\n")
-    assert "| claim | sqlite | postgres |" in filled
-    assert "| the index beats a scan at 1 % | holds 0.04 [0.039, 0.041] | holds 0.041 " in filled
-    assert "| the scan overtakes the index | holds | contradicted |" in filled
+    assert "| finding | source | sqlite | postgres |" in filled
+    assert (
+        "| the index beats a scan at 1 % |  | **holds** 0.04x [0.039, 0.041] | **holds** 0.041x"
+        in filled
+    )
+    assert "| the scan overtakes the index |  | **holds** | **does not hold** |" in filled
     assert guide.fill(filled, numbers) == filled  # filling again changes nothing
 
 
@@ -269,10 +272,10 @@ def test_the_guide_quotes_exactly_the_stored_numbers():
     text = doc.read_text()
     for sweep in ("insert-vs-buffer-pool", "multipoint-by-index", "range-index-vs-scan"):
         assert sweep in stored["sweeps"]  # the pack's questions have numbers
-        for engine, claims in stored["sweeps"][sweep].items():
+        for engine, claims in stored["sweeps"][sweep]["engines"].items():
             for c in claims:
-                if c["ratio"]:
-                    assert f"{c['verdict']} {c['ratio']} [{c['interval'][0]}," in text, engine
+                if c["figures"]:
+                    assert f"**{c['word']}** {'; '.join(c['figures'])}" in text, engine
 
 
 def test_engine_notes_explain_without_quoting_measured_figures():

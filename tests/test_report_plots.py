@@ -218,8 +218,8 @@ def test_crossover_of_index_and_scan_is_marked_per_cache_state(ranged, tmp_path)
         gids = [ln.get_gid() for ln in ax.get_lines() if "crossover|" in str(ln.get_gid())]
         assert gids == [f"crossover|warm|{10 ** (-2 + 1 / 3):.6g}"]
     caption = marks.crossover_caption(marks.crossovers(data))
-    assert "warm: at selectivity 0.022" in caption
-    assert "cold: none between 0.001 and 0.1 (the scan is faster throughout)" in caption
+    assert "warm: at selectivity 2.2 %" in caption
+    assert "cold: none between 0.1 % and 10 % (the scan is faster throughout)" in caption
 
 
 def test_negative_system_hit_ratio_is_not_clipped(scan, tmp_path):

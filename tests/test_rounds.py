@@ -115,6 +115,7 @@ def test_each_round_takes_every_point_once_in_a_seeded_order(points, drifting, t
         sweeprun.fixed_budget(points),
         log=lambda _: None,
     )
+    assert (frame["pass"] == frame["round"]).all() and (frame["block"] == 0).all()
     for _, g in frame.groupby("round"):
         assert sorted(g["point_id"]) == sorted(p.point_id for p in points)
         assert sorted(g["order_in_round"]) == list(range(len(points)))
@@ -126,10 +127,16 @@ def test_each_round_takes_every_point_once_in_a_seeded_order(points, drifting, t
     assert again == sweeprun.round_order(len(points), 3, sweeprun.order_seed("drift", 7))
 
 
-def test_blocked_passes_alternate_the_points_and_cancel_linear_drift():
+def test_blocked_passes_alternate_the_points_and_cancel_linear_drift(monkeypatch):
+    visits = list(sweeprun.schedule(3, 0, 4, "blocked", seed=0))
+    assert sweeprun.PASS_ROUNDS == 1  # a pass is a round: every block once, then reversed
+    assert [v.point for v in visits] == [0, 1, 2, 2, 1, 0, 0, 1, 2, 2, 1, 0]
+    assert [sweeprun.pass_of(r, "blocked") for r in range(4)] == [0, 1, 2, 3]
+    monkeypatch.setattr(sweeprun, "PASS_ROUNDS", 3)  # the order with longer passes
     visits = list(sweeprun.schedule(3, 0, 6, "blocked", seed=0))
     order = [v.point for v in visits]
     assert order == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1, 1, 0, 0, 0]
+    assert [sweeprun.pass_of(r, "blocked") for r in range(6)] == [0, 0, 0, 1, 1, 1]
     assert [v.round for v in visits[:3]] == [0, 1, 2] and visits[-1].round == 5
     # mean time of each point's repetitions is the same under a linear drift
     mean_tick = {i: np.mean([t for t, v in enumerate(visits) if v.point == i]) for i in range(3)}
@@ -137,10 +144,12 @@ def test_blocked_passes_alternate_the_points_and_cancel_linear_drift():
     assert sweeprun.pass_start(4, "blocked") == 3 and sweeprun.pass_start(4, "rounds") == 4
 
 
-def test_points_of_one_block_interleave_round_by_round_and_blocks_alternate():
+def test_points_of_one_block_interleave_round_by_round_and_blocks_alternate(monkeypatch):
     """Blocks 'a' (points 0, 2) and 'b' (1, 3): a pass measures block a's rounds, then b's
     (reversed on the next pass); within a block each round takes both of its points, in an
-    order that changes from round to round, so a pair of them is never a pass apart."""
+    order that changes from round to round, so a pair of them is never a pass apart. (With
+    passes of three rounds; the default pass is one.)"""
+    monkeypatch.setattr(sweeprun, "PASS_ROUNDS", 3)
     blocks = ["a", "b", "a", "b"]
     visits = list(sweeprun.schedule(4, 0, 6, "blocked", seed=3, blocks=blocks))
     assert len(visits) == 24

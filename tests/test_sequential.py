@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
+from scipy import stats as scipy_stats
 
 from tunelab import results, spec
-from tunelab.analysis import sequential
+from tunelab.analysis import sequential, stats
 from tunelab.cli import main
 
 BODY = "name: s\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n"
@@ -51,7 +51,7 @@ def test_the_looks_spend_at_most_alpha_in_all(alpha, n_min, n_max):
 
 def test_six_rounds_that_all_agree_decide_at_the_first_look():
     looks = sequential.looks(6, 30)
-    floor = stats.wilcoxon(np.arange(1.0, 7.0), method="exact").pvalue  # smallest p: 2/2**6
+    floor = scipy_stats.wilcoxon(np.arange(1.0, 7.0), method="exact").pvalue  # smallest p: 2/2**6
     assert floor == 2 / 2**6
     assert floor < sequential.look_alpha(0.05, 0, looks)
 
@@ -117,60 +117,55 @@ def test_rounds_needed_grow_with_noise_and_shrink_with_the_effect():
     assert sequential.rounds_needed(0.0, 0.05, 0.05) == 2
 
 
-# -- repeated looks keep the false-positive rate ------------------------------------------
-
-
-def _simulate(alphas, looks, sweeps=1000, points=3, seed=22):
-    """Simulated A/A sweeps: ``points`` points of one timing distribution (lognormal, 5 %
-    spread) measured in rounds that share a round effect (drift, 10 %); a claim compares
-    each point after the first with the first, by the exact signed-rank test on the
-    per-round log ratios, significant in either direction at the look's alpha. Sweeps stop
-    by ``sequential.decide``. Returns the share of claims and of sweeps ever declared."""
-    rng = np.random.default_rng(seed)
-    n_max = looks[-1]
-    drift = rng.normal(0, 0.1, (sweeps, 1, n_max))
-    times = np.exp(-3 + drift + rng.normal(0, 0.05, (sweeps, points, n_max)))
-    log_ratios = np.log(times[:, 1:, :] / times[:, :1, :])
-    names = [f"p{i}" for i in range(1, points)]
-    verdicts = [dict.fromkeys(names, "inconclusive") for _ in range(sweeps)]
-    running = np.ones(sweeps, bool)
-    for k, n in enumerate(looks):
-        p = stats.wilcoxon(log_ratios[:, :, :n], axis=2, method="exact").pvalue
-        for s in np.flatnonzero(running):
-            now = {c: "holds" if p[s, i] < alphas[k] else "inconclusive"
-                   for i, c in enumerate(names)}  # fmt: skip
-            verdicts[s] = sequential.settle(verdicts[s], now)
-            running[s] = not sequential.decide(verdicts[s], n, looks).stop
-    declared = np.array([[v[c] != "inconclusive" for c in names] for v in verdicts])
-    return declared.mean(), declared.any(axis=1).mean()
-
-
-def test_repeated_looks_keep_the_false_positive_rate_within_alpha():
-    """Repetitions {min: 6, max: 30}, alpha 0.05, looks at 6, 12, 24 and 30 rounds. 1,000
-    A/A sweeps of 2 points (one claim): 4.5 % were declared different. 1,000 sweeps of 3
-    points (2 claims): 3.85 % of the 2,000 claims, 7.3 % of the sweeps (either claim): alpha
-    bounds each claim, and a sweep's claims together their count times alpha. (50,000
-    sweeps of 3 points: 3.9 % of the claims.) Spending the whole alpha at every look
-    instead declares 12.6 % of the one-claim sweeps: the simulation tells the two apart."""
-    alpha, looks = 0.05, sequential.looks(6, 30)
-    spent = [sequential.look_alpha(alpha, k, looks) for k in range(len(looks))]
-    per_claim, per_sweep = _simulate(spent, looks, points=2)
-    assert per_claim == per_sweep <= alpha
-    per_claim, per_sweep = _simulate(spent, looks, points=3)
-    assert per_claim <= alpha
-    assert per_sweep <= 2 * alpha
-    naive, _ = _simulate([alpha] * len(looks), looks, points=2)
-    assert naive > alpha
+# -- the unit of analysis (error rates: tests/test_verdict_error_rates.py) -------------------
 
 
 def test_a_large_effect_stops_at_the_first_look():
     looks = sequential.looks(6, 30)
     rng = np.random.default_rng(5)
-    ratios = np.log(1.2) + rng.normal(0, 0.05, (200, 6))  # 20 % slower, 5 % noise
-    p = stats.wilcoxon(ratios, axis=1, method="exact").pvalue
-    verdicts = [{"x": "holds" if q < sequential.look_alpha(0.05, 0, looks) else "inconclusive"}
-                for q in p]  # fmt: skip
-    assert all(sequential.decide(v, 6, looks).stop for v in verdicts)
+    alpha = sequential.look_alpha(0.05, 0, looks)
+    for _ in range(50):  # 20 % slower, 5 % noise: six rounds that all agree
+        old = np.exp(rng.normal(0, 0.05, 6))
+        new = old * 1.2 * np.exp(rng.normal(0, 0.05, 6))
+        t = stats.compare_samples(old, new, alpha=alpha, old_rounds=range(6), new_rounds=range(6))
+        verdict = "holds" if t.significant(alpha) else "inconclusive"
+        assert sequential.decide({"x": verdict}, 6, looks).stop
+
+
+def _order_rows(blocks, passes=None, mode="blocked"):
+    rows = pd.DataFrame({"round": range(len(blocks)), "order_mode": mode, "block": blocks})
+    if passes is not None:
+        rows["pass"] = passes
+    return rows
+
+
+def test_the_unit_is_the_round_within_a_block_and_the_pass_between_blocks():
+    a, b = _order_rows([7, 7, 7, 7], [0, 0, 1, 1]), _order_rows([7, 7, 7, 7], [0, 0, 1, 1])
+    units, unit = sequential.pairing(a, b)
+    assert unit == "round" and list(units[0]) == [0, 1, 2, 3]
+    units, unit = sequential.pairing(a, _order_rows([8, 8, 8, 8], [0, 0, 1, 1]))
+    assert unit == "pass" and list(units[0]) == [0, 0, 1, 1]
+    # rounds order: every round takes every point side by side
+    units, unit = sequential.pairing(
+        _order_rows([0, 0], mode="rounds"), _order_rows([1, 1], mode="rounds")
+    )
+    assert unit == "round"
+    # blocked rows that do not record their block or pass: passes of three, between blocks
+    old = pd.DataFrame({"round": range(6), "order_mode": "blocked"})
+    units, unit = sequential.pairing(old, old)
+    assert unit == "pass" and list(units[0]) == [0, 0, 0, 1, 1, 1]
+    assert sequential.pairing(pd.DataFrame({"x": [1]}), old) == ([None, None], "round")
+
+
+def test_a_comparison_between_blocks_pairs_the_medians_of_its_passes():
+    """Three rounds a pass, two passes: two pairs, too few for the signed-rank test."""
+    a = _order_rows([1] * 6, [0, 0, 0, 1, 1, 1]).assign(elapsed_s=[1.0, 1.1, 1.2, 2.0, 2.1, 2.2])
+    b = _order_rows([2] * 6, [0, 0, 0, 1, 1, 1]).assign(elapsed_s=1.0)
+    (ub, ua), unit = sequential.pairing(b, a)
+    t = stats.compare_samples(b["elapsed_s"], a["elapsed_s"], old_rounds=ub, new_rounds=ua,
+                              unit=unit)  # fmt: skip
+    assert t.paired and t.n == 2 and t.unit == "pass"
+    assert t.new_median == pytest.approx(1.6) and not t.can_decide(0.05)
 
 
 # -- sweep files ---------------------------------------------------------------------------
@@ -243,34 +238,17 @@ def test_a_check_file_whose_count_lies_outside_the_range_asked_fails(tmp_path):
     assert len(pd.read_csv(path)) == 8
 
 
-def test_an_engine_s_override_sets_its_own_budget(write_sweep):
-    """``overrides.<engine>.repetitions`` replaces the sweep's for that engine only."""
+def test_a_budget_for_one_engine_is_refused_the_same_budget_runs_on_every_engine(write_sweep):
+    """No ``overrides.<engine>.repetitions``: a budget raised for the engine where a claim was
+    undecided is optional stopping across runs."""
     body = BODY + "repetitions: {min: 6, max: 12}\noverrides:\n  sqlite:\n" \
         "    repetitions: {min: 6, max: 24}\n"  # fmt: skip
     path = write_sweep(body)
     points, errors = spec.expand(path, engine="sqlite")
-    assert errors == [] and {(p.repetitions_min, p.repetitions) for p in points} == {(6, 24)}
-    points, errors = spec.expand(path, engine="mariadb")
-    assert errors == [] and {(p.repetitions_min, p.repetitions) for p in points} == {(6, 12)}
-
-
-@pytest.mark.parametrize(
-    "value, message",
-    [
-        ("{min: 24, max: 6}", "min 24 is above max 6 (allowed: min <= max)"),
-        ("{min: 6, max: 6.0}", "max: 6.0 has the wrong type (allowed: integer)"),
-    ],
-)
-def test_a_bad_override_of_repetitions_names_its_field(write_sweep, value, message):
-    path = write_sweep(BODY + f"overrides:\n  sqlite:\n    repetitions: {value}\n")
-    points, errors = spec.expand(path, engine="sqlite")
-    field = "overrides.sqlite.repetitions" + ("." if message.startswith("max") else ": ")
-    assert points == [] and [str(e) for e in errors] == [f"{path}: {field}{message}"]
-
-
-def test_an_override_of_repetitions_out_of_range_is_the_schema_s_error(write_sweep):
-    path = write_sweep(BODY + "overrides:\n  sqlite:\n    repetitions: {min: 6, max: 200}\n")
-    points, errors = spec.expand(path, engine="sqlite")
     assert points == [] and [str(e) for e in errors] == [
-        f"{path}: overrides.sqlite.repetitions.max: 200 out of range (allowed: <= 100)"
+        f"{path}: overrides.sqlite.repetitions: unknown key (allowed: fixed, knobs)"
     ]
+    path = write_sweep(BODY + "repetitions: {min: 6, max: 12}\n")
+    for engine in ("sqlite", "mariadb"):
+        points, errors = spec.expand(path, engine=engine)
+        assert errors == [] and {(p.repetitions_min, p.repetitions) for p in points} == {(6, 12)}

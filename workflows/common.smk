@@ -39,6 +39,11 @@ def sweep_reports(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.html" for s in PLAN.sweeps]
 
 
+def findings_file(wildcards):
+    """The findings file that judges the sweep, if it has one."""
+    return pipeline.findings_input(sweep_file(wildcards))
+
+
 def sweep_verdicts(wildcards):
     return [f"{REPORTS}/{ENGINE}/{s}.verdicts.json" for s in PLAN.sweeps]
 

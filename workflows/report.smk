@@ -6,6 +6,7 @@ rule sweep_report:
         template=f"{workflow.basedir}/reports/sweep_report.py",
         calibration=calibration_input,
         bpsim=sweep_bpsim_curve,
+        verdicts=f"{REPORTS}/{ENGINE}/{{sweep}}.verdicts.json",
     output:
         html=f"{REPORTS}/{ENGINE}/{{sweep}}.html",
     conda:
@@ -20,16 +21,18 @@ rule sweep_report:
     shell:
         "tunelab report --results {input.results:q} --sweep {input.sweep:q}"
         " --template {input.template:q} {params.calibration:q} {params.bpsim:q}"
-        " --out {output.html:q} > {log:q} 2>&1"
+        " --verdicts {input.verdicts:q} --out {output.html:q} > {log:q} 2>&1"
 
 
 rule check_sweep:
-    """The sweep's claims (`expect:`) checked on its results, after its report: verdicts
-    for the index (a contradicted claim is a finding, not a failed run)."""
+    """The sweep's findings and claims judged once on its results: the verdicts its report,
+    the index and the cross-engine pages show (a finding not reproduced is a result, not a
+    failed run)."""
     input:
         results=f"{RESULTS}/{ENGINE}/{{sweep}}.csv",
         sweep=lambda wc: ancient(sweep_file(wc)),
-        report=f"{REPORTS}/{ENGINE}/{{sweep}}.html",
+        # not ancient: findings edited re-judge the stored rows (the verdicts say so)
+        findings=findings_file,
     output:
         verdicts=f"{REPORTS}/{ENGINE}/{{sweep}}.verdicts.json",
     conda:

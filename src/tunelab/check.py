@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import spec
+from tunelab import claimspec, spec
 from tunelab.analysis import claims
 from tunelab.analysis.claims import Verdict
 
@@ -70,12 +70,16 @@ class Checked:
 def check_csv(csv: Path, sweep: Path | None = None) -> Checked:
     """One merged results file checked; raises ValueError with a one-line message."""
     frame = _read(csv)
-    doc, err = _sweep_doc(sweep or Path(str(frame["sweep_file"].iloc[0])))
+    sweep_file = sweep or Path(str(frame["sweep_file"].iloc[0]))
+    doc, err = _sweep_doc(sweep_file)
     if err:
         raise ValueError(err)
     name = str(frame["sweep"].iloc[0]) if "sweep" in frame else csv.stem
     engine = str(frame["engine"].iloc[0])
-    verdicts = claims.evaluate_sweep(doc.get("expect"), frame, engine)
+    judged_by, errors = claimspec.sweep_claims(doc, sweep_file, engine)
+    if errors:
+        raise ValueError(": ".join(x for x in errors[0][:3] if x))
+    verdicts = claims.evaluate_sweep(judged_by, frame, engine)
     return Checked(csv, engine, name, verdicts, claims.headline(frame, verdicts))
 
 
@@ -110,8 +114,8 @@ def check_run(path: Path, sweep: Path | None = None) -> dict[str, Checked]:
 
 # -- stability over runs --------------------------------------------------------------------
 def _verdict_order(names: list[str]) -> list[str]:
-    """``claims.VERDICTS``' order, then any other name as met."""
-    known = [v for v in claims.VERDICTS if v in names]
+    """``claims.WORDS``' order, then any other name as met."""
+    known = [v for v in claims.WORDS if v in names]
     return known + [v for v in dict.fromkeys(names) if v not in known]
 
 
@@ -195,7 +199,7 @@ def stability(runs: list[dict[str, Checked]], names: list[str]) -> list[ClaimSta
                     first[key].sweep,
                     v.claim.says,
                     v.claim.kind,
-                    [run[key].verdicts[i].verdict for run in runs],
+                    [run[key].verdicts[i].word for run in runs],
                     [run[key].verdicts[i].causes for run in runs],
                 )
             )
@@ -237,8 +241,9 @@ def _write_json(path: Path, doc: Any) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tunelab check",
-        description="Check each sweep's expectations (`expect:`) on its merged results: one "
-        "line per claim, exit 1 when one is contradicted. Given several results directories "
+        description="Check each sweep's findings (workflows/findings.yaml) and its own claims "
+        "(`expect:`) on its merged results: one line per claim, exit 1 when a finding is not "
+        "reproduced (or a claim does not hold). Given several results directories "
         "(runs of the same sweeps): each claim's verdict in every run and pooled, exit 1 "
         "when a claim's verdict differs between runs. Exit 2 for bad input.",
     )
@@ -251,7 +256,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="write each claim's verdict per run here (JSON; the index shows "
                         "it when it lies beside it as stability.json)")  # fmt: skip
     parser.add_argument(
-        "--no-fail", action="store_true", help="exit 0 even when a claim is contradicted"
+        "--no-fail", action="store_true", help="exit 0 even when a finding is not reproduced"
         " (or, over several runs, unstable)"
     )  # fmt: skip
     return parser
@@ -282,7 +287,8 @@ def _check_one(files: list[Path], name: str, args: argparse.Namespace) -> int:
     if args.stability_out:  # one run: every claim trivially stable, as the index expects
         pooled = stability([{c.key: c for c in checked}], [name])
         _write_json(args.stability_out, stability_json(pooled, [name]))
-    contradicted = sum(v.verdict == "contradicted" for c in checked for v in c.verdicts)
+    failed = (claims.NOT_REPRODUCED, claims.FAILS_WORD)
+    contradicted = sum(v.word in failed for c in checked for v in c.verdicts)
     return 1 if contradicted and not args.no_fail else 0
 
 

@@ -10,15 +10,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tunelab import findings
 from tunelab.units import parse_size
 
 KINDS = ("lower", "higher", "similar", "crossover", "falls", "rises")
 PAIR_KINDS = ("lower", "higher", "similar")
 ALONG_KINDS = ("crossover", "falls", "rises")
+CLAIM = "claim"  # a sweep's own expect: (not a finding of the findings file)
 ALPHA = 0.05
 MIN_EFFECT = 0.05
 
@@ -47,10 +50,14 @@ class Claim:
     within: tuple[float, float] | None = None
     alpha: float = ALPHA
     min_effect: float = MIN_EFFECT
-    engines: tuple[str, ...] = ()
-
-    def applies_to(self, engine: str) -> bool:
-        return not self.engines or engine in self.engines
+    # Where it comes from: a finding of the findings file, an explanation beneath one, or
+    # the sweep's own expect: (CLAIM).
+    role: str = CLAIM
+    finding: str | None = None
+    source: str | None = None
+    reported: str | None = None
+    source_ratio: float | None = None
+    findings_digest: str | None = None
 
 
 def _claim_list(expect: Any) -> tuple[list[dict], float, float]:
@@ -66,11 +73,13 @@ def _claim_list(expect: Any) -> tuple[list[dict], float, float]:
 
 
 def parse(expect: Any) -> list[Claim]:
-    """Claims from a sweep document's ``expect`` (already checked by the schema)."""
+    """Claims from a sweep document's ``expect`` (already checked by the schema) or from
+    ``sweep_claims``."""
     raw, alpha, min_effect = _claim_list(expect)
     claims = []
     for i, c in enumerate(raw):
         within = c.get("within")
+        ratio = c.get("source_ratio")
         claims.append(
             Claim(
                 index=i,
@@ -84,10 +93,49 @@ def parse(expect: Any) -> list[Claim]:
                 within=(float(within[0]), float(within[1])) if within else None,
                 alpha=float(c.get("alpha", alpha)),
                 min_effect=float(c.get("min_effect", min_effect)),
-                engines=tuple(c.get("engines") or ()),
+                role=c.get("role", CLAIM),
+                finding=c.get("finding"),
+                source=c.get("source"),
+                reported=c.get("reported"),
+                source_ratio=None if ratio is None else float(ratio),
+                findings_digest=c.get("findings_digest"),
             )
         )
     return claims
+
+
+ClaimError = tuple[str, str, str, str]  # (file, field, message, allowed)
+
+
+def sweep_claims(
+    doc: dict, sweep_file: str | Path, engine: str | None
+) -> tuple[list[dict], list[ClaimError]]:
+    """The claims a sweep is judged by on ``engine``, as dicts ``parse`` reads: its findings
+    (``tunelab.findings``, from the findings file beside the sweeps' folder) each followed by
+    its explanations for this engine, then the sweep's own ``expect:``. Errors: a findings
+    file that cannot be read, or a finding with no translation for this engine. ``engine``
+    None: for what does not depend on the engine (``findings.resolve``)."""
+    out: list[dict] = []
+    errors: list[ClaimError] = []
+    path = findings.path_for(sweep_file)
+    if path is not None:
+        try:
+            book = findings.load(path)
+        except findings.FindingsError as exc:
+            return [], [(exc.file, exc.field, exc.message, exc.allowed)]
+        for t in findings.claims_for(book, str(doc.get("name")), engine):
+            if t.missing is not None:
+                fld, named = t.missing
+                errors.append((str(path), fld, f"gives no value for {engine}, which runs the "
+                               "sweep: say what the finding is in its words", named))  # fmt: skip
+            else:
+                out.append(t.claim)
+    raw, alpha, min_effect = _claim_list(doc.get("expect"))
+    prefix = "expect.claims" if isinstance(doc.get("expect"), dict) else "expect"
+    for i, c in enumerate(raw):
+        out.append({"alpha": alpha, "min_effect": min_effect, **c, "_field": f"{prefix}[{i}]",
+                    "_file": str(sweep_file)})  # fmt: skip
+    return out, errors
 
 
 def kv(d: dict) -> str:
@@ -131,46 +179,44 @@ def _values_of(points: Sequence[Any]) -> dict[str, list[Any]]:
     return seen
 
 
-def validate(expect: Any, points: Sequence[Any], engine: str) -> list[tuple[str, str, str]]:
-    """(field, message, allowed) for every claim on ``engine`` that names a key, value or
-    metric the sweep does not have there (``points``: its expanded points on ``engine``)."""
-    raw, _, _ = _claim_list(expect)
+def validate(claims: list[dict], points: Sequence[Any], engine: str) -> list[ClaimError]:
+    """(file, field, message, allowed) for every claim (``sweep_claims``) that names a key,
+    value or metric the sweep does not have on ``engine`` (``points``: its points there)."""
     values = _values_of(points)
     swept = {k for k, v in values.items() if len(v) > 1}
     allowed_keys = ", ".join(sorted(values))
-    errors: list[tuple[str, str, str]] = []
-    prefix = "expect.claims" if isinstance(expect, dict) else "expect"
-    for i, c in enumerate(raw):
-        if c.get("engines") and engine not in c["engines"]:
-            continue
-        at = f"{prefix}[{i}]"
+    errors: list[ClaimError] = []
+    for c in claims:
+        file, at = c.get("_file", ""), c.get("_field", "expect")
+
+        def err(fld: str, msg: str, allowed: str, file: str = file) -> None:
+            errors.append((file, fld, msg, allowed))
+
         metric = c.get("metric", "elapsed_s")
         if metric not in METRICS and metric not in COUNTERS:
-            errors.append((f"{at}.metric", f"unknown metric {metric!r}",
-                           ", ".join((*METRICS, *COUNTERS))))  # fmt: skip
+            err(f"{at}.metric", f"unknown metric {metric!r}", ", ".join((*METRICS, *COUNTERS)))
         for part in ("a", "b", "where"):
             for key, value in (c.get(part) or {}).items():
                 if key not in values:
-                    errors.append((f"{at}.{part}.{key}", "not a knob or parameter of the sweep",
-                                   allowed_keys))  # fmt: skip
+                    err(f"{at}.{part}.{key}", f"not a knob or parameter of the sweep on {engine}",
+                        allowed_keys)  # fmt: skip
                 elif not any(same(v, value) for v in values[key]):
                     shown = ", ".join(map(str, values[key]))
-                    errors.append((f"{at}.{part}.{key}", f"value {value!r} not in the sweep",
-                                   shown))  # fmt: skip
+                    err(
+                        f"{at}.{part}.{key}", f"value {value!r} not in the sweep on {engine}", shown
+                    )
         kind = c.get("kind")
         if kind in PAIR_KINDS + ("crossover",) and not (c.get("a") and c.get("b")):
-            errors.append(
-                (at, f"a '{kind}' claim compares a with b: give both", "a: {...}, b: {...}")
-            )
+            err(at, f"a '{kind}' claim compares a with b: give both", "a: {...}, b: {...}")
         if kind in ALONG_KINDS:
             along = c.get("along")
             if along not in swept:
-                errors.append((f"{at}.along", f"{along!r} is not swept (two or more values)",
-                               ", ".join(sorted(swept)) or "none"))  # fmt: skip
+                err(f"{at}.along", f"{along!r} is not swept on {engine} (two or more values)",
+                    ", ".join(sorted(swept)) or "none")  # fmt: skip
         if kind == "crossover" and c.get("within"):
             lo, hi = c["within"]
             if not lo < hi:
-                errors.append((f"{at}.within", "low must be below high", "[low, high]"))
+                err(f"{at}.within", "low must be below high", "[low, high]")
     return errors
 
 

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from tunelab import benchlock, engines, jobs, spec, workloads
+from tunelab import benchlock, claimspec, engines, jobs, spec, workloads
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -232,8 +232,9 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     dirs = (Path(args.workdir), Path(args.data_dir))
     doc, _ = spec.load_yaml(Path(args.file))  # read and checked by expand above
+    judged_by, _ = claimspec.sweep_claims(doc, args.file, args.engine)
     try:
-        sweeprun.run_sweep(points, Path(args.out), *dirs, args.run_id, doc.get("expect"),
+        sweeprun.run_sweep(points, Path(args.out), *dirs, args.run_id, judged_by,
                            log=lambda line: print(line, flush=True))  # fmt: skip
     except EngineError as exc:
         _err(f"{args.file}: {exc}")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import dataset, progress, spec
+from tunelab import dataset, findings, progress, spec
 from tunelab.spec import Point
 from tunelab.workloads import Workload
 
@@ -459,3 +459,10 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def findings_input(sweep_file: str) -> list[str]:
+    """The findings file that judges a sweep file (``tunelab.findings.path_for``), as a
+    rule's input: none when the sweep has none."""
+    path = findings.path_for(sweep_file)
+    return [os.path.relpath(path)] if path is not None else []

@@ -245,6 +245,33 @@ def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -
     _unlock(lockdir, lock_files, holders, say)
 
 
+class RunInProgress(RuntimeError):
+    """Snakemake's lock of this checkout is held by a live run: one line naming it."""
+
+    def __init__(self, holders: list[Proc]):
+        first = next((p for p in holders if "snakemake" in p.names()), holders[0])
+        started = _started_at(first.pid)
+        since = f", started {started}" if started else ""
+        super().__init__(
+            f"another run is in progress in this checkout (pid {first.pid}{since}): wait for it "
+            f"to end, or stop it (kill {first.pid}), then run again; its lock is not stale"
+        )
+
+
+def _started_at(pid: int) -> str:
+    """When a live process started, as local wall-clock time ("" when unknown)."""
+    ticks = start_time(pid)
+    try:
+        boot = next(int(x.split()[1]) for x in Path("/proc/stat").read_text().splitlines()
+                    if x.startswith("btime "))  # fmt: skip
+    except (OSError, StopIteration, ValueError):
+        return ""
+    if ticks is None:
+        return ""
+    at = boot + ticks / os.sysconf("SC_CLK_TCK")
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
 def _unlock(
     lockdir: Path, files: list[Path], holders: list[Proc], say: Callable[[str], None]
 ) -> None:
@@ -252,9 +279,7 @@ def _unlock(
     if not files:
         return
     if holders:
-        who = "; ".join(f"pid {p.pid} ({' '.join(p.argv)[:80]})" for p in holders[:3])
-        say(f"kept the Snakemake lock in {lockdir}: a live process may hold it: {who}")
-        return
+        raise RunInProgress(holders)
     for f in files:
         with contextlib.suppress(FileNotFoundError):
             f.unlink()
@@ -307,6 +332,9 @@ def recover_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         recover(Path(args.workdir), Path(args.checkout))
+    except RunInProgress as exc:
+        print(f"tunelab recover: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:  # Docker errors and the like: one line, no traceback
         why = " ".join(str(exc).split()) or type(exc).__name__
         print(f"tunelab recover: {why}", file=sys.stderr)

@@ -13,6 +13,8 @@ Column groups (a row is a flat dict):
 - provenance: host_name, host_cpu, host_cores, host_mem_gib, host_kernel, host_fs,
   slurm_job_id and slurm_node (empty outside a SLURM job), tunelab_version, git_commit,
   started_at, engine_starts
+- order (a sweep measured in rounds, ``tunelab.sweeprun``): round, order_in_round, order_mode,
+  pass, block
 
 A point's file has a check file beside it (``<point>.check.json``: sha256, bytes, rows,
 columns, the repetitions got and those asked), written after it; ``verify_points`` checks
@@ -59,8 +61,8 @@ REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s
 # points are kept and whose missing ones are measured anew merges (the old rows get blanks),
 # instead of refusing the new points for want of a majority, again at every run.
 ADDED_COLUMNS = frozenset({
-    "table_build", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS, *noise.NOISE_COLUMNS,
-    *devprobe.COLUMNS, *REPLICATION_GAUGES, *REPLICATION_KNOB_COLUMNS,
+    "table_build", "pass", "block", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS,
+    *noise.NOISE_COLUMNS, *devprobe.COLUMNS, *REPLICATION_GAUGES, *REPLICATION_KNOB_COLUMNS,
 })  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from tunelab import (
     cache,
     dataset,
     engines,
+    findings,
     noise,
     provenance,
     results,
@@ -299,6 +300,8 @@ class PointSession:
             # what the sweep asked: measuring stops between them when its claims are decided
             "repetitions_min": point.repetitions_min,
             "repetitions_max": point.repetitions,
+            # the findings its measuring stopped by (a later version re-judges these rows)
+            "findings_digest": findings.digest_for(point.sweep_file),
             **provenance.host(),
             **provenance.code(),
         }

@@ -30,7 +30,7 @@ from yaml.nodes import ScalarNode
 from yaml.reader import ReaderError
 from yaml.resolver import Resolver
 
-from tunelab import claimspec, engines, workloads
+from tunelab import claimspec, engines, findings, workloads
 from tunelab.dataset import Dataset
 from tunelab.engines.base import EngineInfo
 from tunelab.units import parse_size
@@ -386,20 +386,16 @@ def _grid_size(
     return total, longest
 
 
-def repetitions_asked(doc: dict, engine: str | None = None) -> Any:
-    """What a sweep asks of ``repetitions`` on ``engine``: ``overrides.<engine>.repetitions``
-    where given (an engine whose repetitions are cheap can be given a larger budget), else the
-    sweep's own, else the default."""
-    over = (doc.get("overrides") or {}).get(engine) if engine else None
-    if isinstance(over, dict) and "repetitions" in over:
-        return over["repetitions"]
+def repetitions_asked(doc: dict) -> Any:
+    """What a sweep asks of ``repetitions`` (the same budget on every engine), else the
+    default."""
     return doc.get("repetitions", DEFAULT_REPETITIONS)
 
 
 def repetitions(doc: dict, engine: str | None = None) -> tuple[int, int]:
     """(min, max) rounds of a valid sweep on ``engine``: an integer N is (N, N), a mapping
     {min, max} its two values, no key the default."""
-    reps = repetitions_asked(doc, engine)
+    reps = repetitions_asked(doc)
     if isinstance(reps, dict):
         return int(reps["min"]), int(reps["max"])
     return int(reps), int(reps)
@@ -628,10 +624,6 @@ def expand(
     reps_errors = []
     if "repetitions" not in broken:
         reps_errors = _repetitions_errors(file, doc.get("repetitions", DEFAULT_REPETITIONS))
-    over = (doc.get("overrides") or {}).get(engine) or {}
-    if "repetitions" in over:  # the schema checked its shape (a broken override returned)
-        field = f"overrides.{engine}.repetitions"
-        reps_errors += _repetitions_errors(file, over["repetitions"], field)
     errors.extend(reps_errors)
     fine = "repetitions" not in broken and not reps_errors
     reps_min, reps = repetitions(doc, engine) if fine else (1, 1)
@@ -668,9 +660,11 @@ def expand(
                                     access, reps_min))  # fmt: skip
     if warnings is not None:
         warnings.extend(warned)
-    if not errors and "expect" not in broken and doc.get("expect"):
-        for fld, msg, allowed_text in claimspec.validate(doc.get("expect"), points, engine):
-            errors.append(SpecError(file, fld, msg, allowed_text))
+    if not errors and "expect" not in broken:
+        found, claim_errors = claimspec.sweep_claims(doc, file, engine)
+        claim_errors += claimspec.validate(found, points, engine)
+        errors.extend(SpecError(f or file, fld, msg, allowed_text)
+                      for f, fld, msg, allowed_text in claim_errors)  # fmt: skip
     if errors:
         return [], errors
     if not points:
@@ -724,4 +718,28 @@ def validate_files(
                 out.errors.append(SpecError(str(p), "name", msg))
             out.files[name] = str(p)
             out.points[name] = pts
+    out.errors.extend(_unknown_sweeps(paths))
+    # A findings file's error is met once per sweep it judges: one line is enough.
+    out.errors = list({str(e): e for e in out.errors}.values())
     return out
+
+
+def _unknown_sweeps(paths: list[Path]) -> list[SpecError]:
+    """A finding whose sweep is none of the sweep files beside the validated ones."""
+    errors: list[SpecError] = []
+    for book_path in {findings.path_for(p) for p in map(Path, paths)} - {None}:
+        try:
+            book = findings.load(book_path)
+        except findings.FindingsError:
+            continue  # reported with the sweep files it judges
+        names = set()
+        for f in sorted(Path(book_path).parent.joinpath("sweeps").glob("*.yaml")):
+            doc, errs = load_yaml(f)
+            if not errs and isinstance(doc, dict):
+                names.add(str(doc.get("name")))
+        for i, entry in enumerate(book.entries):
+            if entry["sweep"] not in names:
+                errors.append(SpecError(str(book_path), f"findings[{i}].sweep",
+                                        f"no sweep named {entry['sweep']!r}",
+                                        ", ".join(sorted(names))))  # fmt: skip
+    return errors

@@ -14,8 +14,12 @@ Two orders, by what switching from one point to another costs:
   (A B C | C B A | ...), so a linear drift cancels between the first and the last block.
   Within a block each round visits its points in a seeded random order, so the points a
   claim compares on one server are measured side by side in time, not a pass apart. A
-  block's server and table are set up once per pass instead of once per sweep: with the
-  default six repetitions twice, less one at each turn, where the same block measures on.
+  block's server and table are set up once per pass instead of once per sweep: with passes
+  of one round, every round, less one at each turn, where the same block measures on.
+  Points of two blocks are a block's part of a pass apart, so their comparisons pair by
+  pass (``analysis.sequential.pairing``): a pass is one round, so that a comparison between
+  blocks has as many pairs as rounds (with passes of three, six to twelve rounds were two
+  to four passes, which decide nothing). Every row records its ``pass`` and ``block``.
 
 Each finished round is kept in a journal beside the results (``<out>.partial/``); a run
 killed midway continues from the next round. After each round that is one of the sweep's
@@ -128,6 +132,20 @@ def schedule(
                     yield Visit(r, offset + k, group[int(j)])
             offset += len(group)
         start = stop
+
+
+def block_id(point: Point, mode: str) -> int:
+    """The block a row records (``block``): a number for ``block_of``, 0 for every point of a
+    ``rounds`` order (each round takes them all side by side). Rows of one block were
+    measured side by side in every round; rows of two blocks a block's part of a pass apart
+    (``analysis.sequential.pairing``)."""
+    return zlib.crc32(block_of(point).encode()) if mode == "blocked" else 0
+
+
+def pass_of(r: int, mode: str) -> int:
+    """The pass round ``r`` belongs to (``pass`` in the rows): ``PASS_ROUNDS`` rounds each,
+    blocked; each round its own in ``rounds`` order."""
+    return r // PASS_ROUNDS if mode == "blocked" else r
 
 
 def pass_start(r: int, mode: str) -> int:
@@ -265,6 +283,7 @@ def measure_rounds(
         plans.setdefault(s.point.point_id, s.plans)
         s.__exit__(None, None, None)
 
+    block_ids = [block_id(p, mode) for p in points]
     previous = None  # the point measured last: a warm point after itself needs no warm-up
     try:
         first = done
@@ -286,6 +305,7 @@ def measure_rounds(
                     sessions[v.point] = s.__enter__()
                 s = sessions[v.point]
                 extra = {"round": v.round, "order_in_round": v.order, "order_mode": mode,
+                         "pass": pass_of(v.round, mode), "block": block_ids[v.point],
                          **device}  # fmt: skip
                 n_times = len(s.times)
                 rows[v.round].append(s.repetition(v.round, extra, previous == v.point))

@@ -66,8 +66,38 @@ from tunelab import results
 from tunelab.analysis import decisions, hostspeed, sequential, stats
 from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
+from tunelab.findings import FINDING
 
 VERDICTS = decisions.VERDICTS
+# What a verdict says in words: of a finding, whether it reproduced here; of an explanation
+# or a sweep's own claim, whether it holds. A directional claim shown equivalent within its
+# margin (SIMILAR) did not reproduce: the effect is shown absent.
+REPRODUCED, NOT_REPRODUCED, UNDECIDED = "reproduced", "not reproduced", "undecided"
+HOLDS_WORD, FAILS_WORD = "holds", "does not hold"
+CANNOT_RUN = "cannot run here"
+WORDS = (REPRODUCED, NOT_REPRODUCED, UNDECIDED, HOLDS_WORD, FAILS_WORD, CANNOT_RUN)
+
+
+def word(verdict: str, role: str) -> str:
+    """The verdict of a claim in its role's words (``claimspec.Claim.role``)."""
+    if verdict == INCONCLUSIVE or verdict not in decisions.DECIDED:
+        return UNDECIDED
+    if role == FINDING:
+        return REPRODUCED if verdict == HOLDS else NOT_REPRODUCED
+    return HOLDS_WORD if verdict == HOLDS else FAILS_WORD
+
+
+def word_of(stored: dict[str, Any]) -> str:
+    """The word of a stored verdict (``Verdict.to_json``; a file written before words were
+    stored has the verdict alone)."""
+    return str(stored.get("word") or word(str(stored.get("verdict")), stored.get("role", "")))
+
+
+def css_class(text: str) -> str:
+    """The class a page styles a verdict word by (tl-reproduced, tl-not-reproduced, ...)."""
+    return "tl-" + "-".join(str(text).split()).replace("-here", "")
+
+
 CLIENT_BOUND = 0.5  # as the report flags it
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
 
@@ -80,6 +110,10 @@ class Verdict:
     causes: list[str] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)  # the compared rows' hosts
     needed: int | None = None  # inconclusive: repetitions the observed spread would need
+    # per context (e.g. cold, warm): its label, verdict, ratio [low, high] or crossing
+    contexts: list[dict[str, Any]] = field(default_factory=list)
+    # rows measured under another version of the findings file than the one judging them
+    other_version: str = ""
 
     @property
     def decided(self) -> bool:
@@ -95,18 +129,37 @@ class Verdict:
     def line(self, sweep: str) -> str:
         why = f"; likely cause: {'; '.join(self.causes)}" if self.causes else ""
         pooled = f"; {self.pooled}" if self.pooled else ""
-        return f"{sweep}: {self.claim.says}: {self.verdict} ({self.evidence}{why}{pooled})"
+        other = f"; {self.other_version}" if self.other_version else ""
+        return f"{sweep}: {self.claim.says}: {self.word} ({self.evidence}{why}{pooled}{other})"
+
+    @property
+    def word(self) -> str:
+        return word(self.verdict, self.claim.role)
 
     def to_json(self) -> dict[str, Any]:
+        c = self.claim
         return {
-            "claim": self.claim.says,
-            "kind": self.claim.kind,
+            "claim": c.says,
+            "kind": c.kind,
+            "role": c.role,
+            "finding": c.finding,
+            "source": c.source,
+            "reported": c.reported,
+            "source_ratio": c.source_ratio,
+            "findings_digest": c.findings_digest,
+            "margin": c.min_effect,
+            "window": list(c.within) if c.within else None,
+            # the intervals in the evidence are at 1 - alpha of the look that decided
+            "interval_level": round(1 - c.alpha, 4),
+            "word": self.word,
             "verdict": self.verdict,
             "evidence": self.evidence,
             "causes": self.causes,
             "hosts": self.hosts,
             "decided": self.decided,
             "needed": self.needed,
+            "contexts": self.contexts,
+            "other_version": self.other_version,
         }
 
 
@@ -179,31 +232,32 @@ class Outcome:
     text: str
     causes: list[str] = field(default_factory=list)
     needed: int | None = None
-
-
-def _rounds(rows: pd.DataFrame) -> np.ndarray | None:
-    return rows["round"].to_numpy() if "round" in rows else None
+    # the one figure of this context: a/b's ratio and interval, or where the curves cross
+    ratio: tuple[float, float, float] | None = None
+    crossing: float | None = None
 
 
 def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.RatioTest | None:
-    """``a``'s rows against ``b``'s (ratio a/b), paired by round where both carry one; None
+    """``a``'s rows against ``b``'s (ratio a/b), paired by round where both carry one (by
+    pass where a blocked order measured them a pass apart: ``sequential.pairing``); None
     when a side has no finite value. Seeded by the compared points, so the report's own
     figures and tables give the same interval for the same comparison."""
     ids = [r.get("point_id", []) for r in (b, a)]
     old, new = hostspeed.values([b, a], metric_column(metric)) or (
         _values(b, metric), _values(a, metric))  # fmt: skip
+    (old_units, new_units), unit = sequential.pairing(b, a)
     try:
         return stats.compare_samples(
             old, new, alpha=alpha,
             key=stats.comparison_key(metric_column(metric), *ids),
-            old_rounds=_rounds(b), new_rounds=_rounds(a),
+            old_rounds=old_units, new_rounds=new_units, unit=unit,
         )  # fmt: skip
     except ValueError:
         return None
 
 
 def _n_text(t: stats.RatioTest) -> str:
-    n = f"{t.n} rounds paired" if t.paired else f"n={t.n_new}/{t.n_old}"
+    n = f"{t.n} {t.unit}s paired" if t.paired else f"n={t.n_new}/{t.n_old}"
     return f"{n}, smallest possible p {t.min_p:.2g}"
 
 
@@ -234,7 +288,7 @@ def _evidence_causes(
         found.append(f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
                      f"interval [{t.low:.3g}, {t.high:.3g}])")  # fmt: skip
     if not t.can_decide(claim.alpha):
-        n = f"{t.n} rounds" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
+        n = f"{t.n} {t.unit}s" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
         found.append(f"too few repetitions: {n} give no p below {t.min_p:.2g}")
     needed = stats.repetitions_needed(t, m, claim.alpha)
     if needed is not None:
@@ -272,10 +326,12 @@ def _outcome(
     verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, rows: pd.DataFrame,
     extra: Sequence[str] = (),
 ) -> Outcome:  # fmt: skip
+    ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
     if verdict == HOLDS:
-        return Outcome(verdict, text)
+        return Outcome(verdict, text, ratio=ratio)
     evidence, needed = _evidence_causes(verdict, t, claim)
-    return Outcome(verdict, text, [*extra, *evidence, *_row_causes(rows, claim.metric)], needed)
+    causes = [*extra, *evidence, *_row_causes(rows, claim.metric)]
+    return Outcome(verdict, text, causes, needed, ratio=ratio)
 
 
 def _uses_index(path: Any) -> float:
@@ -350,7 +406,8 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     rank = rows[col].map(lambda c: next((i for i, v in enumerate(along) if same(c, v)), np.nan))
     scaled = hostspeed.values([rows], metric_column(metric))
     values = scaled[0] if scaled else _values(rows, metric)
-    trend = decisions.trend(rank.to_numpy(dtype=float), values, _rounds(rows))
+    (units,), unit = sequential.pairing(rows)
+    trend = decisions.trend(rank.to_numpy(dtype=float), values, units, unit)
     text += f"; trend over {len(along)} values: {trend.text}"
     breaks = []
     for low, high in zip(along, along[1:]):
@@ -396,15 +453,18 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> 
     verdict, where, extra = _crossing(xs, signs, lo, hi)
     # Curves that cross back have no one crossing to place.
     once = _crossed_back(signs) is None
-    estimate = _crossing_estimate(xs, tests, _bracket(xs, signs)) if once else None
+    medians = [(x, _median(_at(a_rows, col, v), metric), _median(_at(b_rows, col, v), metric))
+               for x, v in zip(xs, along)]  # fmt: skip
+    estimate = _crossing_estimate(medians, _bracket(xs, signs)) if once else None
     est = f"≈{estimate:.3g} " if estimate is not None else ""
     ratios = ", ".join(f"{x:g}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
     shown = next((t for t in tests if t is not None), None)
     n = f"; {_n_text(shown)} per value" if shown is not None else ""
     text = f"crossing {est}({where}; a/b by {claim.along}: {ratios}{n})"
     if verdict == HOLDS:
-        return Outcome(verdict, text)
-    return Outcome(verdict, text, [*extra, *_row_causes(pd.concat([a_rows, b_rows]), metric)])
+        return Outcome(verdict, text, crossing=estimate)
+    causes = [*extra, *_row_causes(pd.concat([a_rows, b_rows]), metric)]
+    return Outcome(verdict, text, causes, crossing=estimate)
 
 
 def _crossing(
@@ -482,14 +542,21 @@ def _bracket(xs: list[float], signs: list[int]) -> tuple[float, float]:
     return xs[start], xs[min(above)] if above else xs[-1]
 
 
+def _median(rows: pd.DataFrame, metric: str) -> float:
+    values = _values(rows, metric)
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if values.size else math.nan
+
+
 def _crossing_estimate(
-    xs: list[float], tests: list[stats.RatioTest | None], bracket: tuple[float, float]
+    medians: list[tuple[float, float, float]], bracket: tuple[float, float]
 ) -> float | None:
-    """Where a's median curve meets b's, as the report's selectivity figure marks it
-    (``stats.crossings``: linear in log10 of ``along`` when every value is positive):
-    the first meeting within ``bracket``, else the first; the medians can meet between
-    values where neither point is clearly lower, away from where the tests place it."""
-    pts = [(x, t.new_median, t.old_median) for x, t in zip(xs, tests) if t is not None]
+    """Where a's median curve meets b's (medians of every repetition, as stored), as the
+    report's selectivity figure marks it (``stats.crossings``: linear in log10 of ``along``
+    when every value is positive), so the page quotes one number for it: the first meeting
+    within ``bracket``, else the first; the medians can meet between values where neither
+    point is clearly lower, away from where the tests place it."""
+    pts = [p for p in medians if all(math.isfinite(v) for v in p)]
     if len(pts) < 2:
         return None
     x, a, b = (list(c) for c in zip(*pts))
@@ -509,7 +576,7 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         return Verdict(claim, INCONCLUSIVE, "no rows match", ["no rows match"])
     context = _context_columns(rows, claim)
     groups = [((), rows)] if not context else list(rows.groupby(context, dropna=False, sort=True))
-    parts, causes, outcomes = [], [], []
+    parts, causes, outcomes, contexts = [], [], [], []
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
         o = _evaluate_one(claim, g)
@@ -517,13 +584,16 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         parts.append(f"{label}: {o.text}" if label else o.text)
         outcomes.append(o)
         causes.extend(w for w in o.causes if w not in causes)
+        ratio = list(o.ratio) if o.ratio else None
+        contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
+                         "crossing": o.crossing})  # fmt: skip
     overall = decisions.combine([o.verdict for o in outcomes])
     needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
     if hostspeed.applies([rows], metric_column(claim.metric)):
         parts.append(f"times {hostspeed.NOTE}, weight {hostspeed.weight_of(rows):.2f}")
     return Verdict(
         claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
-        max(needed) if needed and overall == INCONCLUSIVE else None,
+        max(needed) if needed and overall == INCONCLUSIVE else None, contexts,
     )  # fmt: skip
 
 
@@ -590,14 +660,30 @@ def evaluate_in_looks(claim: Claim, frame: pd.DataFrame, looks: Sequence[int]) -
 def evaluate_sweep(
     expect: Any, frame: pd.DataFrame, engine: str, alpha: float | None = None
 ) -> list[Verdict]:
-    """Every claim of ``expect`` on ``engine`` evaluated; ``alpha`` as in ``evaluate``.
-    Rows of a sweep that measures until its claims are decided (``repetitions: {min,
-    max}``) are judged as the procedure that stopped it judged them (``evaluate_in_looks``)."""
+    """Every claim of ``expect`` (``claimspec.sweep_claims``: the claims on ``engine``)
+    evaluated; ``alpha`` as in ``evaluate``. Rows of a sweep that measures until its claims
+    are decided (``repetitions: {min, max}``) are judged as the procedure that stopped it
+    judged them (``evaluate_in_looks``). A verdict on rows measured under another version of
+    the findings file says so (``Verdict.other_version``)."""
     looks = looks_of(frame) if alpha is None else None
-    chosen = [c for c in parse(expect) if c.applies_to(engine)]
+    chosen = parse(expect)
     if looks:
-        return [evaluate_in_looks(c, frame, looks) for c in chosen]
-    return [evaluate(c, frame, alpha) for c in chosen]
+        verdicts = [evaluate_in_looks(c, frame, looks) for c in chosen]
+    else:
+        verdicts = [evaluate(c, frame, alpha) for c in chosen]
+    measured = _digests(frame)
+    for v in verdicts:
+        judged = v.claim.findings_digest
+        if judged and measured and measured != {judged}:
+            v.other_version = (f"rows measured under findings {', '.join(sorted(measured))}, "
+                               f"judged under {judged}")  # fmt: skip
+    return verdicts
+
+
+def _digests(frame: pd.DataFrame) -> set[str]:
+    if "findings_digest" not in frame:
+        return set()
+    return {str(d) for d in frame["findings_digest"].dropna() if str(d).strip()}
 
 
 def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:

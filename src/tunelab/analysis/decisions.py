@@ -99,7 +99,10 @@ class Trend:
     text: str
 
 
-def trend(positions: np.ndarray, values: np.ndarray, rounds: np.ndarray | None = None) -> Trend:
+def trend(
+    positions: np.ndarray, values: np.ndarray, rounds: np.ndarray | None = None,
+    unit: str = "round",
+) -> Trend:  # fmt: skip
     """The trend of ``values`` over ``positions`` (the rank of each row's value of ``along``).
 
     Rows measured in rounds are blocked by round, as every other comparison pairs them: Page's
@@ -108,7 +111,8 @@ def trend(positions: np.ndarray, values: np.ndarray, rounds: np.ndarray | None =
     follow the positions; its one-sided exact p, doubled, is the two-sided p. Rows without
     rounds, or fewer than two complete rounds, or fewer than three positions, get Kendall's
     tau-b between position and value over every repetition. (nan, 1.0) when either has no
-    spread.
+    spread. ``unit`` names what ``rounds`` number: a round, or a pass of a blocked order
+    (``sequential.pairing``), whose median value per position is then ranked.
     """
     from scipy import stats
 
@@ -120,7 +124,7 @@ def trend(positions: np.ndarray, values: np.ndarray, rounds: np.ndarray | None =
         down = stats.page_trend_test(blocks[:, ::-1]).pvalue
         p = min(1.0, 2 * min(up, down))
         sign = math.nan if up == down else (1.0 if up < down else -1.0)
-        return Trend(sign, p, f"Page's L over {blocks.shape[0]} rounds, p={p:.2g}")
+        return Trend(sign, p, f"Page's L over {blocks.shape[0]} {unit}s, p={p:.2g}")
     x, y = x[keep], y[keep]
     if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
         return Trend(math.nan, 1.0, "no spread")

@@ -38,6 +38,9 @@ from collections.abc import Mapping, Sequence
 from statistics import NormalDist
 from typing import NamedTuple
 
+import numpy as np
+import pandas as pd
+
 # Share of alpha the first look spends: 0.035 of 0.05, above the 0.03125 six rounds that
 # all agree reach with the exact signed-rank test. The later looks share the rest.
 FIRST_SHARE = 0.7
@@ -79,8 +82,50 @@ def looks(n_min: int, n_max: int) -> list[int]:
 
 
 # A server engine's sweep measures its rounds in passes of this many (tunelab.sweeprun):
-# its looks fall on a pass's end.
-PASS_ROUNDS = 3
+# its looks fall on a pass's end. One: a comparison between blocks is paired by pass
+# (``pairing``), and with passes of three, six to twelve rounds were two to four passes, too
+# few for the signed-rank test to reach alpha at all (2 / 2**4 = 0.125): none of the
+# simulated claims between blocks was ever decided (``benchmarks/verdict_error_rates.py``),
+# while pairing their rounds as independent let claims at the margin hold in 7-12 % of the
+# simulated sweeps at alpha 0.05.
+# A pass of one round costs a block's set-up (a restart, another data directory or table)
+# every round instead of every third.
+PASS_ROUNDS = 1
+# The passes of rows that do not record theirs (``pass``): measured when passes had three.
+RECORDED_PASS_ROUNDS = 3
+ROUND, PASS = "round", "pass"
+
+
+def pairing(*sides: pd.DataFrame) -> tuple[list[np.ndarray | None], str]:
+    """The unit each side's rows are paired by, per side, and its name (``round`` or
+    ``pass``): where the measurements vary independently.
+
+    Rows measured in ``rounds`` order, or all in one block of a ``blocked`` order (one
+    server and table: ``sweeprun.block_of``), took every point of a round side by side: the
+    round is the unit. Rows of a blocked order in more than one block were measured a block's
+    part of a pass apart, each block's rounds of a pass back to back: what the host, the
+    server's start and the table's build did in that part is shared by the pass's rounds, so
+    the pass is the unit (each side's median in it; ``stats.compare_samples`` pairs them).
+    Rows without a ``block`` count as more than one block, and those without a ``pass`` as
+    passes of ``RECORDED_PASS_ROUNDS``. None per side for rows without rounds."""
+    if not sides or any("round" not in s for s in sides):
+        return [None] * len(sides), ROUND
+    rounds = [pd.to_numeric(s["round"], errors="coerce").to_numpy(dtype=float) for s in sides]
+    modes = {m for s in sides if "order_mode" in s for m in s["order_mode"].unique()
+             if isinstance(m, str)}  # fmt: skip
+    if modes <= {"rounds"}:
+        return rounds, ROUND
+    if all("block" in s for s in sides):
+        blocks = {str(b) for s in sides for b in s["block"].unique()}
+        if len(blocks) == 1 and all(s["block"].notna().all() for s in sides):
+            return rounds, ROUND
+    units = []
+    for s, r in zip(sides, rounds):
+        if "pass" in s:
+            units.append(pd.to_numeric(s["pass"], errors="coerce").to_numpy(dtype=float))
+        else:
+            units.append(np.floor(r / RECORDED_PASS_ROUNDS))
+    return units, PASS
 
 
 def looks_for(n_min: int, n_max: int, order_mode: str = "rounds") -> list[int]:

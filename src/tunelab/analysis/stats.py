@@ -13,6 +13,7 @@ rather than calling it a 95 % interval.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zlib
 from collections.abc import Sequence
@@ -149,6 +150,7 @@ class RatioTest:
     eq_high: float = math.nan
     spread: float = math.nan  # paired: robust SD of the per-round log ratios (1.4826 MAD)
     sd: float = math.nan  # paired: their sample SD
+    unit: str = "round"  # paired: what a pair is (``sequential.pairing``), n counts them
 
     def significant(self, alpha: float) -> bool:
         return (self.low > 1 or self.high < 1) and self.p < alpha
@@ -269,7 +271,10 @@ def min_p_paired(n: int) -> float:
 def _rounds(rounds: Sequence[Any] | np.ndarray | None, size: int) -> np.ndarray | None:
     if rounds is None:
         return None
-    r = np.asarray(pd.to_numeric(pd.Series(list(rounds)), errors="coerce"), dtype=float)
+    if isinstance(rounds, np.ndarray) and rounds.dtype.kind in "fiu":
+        r = rounds.astype(float)
+    else:
+        r = np.asarray(pd.to_numeric(pd.Series(list(rounds)), errors="coerce"), dtype=float)
     if r.size != size:
         raise ValueError(f"{r.size} rounds for {size} values")
     return r
@@ -278,8 +283,10 @@ def _rounds(rounds: Sequence[Any] | np.ndarray | None, size: int) -> np.ndarray 
 def per_round(values: np.ndarray, rounds: np.ndarray) -> dict[float, float]:
     """Round -> median of the side's finite values measured in it."""
     keep = np.isfinite(values) & np.isfinite(rounds)
-    frame = pd.DataFrame({"r": rounds[keep], "v": values[keep]})
-    return frame.groupby("r")["v"].median().to_dict()
+    r, v = rounds[keep], values[keep]
+    if r.size and np.unique(r).size == r.size:  # one value a round: no median to take
+        return dict(zip(r.tolist(), v.tolist()))
+    return {float(u): float(np.median(v[r == u])) for u in np.unique(r)}
 
 
 def _paired(
@@ -309,6 +316,7 @@ def compare_samples(
     key: str = "",
     old_rounds: Sequence[Any] | np.ndarray | None = None,
     new_rounds: Sequence[Any] | np.ndarray | None = None,
+    unit: str = "round",
 ) -> RatioTest:
     """Compare two sets of repetitions; ``key`` (point and metric) seeds the bootstrap
     together with ``seed``, so a point's interval does not depend on the other points.
@@ -317,7 +325,8 @@ def compare_samples(
     the values) and at least ``MIN_PAIRS`` rounds on both sides, the comparison is paired:
     per shared round the ratio of the sides' medians in that round; p the signed-rank test
     on their logs, the estimate and interval the ones that test gives (``walsh_interval``).
-    Drift between rounds then cancels out. Otherwise each
+    Drift between rounds then cancels out. ``unit`` names what the ``rounds`` number (a
+    round, or a pass of a blocked order: ``sequential.pairing``). Otherwise each
     side's repetitions are taken as one sample (ratio of medians, Mann–Whitney U)."""
     x_all = np.asarray(pd.to_numeric(pd.Series(list(old)), errors="coerce"), dtype=float)
     y_all = np.asarray(pd.to_numeric(pd.Series(list(new)), errors="coerce"), dtype=float)
@@ -328,7 +337,7 @@ def compare_samples(
     xr, yr = _rounds(old_rounds, x_all.size), _rounds(new_rounds, y_all.size)
     pairs = _paired(x_all, y_all, xr, yr) if xr is not None and yr is not None else None
     if pairs is not None:
-        return _paired_test(*pairs, alpha, resamples, rng)
+        return dataclasses.replace(_paired_test(*pairs, alpha, resamples, rng), unit=unit)
     draws = _bootstrap_ratios(x, y, resamples, rng)
     low, high = _percentiles(draws, 1 - alpha)
     eq_low, eq_high = _percentiles(draws, 1 - 2 * alpha)

@@ -17,11 +17,18 @@ from tunelab.report.labels import fmt, fmt_percent, label
 
 
 def raw_html(data: ReportData) -> str:
+    """Every stored row: the columns whose value is the same in every row once, the others
+    as a table, each value as stored (a page stays small enough to open at once)."""
     frame = data.results
+    shown = frame.map(lambda v: "" if pd.isna(v) else str(v))
+    same = [c for c in shown if shown[c].nunique() <= 1]
+    varied = shown.drop(columns=same)
+    common = "; ".join(f"{c} {shown[c].iloc[0] if len(shown) else ''}" for c in same)
     return (
         f"<details class='tl-raw-rows'><summary>All {len(frame)} rows, {frame.shape[1]} columns "
         f"(as stored in <code>{esc(data.results_csv)}</code>)</summary>"
-        f"<div class='tl-scroll'>{tables.raw_html(frame)}</div></details>"
+        f"<p class='tl-muted'>The same in every row: {esc(common)}.</p>"
+        f"<div class='tl-scroll'>{tables.raw_html(varied)}</div></details>"
     )
 
 

@@ -42,6 +42,7 @@ def _report_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="HTML file to write")
     p.add_argument("--calibration", type=Path, help="fio calibration (JSON) of the device")
     p.add_argument("--bpsim", type=Path, help="buffer-pool simulator curve (CSV)")
+    p.add_argument("--verdicts", type=Path, help="its verdicts (`tunelab check --json`)")
     p.add_argument("--name", default="", help="sweep name in the rows (default: the file's)")
     p.add_argument("--title", default="", help="page title (default: the sweep name)")
     p.add_argument("--template", type=Path, default=None, help="notebook template (.py)")
@@ -93,6 +94,7 @@ def report_main(argv: Sequence[str] | None = None) -> int:
             "sweep_file": str(args.sweep),
             "calibration_json": _optional_file(args.calibration, "--calibration"),
             "bpsim_csv": _optional_file(args.bpsim, "--bpsim"),
+            "verdicts_json": _optional_file(args.verdicts, "--verdicts"),
             "title": args.title or data.name,
         }
         _check_calibration(params["calibration_json"])

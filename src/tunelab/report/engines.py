@@ -20,7 +20,6 @@ import html
 import itertools
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +29,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from tunelab import engines, spec
+from tunelab import claimspec, engines, spec
 from tunelab.analysis import stats
+from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
 from tunelab.report import plots
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
-from tunelab.report.labels import fmt, fmt_bytes, fmt_percent, label
+from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, label
 from tunelab.report.methods import methods_text
 from tunelab.report.render import write_atomic
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
@@ -44,8 +44,6 @@ PAGES_DIR = "engines"  # beside the index
 METRIC = "elapsed_s"
 POOL_BYTES = "pool_bytes"  # derived: the pool in bytes, so that engines share the axis
 MAX_PANELS = 6
-_RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
-_CROSSING_RE = re.compile(r"crossing ≈([0-9.e-]+)")
 
 PAGE_CSS = """
 body { background: #f4f5f7; margin: 0; font-family: -apple-system, "Segoe UI", Roboto,
@@ -67,10 +65,11 @@ table.tl-grid th { text-align: left; font-weight: 600; color: #444c56; backgroun
 table.tl-grid td { border-bottom: 1px solid #eceef1; padding: 6px 10px; vertical-align: top; }
 .tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
   border-radius: 9px; margin: 0 4px 3px 0; white-space: nowrap; }
-.tl-holds { background: #dafbe1; color: #116329; }
-.tl-similar { background: #ddf4ff; color: #0a3069; }
-.tl-contradicted { background: #ffebe9; color: #a40e26; }
-.tl-inconclusive { background: #fff8c5; color: #7d4e00; }
+.tl-reproduced, .tl-holds { background: #dafbe1; color: #116329; }
+.tl-not-reproduced, .tl-does-not-hold { background: #ffebe9; color: #a40e26; }
+.tl-undecided { background: #fff8c5; color: #7d4e00; }
+.tl-cannot-run { background: #eaeef2; color: #424a53; }
+.tl-explains { color: #57606a; font-size: 12.5px; padding-left: 12px; display: block; }
 .tl-cell a { text-decoration: none; }
 .tl-ratio { font-size: 12px; color: #57606a; white-space: nowrap; }
 tr.tl-sweep-row td { background: #f6f8fa; padding-top: 10px; }
@@ -107,6 +106,12 @@ class Experiment:
     doc: dict[str, Any]
     runs: list[EngineRun]
     missing: dict[str, str] = field(default_factory=dict)  # engine -> why it has no rows
+    sweep_file: str = ""
+
+    @property
+    def claims(self) -> list[dict[str, Any]]:
+        """The claims the sweep is judged by (its findings, their explanations, its own)."""
+        return claimspec.sweep_claims(self.doc, self.sweep_file, None)[0]
 
     @property
     def shape_only(self) -> bool:
@@ -175,7 +180,7 @@ def gather(
         if runs and doc is not None:
             have = {r.engine for r in runs}
             missing = {e: why_missing(doc, e) for e in engines.names() if e not in have}
-            out.append(Experiment(sweep, doc, runs, missing))
+            out.append(Experiment(sweep, doc, runs, missing, str(path)))
     return out
 
 
@@ -184,7 +189,7 @@ def main_x(exp: Experiment) -> str | None:
     """The dimension the sweep asks about: the ``along`` of its first trend or crossover
     claim, else the first swept dimension of its first engine; a pool as bytes."""
     x = None
-    for claim in exp.doc.get("expect") or []:
+    for claim in exp.claims:
         if isinstance(claim, dict) and claim.get("along"):
             x = str(claim["along"])
             break
@@ -268,7 +273,7 @@ def compared_column(exp: Experiment, cols: list[str]) -> str | None:
     """The column the sweep's first pair of sides differs in (``index`` for an index against
     a scan), when it is one of ``cols``: drawn as line styles in one panel, not as panels,
     so that each panel holds the comparison the claim makes."""
-    for claim in exp.doc.get("expect") or []:
+    for claim in exp.claims:
         a, b = (claim.get(k) if isinstance(claim, dict) else None for k in ("a", "b"))
         if isinstance(a, dict) and isinstance(b, dict):
             for key in a:
@@ -398,11 +403,24 @@ def differences(exp: Experiment) -> list[str]:
 
 
 def claim_names(exp: Experiment) -> list[str]:
-    """The claims in the sweep file's order, then any only the verdicts name."""
-    names = [str(c.get("says")) for c in exp.doc.get("expect") or [] if isinstance(c, dict)]
+    """The claims in the order the sweep is judged by (each finding, then its explanations),
+    then any only the verdicts name."""
+    names = [str(c.get("says")) for c in exp.claims]
     for run in exp.runs:
         names += [str(v.get("claim")) for v in run.verdicts]
     return list(dict.fromkeys(n for n in names if n and n != "None"))
+
+
+def claim_rows(exp: Experiment) -> list[dict[str, Any]]:
+    """Each claim's name, role and (for an explanation of one engine) that engine."""
+    known = {str(c.get("says")): c for c in exp.claims}
+    return [
+        {"says": n, "role": known.get(n, {}).get("role", "claim"),
+         "engine": known.get(n, {}).get("explains_engine"),
+         "reported": known.get(n, {}).get("reported"),
+         "source_ratio": known.get(n, {}).get("source_ratio")}
+        for n in claim_names(exp)
+    ]  # fmt: skip
 
 
 def verdict_of(run: EngineRun, claim: str) -> dict[str, Any] | None:
@@ -410,24 +428,39 @@ def verdict_of(run: EngineRun, claim: str) -> dict[str, Any] | None:
 
 
 def verdict_cell(v: dict[str, Any] | None, href: str = "", missing: str = "") -> str:
-    """A verdict badge with its ratio and interval (as the evidence gives them), linking to
-    the evidence; "—" with the reason when the engine has no verdict."""
-    if v is None:
-        title = html.escape(missing or "no verdict: the claim is not made for this engine")
-        return f'<span class="tl-muted" title="{title}">—</span>'
+    """A verdict in words with this engine's figure per context (its interval at the level
+    the deciding look used), linking to the evidence; where the engine has no verdict, why:
+    "cannot run here" with the reason, or not run yet."""
     esc = html.escape
-    verdict = esc(str(v.get("verdict", "")))
-    evidence = str(v.get("evidence", ""))
-    found, crossing = _RATIO_RE.search(evidence), _CROSSING_RE.search(evidence)
-    if found:
-        ratio = f"{found.group(1)} [{found.group(2)}, {found.group(3)}]"
-    else:
-        ratio = f"crossing ≈{crossing.group(1)}" if crossing else ""
-    ratio = f'<div class="tl-ratio">{esc(ratio)}</div>' if ratio else ""
-    badge = f'<span class="tl-verdict tl-{verdict}">{verdict}</span>'
+    if v is None:
+        if not missing:
+            return '<span class="tl-muted">—</span>'
+        if missing.startswith("not run yet"):
+            return f'<span class="tl-muted" title="{esc(missing)}">not run</span>'
+        badge = f'<span class="tl-verdict tl-cannot-run">{CANNOT_RUN}</span>'
+        return f'<div class="tl-cell">{badge}<div class="tl-ratio">{esc(missing)}</div></div>'
+    said = word_of(v)
+    figures = figures_text(v)
+    level = v.get("interval_level")
+    if figures and level:
+        figures.append(f"{level * 100:.3g} % interval{'s' if len(figures) > 1 else ''}")
+    ratio = "".join(f'<div class="tl-ratio">{esc(f)}</div>' for f in figures)
+    badge = f'<span class="tl-verdict {css_class(said)}">{esc(said)}</span>'
     title = esc(str(v.get("evidence", "")))
     inner = f'<a href="{esc(href)}" title="{title}">{badge}</a>' if href else badge
     return f'<div class="tl-cell">{inner}{ratio}</div>'
+
+
+def _claim_label(row: dict[str, Any]) -> str:
+    """A finding in words with its source's figure; an explanation marked as one."""
+    esc = html.escape
+    if row["role"] == "explains":
+        about = f" ({row['engine']})" if row.get("engine") else ""
+        return f'<span class="tl-explains">↳ why{esc(about)}: {esc(row["says"])}</span>'
+    text = f"<strong>{esc(row['says'])}</strong>"
+    if row.get("reported"):
+        text += f'<div class="tl-ratio">source: {esc(str(row["reported"]))}</div>'
+    return text
 
 
 def _plans(exp: Experiment, x: str) -> str:
@@ -488,23 +521,39 @@ def _sort_key(v: str) -> tuple:
 
 # -- the page ------------------------------------------------------------------------------
 def claims_html(exp: Experiment, page_dir: Path) -> str:
-    names = claim_names(exp)
-    if not names:
-        return '<p class="tl-muted">The sweep states no claims.</p>'
-    head = "<th>Claim</th>" + "".join(f"<th>{html.escape(r.engine)}</th>" for r in exp.runs)
+    rows = claim_rows(exp)
+    if not rows:
+        return '<p class="tl-muted">The sweep states no findings.</p>'
+    cols = [r.engine for r in exp.runs] + sorted(exp.missing)
+    runs = {r.engine: r for r in exp.runs}
+    head = "<th>Finding</th>" + "".join(f"<th>{html.escape(e)}</th>" for e in cols)
     body = ""
-    for name in names:
-        cells = "".join(
-            f"<td>{verdict_cell(verdict_of(r, name), _rel(r.report, page_dir))}</td>"
-            for r in exp.runs
-        )
-        body += f"<tr><td>{html.escape(name)}</td>{cells}</tr>"
+    for row in rows:
+        cells = "".join(f"<td>{_cell(exp, runs.get(e), e, row, page_dir)}</td>" for e in cols)
+        body += f"<tr><td>{_claim_label(row)}</td>{cells}</tr>"
     return (
         f'<table class="tl-grid" id="claims"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table>"
-        '<p class="tl-muted">Each cell: the verdict on that engine\'s rows, the ratio of '
-        "the claim's two sides with its 95 % interval; click for the engine's page.</p>"
+        f"<tbody>{body}</tbody></table>" + LEGEND
     )
+
+
+LEGEND = (
+    '<p class="tl-muted">Each cell: the finding on that engine\'s rows: reproduced (direction '
+    "and size as the source states them), not reproduced (the other way, or shown absent), "
+    "undecided (the rounds did not decide), cannot run here (the engine cannot vary the "
+    "sweep's knobs). Beside it, a/b's ratio per context with its interval at the level of the "
+    "look that decided (for a time, below 1 means a is faster; for a throughput, above 1), or "
+    "where the curves cross. ↳ why: an explanation, checked on the same rows, never counted "
+    "as the finding's verdict.</p>"
+)
+
+
+def _cell(exp: Experiment, run: EngineRun | None, engine: str, row: dict, page_dir: Path) -> str:
+    if row.get("engine") and row["engine"] != engine:
+        return ""  # an explanation about another engine
+    if run is None:
+        return verdict_cell(None, missing=exp.missing.get(engine, ""))
+    return verdict_cell(verdict_of(run, row["says"]), _rel(run.report, page_dir))
 
 
 def _rel(path: Path | None, base: Path) -> str:
@@ -611,14 +660,15 @@ def write_pages(experiments: list[Experiment], out_dir: Path) -> list[Path]:
 
 # -- the matrix the index leads with --------------------------------------------------------
 def matrix_html(experiments: list[Experiment], index_dir: Path) -> str:
-    """Every claim of every sweep by every engine with rows, colour-coded by verdict, each
-    cell linking to the cross-engine page's claims."""
+    """Every finding of every sweep (its explanations beneath it) by every engine with rows,
+    in words, each cell linking to the cross-engine page's findings; an engine without rows
+    of a sweep says why (cannot run here, or not run yet)."""
     experiments = [x for x in experiments if claim_names(x)]
     cols = [e for e in engines.names() if any(e in {r.engine for r in x.runs} for x in experiments)]
     if not cols:
         return ""
     esc = html.escape
-    head = "<th>Claim</th>" + "".join(f"<th>{esc(e)}</th>" for e in cols)
+    head = "<th>Finding</th>" + "".join(f"<th>{esc(e)}</th>" for e in cols)
     body = ""
     for exp in experiments:
         page = f"{PAGES_DIR}/{exp.sweep}.html"
@@ -628,22 +678,20 @@ def matrix_html(experiments: list[Experiment], index_dir: Path) -> str:
             f"<strong>{esc(exp.sweep)}</strong></a></td></tr>"
         )
         runs = {r.engine: r for r in exp.runs}
-        for name in claim_names(exp):
+        for row in claim_rows(exp):
             cells = ""
             for e in cols:
                 run = runs.get(e)
-                why = exp.missing.get(e, "")
-                cells += (
-                    "<td>"
-                    + (
-                        verdict_cell(verdict_of(run, name), f"{page}#claims")
-                        if run
-                        else verdict_cell(None, missing=why)
+                if row.get("engine") and row["engine"] != e:
+                    cells += "<td></td>"
+                elif run is None:
+                    cells += f"<td>{verdict_cell(None, missing=exp.missing.get(e, ''))}</td>"
+                else:
+                    cells += (
+                        f"<td>{verdict_cell(verdict_of(run, row['says']), page + '#claims')}</td>"
                     )
-                    + "</td>"
-                )
-            body += f"<tr><td>{esc(name)}</td>{cells}</tr>"
+            body += f"<tr><td>{_claim_label(row)}</td>{cells}</tr>"
     return (
-        f'<h2 id="matrix">Every claim on every engine</h2><table class="tl-grid tl-matrix">'
-        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f'<h2 id="matrix">Every finding on every engine</h2><table class="tl-grid tl-matrix">'
+        f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>" + LEGEND
     )

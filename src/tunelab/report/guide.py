@@ -21,34 +21,33 @@ from pathlib import Path
 from typing import Any
 
 from tunelab import engines as registry
+from tunelab.analysis.claims import word_of
 from tunelab.report import engines as across
 from tunelab.report.fragments import unique
+from tunelab.report.labels import figures_text
 
 DOC = Path("docs/assignment.md")
 NUMBERS = Path("docs/data/assignment.json")
 _BLOCK_RE = re.compile(r"(<!-- guide: ([a-z0-9_-]+) -->\n)(.*?)(<!-- /guide -->)", re.S)
-_RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
 
 
 def numbers_from_run(results_dir: Path, reports_dir: Path) -> dict[str, Any]:
-    """Per sweep and engine, each claim's verdict, ratio and interval; per engine what ran
+    """Per sweep and engine, each finding's verdict in words with its figure per context
+    (ratio [interval], or the crossing), and why an engine cannot run it; per engine what ran
     where and when."""
-    sweeps: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    sweeps: dict[str, dict[str, Any]] = {}
     measured: dict[str, dict[str, Any]] = {}
     for exp in across.gather(results_dir, reports_dir):
+        rows = across.claim_rows(exp)
+        entry = sweeps.setdefault(exp.sweep, {"claims": rows, "engines": {}, "cannot": {}})
+        missing = exp.missing.items()
+        entry["cannot"] = {e: why for e, why in missing if not why.startswith("not run")}
         for run in exp.runs:
-            claims = []
-            for v in run.verdicts:
-                found = _RATIO_RE.search(str(v.get("evidence", "")))
-                claims.append(
-                    {
-                        "claim": str(v.get("claim")),
-                        "verdict": str(v.get("verdict")),
-                        "ratio": found.group(1) if found else None,
-                        "interval": [found.group(2), found.group(3)] if found else None,
-                    }
-                )
-            sweeps.setdefault(exp.sweep, {})[run.engine] = claims
+            entry["engines"][run.engine] = [
+                {"claim": str(v.get("claim")), "word": word_of(v), "figures": figures_text(v),
+                 "level": v.get("interval_level")}
+                for v in run.verdicts
+            ]  # fmt: skip
             frame = run.data.results
             started = (
                 sorted(frame["started_at"].dropna().astype(str)) if ("started_at" in frame) else []
@@ -68,13 +67,9 @@ def numbers_from_run(results_dir: Path, reports_dir: Path) -> dict[str, Any]:
 
 def _cell(entry: dict[str, Any] | None) -> str:
     if entry is None:
-        return "—"
-    ratio = (
-        f" {entry['ratio']} [{entry['interval'][0]}, {entry['interval'][1]}]"
-        if (entry.get("ratio"))
-        else ""
-    )
-    return f"{entry['verdict']}{ratio}"
+        return ""
+    figures = "; ".join(entry.get("figures") or [])
+    return f"**{entry['word']}**" + (f" {figures}" if figures else "")
 
 
 def _in_lab_order(by_engine: dict[str, Any]) -> dict[str, Any]:
@@ -84,19 +79,34 @@ def _in_lab_order(by_engine: dict[str, Any]) -> dict[str, Any]:
 
 
 def block(numbers: dict[str, Any], sweep: str) -> str:
-    """The Markdown table of one sweep's claims by engine (verdict, ratio [95 % interval])."""
-    by_engine = _in_lab_order(numbers.get("sweeps", {}).get(sweep) or {})
+    """The Markdown table of one sweep's findings by engine: the source's figure, then each
+    engine's verdict with its figures; an explanation beneath its finding, marked "↳ why";
+    an engine that cannot run the sweep, why."""
+    entry = numbers.get("sweeps", {}).get(sweep) or {}
+    by_engine = _in_lab_order(entry.get("engines") or {})
     if not by_engine:
         return f"*No stored run of `{sweep}` yet.*\n"
-    names = list(dict.fromkeys(c["claim"] for claims in by_engine.values() for c in claims))
-    head = "| claim | " + " | ".join(by_engine) + " |\n|---|" + "---|" * len(by_engine) + "\n"
+    cannot = _in_lab_order(entry.get("cannot") or {})
+    cols = [*by_engine, *cannot]
+    head = "| finding | source | " + " | ".join(cols) + " |\n|---|---|" + "---|" * len(cols) + "\n"
     rows = ""
-    for name in names:
-        cells = [
-            _cell(next((c for c in claims if c["claim"] == name), None))
-            for claims in by_engine.values()
-        ]
-        rows += f"| {name} | " + " | ".join(cells) + " |\n"
+    for row in entry.get("claims") or []:
+        name = row["says"]
+        label = name
+        if row["role"] == "explains":
+            about = f" ({row['engine']})" if row.get("engine") else ""
+            label = f"↳ why{about}: {name}"
+        cells = []
+        for e in cols:
+            if e in cannot:
+                cells.append(f"cannot run here: {cannot[e]}" if row["role"] != "explains" else "")
+            elif row.get("engine") and row["engine"] != e:
+                cells.append("")
+            else:
+                found = next((c for c in by_engine[e] if c["claim"] == name), None)
+                cells.append(_cell(found))
+        source = (row.get("reported") or "") if row["role"] != "explains" else ""
+        rows += f"| {label} | {source} | " + " | ".join(cells) + " |\n"
     return head + rows
 
 

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tunelab.analysis.decisions import VERDICTS
+from tunelab.analysis.claims import WORDS, css_class, word_of
 from tunelab.report import engines
 from tunelab.report.render import write_atomic
 from tunelab.report.sections import SUMMARY_ID
@@ -50,10 +50,11 @@ a { color: #0b5cad; }
 .tl-hosts { font-size: 12px; color: #a40e26; margin-top: 2px; }
 .tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
   border-radius: 9px; margin: 0 4px 3px 0; white-space: nowrap; }
-.tl-holds { background: #dafbe1; color: #116329; }
-.tl-similar { background: #ddf4ff; color: #0a3069; }
-.tl-contradicted { background: #ffebe9; color: #a40e26; }
-.tl-inconclusive { background: #fff8c5; color: #7d4e00; }
+.tl-reproduced, .tl-holds { background: #dafbe1; color: #116329; }
+.tl-not-reproduced, .tl-does-not-hold { background: #ffebe9; color: #a40e26; }
+.tl-undecided { background: #fff8c5; color: #7d4e00; }
+.tl-cannot-run { background: #eaeef2; color: #424a53; }
+.tl-explains { color: #57606a; font-size: 12.5px; padding-left: 12px; display: block; }
 details.tl-claims summary { cursor: pointer; }
 details.tl-claims li { font-size: 12.5px; color: #444c56; margin: 3px 0; }
 """
@@ -79,12 +80,11 @@ def _claims_cell(entry: dict[str, Any] | None) -> str:
         return '<span class="tl-muted">—</span>'
     esc = html.escape
     verdicts = entry["verdicts"]
-    counts = {k: sum(v["verdict"] == k for v in verdicts)
-              for k in VERDICTS}  # fmt: skip
-    badges = "".join(f'<span class="tl-verdict tl-{k}">{n} {k}</span>'
+    counts = {k: sum(word_of(v) == k for v in verdicts) for k in WORDS}
+    badges = "".join(f'<span class="tl-verdict {css_class(k)}">{n} {k}</span>'
                      for k, n in counts.items() if n)  # fmt: skip
     items = "".join(
-        f'<li><span class="tl-verdict tl-{esc(v["verdict"])}">{esc(v["verdict"])}</span>'
+        f'<li><span class="tl-verdict {css_class(word_of(v))}">{esc(word_of(v))}</span>'
         f"{esc(v['claim'])}: {esc(v['evidence'])}"
         + (f" — likely cause: {esc('; '.join(v['causes']))}" if v.get("causes") else "")
         + (

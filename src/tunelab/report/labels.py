@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from functools import cache
+from typing import Any
 
 from tunelab.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
@@ -193,3 +195,38 @@ def fmt_percent(value: float) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     return f"{100 * value:.1f} %"
+
+
+_RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
+
+
+def _percent_selectivity(label: str) -> str:
+    """A context's selectivity as the assignment gives it, in percent."""
+    return re.sub(r"selectivity ([0-9.e-]+)",
+                  lambda m: f"selectivity {float(m.group(1)) * 100:.3g} %", label)  # fmt: skip
+
+
+def figures_text(v: dict[str, Any]) -> list[str]:
+    """A verdict's figures, one per context: "cold 1.03x [0.98, 1.08]" or "crossing 0.1 %"
+    (selectivities as percentages, the unit the assignment uses)."""
+    if "contexts" not in v:  # a verdict file from before contexts were stored
+        found = _RATIO_RE.search(str(v.get("evidence", "")))
+        return [f"{found.group(1)}x [{found.group(2)}, {found.group(3)}]"] if found else []
+    out = []
+    for c in v.get("contexts") or []:
+        label = _percent_selectivity(str(c.get("label") or "").replace("cache ", ""))
+        if c.get("ratio"):
+            r, lo, hi = c["ratio"]
+            text = f"{r:.3g}x [{lo:.3g}, {hi:.3g}]"
+        elif c.get("crossing") is not None:
+            text = f"crossing ≈{fmt_selectivity_percent(float(c['crossing']))}"
+        else:
+            continue
+        out.append(f"{label} {text}".strip())
+    return out
+
+
+def fmt_selectivity_percent(value: float) -> str:
+    """A selectivity in percent, two significant digits: an interpolation between swept
+    points claims no more (every page quotes a crossing with this one function)."""
+    return f"{float(f'{value * 100:.2g}'):g} %"

@@ -15,7 +15,7 @@ import pandas as pd
 
 from tunelab.analysis.stats import crossings
 from tunelab.report.data import ReportData, order_key
-from tunelab.report.labels import binary_unit, fmt, fmt_bytes
+from tunelab.report.labels import binary_unit, fmt, fmt_bytes, fmt_selectivity_percent
 
 POOL_COLUMNS = ("knob_buffer_pool", "applied_buffer_pool")
 PAGE_COLUMNS = ("page_size_bytes", "applied_page_size", "knob_page_size")
@@ -94,8 +94,7 @@ def table_sizes(frame: pd.DataFrame) -> list[TableSize]:
 
 # -- index against scan on a selectivity axis ---------------------------------------------------
 def fmt_selectivity(value: float) -> str:
-    """Two significant digits: an interpolation between swept points claims no more."""
-    return f"{value:.2g}"
+    return fmt_selectivity_percent(value)
 
 
 @dataclass
@@ -114,7 +113,7 @@ class Crossover:
         if self.at:
             where = " and ".join(f"selectivity {fmt_selectivity(v)}" for v in self.at)
             return f"{who}: at {where}"
-        span = f"{fmt(self.low)} and {fmt(self.high)}"
+        span = f"{fmt_selectivity(self.low)} and {fmt_selectivity(self.high)}"
         return f"{who}: none between {span} (the {self.faster_first} is faster throughout)"
 
 

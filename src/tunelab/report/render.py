@@ -69,10 +69,11 @@ body.jp-Notebook main {
 .tl-warn { background: #fff7e0; border-left: 4px solid #d99a00; }
 .tl-verdict { display: inline-block; font-size: 12px; font-weight: 600; padding: 0 7px;
   border-radius: 9px; margin-right: 6px; white-space: nowrap; }
-.tl-holds { background: #dafbe1; color: #116329; }
-.tl-similar { background: #ddf4ff; color: #0a3069; }
-.tl-contradicted { background: #ffebe9; color: #a40e26; }
-.tl-inconclusive { background: #fff8c5; color: #7d4e00; }
+.tl-reproduced, .tl-holds { background: #dafbe1; color: #116329; }
+.tl-not-reproduced, .tl-does-not-hold { background: #ffebe9; color: #a40e26; }
+.tl-undecided { background: #fff8c5; color: #7d4e00; }
+.tl-cannot-run { background: #eaeef2; color: #424a53; }
+.tl-explains { color: #57606a; font-size: 12.5px; padding-left: 12px; display: block; }
 ul.tl-claims li { margin: 4px 0; } ul.tl-claims .tl-evidence { color: #57606a; font-size: 13px; }
 figure.tl-figure { margin: 10px 0 26px; }
 figure.tl-figure img { max-width: 100%; height: auto; display: block; }
@@ -107,6 +108,9 @@ TEMPLATE = (
     "{% block html_head_js_requirejs %}{% endblock html_head_js_requirejs %}\n"
     "{% block html_head_js_mathjax %}{% endblock html_head_js_mathjax %}\n"
     "{% block html_head_js_mermaidjs %}{% endblock html_head_js_mermaidjs %}\n"
+    # JupyterLab's own style sheets (some 260 KB a page) style cells this page never shows:
+    # its output areas are plain blocks here, styled by CSS above alone.
+    "{% block notebook_css %}{% endblock notebook_css %}\n"
     "{% block html_head_css %}<style>" + CSS + "</style>{% endblock html_head_css %}\n"
 )
 

@@ -17,17 +17,20 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import spec
+from tunelab import claimspec, spec
 from tunelab.analysis import stats
+from tunelab.analysis.claims import css_class, word_of
 from tunelab.report import checks, marks, plots, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, unique
 from tunelab.report.labels import (
     MB_DECIMAL,
     MB_IBM_ORIGIN,
+    figures_text,
     fmt,
     fmt_bytes,
     fmt_percent,
+    fmt_selectivity_percent,
     ibm_mb_label,
     label,
     unit_text,
@@ -262,7 +265,7 @@ def _repetitions_asked(data: ReportData) -> Any:
     over = (data.sweep.get("overrides") or {}).get(data.engine) or {}
     if "repetitions" not in data.sweep and "repetitions" not in over:
         return None
-    return spec.repetitions_asked(data.sweep, data.engine)
+    return spec.repetitions_asked(data.sweep)
 
 
 def warnings(data: ReportData) -> list[str]:
@@ -324,7 +327,7 @@ MAX_SERIES = 8  # colours a reader can still tell apart in one panel
 def figure_order(data: ReportData) -> list[str]:
     """The swept dimensions, the one the sweep's claims ask along (``along``) first: the
     figure that answers the question leads."""
-    claims = [c for c in data.sweep.get("expect") or [] if isinstance(c, dict)]
+    claims, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
     along = [f"{p}{c['along']}" for c in claims if c.get("along")
              for p in (KNOB_PREFIX, WORKLOAD_PREFIX)]  # fmt: skip
     return sorted(data.dims, key=lambda d: (d not in along, data.dims.index(d)))
@@ -457,21 +460,51 @@ def axis_notes(data: ReportData, x: str, crossover: bool = False) -> str:
     return "".join(" " + html.escape(t) for t in out)
 
 
+def stored_verdicts(path: str | Path) -> list[dict[str, Any]]:
+    """The verdicts of a `tunelab check --json` file (one sweep's)."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    for entry in doc.values() if isinstance(doc, dict) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("verdicts"), list):
+            return entry["verdicts"]
+    return []
+
+
 def claims_html(verdicts: list[dict[str, Any]]) -> str:
-    """The sweep's claims as ``tunelab check`` judges them (``Verdict.to_json``): each the
-    verdict first, then its evidence and, where it did not hold, the likely cause."""
+    """The sweep's findings as ``tunelab check`` judged them (``Verdict.to_json``): each the
+    finding in words, its source's figure beside this engine's, the verdict, the evidence and,
+    where it did not reproduce, the likely cause; its explanations beneath it."""
     if not verdicts:
-        return note("This sweep states no claims (`expect:`) for this engine.")
+        return note("No finding is stated for this sweep (workflows/findings.yaml) and the "
+                    "sweep states no claims (`expect:`).")  # fmt: skip
     items = ""
     for v in verdicts:
-        verdict = esc(str(v.get("verdict", "")))
+        said = word_of(v)
         cause = "; ".join(v.get("causes") or [])
+        figures = "; ".join(figures_text(v))
+        level = v.get("interval_level")
+        at = f" ({level * 100:.3g} % interval{'s' if ';' in figures else ''})" if level else ""
+        here = f"here: {figures}{at}" if figures else ""
+        source = f"source ({v['source']}): {v['reported']}" if v.get("reported") else ""
+        if v.get("source_ratio") is not None:
+            source += f" — ratio {float(v['source_ratio']):.3g}"
+        if v.get("kind") == "similar" and v.get("margin"):
+            here += f"; similar means the equivalence interval within ±{float(v['margin']):.0%}"
+        elif v.get("window"):
+            lo, hi = v["window"]
+            here += f"; window {fmt_selectivity_percent(lo)} to {fmt_selectivity_percent(hi)}"
+        explains = v.get("role") == "explains"
+        head = (
+            f'<span class="tl-explains">↳ why: {esc(str(v.get("claim", "")))}</span>'
+            if explains else f"<strong>{esc(str(v.get('claim', '')))}</strong>"
+        )  # fmt: skip
+        lines = [x for x in (source, here if figures else "", v.get("other_version")) if x]
         items += (
-            f'<li><span class="tl-verdict tl-{verdict}">{verdict}</span>'
-            f"<strong>{esc(str(v.get('claim', '')))}</strong>"
-            f'<div class="tl-evidence">{esc(str(v.get("evidence", "")))}'
+            f'<li><span class="tl-verdict {css_class(said)}">{esc(said)}</span>{head}'
+            + "".join(f'<div class="tl-evidence">{esc(x)}</div>' for x in lines)
+            + f'<details><summary class="tl-evidence">evidence</summary><div class="tl-evidence">'
+            f"{esc(str(v.get('evidence', '')))}"
             + (f" — likely cause: {esc(cause)}" if cause else "")
-            + "</div></li>"
+            + "</div></details></li>"
         )
     return f'<ul class="tl-claims">{items}</ul>'
 

@@ -1,0 +1,242 @@
+"""The findings the sweeps reproduce (``workflows/findings.yaml``): each stated once, from its
+source and with the source's figures, and judged on every engine that can run its sweep by
+one set of rules (alpha, margin, the equivalence bounds of ``similar``, the crossover's
+window) fixed in the file before any run.
+
+A finding becomes one claim of its sweep (``claims_for``): the same claim on every engine,
+its margin and window taken from the rules; an engine whose words differ (a synchronisation
+mode, the knob that is prefetch there) gets the finding's translation for it, never a claim
+of its own. Its ``explains:`` statements are claims too, about an engine's mechanism (or
+every engine's), judged on the same rows and shown beneath the finding, never in its place.
+
+The file's digest goes into every claim, so every row and verdict file can name the version
+of the findings it was judged under. The file belongs to the checkout: a sweep file in
+``<dir>/sweeps/`` is judged by ``<dir>/findings.yaml`` (``path_for``); a sweep elsewhere has
+only its own ``expect:``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from tunelab import engines
+
+FILE_NAME = "findings.yaml"
+MAX_BYTES = 1 << 20
+# Claim keys that say what a finding is rather than what it compares.
+ABOUT = ("id", "sweep", "source", "reported", "source_ratio", "explains", "at", "engine")
+FINDING, EXPLAINS = "finding", "explains"
+
+
+class FindingsError(ValueError):
+    """A findings file that cannot be used: its path, the field and what is allowed."""
+
+    def __init__(self, file: str, field: str, message: str, allowed: str = ""):
+        self.file, self.field, self.message, self.allowed = file, field, message, allowed
+        where = f"{file}: {field}: " if field else f"{file}: "
+        super().__init__(where + message + (f" (allowed: {allowed})" if allowed else ""))
+
+
+@dataclass(frozen=True)
+class Rules:
+    alpha: float
+    margin: float
+    similar_within: float
+    crossover_factor: float
+
+
+@dataclass(frozen=True)
+class Findings:
+    path: str
+    rules: Rules
+    entries: tuple[dict[str, Any], ...]
+    digest: str  # the first 16 hex digits of the file's sha256
+
+    def of_sweep(self, sweep: str) -> list[tuple[int, dict[str, Any]]]:
+        """(index in the file, finding) of every finding of ``sweep``, in the file's order."""
+        return [(i, f) for i, f in enumerate(self.entries) if f["sweep"] == sweep]
+
+
+def path_for(sweep_file: str | Path) -> Path | None:
+    """The findings file that judges a sweep file: ``findings.yaml`` beside its folder."""
+    candidate = Path(sweep_file).resolve().parent.parent / FILE_NAME
+    return candidate if candidate.is_file() else None
+
+
+def digest_for(sweep_file: str | Path) -> str:
+    """The digest of the findings file that judges a sweep file ("" for none, or one that
+    cannot be read: validation reports that)."""
+    path = path_for(sweep_file)
+    if path is None:
+        return ""
+    try:
+        return load(path).digest
+    except FindingsError:
+        return ""
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    text = resources.files("tunelab").joinpath("schemas/findings.schema.json").read_text()
+    return jsonschema.Draft202012Validator(json.loads(text))
+
+
+def _field(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def load(path: str | Path) -> Findings:
+    """The findings file read and checked; FindingsError names the first problem."""
+    path = Path(path)
+    stamp = path.stat() if path.is_file() else None
+    return _load(str(path), stamp.st_mtime_ns if stamp else 0, stamp.st_size if stamp else -1)
+
+
+@cache
+def _load(file: str, _mtime: int, _size: int) -> Findings:
+    try:
+        data = Path(file).read_bytes()
+    except OSError as exc:
+        raise FindingsError(file, "", f"cannot read: {exc.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise FindingsError(file, "", f"file too large: {len(data)} bytes", "at most 1 MiB")
+    try:
+        doc = yaml.safe_load(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise FindingsError(
+            file, "", f"not valid YAML: {' '.join(str(exc).split())[:200]}"
+        ) from None
+    errors = sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        e = errors[0]
+        if e.validator == "unevaluatedProperties":
+            extra = ", ".join(sorted(set(e.instance) - _known_keys(e.absolute_path)))
+            at = _field([*e.absolute_path])
+            raise FindingsError(
+                file, at, f"unknown key(s): {extra}", _allowed_keys(e.absolute_path)
+            )
+        raise FindingsError(file, _field(e.absolute_path), " ".join(e.message.split())[:200])
+    names = engines.names()
+    seen: set[str] = set()
+    for i, f in enumerate(doc["findings"]):
+        if f["id"] in seen:
+            raise FindingsError(file, f"findings[{i}].id", f"{f['id']!r} is used twice")
+        seen.add(f["id"])
+        for j, x in enumerate(f.get("explains") or []):
+            if "engine" in x and x["engine"] not in names:
+                at = f"findings[{i}].explains[{j}].engine"
+                raise FindingsError(file, at, f"unknown engine {x['engine']!r}", ", ".join(names))
+    r = doc["rules"]
+    rules = Rules(float(r["alpha"]), float(r["margin"]), float(r["similar_within"]),
+                  float(r["crossover_factor"]))  # fmt: skip
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    return Findings(file, rules, tuple(doc["findings"]), digest)
+
+
+_CHECK_KEYS = {"kind", "says", "metric", "a", "b", "where", "along", "at"}
+_FINDING_KEYS = _CHECK_KEYS | {"id", "sweep", "source", "reported", "source_ratio", "explains"}
+
+
+def _known_keys(path: Any) -> set[str]:
+    return _CHECK_KEYS | {"engine"} if "explains" in list(path) else _FINDING_KEYS
+
+
+def _allowed_keys(path: Any) -> str:
+    return ", ".join(sorted(_known_keys(path)))
+
+
+def _is_per_engine(selector: dict[str, Any]) -> bool:
+    names = set(engines.names())
+    return (
+        bool(selector)
+        and set(selector) <= names
+        and all(isinstance(v, dict) for v in selector.values())
+    )
+
+
+def resolve(
+    selector: dict[str, Any] | None, engine: str | None
+) -> tuple[dict[str, Any], str | None]:
+    """A selector in ``engine``'s words: a whole selector given per engine, or values given
+    per engine, taken for it. (selector, None), or ({}, the engines it names) when it names
+    no translation for ``engine``. ``engine`` None: the first translation (for what does not
+    depend on the engine: names, the dimension a claim asks along)."""
+    selector = dict(selector or {})
+    if engine is None:
+        engine = next((e for e in selector if _is_per_engine(selector)), None) or next(
+            (next(iter(v)) for v in selector.values() if isinstance(v, dict) and v), ""
+        )
+    if _is_per_engine(selector):
+        if engine not in selector:
+            return {}, ", ".join(sorted(selector))
+        return dict(selector[engine]), None
+    out = {}
+    for key, value in selector.items():
+        if isinstance(value, dict):
+            if engine not in value:
+                return {}, ", ".join(sorted(value))
+            value = value[engine]
+        out[key] = value
+    return out, None
+
+
+@dataclass(frozen=True)
+class Translation:
+    """A claim of a finding in one engine's words, or why it has none."""
+
+    claim: dict[str, Any]
+    missing: tuple[str, str] | None = None  # (field, the engines it names) when untranslated
+
+
+def _claim(check: dict[str, Any], rules: Rules, engine: str | None, field: str) -> Translation:
+    out: dict[str, Any] = {k: v for k, v in check.items() if k not in ABOUT}
+    for part in ("a", "b", "where"):
+        if part in check:
+            value, missing = resolve(check[part], engine)
+            if missing is not None:
+                return Translation({}, (f"{field}.{part}", missing))
+            out[part] = value
+    out["alpha"] = rules.alpha
+    out["min_effect"] = rules.similar_within if check["kind"] == "similar" else rules.margin
+    if check["kind"] == "crossover":
+        at = float(check["at"])
+        out["within"] = [at / rules.crossover_factor, at * rules.crossover_factor]
+    return Translation(out)
+
+
+def claims_for(findings: Findings, sweep: str, engine: str | None) -> list[Translation]:
+    """Every finding of ``sweep`` as a claim on ``engine``, each followed by its explanations
+    that apply there (those for ``engine`` and those for every engine; every one for
+    ``engine`` None, each with the ``engine`` it is about). Each claim carries
+    where it comes from: ``_field`` (its place in the file), ``_file``, the finding's id,
+    source, reported figures and the file's digest."""
+    out: list[Translation] = []
+    for i, f in findings.of_sweep(sweep):
+        field = f"findings[{i}]"
+        about = {"_file": findings.path, "finding": f["id"], "source": f["source"],
+                 "reported": f["reported"], "findings_digest": findings.digest}  # fmt: skip
+        if "source_ratio" in f:
+            about["source_ratio"] = float(f["source_ratio"])
+        t = _claim(f, findings.rules, engine, field)
+        out.append(Translation({**t.claim, **about, "_field": field, "role": FINDING}, t.missing))
+        for j, x in enumerate(f.get("explains") or []):
+            if engine is not None and x.get("engine") not in (None, engine):
+                continue
+            xf = f"{field}.explains[{j}]"
+            t = _claim(x, findings.rules, engine, xf)
+            about_x = {**about, "explains_engine": x["engine"]} if "engine" in x else about
+            out.append(Translation({**t.claim, **about_x, "_field": xf, "role": EXPLAINS},
+                                   t.missing))  # fmt: skip
+    return out
