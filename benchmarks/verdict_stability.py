@@ -42,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from tunelab import check, engines
-from tunelab.report import compare, noise
+from tunelab.report import compare, compare_history
 
 ROOT = Path(__file__).resolve().parents[1]
 WALL_GOAL_MIN = {"sqlite": 3, "mariadb": 15, "postgres": 10}  # tables kept from a run before
@@ -118,25 +118,27 @@ def verdicts(results: list[Path]) -> list[check.ClaimStability]:
 
 def aa_comparisons(results: list[Path]) -> list[compare.Comparison]:
     """Run i against run i+1, at `tunelab compare`'s defaults, as a CI job comparing each
-    run with the one before makes them: the A/A observations of the comparisons before one
-    are its A/A floor (kept in memory here: no floor file of the runs is read or written)."""
-    floor = noise.FloorFile(Path(noise.FLOOR_NAME))
+    run with the one before makes them: the A/A comparisons before one are its A/A history
+    (kept in memory here: no history file of the runs is read or written)."""
+    history = compare_history.History(Path(compare_history.NAME))
     out = []
     try:
         for a, b in zip(results, results[1:]):
-            out.append(compare.compare(a, b, floor=floor))
-            compare.record(out[-1], floor)
+            out.append(compare.compare(a, b, history=history))
+            compare.record(out[-1], history)
     except compare.CompareInputError as exc:
         raise BenchInputError(str(exc)) from None
     return out
 
 
 def flagged(result: compare.Comparison) -> list[str]:
-    """The changes past the threshold, worse first, one line each."""
+    """The run-wide shifts flagged and the changes flagged, worse first, one line each."""
+    lines = [compare.shift_line(s) for s in compare.main_shifts(result)
+             if s.verdict == compare.WORSE]  # fmt: skip
     changes = [(s, p, c) for s, p, c in result.changes() if c.verdict in (compare.WORSE,
                compare.BETTER)]  # fmt: skip
     changes.sort(key=lambda t: (compare.RANK[t[2].verdict], t[0].name, t[1].point))
-    return [compare.change_line(s.name, p.point, c, result.threshold) for s, p, c in changes]
+    return lines + [compare.change_line(s.name, p.point, c, result) for s, p, c in changes]
 
 
 def report(engine: str, results: list[Path], walls: list[tuple[float | None, str]]) -> int:
@@ -162,7 +164,9 @@ def report(engine: str, results: list[Path], walls: list[tuple[float | None, str
         print(f"run {i} -> run {i + 1}: {compare.summary_line(result)}")
         for line in flagged(result):
             print(f"  {line}")
-        worse += result.count(compare.WORSE)
+        worse += result.count(compare.WORSE) + sum(
+            s.verdict == compare.WORSE for s in result.shifts
+        )
     unstable = sum(not c.stable for c in pooled)
     print(f"\nsummary: {unstable} unstable claim(s) of {len(pooled)}; "
           f"{worse} point metric(s) flagged worse in the A/A comparisons")  # fmt: skip

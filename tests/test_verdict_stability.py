@@ -66,7 +66,7 @@ def test_a_flipping_claim_and_the_moved_point_are_named(bench, capsys, tmp_path)
     first, second = text.split("run 1 -> run 2: ")[1], text.split("run 2 -> run 3: ")[1]
     assert "1 worse, 0 better" in first.splitlines()[0]
     assert first.splitlines()[1].startswith("  sqlite/tiny index-nonclustered: elapsed_s 2.0")
-    assert first.splitlines()[1].endswith(" worse")
+    assert ": worse (p=" in first.splitlines()[1]
     assert "0 worse, 1 better" in second.splitlines()[0]
     assert lines[-1] == (
         "summary: 1 unstable claim(s) of 2; 1 point metric(s) flagged worse in the A/A comparisons"

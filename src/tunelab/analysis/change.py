@@ -1,0 +1,419 @@
+"""Judging the changes between two runs of the same points (`tunelab compare`): pure
+functions over each point's values, no files.
+
+The model. A point's log change between two runs of one commit on one host is the sum of
+
+- the uncertainty of each run's level: the median of the point's log values, with a
+  standard error from the unit at which its values vary (``units``: the round for rounds
+  measured one at a time, the pass of three rounds where a server engine's rounds go in
+  passes), never below what the values would give as independent repetitions;
+- a between-run component, a variance common to the engine's points for that metric on
+  that host (``between``): a point's engine opened anew, a server started, the data laid out
+  again; estimated from the comparison's own points (robustly, so that a few changed points
+  do not set it), pooled with the host's earlier A/A comparisons and a stated prior;
+- a host shift common to the whole run (``run_shift``): the median change over all of an
+  engine's points, which a slower host that hour gives every point alike.
+
+Each point's change is tested beyond the run's shift; the decision "some point got worse" is
+one family over every point and metric compared, Holm's step-down procedure at ``alpha``
+(``holm``), half of it for the points and half for the run-wide shifts, so that the
+false-alarm rate of exit 1 is at most ``alpha`` whatever the number of points. A run-wide
+shift is not taken for the host when the CPU reference did not move with it: a change that
+every point shows alike and the host's CPU does not is the system's (``judge_shift``).
+
+Per point the change comes with its interval and the smallest change that point could have
+shown (``detectable``): the change its test would flag with probability ``POWER`` if it
+were the only one, at the family's strictest level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as sst
+
+# The between-run component until a host has its own A/A comparisons: SD 3 % on the log
+# scale for times, as much as the comparison's own points count for at 30 points (the sd
+# measured between two processes measuring one SQLite sweep; docs/compare.md).
+PRIOR_BETWEEN_SD = {"elapsed_s": 0.03, "throughput_rows_s": 0.03, "c_physical_reads": 0.03}
+PRIOR_BETWEEN_WEIGHT = 30
+# How far a whole run's level moves between two runs of one commit on one host (the host's
+# drift, after the CPU-speed correction): SD 5 %, worth 3 comparisons until the host has its
+# own.
+PRIOR_RUN_SD = 0.05
+PRIOR_RUN_WEIGHT = 3
+POWER = 0.8  # of the smallest change a point could have shown
+LEVEL = 0.95  # of a point's interval
+# Counters are compared as log(value + offset): a cold point reading a handful of pages
+# moves several-fold from run to run, and 64 pages is far below any sweep's read effect.
+COUNT_OFFSET = {"c_physical_reads": 64.0}
+NOISY = 0.25  # a point that could not have shown a change below this is reported as noisy
+PASS_ROUNDS = 3  # rounds per pass of a blocked order (analysis.sequential.PASS_ROUNDS)
+MIN_VALUES = 3  # a side's values below which a point is not tested
+MIN_SHIFT_POINTS = 3  # an engine's points below which its run's shift is not taken out
+SHIFT_SHARE = 0.5  # the share of alpha the points get; the run-wide shifts the rest
+# A reference (the CPU's, the device's) that ran this much slower (log) explains a run-wide
+# shift the same way: the host changed, and a shift of the system cannot be told from it.
+REFERENCE_MOVED = math.log(1.10)
+
+WORSE, BETTER, SAME, TOO_FEW = "worse", "better", "same", "too-few"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run's level of a point: the median log value, its standard error and what it
+    rests on."""
+
+    level: float
+    se: float
+    n: int  # values
+    units: int  # distinct units (rounds or passes)
+    sd: float  # SD of the log values
+
+    @property
+    def dof(self) -> int:
+        """Degrees of freedom of ``se``: its units' less one."""
+        return max(self.units - 1, 1)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point's metric in two runs: the log change NEW - OLD and its standard error."""
+
+    key: str  # names the point and metric
+    group: str  # the engine (and metric) whose points share a shift and a between-run SD
+    metric: str
+    direction: int  # +1: a higher value is worse, -1: a lower one
+    old: Side
+    new: Side
+    family: str = ""  # points whose estimates are one hypothesis (a time and its throughput)
+    kind: str = ""  # points of one kind (workload, cache state) share a host's shift
+
+    @property
+    def change(self) -> float:
+        return self.new.level - self.old.level
+
+    @property
+    def se(self) -> float:
+        return math.hypot(self.old.se, self.new.se)
+
+    def dof(self, known: float = 0.0) -> float:
+        """Welch–Satterthwaite degrees of freedom of se^2 + ``known`` (a variance taken as
+        known: the between-run and the shift's, pooled over many points)."""
+        parts = [(x.se**2, x.dof) for x in (self.old, self.new)]
+        den = sum(v * v / k for v, k in parts)
+        return math.inf if den <= 0 else (sum(v for v, _ in parts) + known) ** 2 / den
+
+
+@dataclass(frozen=True)
+class Between:
+    """The between-run variance of a group: pooled estimate and what it rests on."""
+
+    sd: float
+    points: int  # the comparison's own points that entered
+    history: int  # earlier comparisons' points
+    prior_sd: float
+    prior_weight: float
+    own_sd: float  # this comparison's own estimate
+
+    @property
+    def source(self) -> str:
+        parts = [f"{self.points} points here"]
+        if self.history:
+            parts.append(f"{self.history} in this host's A/A comparisons")
+        parts.append(f"prior {100 * self.prior_sd:g} % worth {self.prior_weight:g}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A run-wide shift of a group's points of one kind (all of them: kind ""): the median
+    change over them."""
+
+    group: str
+    kind: str
+    metric: str
+    direction: int
+    shift: float  # log
+    se: float  # of the median
+    sd: float  # with the run-to-run SD of a whole run
+    points: int
+    runs: int  # earlier A/A comparisons the run SD rests on
+    cpu: float = math.nan  # the CPU reference's log change over the run (NaN: not recorded)
+    device: float = math.nan  # the device probe's log change over these points' rounds
+    p_worse: float = 1.0
+    verdict: str = SAME
+    host: bool = False  # the CPU or device reference moved with it: the host's, not flagged
+
+    @property
+    def family(self) -> str:
+        return f"{self.group.split(':')[0]}/{self.kind}"
+
+
+@dataclass
+class Judged:
+    """One point's metric, judged."""
+
+    estimate: Estimate
+    residual: float = math.nan  # log change beyond the group's shift
+    sd: float = math.nan  # of the residual under no change
+    z: float = math.nan
+    p_worse: float = 1.0
+    p_better: float = 1.0
+    p_adjusted: float = 1.0  # Holm-adjusted, for the direction it moved
+    detectable: float = math.nan  # smallest log change it could have shown
+    dof: float = math.inf  # of its test's statistic (Welch–Satterthwaite)
+    verdict: str = TOO_FEW
+
+    @property
+    def ratio(self) -> float:
+        return math.exp(self.estimate.change)
+
+    @property
+    def beyond(self) -> float:
+        return math.exp(self.residual)
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+        """The interval of the ratio beyond the shift."""
+        q = sst.t.ppf(0.5 + level / 2, self.dof) * self.sd
+        return math.exp(self.residual - q), math.exp(self.residual + q)
+
+    @property
+    def noisy(self) -> bool:
+        return math.isfinite(self.detectable) and math.expm1(self.detectable) >= NOISY
+
+
+@dataclass
+class Judgement:
+    points: list[Judged]
+    shifts: list[Shift]
+    between: dict[str, Between]
+    alpha: float
+    threshold: float
+    hypotheses: int = 0  # points' hypotheses in the family
+    detectable_z: float = math.nan
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def worse(self) -> bool:
+        return any(j.verdict == WORSE for j in self.points) or any(
+            s.verdict == WORSE for s in self.shifts
+        )
+
+
+def units(rounds: Sequence[float] | np.ndarray | None, mode: str, size: int) -> np.ndarray:
+    """The unit each value varies at: its pass when the rounds went in passes (``blocked``),
+    its round otherwise, each value its own without rounds."""
+    if rounds is None:
+        return np.arange(size, dtype=float)
+    r = np.asarray(rounds, dtype=float)
+    if not np.isfinite(r).all():
+        return np.arange(size, dtype=float)
+    if mode == "blocked":
+        return np.floor((r - r.min()) / PASS_ROUNDS)
+    return r
+
+
+def side(values: np.ndarray, unit: np.ndarray, offset: float = 0.0) -> Side | None:
+    """The level of one run's values (log scale, ``offset`` added first), or None when it
+    cannot be told (fewer than ``MIN_VALUES`` values, a value at or below 0)."""
+    v = np.asarray(values, dtype=float) + offset
+    ok = np.isfinite(v)
+    v, u = v[ok], np.asarray(unit, dtype=float)[ok]
+    if v.size < MIN_VALUES or not (v > 0).all():
+        return None
+    logs = np.log(v)
+    sd = float(np.std(logs, ddof=1))
+    var = sd * sd / v.size
+    labels = np.unique(u)
+    units_n = int(labels.size) if 1 < labels.size < v.size else int(v.size)
+    if 1 < labels.size < v.size:  # units hold several values: their means vary together
+        means = np.array([logs[u == k].mean() for k in labels])
+        var = max(var, float(np.var(means, ddof=1)) / labels.size)
+    # the mean log value (a geometric mean): its standard error is honest whatever the
+    # values' shape, a disturbed repetition widening it as much as it moves the level
+    return Side(float(logs.mean()), math.sqrt(var), int(v.size), units_n, sd)
+
+
+def robust_var(x: np.ndarray) -> float:
+    """The variance of normal values from their median absolute deviation: a few points
+    that changed move it no more than they move the median."""
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return math.nan
+    return float((1.4826 * np.median(np.abs(x - np.median(x)))) ** 2)
+
+
+def between(
+    residuals: np.ndarray,
+    se2: np.ndarray,
+    metric: str,
+    history: Sequence[tuple[float, int]] = (),
+    prior_sd: float | None = None,
+    prior_weight: float = PRIOR_BETWEEN_WEIGHT,
+) -> Between:
+    """The between-run SD of a group: its own points' robust variance beyond their medians'
+    uncertainty, pooled with ``history`` ((variance, points) of earlier A/A comparisons on the
+    host) and the prior, each weighted by its points."""
+    prior = PRIOR_BETWEEN_SD.get(metric, 0.03) if prior_sd is None else prior_sd
+    own = max(robust_var(residuals) - float(np.median(se2)), 0.0) if residuals.size >= 2 else 0.0
+    n = int(residuals.size) if residuals.size >= 2 else 0
+    hist_n = sum(k for _, k in history)
+    total = prior_weight * prior**2 + n * own + sum(v * k for v, k in history)
+    sd = math.sqrt(total / (prior_weight + n + hist_n))
+    return Between(sd, n, hist_n, prior, prior_weight, math.sqrt(own))
+
+
+def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values: reject where adjusted p < alpha keeps the
+    family-wise error rate at alpha."""
+    p = np.asarray(pvalues, dtype=float)
+    m = p.size
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    adjusted = np.minimum(np.maximum.accumulate((m - np.arange(m)) * p[order]), 1.0)
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
+def classes(members: Sequence[Judged]) -> dict[str, list[Judged]]:
+    """A group's points by kind, where a kind has ``MIN_SHIFT_POINTS``; the rest together
+    (kind ""), or with everything when they are too few."""
+    kinds: dict[str, list[Judged]] = {}
+    for j in members:
+        kinds.setdefault(j.estimate.kind, []).append(j)
+    big = {k: v for k, v in kinds.items() if k and len(v) >= MIN_SHIFT_POINTS}
+    rest = [j for k, v in kinds.items() if k not in big for j in v]
+    if not big or not rest or len(rest) >= MIN_SHIFT_POINTS:
+        return {**big, **({"": rest} if rest else {})}
+    return {**big, "": list(members)}  # the few others: the shift of all the group's points
+
+
+def judge(
+    estimates: Sequence[Estimate],
+    alpha: float = 0.05,
+    threshold: float = 0.0,
+    history: dict[str, Sequence[tuple[float, int]]] | None = None,
+    run_history: dict[str, Sequence[float]] | None = None,
+    cpu: dict[str, float] | None = None,
+    device: dict[str, float] | None = None,
+    shifted: Sequence[str] = ("elapsed_s", "throughput_rows_s"),
+) -> Judgement:
+    """Judge every estimate: the run's shift per kind of point (for the metrics in
+    ``shifted``; a counter's host does not change what it counts), the group's between-run
+    SD, each point's test beyond its kind's shift and ``threshold``, Holm over the family.
+    ``history`` gives per group the earlier A/A comparisons' (between-run variance, points),
+    ``run_history`` their run shifts, ``cpu`` per group the CPU reference's log change between
+    the runs, ``device`` per ``engine/kind`` the device probe's."""
+    history, run_history, cpu, device = history or {}, run_history or {}, cpu or {}, device or {}
+    judged = [Judged(e) for e in estimates]
+    groups: dict[str, list[Judged]] = {}
+    for j in judged:
+        groups.setdefault(j.estimate.group, []).append(j)
+    shifts: list[Shift] = []
+    betweens: dict[str, Between] = {}
+    margin = math.log1p(threshold)
+    for group, members in groups.items():
+        e0 = members[0].estimate
+        runs = list(run_history.get(group, ()))
+        run_var = (PRIOR_RUN_WEIGHT * PRIOR_RUN_SD**2 + sum(x * x for x in runs)) / (
+            PRIOR_RUN_WEIGHT + len(runs)
+        )
+        d = np.array([j.estimate.change for j in members])
+        se2 = np.array([j.estimate.se**2 for j in members])
+        if e0.metric in shifted and len(members) >= MIN_SHIFT_POINTS:
+            kinds = classes(members)
+            shift_of = {}
+            for kind, part in kinds.items():
+                for j in part:  # a point in a kind of its own and in the rest: its kind's
+                    if j.estimate.key not in shift_of or kind:
+                        shift_of[j.estimate.key] = kind
+            h = {k: float(np.median([j.estimate.change for j in v])) for k, v in kinds.items()}
+            residual = np.array([j.estimate.change - h[shift_of[j.estimate.key]] for j in members])
+            b = between(residual, se2, e0.metric, history.get(group, ()))
+            extra = {}
+            for kind, part in kinds.items():
+                # the median's variance under the model, from its points' own variances
+                extra[kind] = (
+                    math.pi
+                    / 2
+                    * float(np.mean([j.estimate.se**2 + b.sd**2 for j in part]))
+                    / len(part)
+                )
+                engine = group.split(":")[0]
+                shifts.append(Shift(group, kind, e0.metric, e0.direction, h[kind],
+                                    math.sqrt(extra[kind]), math.sqrt(run_var + extra[kind]),
+                                    len(part), len(runs), cpu.get(group, math.nan),
+                                    device.get(f"{engine}/{kind}", math.nan)))  # fmt: skip
+            for j in members:
+                kind = shift_of[j.estimate.key]
+                j.residual = j.estimate.change - h[kind]
+                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra[kind])
+        else:
+            b = between(d, se2, e0.metric, history.get(group, ()))
+            # too few points to take the host's shift out: a whole run's drift is noise
+            extra0 = run_var if e0.metric in shifted else 0.0
+            for j in members:
+                j.residual = j.estimate.change
+                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra0)
+        betweens[group] = b
+        for j in members:
+            j.z = j.residual / j.sd
+            j.dof = j.estimate.dof(j.sd**2 - j.estimate.se**2)
+            signed = j.estimate.direction * j.residual
+            j.p_worse = float(sst.t.sf((signed - margin) / j.sd, j.dof))
+            j.p_better = float(sst.t.sf((-signed - margin) / j.sd, j.dof))
+    # One hypothesis per family (a time and its throughput are one change), the smaller p.
+    families: dict[str, list[Judged]] = {}
+    for j in judged:
+        families.setdefault(j.estimate.family or j.estimate.key, []).append(j)
+    m = len(families)
+    point_alpha = alpha * SHIFT_SHARE if shifts else alpha
+    for attr in ("p_worse", "p_better"):
+        names = list(families)
+        p = np.array([min(getattr(j, attr) for j in families[f]) for f in names])
+        adjusted = holm(p)
+        for f, a in zip(names, adjusted):
+            for j in families[f]:
+                if a < point_alpha:
+                    j.verdict = WORSE if attr == "p_worse" else BETTER
+                if (attr == "p_worse") == (j.estimate.direction * j.residual > 0):
+                    j.p_adjusted = float(a)
+    z_detect = float(sst.norm.isf(point_alpha / max(m, 1)) + sst.norm.ppf(POWER))
+    for j in judged:
+        t_detect = sst.t.isf(point_alpha / max(m, 1), j.dof) + sst.t.ppf(POWER, j.dof)
+        j.detectable = margin + float(t_detect) * j.sd
+        if j.verdict == TOO_FEW:
+            j.verdict = SAME
+    judged_shifts = judge_shifts(shifts, alpha * (1 - SHIFT_SHARE))
+    return Judgement(judged, judged_shifts, betweens, alpha, threshold, m, z_detect)
+
+
+def judge_shifts(shifts: list[Shift], alpha: float) -> list[Shift]:
+    """Each run-wide shift tested against the run-to-run SD of a whole run; Holm over them
+    (a kind's time and its throughput are one hypothesis, as they are for a point). A worse
+    shift while the CPU reference or the device probe ran slower (by ``REFERENCE_MOVED``) is
+    the host's: reported, not flagged."""
+    p = [float(sst.norm.sf(s.direction * s.shift / s.sd)) for s in shifts]
+    families: dict[str, list[int]] = {}
+    for i, s in enumerate(shifts):
+        families.setdefault(s.family, []).append(i)
+    names = list(families)
+    adjusted = holm([min(p[i] for i in families[f]) for f in names])
+    out: list[Shift | None] = [None] * len(shifts)
+    for f, a in zip(names, adjusted):
+        for i in families[f]:
+            s = shifts[i]
+            verdict = WORSE if a < alpha and s.direction * s.shift > 0 else SAME
+            # a slower reference (> 0) is the worse way for a time and a rate alike
+            shared = [r for r in (s.cpu, s.device) if math.isfinite(r)]
+            host = verdict == WORSE and any(r >= REFERENCE_MOVED for r in shared)
+            out[i] = Shift(s.group, s.kind, s.metric, s.direction, s.shift, s.se, s.sd,
+                           s.points, s.runs, s.cpu, s.device, p[i],
+                           SAME if host else verdict, host)  # fmt: skip
+    return [s for s in out if s is not None]

@@ -1,0 +1,188 @@
+"""The text of `tunelab compare`: one line per run-wide shift, per flagged change, per
+noisy point and per incomparable point, then the counts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tunelab.analysis import change
+from tunelab.report.comparison import (
+    BETTER,
+    NOISY,
+    RANK,
+    SAME,
+    TIMED,
+    TOO_FEW,
+    WORSE,
+    Comparison,
+    MetricChange,
+)
+
+
+def ratio_text(r: float) -> str:
+    if math.isnan(r):
+        return "nan"
+    if math.isinf(r):
+        return "inf"
+    return f"{r:.2f}" if 0.01 <= r < 100 else f"{r:.3g}"
+
+
+def times_text(r: float) -> str:
+    text = ratio_text(r)
+    return text if math.isinf(r) or math.isnan(r) else f"{text}x"
+
+
+def p_text(p: float) -> str:
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def pct(log_change: float) -> str:
+    """A log change as a percentage of the ratio, "8 %" or "2.5 %"."""
+    if not math.isfinite(log_change):
+        return "n/a"
+    v = 100 * math.expm1(log_change)
+    return f"{v:.0f} %" if abs(v) >= 9.5 else f"{v:.1f} %".replace(".0 %", " %")
+
+
+def threshold_text(threshold: float) -> str:
+    return f"{100 * threshold:g} %"
+
+
+SCALED_MARK = " (1 CPU speed)"
+VERDICT_TEXT = {
+    WORSE: "worse",
+    BETTER: "better",
+    NOISY: "too noisy to tell a smaller change",
+    SAME: "no change it could have detected",
+    TOO_FEW: "too few repetitions to tell",
+}
+
+
+def detect_text(c: MetricChange) -> str:
+    return f"could have detected >= {pct(c.judged.detectable)}"
+
+
+def change_line(sweep: str, point: str, c: MetricChange, result: Comparison) -> str:
+    """E.g. "sqlite/s p: elapsed_s (1 CPU speed) 1.15x, 1.16x beyond the run's shift [1.09,
+    1.23], could have detected >= 8 %: worse (p=2.1e-05, Holm 0.006 over 150)"."""
+    j = c.judged
+    low, high = j.interval()
+    text = (
+        f"{sweep} {point}: {c.metric}{SCALED_MARK if c.scaled else ''} {times_text(c.ratio)}, "
+        f"{times_text(j.beyond)} beyond the run's shift [{ratio_text(low)}, {ratio_text(high)}]"
+        f", {detect_text(c)}: {VERDICT_TEXT[c.verdict]}"
+    )
+    if c.verdict in (WORSE, BETTER):
+        p = j.p_worse if c.verdict == WORSE else j.p_better
+        text += f" (p={p_text(p)}, Holm {p_text(j.p_adjusted)} over {result.judgement.hypotheses})"
+    elif c.verdict == NOISY:
+        text += f" ({c.source} spread ±{pct(max(j.estimate.old.sd, j.estimate.new.sd))})"
+    return text
+
+
+def _ratio_of(log_change: float, what: str) -> str:
+    return f"{what} {times_text(math.exp(log_change))}" if math.isfinite(log_change) else ""
+
+
+def overall_line(result: Comparison, engine: str) -> str:
+    """E.g. "sqlite: this run's host was 7 % slower overall (elapsed_s: median change over 75
+    points 1.07x; CPU reference 1.02x, device probe 1.10x)"."""
+    changes = [c.judged.estimate.change for s, _, c in result.changes()
+               if s.engine == engine and c.metric == "elapsed_s"]  # fmt: skip
+    if not changes:
+        return ""
+    h = float(np.median(changes))
+    refs = [_ratio_of(result.cpu.get(f"{engine}:elapsed_s", math.nan), "CPU reference"),
+            _ratio_of(result.device.get(f"{engine}/", math.nan), "device probe")]  # fmt: skip
+    refs = [r for r in refs if r]
+    return (
+        f"{engine}: this run's host was {pct(abs(h))} {'slower' if h > 0 else 'faster'} overall "
+        f"(elapsed_s: median change over {len(changes)} points {times_text(math.exp(h))}"
+        + (f"; {', '.join(refs)}" if refs else "")
+        + ")"
+    )
+
+
+def shift_line(s: change.Shift) -> str:
+    """E.g. "sqlite insert/cold points: 2.9x slower (elapsed_s, median change over 6 points,
+    p=0.001 against ±6 % from run to run; device probe 21x): the CPU reference or the device
+    probe moved with it: the host's, not flagged"."""
+    engine = s.group.split(":")[0]
+    worse = s.direction * s.shift > 0
+    refs = [r for r in (_ratio_of(s.cpu, "CPU reference"), _ratio_of(s.device, "device probe"))
+            if r]  # fmt: skip
+    if s.verdict == WORSE:
+        end = ("neither the CPU reference nor the device probe moved with it: a change of the "
+               "system under test: worse")  # fmt: skip
+    elif s.host:
+        end = "the CPU reference or the device probe moved with it: the host's, not flagged"
+    else:
+        end = "within a whole run's drift from run to run"
+    what = f"{engine} {s.kind} points" if s.kind else f"{engine} points"
+    return (
+        f"{what}: {times_text(math.exp(s.shift))} {'slower' if worse else 'faster'} ({s.metric}, "
+        f"median change over {s.points} points, p={p_text(s.p_worse)} against ±{pct(s.sd)} "
+        f"from run to run" + (f"; {', '.join(refs)}" if refs else "") + f"): {end}"
+    )
+
+
+def main_shifts(result: Comparison) -> list[change.Shift]:
+    """One shift per engine and kind: its time's (its throughput's where it has no time)."""
+    chosen: dict[tuple[str, str], change.Shift] = {}
+    for s in result.shifts:
+        key = (s.group.split(":")[0], s.kind)
+        if key not in chosen or s.metric == "elapsed_s":
+            chosen[key] = s
+    return [chosen[k] for k in sorted(chosen)]
+
+
+def detectable_summary(result: Comparison) -> str:
+    values = [c.judged.detectable for _, _, c in result.changes() if c.metric in TIMED]
+    if not values:
+        return ""
+    return f"median point could have detected >= {pct(float(np.median(values)))}"
+
+
+def summary_line(result: Comparison) -> str:
+    points = result.points()
+    compared = sum(not p.incomparable for _, p in points)
+    too_few = sum(bool(p.too_few) and not p.changes for _, p in points)
+    only_old = sum(len(s.only_old) for s in result.sweeps)
+    only_new = sum(len(s.only_new) for s in result.sweeps)
+    j = result.judgement
+    detect = detectable_summary(result)
+    return (
+        f"{compared} point(s) compared ({len(result.changes())} metrics, {j.hypotheses} "
+        f"hypotheses, family-wise alpha {j.alpha:g}): {result.count(WORSE)} worse, "
+        f"{result.count(BETTER)} better, {result.count(SAME)} unchanged"
+        f"{' (' + detect + ')' if detect else ''}, {result.count(NOISY)} too noisy to tell "
+        f"{pct(math.log1p(change.NOISY))}, {too_few} too few repetitions; "
+        f"{len(points) - compared} incomparable; {only_old} only in OLD, {only_new} only in NEW"
+    )
+
+
+def text_lines(result: Comparison) -> list[str]:
+    """The run-wide shifts, one line per flagged change, per noisy point (its time), per
+    incomparable point, then the counts."""
+    engines = sorted({s.engine for s in result.sweeps})
+    lines = [x for x in (overall_line(result, e) for e in engines) if x]
+    lines += [shift_line(s) for s in main_shifts(result)]
+    flagged, noisy = [], []
+    for s, p, c in result.changes():
+        if c.verdict in (WORSE, BETTER):
+            flagged.append((RANK[c.verdict], s.name, p.point, c.metric, c))
+        elif c.verdict == NOISY and (c.metric == "elapsed_s" or c.metric not in TIMED):
+            noisy.append((s.name, p.point, c.metric, c))
+    lines += [change_line(name, point, c, result) for *_, name, point, _, c in sorted(
+        flagged, key=lambda t: t[:4])]  # fmt: skip
+    lines += [change_line(name, point, c, result) for name, point, _, c in sorted(
+        noisy, key=lambda t: t[:3])]  # fmt: skip
+    for s, p in result.points():
+        if p.incomparable:
+            lines.append(
+                f"{s.name} {p.point}: incomparable ({'; '.join(d.text() for d in p.incomparable)})"
+            )
+    lines.append(summary_line(result))
+    return lines
