@@ -1337,22 +1337,27 @@ def io_cost_rows(index_when) -> pd.DataFrame:
 
 
 def test_uses_index_claims_follow_the_plans_the_rows_record():
+    from tunelab import claimspec
     from tunelab.analysis import claims
 
     doc, _ = spec.load_yaml(IO_COSTS)
+    found, errors = claimspec.sweep_claims(doc, IO_COSTS, "db2")
+    assert errors == []
+    plans = [c for c in found if c.get("metric") == "uses_index"]  # IBM's two findings
+    assert [c["finding"] for c in plans] == ["io-costs-overhead", "io-costs-transferrate"]
 
     def cheap_random_reads(p):  # low OVERHEAD or high TRANSFERRATE: the index
         return p.knobs["overhead_ms"] == 0.5 or p.knobs["transferrate_ms"] == 0.32
 
     frame = io_cost_rows(cheap_random_reads)
-    verdicts = claims.evaluate_sweep(doc["expect"], frame, "db2")
+    verdicts = claims.evaluate_sweep(plans, frame, "db2")
     assert [v.verdict for v in verdicts] == ["holds", "holds"], [v.evidence for v in verdicts]
     headline = claims.headline(frame, verdicts)  # every overhead's median share, ascending
     assert headline.endswith("< 0.5 1, selectivity 0.05, transferrate_ms 0.04"), headline
     # The optimizer keeps one plan whatever the costs: no claim holds; the same plan on both
     # sides shows the claimed difference absent.
     for same in (lambda p: True, lambda p: False):
-        verdicts = claims.evaluate_sweep(doc["expect"], io_cost_rows(same), "db2")
+        verdicts = claims.evaluate_sweep(plans, io_cost_rows(same), "db2")
         assert [v.verdict for v in verdicts] == ["similar", "similar"]
 
 
