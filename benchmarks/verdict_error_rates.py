@@ -30,8 +30,10 @@ Per kind two truths: the null at the least favourable place, the margin (``lower
 the crossing and 1.05 above it, ``falls``/``rises`` the largest value 0.95/1.05 times the
 smallest, linear in between), where a ``holds`` is a false positive; and an effect of twice
 the margin (0.90, 1.10, ``similar`` 1.0), where ``holds`` is power. Cases (``CASES``): the
-analysis the lab does (rows with their ``pass``), with and without a pass effect, and with a
-block that measures on across a turn keeping its pass effect; and with passes of three, the
+analysis the lab does (rows with their ``pass``), with and without a pass effect (the lab
+sets a block up anew where it ends one pass and begins the next, so each block's part of a
+pass has its own effect), and as it was before that, a block measuring on across a turn
+keeping its pass effect; and with passes of three, the
 lab's analysis and the naive one (each round taken as its own pass, so that rounds pair as
 independent). With passes of one round the two analyses are the same.
 """
@@ -227,7 +229,7 @@ def rate(kind: str, null: bool, noise: Noise, packs: int, naive: bool = False,
 CASES = {
     "lab": (None, False, True, False),
     "lab, no pass effect": (None, False, False, False),
-    "lab, turns keep it": (None, False, True, True),
+    "turns not set up anew": (None, False, True, True),
     "lab, passes of 3": (3, False, True, False),
     "naive, passes of 3": (3, True, True, False),
 }

@@ -44,6 +44,7 @@ class DriftingSession:
 
     clock = itertools.count()
     opened: list[str] = []
+    renewed: list[tuple[int, str]] = []
     fail_at: int | None = None
 
     def __init__(self, point, *_args, **_kw):
@@ -55,6 +56,9 @@ class DriftingSession:
 
     def __exit__(self, *exc):
         return None
+
+    def set_up_anew(self):
+        DriftingSession.renewed.append((next(DriftingSession.clock), self.point.point_id))
 
     def repetition(self, rep, extra=None, follows_itself=True):
         tick = next(DriftingSession.clock)
@@ -69,6 +73,7 @@ def drifting(monkeypatch):
     monkeypatch.setattr(runner, "PointSession", DriftingSession)
     DriftingSession.clock = itertools.count()
     DriftingSession.opened = []
+    DriftingSession.renewed = []
     DriftingSession.fail_at = None
     return DriftingSession
 
@@ -216,6 +221,38 @@ cache: warm
         block["row", 2048, "none", "range", 0.01]
         != block["row", 2048, "nonclustered", "range", 0.01]
     )  # another table
+
+
+def test_a_block_that_measures_on_across_a_turn_is_set_up_anew(drifting, tmp_path):
+    """Two blocks (a restart apart) go A B | B A | A B: the block that ends a pass and begins
+    the next gets a set-up of its own there, and no other visit does, so every block's part
+    of a pass has its own set-up (their rounds are paired as independent passes)."""
+    path = tmp_path / "turns.yaml"
+    path.write_text("""
+name: turns
+engines: [postgres]
+dataset: {rows: 2000, seed: 7}
+knobs:
+  buffer_pool: ["16MiB", "32MiB"]
+workloads:
+  - type: scan
+cache: warm
+repetitions: 4
+""")
+    found, errors = spec.expand(path, "postgres")
+    assert not errors and len({sweeprun.block_of(p) for p in found}) == 2
+    args = (found, tmp_path / "t.csv.gz", tmp_path / "w", tmp_path, None,
+            sweeprun.fixed_budget(found))  # fmt: skip
+    frame, _ = sweeprun.measure_rounds(*args, log=lambda _: None)
+    by_tick = frame.sort_values("tick")
+    sequence = list(by_tick["point_id"])
+    assert len(sequence) == 8
+    turns = [sequence[2 * k + 1] for k in range(3)]  # the last visit of passes 0, 1, 2
+    assert [sequence[2 * k + 2] for k in range(3)] == turns  # ... begins the next pass
+    assert [pid for _, pid in drifting.renewed] == turns
+    # each renewal comes just before that pass's first repetition
+    ticks = list(by_tick["tick"])
+    assert [t for t, _ in drifting.renewed] == [ticks[2 * k + 2] - 1 for k in range(3)]
 
 
 def test_a_killed_sweep_keeps_its_finished_rounds_and_continues(points, drifting, tmp_path):

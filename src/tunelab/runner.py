@@ -37,6 +37,7 @@ from tunelab import (
     workloads,
 )
 from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
+from tunelab.engines.server import ServerEngine
 from tunelab.spec import Point
 
 _PLACEMENT: list[noise.Placement] = []  # this measuring process's, once pinned
@@ -323,11 +324,25 @@ class PointSession:
 
     def __exit__(self, *exc: object) -> None:
         try:
-            for c in self._kept:
-                c.close()
-            self._kept = []
+            self._close_kept()
         finally:
             self._stack.close()
+
+    def _close_kept(self) -> None:
+        for c in self._kept:
+            c.close()
+        self._kept = []
+
+    def set_up_anew(self) -> None:
+        """Give the next repetition a set-up of its own, as a block's part of a pass gets when
+        another block ran before it: a block that ends one pass and begins the next (the
+        order turns) would otherwise measure on, and its two rounds would share what the
+        set-up did. A server restarts (a cold repetition restarts it anyway); warm
+        connections go, so the next repetition warms up again."""
+        self._close_kept()
+        eng = self.setup.engine
+        if isinstance(eng, ServerEngine) and self.point.cache != "cold":
+            eng.restart()
 
     def repetition(
         self, rep: int, extra: dict[str, Any] | None = None, follows_itself: bool = True

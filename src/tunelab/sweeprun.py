@@ -15,7 +15,9 @@ Two orders, by what switching from one point to another costs:
   Within a block each round visits its points in a seeded random order, so the points a
   claim compares on one server are measured side by side in time, not a pass apart. A
   block's server and table are set up once per pass instead of once per sweep: with passes
-  of one round, every round, less one at each turn, where the same block measures on.
+  of one round, every round; at a turn, the block that ends one pass and begins the next
+  is set up anew (``runner.PointSession.set_up_anew``: a server restarts), so that its two
+  rounds do not share one set-up while the other blocks' rounds each have their own.
   Points of two blocks are a block's part of a pass apart, so their comparisons pair by
   pass (``analysis.sequential.pairing``): a pass is one round, so that a comparison between
   blocks has as many pairs as rounds (with passes of three, six to twelve rounds were two
@@ -285,6 +287,7 @@ def measure_rounds(
 
     block_ids = [block_id(p, mode) for p in points]
     previous = None  # the point measured last: a warm point after itself needs no warm-up
+    last_block = None  # the block measured last
     try:
         first = done
         while first < budget:
@@ -304,6 +307,11 @@ def measure_rounds(
                     s = runner.PointSession(p, point_dir / p.point_id, data_dir, run_dir)
                     sessions[v.point] = s.__enter__()
                 s = sessions[v.point]
+                turn = v.order == 0 and pass_start(v.round, mode) == v.round
+                if mode == "blocked" and turn and last_block == block_ids[v.point]:
+                    s.set_up_anew()  # the order turns: this block's new pass is set up anew
+                    previous = None
+                last_block = block_ids[v.point]
                 extra = {"round": v.round, "order_in_round": v.order, "order_mode": mode,
                          "pass": pass_of(v.round, mode), "block": block_ids[v.point],
                          **device}  # fmt: skip
