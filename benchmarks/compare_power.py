@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab.report import compare
+from tunelab.results import read_csv as read_rows_csv
 
 SIZES = (0.05, 0.10, 0.20)
 BUCKETS = (0.01, 0.02, 0.03, 0.05, 0.08, 0.15, math.inf)  # upper edges of the spread
@@ -66,7 +67,7 @@ class BenchInputError(ValueError):
 
 def packs_from_rows(path: Path) -> list[pd.DataFrame]:
     try:
-        rows = pd.read_csv(path, low_memory=False)
+        rows = read_rows_csv(path, low_memory=False)
     except (OSError, ValueError) as exc:
         raise BenchInputError(f"{path}: {exc}") from None
     if "pack" not in rows:

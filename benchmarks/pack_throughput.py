@@ -35,6 +35,7 @@ import pandas as pd
 
 from tunelab import engines
 from tunelab.jobs import AROUND_MEASUREMENT, EXCLUSIVE, JOB_COMMANDS
+from tunelab.results import read_csv as read_rows_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 GOALS_MIN = {"sqlite": 4, "mariadb": 20}
@@ -113,7 +114,7 @@ def report(engine: str, results: Path, wall_s: float, logs: Path | None = None) 
     files = sorted((results / engine).glob("*.csv"))
     if not files:
         sys.exit(f"no merged results in {results / engine}")
-    frame = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    frame = pd.concat([read_rows_csv(f) for f in files], ignore_index=True)
     timed = float(frame["elapsed_s"].sum())
     starts = int(frame.groupby(["sweep", "point_id"])["engine_starts"].max().sum())
     least = least_starts(engine, frame)

@@ -43,6 +43,7 @@ import pandas as pd
 
 from tunelab import check, engines
 from tunelab.report import compare, compare_history
+from tunelab.results import read_csv as read_rows_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 WALL_GOAL_MIN = {"sqlite": 3, "mariadb": 15, "postgres": 10}  # tables kept from a run before
@@ -106,7 +107,11 @@ def verdicts(results: list[Path]) -> list[check.ClaimStability]:
         for checked in run.values():
             other = next((v.other_version for v in checked.verdicts if v.other_version), "")
             judged = any(v.claim.findings_digest for v in checked.verdicts)
-            if judged and not other and "findings_digest" not in pd.read_csv(checked.csv, nrows=1):
+            if (
+                judged
+                and not other
+                and "findings_digest" not in read_rows_csv(checked.csv, nrows=1)
+            ):
                 other = "rows measured before their findings were recorded"
             if other:
                 raise BenchInputError(f"{checked.csv}: {other}; measure new packs (--runs K)")

@@ -24,3 +24,21 @@ def test_existing_results_are_never_silently_overwritten(tmp_path):
 def test_swept_columns_are_those_that_vary(tmp_path):
     frame = pd.DataFrame({"knob_a": [1, 2], "knob_b": [5, 5], "wl_s": [0.1, 0.2], "x": [1, 2]})
     assert results.swept_columns(frame) == ["knob_a", "wl_s"]
+
+
+def test_provenance_that_looks_like_a_number_stays_text(tmp_path):
+    """A findings digest such as 2443e27572355759 reads as a float (inf) by default; the
+    lab's readers keep it, and the commit, as written, through a round's journal too."""
+    from tunelab import sweeprun
+
+    row = {"point_id": "p", "rep": 0, "elapsed_s": 1.0, "findings_digest": "2443e27572355759",
+           "git_commit": "1234e5678901"}  # fmt: skip
+    path = results.write_rows([row], tmp_path / "rows.csv")
+    assert pd.read_csv(path)["findings_digest"].iloc[0] == float("inf")  # the trap
+    back = results.read_results([path])
+    assert back["findings_digest"].iloc[0] == "2443e27572355759"
+    assert back["git_commit"].iloc[0] == "1234e5678901"
+    journal = sweeprun.Journal(tmp_path / "s.csv.gz", [])
+    journal.keep(0, [row], [])
+    (kept,) = journal.finished()
+    assert kept["findings_digest"].iloc[0] == "2443e27572355759"

@@ -21,6 +21,7 @@ import pandas as pd
 from tunelab import claimspec, spec
 from tunelab.analysis import claims
 from tunelab.analysis.claims import Verdict
+from tunelab.results import read_csv as read_rows_csv
 
 STABILITY_FORMAT = 1  # the --stability-out file's layout
 
@@ -36,7 +37,7 @@ def _sweep_doc(path: Path) -> tuple[dict | None, str | None]:
 
 def _read(csv: Path) -> pd.DataFrame:
     try:
-        frame = pd.read_csv(csv)
+        frame = read_rows_csv(csv)
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise ValueError(f"{csv}: cannot read results: {exc}") from None
     if frame.empty or "sweep_file" not in frame or "engine" not in frame:

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -78,8 +79,18 @@ def write_rows(rows: Iterable[dict], path: Path, overwrite: bool = False) -> Pat
     return atomic.write_csv(pd.DataFrame(list(rows)), path)
 
 
+# Provenance that is text but may read as a number: a hex digest such as 2443e27572355759
+# parses as a float (here inf) and would be written back so. Every reader of rows names them.
+TEXT_COLUMNS = ("findings_digest", "git_commit", "tunelab_version", "engine_version", "image")
+
+
+def read_csv(path: Path | str | Any, **kwargs: Any) -> pd.DataFrame:
+    """A file of rows (a point's, a sweep's, a round's), its text provenance kept as text."""
+    return pd.read_csv(path, dtype={c: str for c in TEXT_COLUMNS}, **kwargs)
+
+
 def read_results(paths: Iterable[Path | str]) -> pd.DataFrame:
-    return concat(pd.read_csv(p) for p in paths)
+    return concat(read_csv(p) for p in paths)
 
 
 def concat(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -190,7 +201,7 @@ def _verify(path: Path, result: PointCheck) -> str | None:
     if hashlib.sha256(data).hexdigest() != sha:
         return "changed after it was written: its sha256 differs from its check file's"
     try:
-        frame = pd.read_csv(io.BytesIO(data))
+        frame = read_csv(io.BytesIO(data))
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser errors are ValueErrors
         return f"cannot be parsed ({(str(exc).splitlines() or [type(exc).__name__])[0]})"
     result.frame = frame

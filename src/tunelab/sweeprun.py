@@ -46,6 +46,7 @@ import pandas as pd
 from tunelab import atomic, devprobe, engines, results, runner
 from tunelab.analysis import claims, sequential
 from tunelab.analysis.sequential import PASS_ROUNDS
+from tunelab.results import read_csv as read_rows_csv
 from tunelab.spec import Point
 
 ROUND_FILE = "round-{:03d}.csv"
@@ -174,12 +175,12 @@ class Journal:
             return []
         frames = []
         while (self.dir / ROUND_FILE.format(len(frames))).is_file():
-            frames.append(pd.read_csv(self.dir / ROUND_FILE.format(len(frames))))
+            frames.append(read_rows_csv(self.dir / ROUND_FILE.format(len(frames))))
         return frames
 
     def queries(self, r: int) -> pd.DataFrame | None:
         path = self.dir / QUERIES_FILE.format(r)
-        return pd.read_csv(path) if path.is_file() else None
+        return read_rows_csv(path) if path.is_file() else None
 
     def keep(self, r: int, rows: list[dict], times: list[pd.DataFrame]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -376,7 +377,7 @@ def write_sweep(frame: pd.DataFrame, reason: str, out: Path, journal: Journal) -
 def point_results(rounds: Path, point_id: str, out: Path) -> Path:
     """One point's rows of a sweep measured in rounds, to its own results file (verified,
     with its check file): what the merge, the reports and ``tunelab compare`` read."""
-    frame = pd.read_csv(rounds)
+    frame = read_rows_csv(rounds)
     mine = frame[frame["point_id"].astype(str) == point_id]
     if mine.empty:
         raise ValueError(f"{rounds}: no rows of point {point_id}")

@@ -39,6 +39,7 @@ from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, lab
 from tunelab.report.methods import methods_text
 from tunelab.report.render import write_atomic
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
+from tunelab.results import read_csv as read_rows_csv
 
 PAGES_DIR = "engines"  # beside the index
 METRIC = "elapsed_s"
@@ -167,7 +168,7 @@ def gather(
         runs, doc = [], None
         for engine, csv in items:
             try:
-                frame = pd.read_csv(csv, nrows=1)
+                frame = read_rows_csv(csv, nrows=1)
                 doc, path = _sweep_doc(frame, sweep, sweeps_dir)
                 if not path.is_file():
                     continue
