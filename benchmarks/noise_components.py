@@ -8,10 +8,10 @@ them (the unit the verdicts pair by: the round, or the pass between blocks) and 
 over the units (a robust SD: 1.4826 x the median absolute deviation, so that one disturbed
 round does not set it). Two points of one block (or of a ``rounds`` order) differ by their
 rounds' effects only: the median spread of such pairs is sqrt(2) x the round SD. Two points
-of two blocks differ by their passes' effects too: sqrt(2) x sqrt(pass² + round²). Printed per
-engine and sweep, then per engine (the median over its sweeps): round SD, pass SD, and the
-pairs behind each. A pack's own effect (shared by every row) cancels in every ratio and is
-not estimated here.
+of two blocks differ by their passes' effects too: sqrt(2) x sqrt(pass² + round²) (the
+"between blocks" SD). Printed per engine, sweep and pack, then per engine: the median round
+SD, and the pass SD that the median between-block SD leaves beside it. A pack's own effect
+(shared by every row) cancels in every ratio and is not estimated here.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ MIN_UNITS = 4  # fewer shared units say nothing of a pair's spread
 class Components:
     engine: str
     sweep: str
-    round_sd: float
-    pass_sd: float | None  # None: no pair of two blocks
+    round_sd: float  # nan: no pair within one block
+    between_sd: float | None  # sqrt(pass² + round²); None: no pair of two blocks
     same_pairs: int
     cross_pairs: int
 
@@ -78,12 +78,8 @@ def components(engine: str, sweep: str, frame: pd.DataFrame) -> Components | Non
     if not same and not cross:
         return None
     round_sd = float(np.median(same)) / math.sqrt(2) if same else math.nan
-    pass_sd = None
-    if cross:
-        both = float(np.median(cross)) / math.sqrt(2)
-        base = 0.0 if math.isnan(round_sd) else round_sd
-        pass_sd = math.sqrt(max(0.0, both**2 - base**2))
-    return Components(engine, sweep, round_sd, pass_sd, len(same), len(cross))
+    between = float(np.median(cross)) / math.sqrt(2) if cross else None
+    return Components(engine, sweep, round_sd, between, len(same), len(cross))
 
 
 def measured(dirs: Iterable[Path]) -> list[Components]:
@@ -99,15 +95,21 @@ def measured(dirs: Iterable[Path]) -> list[Components]:
 
 
 def by_engine(found: Sequence[Components]) -> dict[str, tuple[float, float]]:
-    """engine -> (pass SD, round SD): the medians over its sweeps and packs (pass 0 where no
-    sweep compares two blocks: a ``rounds`` order)."""
+    """engine -> (pass SD, round SD): the round SD the median over its sweeps and packs, the
+    pass SD what the median between-block SD leaves of it (0 where no sweep compares two
+    blocks: a ``rounds`` order)."""
     out = {}
     for engine in sorted({c.engine for c in found}):
         mine = [c for c in found if c.engine == engine]
         rounds = [c.round_sd for c in mine if not math.isnan(c.round_sd)]
-        passes = [c.pass_sd for c in mine if c.pass_sd is not None]
-        out[engine] = (float(np.median(passes)) if passes else 0.0,
-                       float(np.median(rounds)) if rounds else math.nan)  # fmt: skip
+        between = [c.between_sd for c in mine if c.between_sd is not None]
+        round_sd = float(np.median(rounds)) if rounds else math.nan
+        pass_sd = 0.0
+        if between:
+            pass_sd = math.sqrt(
+                max(0.0, float(np.median(between)) ** 2 - np.nan_to_num(round_sd) ** 2)
+            )
+        out[engine] = (pass_sd, round_sd)
     return out
 
 
@@ -120,11 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no sweep rows (ENGINE/SWEEP.csv) in {missing[0]}", file=sys.stderr)
         return 2
     found = measured(args.results)
-    print(f"{'engine':9} {'sweep':28} {'round SD':>9} {'pass SD':>8}  pairs (one block, two)")
+    print(f"{'engine':9} {'sweep':28} {'round SD':>9} {'between blocks':>15}  pairs (one "
+          "block, two)")  # fmt: skip
     for c in sorted(found, key=lambda c: (c.engine, c.sweep)):
-        ps = "-" if c.pass_sd is None else f"{c.pass_sd:.1%}"
-        print(f"{c.engine:9} {c.sweep:28} {c.round_sd:9.1%} {ps:>8}  {c.same_pairs}, "
-              f"{c.cross_pairs}")  # fmt: skip
+        rs = "-" if math.isnan(c.round_sd) else f"{c.round_sd:.1%}"
+        bs = "-" if c.between_sd is None else f"{c.between_sd:.1%}"
+        print(f"{c.engine:9} {c.sweep:28} {rs:>9} {bs:>15}  {c.same_pairs}, {c.cross_pairs}")
     for engine, (pass_sd, round_sd) in by_engine(found).items():
         print(f"{engine}: round SD {round_sd:.1%}, pass SD {pass_sd:.1%} (medians over sweeps)")
     return 0
