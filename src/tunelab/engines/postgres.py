@@ -49,6 +49,7 @@ from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import postgres_standby as standby
 from tunelab.engines import server
 from tunelab.engines.base import (
+    KEYS_ALIAS,
     AccessPath,
     CacheState,
     EngineError,
@@ -211,6 +212,9 @@ def settings(knobs: dict[str, Any], standby_streams: bool = False) -> dict[str, 
         # its own): the lab runs VACUUM (ANALYZE) itself after every load and index.
         "autovacuum": "off",
         "jit": "off",  # no LLVM compile inside a timed section
+        # A batched look-up (key_join) descends the index for every key, a repeated one too,
+        # as the statement-per-key look-ups do; Memoize would answer it from its cache.
+        "enable_memoize": "off",
         # One process per statement, like the other engines' sessions: parallel workers would
         # add their own processes (and /dev/shm segments) to a timed section.
         "max_parallel_workers_per_gather": "0",
@@ -369,6 +373,15 @@ def _scans(node: dict[str, Any]) -> list[str]:
         if "Index Cond" not in node:
             detail += ",full"
         return [f"{base}:{node.get('Index Name', '?')};{detail}"]
+    if kind == "Function Scan" and node.get("Alias") == KEYS_ALIAS:
+        return []  # a batched look-up's key list (unnest of its array): reads no table
+    if kind in _NOT_PER_KEY:
+        # A join that does not look each key up in turn (a hash or merge join reads the
+        # whole table or index; Memoize answers a repeated key from its cache): named in the
+        # path, so that it never passes for the index look-ups the point asked for.
+        return [kind.lower().replace(" ", "-")] + [
+            s for child in node.get("Plans", []) for s in _scans(child)
+        ]
     if kind == "Bitmap Heap Scan":
         # The bitmap index scan(s) below (under BitmapAnd/BitmapOr), then the heap in
         # block order.
@@ -377,6 +390,9 @@ def _scans(node: dict[str, Any]) -> list[str]:
     if kind.endswith("Scan") and "Plans" not in node:
         return [kind.lower().replace(" ", "-")]  # e.g. a TID scan: neither an index nor a scan
     return [s for child in node.get("Plans", []) for s in _scans(child)]
+
+
+_NOT_PER_KEY = ("Hash Join", "Merge Join", "Memoize")
 
 
 def _bitmap_indexes(node: dict[str, Any]) -> list[str]:
@@ -714,6 +730,17 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         if isinstance(doc, str | bytes):
             doc = json.loads(doc)
         return AccessPath(normalise_plan(doc), json.dumps(doc))
+
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        # The keys as one int4[] parameter: one statement text whatever the keys (one entry in
+        # pg_stat_statements), planned with the array's length as unnest's row count; the
+        # nested loop takes unnest's rows in the array's order.
+        k = KEYS_ALIAS
+        return f"unnest(%s::int4[]) AS {k}(id) JOIN {table_ref} ON {table}.id = {k}.id"
+
+    def key_args(self, keys: Sequence[int]) -> tuple:
+        # The array's text form, rendered now: psycopg sends a str as it is.
+        return ("{" + ",".join(str(int(k)) for k in keys) + "}",)
 
     def fetch(self, cursor: Any) -> int:
         # psycopg's client cursor: execute() returned once libpq held the whole result (the
