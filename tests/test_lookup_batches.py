@@ -184,4 +184,3 @@ def test_mariadb_batches_make_the_same_look_ups(write_sweep, tmp_path, image):
 def test_postgres_batches_make_the_same_look_ups(write_sweep, tmp_path, pg_image):
     frames = _measured(write_sweep, tmp_path, "postgres", "'64MiB'")
     _same_look_ups(frames, "index:accounts_nonclustered;forward", same_pages=True)
-
