@@ -129,6 +129,14 @@ INFO = EngineInfo(
             minimum=0, maximum=1000, default=1,
             readback="SHOW effective_io_concurrency",
         ),
+        "maintenance_io_concurrency": Knob(
+            "maintenance_io_concurrency", "integer",
+            "maintenance_io_concurrency, in place (settings file, pg_reload_conf()): the "
+            "prefetch depth of work done for many sessions (in 15: recovery's prefetch and the "
+            "heap pages an index's tuple deletion reads); no query's read uses it",
+            minimum=0, maximum=1000, default=10,
+            readback="SHOW maintenance_io_concurrency",
+        ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
             "row: PostgreSQL's row locks (a writer holds ROW EXCLUSIVE on the table); table: "
@@ -208,6 +216,7 @@ def settings(knobs: dict[str, Any], standby_streams: bool = False) -> dict[str, 
         out["shared_buffers"] = f"'{int(knobs['buffer_pool']) * BLOCK_SIZE // 1024}kB'"
     out |= {
         "effective_io_concurrency": str(int(knobs.get("io_concurrency", 1))),
+        "maintenance_io_concurrency": str(int(knobs.get("maintenance_io_concurrency", 10))),
         # No background reads between points (and no hint-bit or visibility-map writes of
         # its own): the lab runs VACUUM (ANALYZE) itself after every load and index.
         "autovacuum": "off",
@@ -566,10 +575,13 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             self.park_proxy()
 
     def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
-        if "io_concurrency" not in changed:
+        names = {"io_concurrency": "effective_io_concurrency",
+                 "maintenance_io_concurrency": "maintenance_io_concurrency"}  # fmt: skip
+        if not changed & set(names):
             return
         self.admin_query("SELECT pg_reload_conf()")
-        self._wait_setting("effective_io_concurrency", settings(knobs)["effective_io_concurrency"])
+        for knob in sorted(changed & set(names)):
+            self._wait_setting(names[knob], settings(knobs)[names[knob]])
 
     def _wait_setting(self, name: str, want: str) -> None:
         # The postmaster re-reads the file, then signals every backend: wait until this one
@@ -874,8 +886,11 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "pg_heap_blks_hit": float(heap_hit),
             "pg_idx_blks_read": float(idx_read),
             "pg_idx_blks_hit": float(idx_hit),
-            # The whole database's, every session's (the lab's admin queries too).
+            # The whole database's, every session's (the lab's admin queries too): the time
+            # read(2) calls into shared buffers took (track_io_timing), which a bitmap heap
+            # scan's prefetch shortens where the kernel read the page ahead.
             "pg_blk_read_time_ms": float(read_ms),
+            "read_wait_ms": float(read_ms),
             "pg_deadlocks": float(deadlocks),
             "pg_xact_commit": float(commits),
             "pg_xact_rollback": float(rollbacks),
@@ -912,6 +927,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "block_size",
             "shared_buffers",
             "effective_io_concurrency",
+            "maintenance_io_concurrency",
             "autovacuum",
             "jit",
             "max_parallel_workers_per_gather",
@@ -926,6 +942,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "page_size": int(v["block_size"][0]),
             "buffer_pool": int(v["shared_buffers"][0]),
             "io_concurrency": int(v["effective_io_concurrency"][0]),
+            "maintenance_io_concurrency": int(v["maintenance_io_concurrency"][0]),
             # Not knobs, recorded with them: the lab's fixed settings as the server has them.
             "pg_shared_buffers": self._setting("shared_buffers"),
             "pg_autovacuum": v["autovacuum"][0],
@@ -997,7 +1014,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             f"config_file={CONF_DIR}/{CONF_FILE}, a file of include_if_exists "
             f"'{DATADIR}/postgresql.conf'; {lines}",
         ]
-        if "io_concurrency" in full:
+        if "io_concurrency" in full or "maintenance_io_concurrency" in full:
             out.append("SELECT pg_reload_conf()  -- when only in-place settings change")
         switches = " ".join(f"-c {k}={v}" for k, v in planner_switches(index).items())
         out.append(f"-- with access: forced, every lab connection starts with options '{switches}'")
