@@ -930,6 +930,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "maintenance_io_concurrency",
             "autovacuum",
             "jit",
+            "enable_memoize",
             "max_parallel_workers_per_gather",
         ]
         rows = self.admin_query(
@@ -947,6 +948,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "pg_shared_buffers": self._setting("shared_buffers"),
             "pg_autovacuum": v["autovacuum"][0],
             "pg_jit": v["jit"][0],
+            "pg_enable_memoize": v["enable_memoize"][0],
             "pg_max_parallel_workers_per_gather": int(v["max_parallel_workers_per_gather"][0]),
         }
         if self.knobs.get("buffer_pool") is None:
