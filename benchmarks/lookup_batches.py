@@ -5,10 +5,11 @@
 
 Measures the sweep on this host as the workflow does (`tunelab.sweeprun.run_sweep`: rounds,
 the bench lock, the findings' stopping rule), twice: its points as the sweep file gives them
-(`batch: 1000`), and the same points with `batch: 1`, a statement per key, as the sweep was
-measured before. `--rounds R` gives both a fixed budget of R rounds instead. Printed per
-variant: the wall minutes, the rounds measured and minutes per round, and per pool size the
-median client share, elapsed time and engine time of a repetition.
+(`batch: 1000`, `access: forced`), and the same points with `batch: 1`, a statement per key,
+and the optimizer's own plan, as the sweep was measured before. `--rounds R` gives both a
+fixed budget of R rounds instead. Printed per variant: the wall minutes, the rounds measured
+and minutes per round, and per pool size the median client share, elapsed time and engine
+time of a repetition.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def points_of(engine: str, batch: int | None, rounds: int | None) -> list[spec.P
     for p in points:
         if batch is not None:
             params = {**p.workload.params, "batch": batch}
-            p = dataclasses.replace(p, workload=workloads.Workload(p.workload.type, params))
+            w = workloads.Workload(p.workload.type, params)
+            p = dataclasses.replace(p, workload=w, access="optimizer")
         if rounds is not None:
             p = dataclasses.replace(p, repetitions=rounds, repetitions_min=rounds)
         out.append(p)
