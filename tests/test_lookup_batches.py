@@ -46,11 +46,13 @@ def test_each_engine_renders_its_key_list_before_timing():
         "JSON_TABLE(%s, '$[*]' COLUMNS (id INT PATH '$')) AS k STRAIGHT_JOIN "
         "t FORCE INDEX (x) ON t.id = k.id"
     )
-    # The portable default (Db2): a VALUES list of markers, a marker per key.
+    # Db2: a VALUES list of typed markers, a marker per key.
     from tunelab.engines.db2 import DB2Engine
 
     db2 = DB2Engine.__new__(DB2Engine)
-    assert db2.key_join("t", "t", 2) == "(VALUES (?), (?)) AS k(id) JOIN t ON t.id = k.id"
+    assert db2.key_join("t", "t", 2) == (
+        "(VALUES (CAST(? AS INTEGER)), (CAST(? AS INTEGER))) AS k(id) JOIN t ON t.id = k.id"
+    )
     assert db2.key_args([4, 5]) == (4, 5)
 
 
@@ -184,3 +186,19 @@ def test_mariadb_batches_make_the_same_look_ups(write_sweep, tmp_path, image):
 def test_postgres_batches_make_the_same_look_ups(write_sweep, tmp_path, pg_image):
     frames = _measured(write_sweep, tmp_path, "postgres", "'64MiB'")
     _same_look_ups(frames, "index:accounts_nonclustered;forward", same_pages=True)
+
+
+def test_db2_gets_the_values_list_with_its_markers_and_the_guideline_last(tmp_path):
+    from tunelab.engines.db2 import DB2Engine
+
+    eng = DB2Engine(tmp_path, "t")
+    w = workloads.Workload("point", {"lookups": 3, "fetch": "count", "batch": 2})
+    stmts = workloads.statements(eng, w, w.index_plan("nonclustered"), "forced", ROWS, SEED)
+    (first, args), (last, rest) = stmts.bound
+    marker = "(CAST(? AS INTEGER))"
+    assert (
+        f"FROM (VALUES {marker}, {marker}) AS k(id) JOIN accounts ON accounts.id = k.id /*" in first
+    )
+    assert f"FROM (VALUES {marker}) AS k(id) JOIN" in last
+    assert first.endswith('INDEX="IX_ACCOUNTS_NONCLUSTERED"/></OPTGUIDELINES> */')
+    assert len(args) == 2 and len(rest) == 1

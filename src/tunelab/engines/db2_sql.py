@@ -119,6 +119,13 @@ def lock_sql(table: str) -> str:
     return f"LOCK TABLE {ident(table)} IN EXCLUSIVE MODE"
 
 
+def key_join_sql(table: str, table_ref: str, n: int, alias: str) -> str:
+    """A batched look-up's FROM clause: a VALUES list of ``n`` typed markers (Db2 refuses an
+    untyped marker in a VALUES list) joined to the table on id."""
+    rows = ", ".join(["(CAST(? AS INTEGER))"] * n)
+    return f"(VALUES {rows}) AS {alias}(id) JOIN {table_ref} ON {table}.id = {alias}.id"
+
+
 def _unique(cols: Sequence[str]) -> list[str]:
     return [c.upper() for c in dict.fromkeys(cols)]
 
