@@ -155,8 +155,8 @@ def _same_look_ups(frames: dict[int, pd.DataFrame], path: str) -> None:
     assert batched["queries"].eq(10).all() and one["queries"].eq(1000).all()
     for frame in frames.values():
         assert frame["rows_touched"].eq(1000).all()
-        assert frame["access_matches"].all()
-        assert frame["access_path"].eq(path).all()
+        assert frame["access_matches"].all()  # the index's path, batched or not
+    assert batched["access_path"].eq(path).all()  # its look-ups, not a hash or merge join
     # A descent per key: at least an index leaf and a table page asked of the pool for most
     # keys (a scan of the 20,000 rows asks for a few hundred pages in all), and no more than
     # a statement per key asks for. Fewer can be: SQLite's cursors keep each b-tree's root
