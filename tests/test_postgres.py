@@ -66,6 +66,7 @@ def test_knobs_postgres_cannot_express_are_refused_with_the_reason(write_sweep):
         PostgresEngine.full_knobs({"io_concurrency": 1001})
     full = PostgresEngine.full_knobs({"buffer_pool": 1024})
     assert full == {"page_size": 8192, "buffer_pool": 1024, "io_concurrency": 1,
+                    "maintenance_io_concurrency": 10,
                     "lock_granularity": "row", "index": "none", "sync_mode": "none",
                     "network_rtt_ms": 0}  # fmt: skip
     # A sweep gets the note, and the page size's reason, before anything starts.

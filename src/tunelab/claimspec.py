@@ -32,7 +32,8 @@ METRICS = (
     "physical_reads_per_s", "hit_ratio_app", "hit_ratio_sys", "written_bytes", "uses_index",
 )  # fmt: skip
 COUNTERS = (
-    "logical_reads", "physical_reads", "prefetch_reads", "os_read_bytes", "os_write_bytes",
+    "logical_reads", "physical_reads", "prefetch_reads", "read_wait_ms", "os_read_bytes",
+    "os_write_bytes",
     "lock_waits", "lock_wait_time_ms", "lock_escalations",
 )  # fmt: skip
 

@@ -29,8 +29,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "scan": {"fetch": "all"},
     "multipoint": {"queries": 5, "fetch": "all"},
     "range": {"selectivity": 0.01, "queries": 1, "fetch": "all"},
-    "point": {"lookups": 1_000, "fetch": "all"},
+    # batch: keys per statement (1: a statement per key; more: see lookup_sql)
+    "point": {"lookups": 1_000, "fetch": "all", "batch": 1},
 }
+MAX_BATCH = 10_000  # keys per statement: within every engine's limit on a statement's size
 # The predicate column(s) an index on this workload is built on, and what the query selects.
 PREDICATE: dict[str, tuple[str, ...]] = {
     "insert": ("id",),
@@ -76,6 +78,8 @@ def check_params(wtype: str, params: dict[str, Any], dataset_rows: int) -> list[
         errors.append(("commit_every", "larger than rows"))
     if "fetch" in params and params["fetch"] not in FETCH_MODES:
         errors.append(("fetch", f"{params['fetch']!r} not allowed (allowed: all, count)"))
+    if wtype == "point" and not 1 <= params["batch"] <= MAX_BATCH:
+        errors.append(("batch", f"{params['batch']} out of range (allowed: 1..{MAX_BATCH})"))
     if wtype == "range" and not 0 < params["selectivity"] <= 1:
         errors.append(
             ("selectivity", f"{params['selectivity']} out of range (allowed: 0 < s <= 1)")
@@ -133,6 +137,18 @@ def query_sql(w: Workload, ph: str, table_ref: str = TABLE) -> str:
     raise ValueError(w.type)
 
 
+def lookup_sql(engine: Engine, w: Workload, table_ref: str, n: int) -> str:
+    """A batched point look-up: ``n`` keys in one statement, joined to the table so that the
+    engine looks each up in turn (``Engine.key_join``): the same index descents as ``n``
+    statements, without a round trip and a statement's overhead per key."""
+    what = _aggregates(SELECTED["point"]) if w.params["fetch"] == "count" else f"{TABLE}.*"
+    return f"SELECT {what} FROM {engine.key_join(TABLE, table_ref, n)}"
+
+
+def batched(w: Workload) -> bool:
+    return w.type == "point" and w.params.get("batch", 1) > 1
+
+
 @dataclass
 class Statements:
     """A point's timed statements, bound the engine's way before anything is timed."""
@@ -153,7 +169,15 @@ def statements(
     if w.writes:  # one prepared statement for executemany; the plan is recorded, not forced
         sql = query_sql(w, engine.placeholder) if w.type == "update" else engine.insert_sql(TABLE)
         return Statements(sql, [(sql, a) for a in query_args(w, rows, seed)])
-    sql = query_sql(w, engine.placeholder, engine.table_ref(TABLE, index, access))
+    table_ref = engine.table_ref(TABLE, index, access)
+    if batched(w):  # the same seeded keys in the same order, ``batch`` to a statement
+        keys = [k for (k,) in query_args(w, rows, seed)]
+        size = w.params["batch"]
+        chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
+        sqls = {n: lookup_sql(engine, w, table_ref, n) for n in {len(c) for c in chunks}}
+        bound = [engine.bind(sqls[len(c)], engine.key_args(c), False) for c in chunks]
+        return Statements(sqls[len(chunks[0])], bound, w.params["fetch"])
+    sql = query_sql(w, engine.placeholder, table_ref)
     args = query_args(w, rows, seed) or [()]
     values_matter = w.type in VALUE_DEPENDENT
     bound = [engine.bind(sql, a, values_matter) for a in args]
@@ -168,10 +192,15 @@ def timed_sql(engine: Engine, w: Workload, index: IndexPlan, access: str, ds: Da
         return [f"-- timed: {stmts.sql}  -- {p['rows']} rows, {p['threads']} thread(s), a "
                 f"commit every {p['commit_every']}; each transaction as the engine sends it "
                 "(write_steps: executemany, or rendered before timing)"]  # fmt: skip
-    shown = [f"{sql}  -- {list(args)}" if args else sql for sql, args in stmts.bound[:3]]
+    shown = [f"{sql}  -- {_shown(args)}" if args else sql for sql, args in stmts.bound[:3]]
     more = len(stmts.bound) - len(shown)
     head = f"-- timed (access: {access}, fetch: {stmts.fetch}), {len(stmts.bound)} statement(s):"
     return [head, *shown, *([f"-- ... and {more} more"] if more > 0 else [])]
+
+
+def _shown(args: tuple) -> str:
+    text = str(list(args))
+    return text if len(text) <= 200 else f"{text[:200]}... ({len(text)} characters)"
 
 
 def result_rows(conn: Any, stmts: Statements) -> int:

@@ -135,6 +135,9 @@ ACCESS_MODES = ("optimizer", "forced")
 EXPLAIN_MAX = 20
 # Bumped when the way a table is built changes, so no table built the old way is reused.
 TABLE_BUILD = 1
+# The alias of a batched look-up's key list (``Engine.key_join``): each engine's plan
+# normaliser leaves that list's own access out of the path, as it reads no table.
+KEYS_ALIAS = "k"
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,20 @@ class Engine(abc.ABC):
         depend on the values (``values_matter``: a range's selectivity), engines whose
         optimizer would otherwise plan once for every value inline literals here."""
         return sql, tuple(args)
+
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        """The FROM clause of a batched look-up: a list of ``n`` keys (bound as ``key_args``
+        gives them) joined to ``table_ref`` on ``id``, so that the engine looks each key up in
+        the list's order, one index descent per key: a nested loop whose outer side is the
+        list (never a hash or merge join, which would read the whole table or index; the plan
+        shows which). By default a VALUES list of markers."""
+        rows = ", ".join([f"({self.placeholder})"] * n)
+        k = KEYS_ALIAS
+        return f"(VALUES {rows}) AS {k}(id) JOIN {table_ref} ON {table}.id = {k}.id"
+
+    def key_args(self, keys: Sequence[int]) -> tuple:
+        """The arguments of ``key_join``'s statement for these keys, rendered before timing."""
+        return tuple(int(k) for k in keys)
 
     def fetch(self, cursor: Any) -> int | None:
         """Consume the executed statement's rows through the driver's own path (no per-row

@@ -53,6 +53,7 @@ from tunelab.dataset import Dataset
 from tunelab.engines import db2_hadr
 from tunelab.engines.base import (
     EXPLAIN_MAX,
+    KEYS_ALIAS,
     AccessPath,
     CacheState,
     EngineError,
@@ -95,6 +96,7 @@ from tunelab.engines.db2_sql import (
     index_kind,
     index_name,
     is_automatic,
+    key_join_sql,
     load_sql,
     lock_sql,
     locksize_ddl,
@@ -609,6 +611,9 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         while batch := cursor.fetchmany(FETCH_ROWS):
             n += len(batch)
         return n
+
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        return key_join_sql(table, table_ref, n, KEYS_ALIAS)
 
     # -- locking -------------------------------------------------------------------------------
     def lock_table(self, cursor: Any, table: str) -> None:

@@ -119,6 +119,13 @@ def lock_sql(table: str) -> str:
     return f"LOCK TABLE {ident(table)} IN EXCLUSIVE MODE"
 
 
+def key_join_sql(table: str, table_ref: str, n: int, alias: str) -> str:
+    """A batched look-up's FROM clause: a VALUES list of ``n`` typed markers (Db2 refuses an
+    untyped marker in a VALUES list) joined to the table on id."""
+    rows = ", ".join(["(CAST(? AS INTEGER))"] * n)
+    return f"(VALUES {rows}) AS {alias}(id) JOIN {table_ref} ON {table}.id = {alias}.id"
+
+
 def _unique(cols: Sequence[str]) -> list[str]:
     return [c.upper() for c in dict.fromkeys(cols)]
 
@@ -525,11 +532,16 @@ def normalise_plan(ops: dict[int, PlanOperator]) -> str:
     """scan (TBSCAN of a table) | index:<IX> (IXSCAN whose RIDs reach a FETCH of the table) |
     index-only:<IX> (IXSCAN with no FETCH), detail after ';': tbscan, ixscan+fetch,
     list-prefetch (RIDs sorted through RIDSCN before the FETCH), ixscan; guideline when the
-    RETURN operator names a statement profile (STMTPROF), i.e. a guideline was applied."""
+    RETURN operator names a statement profile (STMTPROF), i.e. a guideline was applied;
+    hsjoin or msjoin for a hash or merge join (a batched look-up's key list, a VALUES list,
+    comes from a GENROW: no access of its own)."""
     paths = []
     for op in sorted(ops.values(), key=lambda o: o.id):
         data = [name for kind, name, _ in op.inputs if kind == "D"]
-        if op.type == "TBSCAN" and data:
+        if op.type in ("HSJOIN", "MSJOIN"):
+            # A batched look-up's key list joined by hash or merge: not a look-up per key.
+            paths.append(op.type.lower())
+        elif op.type == "TBSCAN" and data:
             paths.append("scan;tbscan")  # a TBSCAN fed by an operator reads a temp table
         elif op.type == "IXSCAN" and data:
             index = _unqualified(data[0])

@@ -30,6 +30,7 @@ from tunelab import cache, containers
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines.base import (
+    KEYS_ALIAS,
     AccessPath,
     CacheState,
     EngineError,
@@ -256,12 +257,17 @@ def _normalise_plan(doc: dict[str, Any]) -> str:
     detail (ref, range, eq_ref, const, index_merge...; full: the whole index in key order)."""
     paths = []
     for t in _tables(doc):
+        if t.get("table_name") == KEYS_ALIAS:
+            continue  # a batched look-up's key list (JSON_TABLE): reads no table
         access = t.get("access_type")
         if access is None:  # e.g. "Impossible WHERE": no row is read at all
             paths.append(f"none;{t.get('message', 'no access')}")
             continue
         if access == "ALL":
             paths.append("scan")
+            continue
+        if access.startswith("hash"):  # a hash join (join_cache_level 3+): not per-key look-ups
+            paths.append(f"hash-join;{access}")
             continue
         keys = [t["key"]] if "key" in t else _keys(t.get("index_merge"))
         name = "+".join(dict.fromkeys(keys)) or "?"
@@ -646,6 +652,16 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         raw = cur.fetchone()[0]
         cur.close()
         return AccessPath(_normalise_plan(json.loads(raw)), raw)
+
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        # JSON_TABLE yields the array's values in order, and STRAIGHT_JOIN keeps it the outer
+        # table: each key an eq_ref look-up in turn. One parameter: one statement text.
+        k = KEYS_ALIAS
+        return (f"JSON_TABLE(%s, '$[*]' COLUMNS (id INT PATH '$')) AS {k} "
+                f"STRAIGHT_JOIN {table_ref} ON {table}.id = {k}.id")  # fmt: skip
+
+    def key_args(self, keys: Sequence[int]) -> tuple:
+        return (json.dumps([int(k) for k in keys]),)
 
     def fetch(self, cursor: Any) -> int:
         # The buffered cursor's execute() already read the whole result (mysql_store_result)

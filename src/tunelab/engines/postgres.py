@@ -49,6 +49,7 @@ from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import postgres_standby as standby
 from tunelab.engines import server
 from tunelab.engines.base import (
+    KEYS_ALIAS,
     AccessPath,
     CacheState,
     EngineError,
@@ -127,6 +128,14 @@ INFO = EngineInfo(
             "sequential and plain index scans never prefetch (kernel read-ahead only); 0: off",
             minimum=0, maximum=1000, default=1,
             readback="SHOW effective_io_concurrency",
+        ),
+        "maintenance_io_concurrency": Knob(
+            "maintenance_io_concurrency", "integer",
+            "maintenance_io_concurrency, in place (settings file, pg_reload_conf()): the "
+            "prefetch depth of work done for many sessions (in 15: recovery's prefetch and the "
+            "heap pages an index's tuple deletion reads); no query's read uses it",
+            minimum=0, maximum=1000, default=10,
+            readback="SHOW maintenance_io_concurrency",
         ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
@@ -207,10 +216,14 @@ def settings(knobs: dict[str, Any], standby_streams: bool = False) -> dict[str, 
         out["shared_buffers"] = f"'{int(knobs['buffer_pool']) * BLOCK_SIZE // 1024}kB'"
     out |= {
         "effective_io_concurrency": str(int(knobs.get("io_concurrency", 1))),
+        "maintenance_io_concurrency": str(int(knobs.get("maintenance_io_concurrency", 10))),
         # No background reads between points (and no hint-bit or visibility-map writes of
         # its own): the lab runs VACUUM (ANALYZE) itself after every load and index.
         "autovacuum": "off",
         "jit": "off",  # no LLVM compile inside a timed section
+        # A batched look-up (key_join) descends the index for every key, a repeated one too,
+        # as the statement-per-key look-ups do; Memoize would answer it from its cache.
+        "enable_memoize": "off",
         # One process per statement, like the other engines' sessions: parallel workers would
         # add their own processes (and /dev/shm segments) to a timed section.
         "max_parallel_workers_per_gather": "0",
@@ -369,6 +382,15 @@ def _scans(node: dict[str, Any]) -> list[str]:
         if "Index Cond" not in node:
             detail += ",full"
         return [f"{base}:{node.get('Index Name', '?')};{detail}"]
+    if kind == "Function Scan" and node.get("Alias") == KEYS_ALIAS:
+        return []  # a batched look-up's key list (unnest of its array): reads no table
+    if kind in _NOT_PER_KEY:
+        # A join that does not look each key up in turn (a hash or merge join reads the
+        # whole table or index; Memoize answers a repeated key from its cache): named in the
+        # path, so that it never passes for the index look-ups the point asked for.
+        return [kind.lower().replace(" ", "-")] + [
+            s for child in node.get("Plans", []) for s in _scans(child)
+        ]
     if kind == "Bitmap Heap Scan":
         # The bitmap index scan(s) below (under BitmapAnd/BitmapOr), then the heap in
         # block order.
@@ -377,6 +399,9 @@ def _scans(node: dict[str, Any]) -> list[str]:
     if kind.endswith("Scan") and "Plans" not in node:
         return [kind.lower().replace(" ", "-")]  # e.g. a TID scan: neither an index nor a scan
     return [s for child in node.get("Plans", []) for s in _scans(child)]
+
+
+_NOT_PER_KEY = ("Hash Join", "Merge Join", "Memoize")
 
 
 def _bitmap_indexes(node: dict[str, Any]) -> list[str]:
@@ -550,10 +575,13 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             self.park_proxy()
 
     def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
-        if "io_concurrency" not in changed:
+        names = {"io_concurrency": "effective_io_concurrency",
+                 "maintenance_io_concurrency": "maintenance_io_concurrency"}  # fmt: skip
+        if not changed & set(names):
             return
         self.admin_query("SELECT pg_reload_conf()")
-        self._wait_setting("effective_io_concurrency", settings(knobs)["effective_io_concurrency"])
+        for knob in sorted(changed & set(names)):
+            self._wait_setting(names[knob], settings(knobs)[names[knob]])
 
     def _wait_setting(self, name: str, want: str) -> None:
         # The postmaster re-reads the file, then signals every backend: wait until this one
@@ -715,6 +743,17 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             doc = json.loads(doc)
         return AccessPath(normalise_plan(doc), json.dumps(doc))
 
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        # The keys as one int4[] parameter: one statement text whatever the keys (one entry in
+        # pg_stat_statements), planned with the array's length as unnest's row count; the
+        # nested loop takes unnest's rows in the array's order.
+        k = KEYS_ALIAS
+        return f"unnest(%s::int4[]) AS {k}(id) JOIN {table_ref} ON {table}.id = {k}.id"
+
+    def key_args(self, keys: Sequence[int]) -> tuple:
+        # The array's text form, rendered now: psycopg sends a str as it is.
+        return ("{" + ",".join(str(int(k)) for k in keys) + "}",)
+
     def fetch(self, cursor: Any) -> int:
         # psycopg's client cursor: execute() returned once libpq held the whole result (the
         # server never waits for the lab between rows); fetchall builds the rows in C
@@ -847,8 +886,11 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "pg_heap_blks_hit": float(heap_hit),
             "pg_idx_blks_read": float(idx_read),
             "pg_idx_blks_hit": float(idx_hit),
-            # The whole database's, every session's (the lab's admin queries too).
+            # The whole database's, every session's (the lab's admin queries too): the time
+            # read(2) calls into shared buffers took (track_io_timing), which a bitmap heap
+            # scan's prefetch shortens where the kernel read the page ahead.
             "pg_blk_read_time_ms": float(read_ms),
+            "read_wait_ms": float(read_ms),
             "pg_deadlocks": float(deadlocks),
             "pg_xact_commit": float(commits),
             "pg_xact_rollback": float(rollbacks),
@@ -885,8 +927,10 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "block_size",
             "shared_buffers",
             "effective_io_concurrency",
+            "maintenance_io_concurrency",
             "autovacuum",
             "jit",
+            "enable_memoize",
             "max_parallel_workers_per_gather",
         ]
         rows = self.admin_query(
@@ -899,10 +943,12 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "page_size": int(v["block_size"][0]),
             "buffer_pool": int(v["shared_buffers"][0]),
             "io_concurrency": int(v["effective_io_concurrency"][0]),
+            "maintenance_io_concurrency": int(v["maintenance_io_concurrency"][0]),
             # Not knobs, recorded with them: the lab's fixed settings as the server has them.
             "pg_shared_buffers": self._setting("shared_buffers"),
             "pg_autovacuum": v["autovacuum"][0],
             "pg_jit": v["jit"][0],
+            "pg_enable_memoize": v["enable_memoize"][0],
             "pg_max_parallel_workers_per_gather": int(v["max_parallel_workers_per_gather"][0]),
         }
         if self.knobs.get("buffer_pool") is None:
@@ -970,7 +1016,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             f"config_file={CONF_DIR}/{CONF_FILE}, a file of include_if_exists "
             f"'{DATADIR}/postgresql.conf'; {lines}",
         ]
-        if "io_concurrency" in full:
+        if "io_concurrency" in full or "maintenance_io_concurrency" in full:
             out.append("SELECT pg_reload_conf()  -- when only in-place settings change")
         switches = " ".join(f"-c {k}={v}" for k, v in planner_switches(index).items())
         out.append(f"-- with access: forced, every lab connection starts with options '{switches}'")

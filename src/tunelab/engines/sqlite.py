@@ -28,6 +28,7 @@ import apsw
 from tunelab import cache
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines.base import (
+    KEYS_ALIAS,
     TABLE_BUILD,
     AccessPath,
     CacheState,
@@ -323,6 +324,16 @@ class SQLiteEngine(Engine):
         raw = "\n".join(str(r[-1]) for r in rows)
         return AccessPath(_normalise_plan(raw), raw)
 
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        # json_each yields the array's values in order; CROSS JOIN keeps it the outer loop
+        # (SQLite never reorders the tables of a CROSS JOIN). One parameter: one statement
+        # text, prepared once (apsw's statement cache), whatever the keys.
+        k = KEYS_ALIAS
+        return f"json_each(?) AS {k} CROSS JOIN {table_ref} ON {table}.id = {k}.value"
+
+    def key_args(self, keys: Sequence[int]) -> tuple:
+        return (json.dumps([int(k) for k in keys]),)
+
     def fetch(self, cursor: Any) -> int | None:
         # apsw builds each row in C and a zero-length deque drops it, with no Python bytecode
         # per row. Counting them here (zip with a counter) costs 5-7 % of a warm scan, more
@@ -460,6 +471,8 @@ def _normalise_plan(raw: str) -> str:
         if not m:
             continue  # e.g. USE TEMP B-TREE: not an access to the table
         how, name = m["how"], m["name"]
+        if m["table"] == KEYS_ALIAS:
+            continue  # a batched look-up's key list (json_each): reads no table
         detail = "full" if m["op"] == "SCAN" else "search"
         if how is None:
             paths.append("scan")  # a table scan (a WITHOUT ROWID table scans its primary key)

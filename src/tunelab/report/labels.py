@@ -27,6 +27,7 @@ METRICS: dict[str, str] = {
     "c_logical_reads": "logical reads (pages)",
     "c_physical_reads": "physical reads (pages)",
     "c_prefetch_reads": "prefetch reads (pages)",
+    "c_read_wait_ms": "wait for reads (ms)",
     "c_os_read_bytes": "bytes read from the device",
     "physical_reads_per_s": "physical reads per second",
     "read_mb_s": f"read rate (MB/s, {MB_DECIMAL})",

@@ -20,6 +20,7 @@ IO_COLUMNS = (
     "c_logical_reads",
     "c_physical_reads",
     "c_prefetch_reads",
+    "c_read_wait_ms",
     "physical_reads_per_s",
     "hit_ratio_app",
     "hit_ratio_sys",
