@@ -6,8 +6,8 @@ the history; bad input."""
 
 from __future__ import annotations
 
-import json
 import itertools
+import json
 import math
 from pathlib import Path
 
