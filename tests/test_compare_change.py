@@ -90,11 +90,15 @@ def quietest(old, new, k: int) -> list[tuple[float, str, str, str]]:
     )[:k]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a point chosen for its small 'could have detected' figure is caught in 77 % of trials at "
-    "1.5 times that figure (23 of 30 on the stored quiet-host packs), not the ~97 % the model "
-    "claims: the figure rests on the point's own spread, which came out small by chance for "
-    "the points it selects (a winner's curse); compare's model is to pool it"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a point chosen for its small 'could have detected' figure is caught in 77 % of trials at "
+        "1.5 times that figure (23 of 30 on the stored quiet-host packs), not the ~97 % the model "
+        "claims: the figure rests on the point's own spread, which came out small by chance for "
+        "the points it selects (a winner's curse); compare's model is to pool it"
+    ),
+)
 def test_a_regression_each_point_says_it_could_detect_is_caught(packs):
     """In every ordered pair of the stored packs, the five quietest points made slower, each
     by 1.5 times the change it says it could have detected (80 % power at 1 time, so most
