@@ -70,6 +70,7 @@ KNOBS: dict[str, str] = {
     "extent_size": "extent size",
     "read_ahead_threshold": "read-ahead threshold",
     "random_read_ahead": "random read-ahead",
+    "os_read_ahead": "kernel read-ahead",
     "io_concurrency": "I/O concurrency (prefetch requests)",
     "lock_granularity": "lock granularity",
     "index": "index type",
