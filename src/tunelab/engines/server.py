@@ -250,14 +250,16 @@ class ServerEngine(Engine):
         moved = readahead.wanted(full) != (self.disk is not None)  # onto a device, or off it
         if self.container is None or changed & self.info.fresh_knobs or moved:
             self._start_fresh(full)
-        elif changed & self.info.restart_knobs:
+        elif changed & self.info.restart_knobs or readahead.NAME in changed:
+            if self.disk is not None:
+                self.disk.apply(full[readahead.NAME])
             self.write_settings(full)
+            # A file keeps the read-ahead it was opened with: a new value needs the server to
+            # open its files anew (a cold repetition restarts it anyway).
             self.restart()
         else:
             self.write_settings(full)
             self.apply_in_place(full, changed)
-        if self.disk is not None:
-            self.disk.apply(full[readahead.NAME])  # in place: the device's own setting
         self.knobs = full
         self.prepare_point(full)
 
@@ -289,6 +291,7 @@ class ServerEngine(Engine):
         if readahead.wanted(full):
             self.disk = self._new_disk()
             self.disk.create()  # mounted where the data directory goes, before the server
+            self.disk.apply(full[readahead.NAME])  # before the server opens any file
         self.write_settings(full)
         try:
             self.image = self.image or self.image_tag()
