@@ -825,7 +825,8 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         table = dataset.table
         writes = workload in ("insert", "update")
         opts += "".join(f" --{k}={v}" for k, v in replica.primary_options(full, False).items())
-        out = [f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}"]
+        out = readahead.planned(full, "the data directory")
+        out += [f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}"]
         out += replica.planned_sql(full, DATABASE)
         if writes:
             out.append("-- every repetition, untimed: the table built again")

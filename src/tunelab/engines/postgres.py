@@ -970,7 +970,8 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         table = dataset.table
         writes = workload in ("insert", "update")
         lines = "; ".join(f"{k} = {v}" for k, v in settings(full).items())
-        out = [
+        out = readahead.planned(full, "the data directory")
+        out += [
             f"-- container tunelab/postgres (or the official image), postgres -c "
             f"config_file={CONF_DIR}/{CONF_FILE}, a file of include_if_exists "
             f"'{DATADIR}/postgresql.conf'; {lines}",

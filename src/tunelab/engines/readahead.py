@@ -49,6 +49,17 @@ def refusals(engine: str, knobs: dict[str, Any]) -> list[tuple[str, str]]:
     return [(NAME, f"{engine} cannot set the kernel's read-ahead on this host: {why}")]
 
 
+def planned(knobs: dict[str, Any], where: str) -> list[str]:
+    """What ``tunelab plan --sql`` shows of the device, before the engine's own lines."""
+    if not wanted(knobs):
+        return []
+    return [
+        f"-- {where} on a loop device of its own: losetup --find --show --direct-io=on "
+        "<device dir>/device.img; mkfs.ext4; mount -o noatime; "
+        f"echo {knobs[NAME]} > /sys/block/<loop>/queue/read_ahead_kb"
+    ]
+
+
 class LabDisk:
     """The device a point's data files live on: ``root`` holds its backing file and record,
     ``mountpoint`` is the directory the engine keeps its files in."""

@@ -457,13 +457,7 @@ class SQLiteEngine(Engine):
             ddl = f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({key})) WITHOUT ROWID"
         else:
             ddl = f"CREATE TABLE {table} ({cols})"
-        lines = []
-        if readahead.wanted(knobs):
-            lines.append(
-                "-- the file's directory on a loop device of its own: losetup --find --show "
-                "--direct-io=on <work dir>/sqlite-device/device.img; mkfs.ext4; mount; "
-                f"echo {knobs[readahead.NAME]} > /sys/block/<loop>/queue/read_ahead_kb"
-            )
+        lines = readahead.planned(knobs, "the database file's directory")
         lines += [
             f"PRAGMA page_size={knobs['page_size']}; VACUUM  -- fresh file",
             f"PRAGMA cache_size={knobs['buffer_pool']}  -- on every connection",
