@@ -43,6 +43,9 @@ TOOLS = {"losetup": "util-linux", "mkfs.ext4": "e2fsprogs", "mount": "mount", "u
 MKFS_OPTIONS = ("-q", "-F", "-m", "0", "-i", "262144",
                 "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard")  # fmt: skip
 MOUNT_OPTIONS = "noatime"
+# The kernel's read-ahead for a block device it creates (VM_READAHEAD_PAGES, 128 KiB): what a
+# loop device the lab's attach created gets back.
+KERNEL_DEFAULT_KB = 128
 
 
 class BlockDeviceError(RuntimeError):
@@ -164,7 +167,8 @@ class Device:
     root: Path
     mountpoint: Path
     loop: str  # e.g. "loop3"
-    read_ahead_before_kb: int  # the loop device's read_ahead_kb when the lab attached it
+    read_ahead_before_kb: int  # the loop device's read_ahead_kb before the lab attached it
+    attached_kb: int = 0  # and once attached (the kernel's choice)
 
     @property
     def backing(self) -> Path:
@@ -193,13 +197,14 @@ class Device:
         return (
             f"/dev/{self.loop} over {self.backing} (direct I/O "
             f"{'on' if self.direct_io() else 'off'}), ext4 mounted at {self.mountpoint}; "
-            f"queue/read_ahead_kb was {self.read_ahead_before_kb} when attached; "
-            f"max_sectors_kb {limit}"
+            f"queue/read_ahead_kb {self.read_ahead_before_kb} before it was attached, "
+            f"{self.attached_kb} once attached; max_sectors_kb {limit}"
         )
 
     def _save(self, state: str) -> None:
         doc = {"loop": self.loop, "backing": str(self.backing), "mountpoint": str(self.mountpoint),
-               "read_ahead_before_kb": self.read_ahead_before_kb, "state": state}  # fmt: skip
+               "read_ahead_before_kb": self.read_ahead_before_kb,
+               "attached_kb": self.attached_kb, "state": state}  # fmt: skip
         tmp = self.root / f".{RECORD}.tmp"
         tmp.write_text(json.dumps(doc, sort_keys=True))
         tmp.replace(self.root / RECORD)
@@ -214,15 +219,19 @@ def create(root: Path, mountpoint: Path, size_bytes: int) -> Device:
         raise BlockDeviceError(why)
     root, mountpoint = Path(root).resolve(), Path(mountpoint).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    dev = Device(root, mountpoint, "", 0)
+    dev = Device(root, mountpoint, "", KERNEL_DEFAULT_KB)
     dev._save("creating")  # before anything is attached: recovery finds the file
     try:
         with open(dev.backing, "wb") as f:
             f.truncate(int(size_bytes))
+        # Attaching sets the loop device's limits, its read-ahead too (here 2560 KiB where it
+        # had 128): what it had before is what it gets back.
+        before = all_read_ahead()
         path = _run("attach the loop device", "losetup", "--find", "--show", "--direct-io=on",
                     str(dev.backing))  # fmt: skip
         dev.loop = Path(path).name
-        dev.read_ahead_before_kb = read_ahead_kb(dev.loop)
+        dev.read_ahead_before_kb = before.get(dev.loop, KERNEL_DEFAULT_KB)
+        dev.attached_kb = read_ahead_kb(dev.loop)
         dev._save("attached")
         if not dev.direct_io():
             raise BlockDeviceError(
@@ -252,7 +261,8 @@ def reopen(root: Path) -> Device | None:
     loop, mountpoint = str(doc.get("loop") or ""), Path(doc.get("mountpoint", ""))
     if not loop or backing_file(loop) != doc.get("backing") or mountpoint not in mounts_of(loop):
         return None
-    return Device(Path(root).resolve(), mountpoint, loop, int(doc["read_ahead_before_kb"]))
+    return Device(Path(root).resolve(), mountpoint, loop, int(doc["read_ahead_before_kb"]),
+                  int(doc.get("attached_kb", 0)))  # fmt: skip
 
 
 def _umount(path: Path, attempts: int = 50) -> None:
@@ -267,15 +277,24 @@ def _umount(path: Path, attempts: int = 50) -> None:
             time.sleep(0.1)
 
 
+def _set_read_ahead(loop: str, kb: int | None) -> None:
+    if kb is not None:
+        with contextlib.suppress(OSError):
+            _sys(loop, "queue", "read_ahead_kb").write_text(f"{kb}\n")
+
+
 def _detach(loop: str, backing: str, before_kb: int | None) -> None:
-    """Unmount the lab's loop device everywhere here, give it back its read-ahead, detach."""
+    """Unmount the lab's loop device everywhere here, detach it, give it back the read-ahead
+    it had before the lab attached it (before detaching and after: detaching may set the
+    device's limits again)."""
     for where in mounts_of(loop):
         _umount(where)
-    if before_kb is not None:
-        with contextlib.suppress(OSError):
-            _sys(loop, "queue", "read_ahead_kb").write_text(f"{before_kb}\n")
-    if backing_file(loop) == backing:
-        _run("detach the loop device", "losetup", "--detach", f"/dev/{loop}")
+    if backing_file(loop) != backing:
+        return
+    _set_read_ahead(loop, before_kb)
+    _run("detach the loop device", "losetup", "--detach", f"/dev/{loop}")
+    if backing_file(loop) is None:  # not attached again meanwhile (by anyone)
+        _set_read_ahead(loop, before_kb)
 
 
 def release(root: Path) -> list[str]:
@@ -334,7 +353,7 @@ def release_under(directory: Path, say: Callable[[str], None] = print) -> int:
     for loop in loops_backed_under(directory):  # attached, its record never written or lost
         backing = backing_file(loop) or ""
         try:
-            _detach(loop, backing, None)
+            _detach(loop, backing, KERNEL_DEFAULT_KB)  # what it had is unknown: the default
         except BlockDeviceError as exc:
             say(f"could not remove /dev/{loop} (backed by {backing}): {exc}")
             continue
