@@ -192,13 +192,14 @@ class Device:
         return stat(self.loop)
 
     def describe(self) -> str:
-        """How the knob was applied, for the rows."""
+        """How the knob was applied, for the rows: the same words wherever the device is (its
+        number and path differ from run to run, and comparisons list what differs)."""
         limit = _sys(self.loop, "queue", "max_sectors_kb").read_text().strip()
         return (
-            f"/dev/{self.loop} over {self.backing} (direct I/O "
-            f"{'on' if self.direct_io() else 'off'}), ext4 mounted at {self.mountpoint}; "
-            f"queue/read_ahead_kb {self.read_ahead_before_kb} before it was attached, "
-            f"{self.attached_kb} once attached; max_sectors_kb {limit}"
+            f"a loop device over a file in the work directory, direct I/O "
+            f"{'on' if self.direct_io() else 'off'}, ext4; queue/read_ahead_kb "
+            f"{self.read_ahead_before_kb} before it was attached, {self.attached_kb} once "
+            f"attached; max_sectors_kb {limit}"
         )
 
     def _save(self, state: str) -> None:
