@@ -282,3 +282,14 @@ def test_a_device_left_by_a_reboot_is_only_files_and_recover_deletes_them(tmp_pa
         assert blockdev.backing_file(other.loop) == str(other.backing)  # not the lab's run's
     finally:
         blockdev.release(other.root)
+
+
+def test_rows_derive_request_size_and_rate_from_the_devices_counters():
+    from tunelab import runner
+
+    c = {"logical_reads": 100.0, "physical_reads": 100.0, "dev_read_requests": 25.0,
+         "dev_read_bytes": 25 * 65536.0, "dev_read_ms": 3.0}  # fmt: skip
+    out = runner.derived(c, 0.5, 4096)
+    assert out["dev_read_request_kib"] == 64
+    assert out["dev_read_mb_s"] == 25 * 65536 / 0.5 / 1e6
+    assert "dev_read_mb_s" not in runner.derived({"physical_reads": 1.0}, 0.5, 4096)
