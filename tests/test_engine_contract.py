@@ -114,7 +114,14 @@ def test_every_knob_column_has_its_applied_column(name, tmp_path, rows_dir):
     assert errors == []
     assert set(point.knobs) == every  # every knob asked
     run_id = f"contract-{uuid.uuid4().hex[:6]}"
-    out = runner.run_point(point, tmp_path / "p.csv", tmp_path / "w", rows_dir, run_id)
+    try:
+        out = runner.run_point(point, tmp_path / "p.csv", tmp_path / "w", rows_dir, run_id)
+    finally:
+        # The run's kept server goes with its containers, and its data directory's device
+        # (os_read_ahead) with the run's directory, as at a run's end.
+        recovery.clean(run_id)
+        blockdev.release_under(tmp_path / "w", lambda _: None)
+    assert blockdev.loops_backed_under(tmp_path / "w") == []
     frame = pd.read_csv(out)
     knobs = {c[len("knob_") :] for c in frame if c.startswith("knob_")}
     applied = {c[len("applied_") :] for c in frame if c.startswith("applied_")}
@@ -122,7 +129,6 @@ def test_every_knob_column_has_its_applied_column(name, tmp_path, rows_dir):
     row = frame.iloc[0]
     assert row["applied_index"] == "covering"
     assert row["applied_lock_granularity"] == row["knob_lock_granularity"]
-    recovery.clean(run_id)
 
 
 def test_a_knob_the_engine_did_not_read_back_fails_the_point(tmp_path):
