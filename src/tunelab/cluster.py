@@ -74,6 +74,9 @@ def release_host(run: str, workdir: str | Path) -> list[str]:
         pass
     mine = host_dir(Path(workdir) / "runs" / run)
     if not left and mine.exists():
+        from tunelab import blockdev
+
+        blockdev.release_under(mine, lambda _: None)  # os_read_ahead devices, before their files
         shutil.rmtree(mine, ignore_errors=True)
         removed.append(str(mine))
     if removed:

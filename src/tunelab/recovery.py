@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import containers, jobs
+from tunelab import blockdev, containers, jobs
 from tunelab.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
 
 # What `tunelab` does as a workflow job (tunelab.jobs).
@@ -177,6 +177,7 @@ def _reap(run: _Run, say: Callable[[str], None]) -> None:
                 continue
             say(f"removed {kind} {obj.name} ({why})")
     if run.directory is not None and run.directory.exists():
+        blockdev.release_under(run.directory, say)  # its devices, before their files go
         shutil.rmtree(run.directory, ignore_errors=True)
         if run.directory.exists():
             say(f"could not remove all of {run.directory} (files of another user?)")
@@ -186,6 +187,20 @@ def _reap(run: _Run, say: Callable[[str], None]) -> None:
 
 def _point_dirs(workdir: Path) -> list[Path]:
     return sorted(d for n in ("points", "trace") for d in (workdir / n).glob("*"))
+
+
+def _stray_devices(workdir: Path) -> list[Path]:
+    """Where the lab's devices (os_read_ahead) lie outside the runs' directories: those of
+    points measured without a run (``points/``) or of a sweep's points (``sweeps/``), whose
+    measurement holds the bench lock while they exist. Their records (a file left after a
+    reboot), and the loop devices attached to a file there."""
+    found = {root for n in ("points", "trace", "sweeps") for root in
+             blockdev.records_under(workdir / n)}  # fmt: skip
+    for loop in blockdev.loops_backed_under(workdir):
+        backing = Path(blockdev.backing_file(loop) or "")
+        if not backing.is_relative_to(workdir / "runs"):
+            found.add(backing.parent)
+    return sorted(found)
 
 
 def _others() -> list[Proc]:
@@ -229,13 +244,16 @@ def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -
             say(why)
     # Point and trace directories exist only while their measurement holds the bench lock:
     # with no job and no live run of the checkout, the ones there were left by killed jobs.
-    reap_points = not holders and not kept and bool(_point_dirs(workdir))
+    strays = _stray_devices(workdir)
+    reap_points = not holders and not kept and bool(_point_dirs(workdir) or strays)
     if dead or reap_points:
         if benchlock.held_exclusively():
             say("waiting for the measurement that holds the bench lock to end")
         with benchlock.shared("recover"):  # removing during a timed section would disturb it
             for run in dead:
                 _reap(run, say)
+            for root in strays if reap_points else []:
+                blockdev.release_under(root, say)
             points = _point_dirs(workdir) if reap_points else []
             for d in points:
                 shutil.rmtree(d, ignore_errors=True)
@@ -471,7 +489,7 @@ def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
     from tunelab import benchlock
 
     # Without a run: the tables runs keep for later runs (SQLite's files) go too.
-    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables"]
+    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables", "sweeps"]
     leftovers = [workdir / d for d in names if (workdir / d).exists()]
     if not leftovers:
         return f"no engine data left in {workdir}"
@@ -479,5 +497,6 @@ def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
         return f"a measurement is running: engine data in {workdir} left alone"
     with benchlock.shared("clean"):  # no measurement starts while the data goes
         for d in leftovers:
+            blockdev.release_under(d, lambda _: None)  # the devices first: files on them go
             shutil.rmtree(d, ignore_errors=True)
     return f"removed engine data left in {', '.join(map(str, leftovers))}"

@@ -106,6 +106,10 @@ def derived(c: dict[str, float], elapsed: float, page_size: int | None) -> dict[
     }
     if page_size:
         out["read_mb_s"] = physical * page_size / elapsed / 1e6 if elapsed else math.nan
+    if "dev_read_requests" in c:  # the point's own device (os_read_ahead): what reached it
+        requests, nbytes = c["dev_read_requests"], c.get("dev_read_bytes", math.nan)
+        out["dev_read_mb_s"] = nbytes / elapsed / 1e6 if elapsed else math.nan
+        out["dev_read_request_kib"] = nbytes / requests / 1024 if requests else math.nan
     return out
 
 

@@ -52,6 +52,10 @@ MAX_POINTS_ENV = "TUNELAB_MAX_POINTS"
 # sweep gives it). The workflow sets the variable from its config, so every job agrees.
 SIZES = ("quick", "assignment")
 SIZE_ENV = "TUNELAB_SIZE"
+# What a knob the host refuses needs (tunelab.blockdev.unavailable_reason says what is missing).
+HOST_ALLOWED = (
+    "the lab as root on a host with loop devices, losetup, mkfs.ext4 and mount; or no os_read_ahead"
+)
 
 
 _KIND = {"array": "a list", "number": "a number", "integer": "an integer", "null": "null",
@@ -440,6 +444,19 @@ def cannot_vary(doc: dict, engine: str) -> str | None:
     return None
 
 
+def host_refuses(doc: dict, engine: str) -> str | None:
+    """Why this host cannot run a sweep on ``engine`` (a knob it sets needs what the host
+    lacks: a device of the lab's own without root), or None."""
+    if engine not in engines.names():
+        return None
+    lists, fixed = knob_lists(doc, engine)
+    engine_cls = engines.engine_class(engine)
+    for values in ({k: v[0] for k, v in lists.items() if isinstance(v, list) and v}, fixed):
+        for _, msg in engine_cls.host_refusals(values):
+            return msg
+    return None
+
+
 def knob_lists(doc: dict, engine: str) -> tuple[dict[str, list], dict[str, Any]]:
     """(swept knob lists, fixed knobs) of a sweep for one engine: ``overrides.<engine>``
     replaces the general values, a swept knob is not also fixed, and a knob given no values
@@ -647,6 +664,11 @@ def expand(
             if str(e) not in seen:
                 seen.add(str(e))
                 errors.append(e)
+        for fld, msg in engine_cls.host_refusals(knobs):
+            e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, HOST_ALLOWED)
+            if str(e) not in seen:
+                seen.add(str(e))
+                errors.append(e)
         for fld, msg in engine_cls.warn_point(knobs):
             w = SpecWarning(file, where.get(fld, f"knobs.{fld}"), msg)
             if w not in warned:
@@ -707,6 +729,9 @@ def validate_files(
                 continue
             if not errs and isinstance(doc, dict) and (why := cannot_vary(doc, engine)):
                 out.skipped[str(p)] = why
+                continue
+            if not errs and isinstance(doc, dict) and (why := host_refuses(doc, engine)):
+                out.skipped[str(p)] = why  # the pack runs on; `tunelab validate` refuses it
                 continue
         pts, errs = expand(p, engine, calibration, defer_calibrated, size=size,
                            warnings=out.warnings)  # fmt: skip

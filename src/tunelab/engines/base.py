@@ -261,6 +261,12 @@ class Engine(abc.ABC):
         return []
 
     @classmethod
+    def host_refusals(cls, knobs: dict[str, Any]) -> list[tuple[str, str]]:
+        """Knobs this host cannot give the point (e.g. a device of its own without root):
+        (field, message naming the engine and the reason), asked at validation."""
+        return []
+
+    @classmethod
     def full_knobs(cls, knobs: dict[str, Any]) -> dict[str, Any]:
         """The knobs with the engine's defaults filled in, each checked against its ``Knob``
         and the cross-knob rules; EngineError names the first that is not allowed."""

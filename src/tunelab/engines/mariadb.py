@@ -29,6 +29,7 @@ from typing import Any
 from tunelab import cache, containers
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import mariadb_replica as replica
+from tunelab.engines import readahead
 from tunelab.engines.base import (
     KEYS_ALIAS,
     AccessPath,
@@ -128,6 +129,10 @@ INFO = EngineInfo(
             "direct_io", "boolean",
             "innodb_flush_method=O_DIRECT (true) or fsync (false, reads use the OS cache)",
             restart=True, default=True, readback="innodb_flush_method",
+        ),
+        readahead.NAME: readahead.knob(
+            "the data directory (InnoDB's reads meet it only with direct_io: false: O_DIRECT "
+            "bypasses the page cache and its read-ahead)"
         ),
         "sync_mode": Knob(
             "sync_mode", "string",
@@ -347,6 +352,14 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         if nbytes % MIB:
             return [("buffer_pool", f"{pages} pages is not whole MiB: InnoDB would truncate it",
                      allowed)]  # fmt: skip
+        return []
+
+    @staticmethod
+    def warn_point(knobs: dict[str, Any]) -> list[tuple[str, str]]:
+        if readahead.wanted(knobs) and knobs.get("direct_io", True):
+            return [(readahead.NAME, "InnoDB reads its files with O_DIRECT (direct_io: true), "
+                     "which bypasses the kernel's read-ahead: os_read_ahead changes nothing "
+                     "there (set direct_io: false)")]  # fmt: skip
         return []
 
     # -- the server ---------------------------------------------------------------------------
@@ -726,7 +739,7 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         out["engine_time_ns"] = self._statement_ns([c.thread_id() for c in conns])
         if self.standby is not None:
             out |= self.semisync_counters()
-        return out
+        return out | self.disk_counters()
 
     def gauges(self) -> dict[str, float]:
         return self.replication_gauges() if self.standby is not None else {}
@@ -794,7 +807,7 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         }
         if self.knobs.get("buffer_pool") is None:
             applied.pop("buffer_pool")  # not asked: the server's default stays unchecked
-        return applied | self.applied_replication()
+        return applied | self.applied_replication() | self.disk_applied()
 
     def version(self) -> str:
         return f"MariaDB {self._query('SELECT VERSION()')[0][0]} ({self.image})"
@@ -828,7 +841,8 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         table = dataset.table
         writes = workload in ("insert", "update")
         opts += "".join(f" --{k}={v}" for k, v in replica.primary_options(full, False).items())
-        out = [f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}"]
+        out = readahead.planned(full, "the data directory")
+        out += [f"-- container tunelab/mariadb (or the official image), fresh datadir, {opts}"]
         out += replica.planned_sql(full, DATABASE)
         if writes:
             out.append("-- every repetition, untimed: the table built again")

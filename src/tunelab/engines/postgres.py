@@ -47,7 +47,7 @@ from typing import Any
 from tunelab import cache, containers
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import postgres_standby as standby
-from tunelab.engines import server
+from tunelab.engines import readahead, server
 from tunelab.engines.base import (
     KEYS_ALIAS,
     AccessPath,
@@ -137,6 +137,9 @@ INFO = EngineInfo(
             minimum=0, maximum=1000, default=10,
             readback="SHOW maintenance_io_concurrency",
         ),
+        readahead.NAME: readahead.knob(
+            "the data directory (a sequential scan reads block after block and relies on it)"
+        ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
             "row: PostgreSQL's row locks (a writer holds ROW EXCLUSIVE on the table); table: "
@@ -183,7 +186,8 @@ INFO = EngineInfo(
         "extent_size": "PostgreSQL has no extents: relations grow a block at a time and "
         "sequential scans rely on the kernel's read-ahead",
         "read_ahead_threshold": "PostgreSQL has no read-ahead of its own: sequential scans rely "
-        "on the kernel's; use io_concurrency (effective_io_concurrency, bitmap heap scans)",
+        "on the kernel's (os_read_ahead); use io_concurrency (effective_io_concurrency, bitmap "
+        "heap scans)",
         "random_read_ahead": "PostgreSQL has no read-ahead of its own: sequential scans rely "
         "on the kernel's; use io_concurrency (effective_io_concurrency, bitmap heap scans)",
         "overhead_ms": "the closest are the planner's seq_page_cost and random_page_cost, "
@@ -904,6 +908,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             "pg_wal_write_time_ms": write_ms,
             "pg_wal_sync_time_ms": sync_ms,
             "engine_time_ns": self._statement_ns(),
+            **self.disk_counters(),
         }
 
     def gauges(self) -> dict[str, float]:
@@ -953,7 +958,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         }
         if self.knobs.get("buffer_pool") is None:
             applied.pop("buffer_pool")  # not asked: the server's default stays unchecked
-        return applied | self._applied_replication()
+        return applied | self._applied_replication() | self.disk_applied()
 
     def _applied_replication(self) -> dict[str, Any]:
         """sync_mode as the primary has it: synchronous_commit, with the standby streaming as
@@ -1011,7 +1016,8 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         table = dataset.table
         writes = workload in ("insert", "update")
         lines = "; ".join(f"{k} = {v}" for k, v in settings(full).items())
-        out = [
+        out = readahead.planned(full, "the data directory")
+        out += [
             f"-- container tunelab/postgres (or the official image), postgres -c "
             f"config_file={CONF_DIR}/{CONF_FILE}, a file of include_if_exists "
             f"'{DATADIR}/postgresql.conf'; {lines}",

@@ -29,9 +29,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tunelab import containers, noise
+from tunelab import blockdev, containers, noise
+from tunelab.engines import readahead
 from tunelab.engines.base import Engine, EngineError
 from tunelab.engines.images import ensure_image
+
+DEVICE_DIR = "device"  # below a server's home: its os_read_ahead device's file and record
 
 
 def host_dir(run_dir: Path) -> Path:
@@ -97,6 +100,7 @@ class ServerEngine(Engine):
         self.kept: dict[str, str] = {}  # table -> key of the build kept for later points
         self._pid: int | None = None  # the container's first process, looked up once per start
         self._pid_of: tuple[str, int] | None = None
+        self.disk: readahead.LabDisk | None = None  # the data directory's device (os_read_ahead)
 
     @classmethod
     def preflight(cls) -> None:
@@ -194,8 +198,38 @@ class ServerEngine(Engine):
         self._save_kept()
 
     def wipe_home(self) -> None:
-        """Remove the server's files on the host (the lab runs as root, or owns them)."""
+        """Remove the server's files on the host (the lab runs as root, or owns them); first
+        its data directory's device, if it has one (the container is gone by now)."""
+        self.disk = None
+        try:
+            blockdev.release(self.home / DEVICE_DIR)
+        except blockdev.BlockDeviceError as exc:
+            raise EngineError(
+                f"{self.info.name}: removing its {readahead.NAME} device: {exc}"
+            ) from None
         shutil.rmtree(self.home, ignore_errors=True)
+
+    # -- the data directory on a device of its own (os_read_ahead) ---------------------------
+    @property
+    def data_mount(self) -> Path:
+        """The host directory mounted as the server's data directory."""
+        return self.home / "datadir"
+
+    def _new_disk(self) -> readahead.LabDisk:
+        return readahead.LabDisk(self.info.name, self.home / DEVICE_DIR, self.data_mount,
+                                 readahead.SERVER_BYTES)  # fmt: skip
+
+    @classmethod
+    def host_refusals(cls, knobs: dict[str, Any]) -> list[tuple[str, str]]:
+        return readahead.refusals(cls.info.name, knobs) if readahead.NAME in cls.info.knobs else []
+
+    def disk_applied(self) -> dict[str, Any]:
+        """``os_read_ahead`` as the kernel has it, and how it was applied ({}: no device)."""
+        return self.disk.applied() if self.disk is not None else {}
+
+    def disk_counters(self) -> dict[str, float]:
+        """The device's read requests, bytes and milliseconds ({}: no device)."""
+        return self.disk.counters() if self.disk is not None else {}
 
     def image_tag(self) -> str:
         return ensure_image(self.info.name, self.info.image)
@@ -204,17 +238,24 @@ class ServerEngine(Engine):
     def keep_key(self, knobs: dict[str, Any]) -> str:
         """Points of a run whose fresh knobs agree share one server (and data directory)."""
         fresh, _ = self.info.server_order(knobs)
-        return hashlib.sha1(fresh.encode()).hexdigest()[:10]
+        key = hashlib.sha1(fresh.encode()).hexdigest()[:10]
+        # Its data directory on a device of its own, or on the host's disk: another server.
+        return key + "d" if readahead.wanted(knobs) else key
 
     def provision(self, knobs: dict[str, Any]) -> None:
         full = self.full_knobs(knobs)
         if self.run_dir is not None and self.container is None:
             self._attach_kept(full)
         changed = {k for k in full if full[k] != self.knobs.get(k)}
-        if self.container is None or changed & self.info.fresh_knobs:
+        moved = readahead.wanted(full) != (self.disk is not None)  # onto a device, or off it
+        if self.container is None or changed & self.info.fresh_knobs or moved:
             self._start_fresh(full)
-        elif changed & self.info.restart_knobs:
+        elif changed & self.info.restart_knobs or readahead.NAME in changed:
+            if self.disk is not None:
+                self.disk.apply(full[readahead.NAME])
             self.write_settings(full)
+            # A file keeps the read-ahead it was opened with: a new value needs the server to
+            # open its files anew (a cold repetition restarts it anyway).
             self.restart()
         else:
             self.write_settings(full)
@@ -231,8 +272,10 @@ class ServerEngine(Engine):
         self.password = containers.run_secret(self.run_dir)
         self.image = self.image or self.image_tag()
         found = containers.attach(self.placed_spec(), self.run_id, key)
-        if found is not None and (self.home / "knobs.json").exists():
-            self.container = found
+        disk = self._new_disk() if readahead.wanted(full) else None
+        if (found is not None and (self.home / "knobs.json").exists()
+                and (disk is None or disk.reopen())):  # fmt: skip
+            self.container, self.disk = found, disk
             self.knobs = json.loads((self.home / "knobs.json").read_text())
             self.tables.clear()
             kept = self._kept_file
@@ -245,6 +288,10 @@ class ServerEngine(Engine):
         self.remove_container()
         self.wipe_home()
         self.home.mkdir(parents=True, exist_ok=True)
+        if readahead.wanted(full):
+            self.disk = self._new_disk()
+            self.disk.create()  # mounted where the data directory goes, before the server
+            self.disk.apply(full[readahead.NAME])  # before the server opens any file
         self.write_settings(full)
         try:
             self.image = self.image or self.image_tag()

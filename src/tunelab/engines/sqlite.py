@@ -5,7 +5,9 @@ Knobs are SQLite's real ones: ``PRAGMA page_size`` (set on a fresh database file
 index layouts (a secondary index; a WITHOUT ROWID table keyed on the attribute, which
 clusters the rows, rebuilt in key order after its load; covering composite indexes). SQLite
 locks the whole database for every write, so lock granularity has a single value,
-``database``. It has no prefetch knob.
+``database``. It has no prefetch of its own: a scan reads page after page and the kernel
+reads ahead of it, so its prefetch knob is the kernel's read-ahead (``os_read_ahead``: the
+database file on a device of the point's own, ``engines.readahead``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import apsw
 
 from tunelab import cache
 from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
+from tunelab.engines import readahead
 from tunelab.engines.base import (
     KEYS_ALIAS,
     TABLE_BUILD,
@@ -70,10 +73,13 @@ INFO = EngineInfo(
             values=("database",), default="database",
             readback="a second connection cannot begin a write while one holds it",
         ),
+        readahead.NAME: readahead.knob("the database file"),
     },
     notes={
-        "prefetch_size": "SQLite reads pages on demand and has no prefetch knob",
-        "read_ahead_threshold": "SQLite has no read-ahead knob",
+        "prefetch_size": "SQLite reads pages on demand; the kernel reads ahead for it: "
+        "os_read_ahead",
+        "read_ahead_threshold": "SQLite has no read-ahead of its own; the kernel's is "
+        "os_read_ahead",
         "direct_io": "SQLite always goes through the OS page cache",
         "overhead_ms": "SQLite's planner has no I/O cost knobs",
         "transferrate_ms": "SQLite's planner has no I/O cost knobs",
@@ -118,18 +124,50 @@ class SQLiteEngine(Engine):
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
         self.path = self.workdir / "sqlite" / "lab.db"
+        self.disk: readahead.LabDisk | None = None  # the file's own device (os_read_ahead)
+
+    @classmethod
+    def host_refusals(cls, knobs: dict[str, Any]) -> list[tuple[str, str]]:
+        return readahead.refusals(INFO.name, knobs)
 
     # -- lifecycle -------------------------------------------------------------------------
     def provision(self, knobs: dict[str, Any]) -> None:
         knobs = self.full_knobs(knobs)
-        restart = self.knobs.get("page_size") != knobs.get("page_size") or not self.path.exists()
+        moved = readahead.wanted(knobs) != (self.disk is not None)  # onto a device, or off it
+        restart = (self.knobs.get("page_size") != knobs.get("page_size")
+                   or not self.path.exists() or moved)  # fmt: skip
         self.knobs = knobs
         if restart:
             # A page size applies to a new file; a fresh file is this engine's "restart".
-            shutil.rmtree(self.path.parent, ignore_errors=True)
+            self._remove_files()
+            if moved:
+                self._move_disk()
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._new_file()
             self.starts += 1
+        if self.disk is not None:
+            self.disk.apply(knobs[readahead.NAME])  # in place: the device's own setting
+
+    def _move_disk(self) -> None:
+        """The file's directory onto a device of its own (the knob is set), or off it."""
+        if self.disk is not None:
+            self.disk.release()
+            self.disk = None
+            return
+        self.disk = readahead.LabDisk(INFO.name, self.workdir / "sqlite-device",
+                                      self.path.parent, readahead.SQLITE_BYTES)  # fmt: skip
+        self.disk.create()
+
+    def _remove_files(self) -> None:
+        """The database's directory emptied (kept where it is a device's mount point)."""
+        if self.disk is None:
+            shutil.rmtree(self.path.parent, ignore_errors=True)
+            return
+        for p in self.path.parent.iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
 
     def _new_file(self) -> None:
         """An empty database file at the path, with the page size asked."""
@@ -147,7 +185,12 @@ class SQLiteEngine(Engine):
         return conn
 
     def teardown(self) -> None:
-        shutil.rmtree(self.path.parent, ignore_errors=True)
+        try:
+            if self.disk is not None:
+                self.disk.release()  # every connection is closed: nothing holds the mount
+                self.disk = None
+        finally:
+            shutil.rmtree(self.path.parent, ignore_errors=True)
 
     # -- the table, built once and copied ----------------------------------------------------
     def _kept(self, key: str, stage: str = "sqlite-tables") -> Path | None:
@@ -179,7 +222,9 @@ class SQLiteEngine(Engine):
 
     def reuse_table(self, table: str, key: str, changes: bool = True) -> bool:
         kept = self._kept(key)
-        if changes or kept is None or not kept.exists():
+        if changes or kept is None or not kept.exists() or self.disk is not None:
+            # On a device of its own the file is read from that device: a copy, not a link
+            # to the kept file on the host's disk.
             return self._copy_in(kept)
         # A workload that only reads measures the kept file itself, through a link, and its
         # connections are query-only: the same bytes as a copy, without writing the file
@@ -376,6 +421,7 @@ class SQLiteEngine(Engine):
             "os_read_bytes": _proc_io("read_bytes"),
             "os_write_bytes": _proc_io("write_bytes"),
             "engine_time_ns": engine_ns,
+            **(self.disk.counters() if self.disk is not None else {}),
         }
 
     def applied_knobs(self) -> dict[str, Any]:
@@ -386,7 +432,8 @@ class SQLiteEngine(Engine):
         finally:
             conn.close()
         # The index layout is structural: create_table/create_index verify it in the schema.
-        return {"page_size": page, "buffer_pool": pool}
+        device = self.disk.applied() if self.disk is not None else {}
+        return {"page_size": page, "buffer_pool": pool, **device}
 
     def capture_trace(self, run: Any) -> Any:
         # Through a VFS shim with the smallest page cache, so (nearly) every page the
@@ -421,7 +468,8 @@ class SQLiteEngine(Engine):
             ddl = f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({key})) WITHOUT ROWID"
         else:
             ddl = f"CREATE TABLE {table} ({cols})"
-        lines = [
+        lines = readahead.planned(knobs, "the database file's directory")
+        lines += [
             f"PRAGMA page_size={knobs['page_size']}; VACUUM  -- fresh file",
             f"PRAGMA cache_size={knobs['buffer_pool']}  -- on every connection",
         ]

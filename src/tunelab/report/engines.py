@@ -148,7 +148,7 @@ def why_missing(doc: dict[str, Any], engine: str) -> str:
     listed = spec.engines_of(doc)
     if engine not in listed:
         return f"the sweep runs on {', '.join(listed)} only"
-    reason = spec.cannot_vary(doc, engine)
+    reason = spec.cannot_vary(doc, engine) or spec.host_refuses(doc, engine)
     if reason:
         return reason
     return f"not run yet: ./lab run --config engine={engine}"

@@ -31,6 +31,13 @@ METRICS: dict[str, str] = {
     "c_os_read_bytes": "bytes read from the device",
     "physical_reads_per_s": "physical reads per second",
     "read_mb_s": f"read rate (MB/s, {MB_DECIMAL})",
+    # The device of a point's own (os_read_ahead): its requests after the block layer merged
+    # them, read-ahead included.
+    "c_dev_read_requests": "read requests to the device",
+    "c_dev_read_bytes": "bytes the device read",
+    "c_dev_read_ms": "device read time (ms)",
+    "dev_read_request_kib": "KiB per read request",
+    "dev_read_mb_s": f"device read rate (MB/s, {MB_DECIMAL})",
     "data_mb_s": f"data rate (MB/s, {MB_DECIMAL})",
     "hit_ratio": "hit ratio",
     "hit_ratio_app": "hit ratio, application",
@@ -64,6 +71,7 @@ KNOBS: dict[str, str] = {
     "extent_size": "extent size",
     "read_ahead_threshold": "read-ahead threshold",
     "random_read_ahead": "random read-ahead",
+    "os_read_ahead": "kernel read-ahead",
     "io_concurrency": "I/O concurrency (prefetch requests)",
     "lock_granularity": "lock granularity",
     "index": "index type",

@@ -26,6 +26,9 @@ IO_COLUMNS = (
     "hit_ratio_sys",
     "c_os_read_bytes",
     "read_mb_s",
+    "c_dev_read_requests",
+    "dev_read_request_kib",
+    "dev_read_mb_s",
 )
 
 
@@ -222,6 +225,8 @@ def lookups_html(data: ReportData) -> str | None:
 
 def io_html(data: ReportData) -> str | None:
     cols = [c for c in IO_COLUMNS if c in data.results]
+    if any(c.startswith(("c_dev_", "dev_")) for c in cols):
+        cols.insert(0, "elapsed_s")  # read requests and their size beside the time they took
     m = point_medians(data, cols)
     if m.empty:
         return None
