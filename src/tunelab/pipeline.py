@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import dataset, findings, progress, spec
+from tunelab import dataset, findings, progress, results, spec
 from tunelab.spec import Point
 from tunelab.workloads import Workload
 
@@ -263,6 +263,18 @@ def words(text: str) -> list[str]:
     """Options written as one string (a config value) as separate words, to be quoted one by
     one with ``{params.x:q}`` rather than read by the shell."""
     return shlex.split(text)
+
+
+def retire_removed_points(plan: Plan, engine: str, results_dir: str) -> None:
+    """Points measured before that a sweep file of the run no longer has (a value removed,
+    a point renamed by an edit) are set aside, saying so: kept, never merged again."""
+    for sweep in plan.sweeps:
+        folder = Path(results_dir) / engine / sweep
+        gone = results.retire_points_not_in(folder, plan.point_ids(sweep))
+        if gone:
+            print(f"[lab] {sweep}: {len(gone)} point(s) no longer in {plan.files[sweep]} set "
+                  f"aside as {folder}/<point>.csv.retired (kept, not merged): "
+                  f"{', '.join(gone)}", file=sys.stderr)  # fmt: skip
 
 
 def clean_run(run_id: str, workdir: str, submit: Callable[..., int | None] | None = None) -> None:

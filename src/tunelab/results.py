@@ -43,6 +43,7 @@ WORKLOAD_PREFIX = "wl_"
 COUNTER_PREFIX = "c_"
 CHECK_SUFFIX = ".check.json"
 REJECTED_SUFFIX = ".rejected"
+RETIRED_SUFFIX = ".retired"  # a point its sweep file no longer has (retire_points_not_in)
 CHECK_FORMAT = 1
 # A sweep's rows as measured in rounds, beside its point files until each point has its own.
 ROUNDS_FILE = "rounds.csv.gz"
@@ -271,25 +272,49 @@ def verify_points(paths: Iterable[Path | str]) -> list[PointCheck]:
     return checks
 
 
-def set_aside(csv: Path | str) -> list[Path]:
-    """Move a point file and its check file aside (``<name>.rejected``, then ``.rejected.2``
-    ...): kept for inspection, and the point counts as not measured. The CSV goes first:
-    once it is gone the point is not measured, whatever is left beside it."""
+def set_aside(
+    csv: Path | str, why: str = REJECTED_SUFFIX, siblings: Sequence[Path] = ()
+) -> list[Path]:
+    """Move a point file and its check file (and ``siblings``) aside (``<name>.rejected``,
+    then ``.rejected.2`` ...): kept for inspection, and the point counts as not measured.
+    The CSV goes first: once it is gone the point is not measured, whatever is left beside
+    it."""
     csv = Path(csv)
-    pair = (csv, check_path(csv))
+    group = (csv, check_path(csv), *siblings)
     n = 1
     while True:
-        suffix = REJECTED_SUFFIX if n == 1 else f"{REJECTED_SUFFIX}.{n}"
-        targets = [p.with_name(p.name + suffix) for p in pair]
+        suffix = why if n == 1 else f"{why}.{n}"
+        targets = [p.with_name(p.name + suffix) for p in group]
         if not any(t.exists() for t in targets):
             break
         n += 1
     moved = []
-    for src, dst in zip(pair, targets):
+    for src, dst in zip(group, targets):
         if src.exists():
             os.replace(src, dst)
             moved.append(dst)
     return moved
+
+
+def retire_points_not_in(folder: Path | str, keep: Iterable[str]) -> list[str]:
+    """Set aside (``<file>.retired``) the files of every point in a sweep's results folder
+    that is not in ``keep`` (its sweep file's points now): a value removed from the sweep,
+    or a point renamed by an edit. They are kept, but no longer merged, counted or reported.
+    Returns the point ids set aside."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    keep = set(keep)
+    gone = []
+    for csv in sorted(folder.glob("*.csv")):
+        pid = csv.name[: -len(".csv")]
+        if pid in keep or "." in pid:  # "." : a sibling (x.bpsim.csv) or a partial file
+            continue
+        siblings = [p for p in folder.glob(f"{pid}.*") if p not in (csv, check_path(csv))
+                    and REJECTED_SUFFIX not in p.name and RETIRED_SUFFIX not in p.name]  # fmt: skip
+        set_aside(csv, RETIRED_SUFFIX, siblings)
+        gone.append(pid)
+    return gone
 
 
 def merge_inputs(point_csvs: Sequence[str], after: Sequence[str] = ()) -> dict[str, list[str]]:

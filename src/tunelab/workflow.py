@@ -70,5 +70,6 @@ def setup_run(
         cluster.own_node_job(run_id, config["workdir"])
     if submitting:  # `./lab run` follows the run from what its plan says (tunelab.progress)
         results = pipeline.sized_dir(config["results_dir"], size)
+        pipeline.retire_removed_points(plan, config["engine"], results)
         progress.announce(plan, config["engine"], results, logs)
     return Run(id=run_id, workdir=config["workdir"], size=size, plan=plan)

@@ -1,0 +1,455 @@
+"""The fault matrix: the real `./lab run` broken at random moments in every way a user, a CI
+runner or a host breaks it, each fault followed by one plain rerun that must heal it
+(tests/faults/harness.py says what "healed" checks).
+
+TUNELAB_FAULT_MATRIX picks the part that runs:
+- ``quick`` (the default, in every ``./lab test``): SQLite, every fault kind, one seed each;
+- ``full``: SQLite, MariaDB and PostgreSQL, ten seeds of SIGKILL and three of each stop
+  signal per engine, and the server engines' own faults (a container killed from outside,
+  the Docker daemon restarted); run it for a change to running or recovery;
+- ``off``: none.
+
+Each cell prints one line (``fault-matrix: ENGINE KIND seed N: ... healed in S s``), so
+`pytest -s` shows the figures. The faults' moments are drawn over the whole of a clean run's
+duration (measured first, per engine): data generation, table build, a timed section, a
+merge, a report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from faults import harness
+from faults.harness import Lab
+
+from tunelab import results, spec
+
+MODE = os.environ.get("TUNELAB_FAULT_MATRIX", "quick")
+if MODE not in ("quick", "full", "off"):
+    raise pytest.UsageError(f"TUNELAB_FAULT_MATRIX={MODE!r}: allowed quick, full, off")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(MODE == "off", reason="TUNELAB_FAULT_MATRIX=off"),
+]
+
+ENGINES = ["sqlite"] if MODE == "quick" else ["sqlite", "mariadb", "postgres"]
+SEEDS = {"kill": 10, "term": 3, "int": 3} if MODE == "full" else {"kill": 1, "term": 1, "int": 1}
+
+# Small: the quick part must fit in minutes, yet a run passes through every stage.
+SWEEPS = {
+    "sqlite": [{"name": "fm-scan", "rows": 30000, "seed": 11, "pools": "[20, 2000]", "reps": 3}],
+    "mariadb": [
+        {"name": "fm-scan", "rows": 20000, "seed": 11, "pools": '["6MiB", "16MiB"]', "reps": 2}
+    ],  # fmt: skip
+    "postgres": [
+        {"name": "fm-scan", "rows": 20000, "seed": 11, "pools": '["1MiB", "8MiB"]', "reps": 2}
+    ],  # fmt: skip
+}
+
+
+def ready(engine: str) -> None:
+    from test_input_safety import lab_installed
+
+    if reason := lab_installed():
+        pytest.skip(reason)
+    if engine != "sqlite":
+        from tunelab import containers
+
+        if reason := containers.docker_unavailable_reason():
+            pytest.skip(reason)
+
+
+class Reference:
+    """A clean run per engine: what every healed run must equal, and how long a run lasts."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.done: dict[str, tuple[dict, float]] = {}
+
+    def of(self, engine: str) -> tuple[dict, float]:
+        if engine not in self.done:
+            lab = Lab(self.root / engine, engine, self.root / "lock", SWEEPS[engine])
+            t0 = time.monotonic()
+            code, said = lab.run()
+            assert code == 0, said[-4000:]
+            self.done[engine] = (harness.outcome(lab), time.monotonic() - t0)
+        return self.done[engine]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Reference:
+    return Reference(tmp_path_factory.mktemp("fault-reference"))
+
+
+def cell_lab(tmp_path: Path, engine: str, **kw) -> Lab:
+    return Lab(tmp_path / "w", engine, tmp_path / "lock", SWEEPS[engine], **kw)
+
+
+def report(engine: str, kind: str, seed: int, what: str, heal_s: float) -> None:
+    print(f"fault-matrix: {engine} {kind} seed {seed}: {what}; healed in {heal_s:.1f} s")
+
+
+def cells(kind: str) -> list:
+    return [pytest.param(e, s, id=f"{e}-{s}") for e in ENGINES for s in range(SEEDS[kind])]
+
+
+# -- SIGKILL of the whole run at any moment ----------------------------------------------------
+@pytest.mark.parametrize(("engine", "seed"), cells("kill"))
+def test_a_run_killed_at_a_random_moment_is_healed_by_one_rerun(engine, seed, tmp_path, reference):
+    ready(engine)
+    expected, clean_s = reference.of(engine)
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, engine)
+    rng = harness.seeded("kill", engine, seed)
+    at = rng.uniform(0.05, 0.95) * clean_s
+    proc = lab.start()
+    alive = harness.sleep_into(proc, at)
+    harness.kill_session(proc) if alive else proc.wait()
+    took = harness.healed(lab, expected, host)
+    report(engine, "kill", seed, f"SIGKILL at {at:.1f} s" + ("" if alive else " (ended first)"),
+           took)  # fmt: skip
+
+
+# -- a clean stop: SIGTERM or SIGINT ----------------------------------------------------------
+STOPS = {"term": (signal.SIGTERM, 143), "int": (signal.SIGINT, 130)}
+
+
+def stop_cells() -> list:
+    return [pytest.param(e, k, s, id=f"{e}-{k}-{s}")
+            for k in STOPS for e in ENGINES for s in range(SEEDS[k])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("engine", "kind", "seed"), stop_cells())
+def test_a_stop_at_a_random_moment_says_what_is_kept_and_one_rerun_heals(
+    engine, kind, seed, tmp_path, reference
+):
+    """SIGTERM or SIGINT to the run's process group (a terminal's Ctrl-C, a CI runner's
+    cancel), at a random moment: the run stops within a minute, its last line says what is
+    kept and what the next run measures, exit 130/143; one plain rerun heals."""
+    ready(engine)
+    expected, clean_s = reference.of(engine)
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, engine)
+    sig, code = STOPS[kind]
+    at = harness.seeded(kind, engine, seed).uniform(0.05, 0.95) * clean_s
+    mark = lab.out_size()
+    proc = lab.start()
+    if harness.sleep_into(proc, at):
+        before = harness.finished_points(lab)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, sig)
+        got = proc.wait(90)
+        stop_s = time.monotonic() - t0
+        said = lab.out_since(mark)
+        if got != 0:  # 0: it had just finished
+            assert got == code, said[-4000:]
+            last = harness.last_lab_line(said)
+            assert re.search(rf"\[lab\] stopped by {sig.name}: (finished points are kept|every "
+                             rf"point is measured)", last), said[-4000:]  # fmt: skip
+            assert "Traceback" not in said, said[-4000:]
+            harness.kept_as_it_was(lab, before)
+        what = f"{sig.name} at {at:.1f} s, stopped in {stop_s:.1f} s (exit {got})"
+    else:
+        what = f"{sig.name} at {at:.1f} s: the run ended first"
+    took = harness.healed(lab, expected, host)
+    report(engine, kind, seed, what, took)
+
+
+def test_sigterm_to_the_lab_alone_stops_the_run_too(tmp_path, reference):
+    """`kill PID` of ./lab only (a cron job's timeout, a supervisor): the stop reaches the
+    workflow, which ends its jobs, rather than the run going on without its terminal."""
+    ready("sqlite")
+    expected, clean_s = reference.of("sqlite")
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, "sqlite")
+    mark = lab.out_size()
+    proc = lab.start()
+    assert harness.wait_for_command(proc, "tunelab run-sweep"), lab.out_since(mark)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    got = proc.wait(90)
+    said = lab.out_since(mark)
+    assert got == 143, said[-4000:]
+    assert time.monotonic() - t0 < 60
+    assert harness.last_lab_line(said).startswith("[lab] stopped by SIGTERM"), said[-3000:]
+    deadline = time.monotonic() + 30  # the run's processes end with it
+    while [c for c in harness.commands_in(proc.pid) if "snakemake" in c or "tunelab" in c]:
+        assert time.monotonic() < deadline, harness.commands_in(proc.pid)
+        time.sleep(0.1)
+    report("sqlite", "term-lab-only", 0, "SIGTERM to ./lab alone",
+           harness.healed(lab, expected, host))  # fmt: skip
+
+
+# -- a full disk -------------------------------------------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 MiB tmpfs for the results: room for the run, then filled mid-run."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        while os.write(fd, b"x" * 65536):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_results_disk_filled_mid_run_is_one_line_and_loses_nothing(
+    engine, tmp_path, reference, small_disk
+):
+    ready(engine)
+    expected, _ = reference.of(engine)
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, engine, results_dir=small_disk / "results")
+    mark = lab.out_size()
+    proc = lab.start()
+    # once the sweep is measuring: its first round's rows, its points and the merge are
+    # still to be written
+    assert harness.wait_for_command(proc, "tunelab run-sweep"), lab.out_since(mark)
+    filler = fill(small_disk)
+    got = proc.wait(600)
+    said = lab.out_since(mark)
+    assert got == 1, said[-4000:]
+    last = harness.last_lab_line(said)
+    assert "disk full" in last and str(small_disk) in last, said[-4000:]
+    assert last.endswith("finished points are kept"), last
+    # no partial row file is taken for a whole one: each is verified or absent
+    for csv in (small_disk / "results").rglob("*.csv"):
+        if results.check_path(csv).exists():
+            assert results.verify_point(csv).problem is None, csv
+    filler.unlink()
+    took = harness.healed(lab, expected, host)
+    report(engine, "disk-full", 0, "results disk filled while the sweep measured", took)
+
+
+# -- the sweep file edited ---------------------------------------------------------------------
+def with_points(expected: dict, lab: Lab, sweep: str) -> dict:
+    """``expected`` with the points the sweep file now has (each with all its repetitions)."""
+    points, errors = spec.expand(lab.work / "sweeps" / f"{sweep}.yaml", lab.engine)
+    assert not errors, errors
+    reps = {p.point_id: p.repetitions for p in points}
+    return {**expected, sweep: sorted((pid, r) for pid, n in reps.items() for r in range(n))}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_sweep_edited_mid_run_then_between_runs(engine, tmp_path, reference):
+    """A value added while the run measures: the run finishes what it planned, the next one
+    measures the new point. A value removed between runs: its point is set aside, saying
+    so, the rest kept. A typo: the next run stops before anything starts, one line naming
+    the file and the field, exit 2, nothing measured lost; fixed, one run heals."""
+    ready(engine)
+    reference.of(engine)
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, engine)
+    sweep = dict(SWEEPS[engine][0])
+    proc = lab.start()
+    assert harness.wait_for_command(proc, "tunelab run-sweep")
+    sweep["pools"] = sweep["pools"].replace("[", "[" + ("500, " if engine == "sqlite"
+                                                        else '"10MiB", '))  # fmt: skip
+    lab.write_sweep(sweep)
+    assert proc.wait(600) == 0, lab.out_since(0)[-4000:]
+    took = harness.healed(lab, with_points({}, lab, sweep["name"]), host)
+    report(engine, "edit-added-mid-run", 0, "a value added while measuring", took)
+
+    # a value removed between runs
+    removed = sweep["pools"]
+    sweep["pools"] = "[" + removed.strip("[]").split(", ", 1)[1]
+    lab.write_sweep(sweep)
+    mark = lab.out_size()
+    took = harness.healed(lab, with_points({}, lab, sweep["name"]), host)
+    said = lab.out_since(mark)
+    assert re.search(r"fm-scan: 1 point\(s\) no longer in .* set aside as .*\.csv\.retired", said)
+    assert list((lab.results / engine / "fm-scan").glob("*.csv.retired")), "not kept"
+    report(engine, "edit-removed", 0, "a value removed between runs", took)
+
+    # a typo
+    before = harness.finished_points(lab)
+    good = (lab.work / "sweeps" / "fm-scan.yaml").read_text()
+    (lab.work / "sweeps" / "fm-scan.yaml").write_text(good.replace("cache: cold", "cache: colld"))
+    mark = lab.out_size()
+    t0 = time.monotonic()
+    code, said = lab.run()
+    errors = [ln for ln in said.splitlines() if "colld" in ln]
+    assert code == 2, said[-3000:]
+    assert len(errors) == 1 and "fm-scan.yaml" in errors[0] and "cache" in errors[0], said
+    assert "warm" in errors[0] and "cold" in errors[0], errors  # the allowed values
+    assert "Traceback" not in said and "running the sweeps" not in said, said
+    harness.kept_as_it_was(lab, before)
+    assert harness.leftovers(lab) == []
+    typo_s = time.monotonic() - t0
+    (lab.work / "sweeps" / "fm-scan.yaml").write_text(good)
+    took = harness.healed(lab, with_points({}, lab, sweep["name"]), host)
+    report(engine, "edit-typo", 0, f"a typo refused in {typo_s:.1f} s", took)
+
+
+# -- two runs at once --------------------------------------------------------------------------
+def exclusive_spans(lab: Lab) -> list[tuple[int, int]]:
+    spans = []
+    for line in (lab.work / "logs" / "jobs.jsonl").read_text().splitlines():
+        span = json.loads(line)
+        if span["kind"] == "exclusive":
+            spans.append((span["start_ns"], span["end_ns"]))
+    return spans
+
+
+def test_two_checkouts_on_one_host_at_once_both_finish_and_never_overlap(tmp_path, reference):
+    """Two checkouts run their packs at once: the host-wide bench lock serialises their timed
+    work (no exclusive span of one overlaps one of the other), and both end as clean runs."""
+    ready("sqlite")
+    expected, _ = reference.of("sqlite")
+    host = harness.read_ahead()
+    shared_lock = tmp_path / "lock"
+    a = Lab(tmp_path / "a", "sqlite", shared_lock, SWEEPS["sqlite"])
+    b = Lab(tmp_path / "b", "sqlite", shared_lock, SWEEPS["sqlite"])
+    t0 = time.monotonic()
+    pa, pb = a.start(), b.start()
+    assert pa.wait(900) == 0, a.out_since(0)[-3000:]
+    assert pb.wait(900) == 0, b.out_since(0)[-3000:]
+    took = time.monotonic() - t0
+    for lab in (a, b):
+        assert harness.outcome(lab) == expected
+        assert harness.leftovers(lab) == []
+    assert harness.read_ahead() == host
+    for s0, e0 in exclusive_spans(a):
+        for s1, e1 in exclusive_spans(b):
+            assert e0 <= s1 or e1 <= s0, "two checkouts measured at once"
+    report("sqlite", "two-checkouts", 0, "two packs at once", took)
+
+
+# -- the wall clock stepped during a timed section ------------------------------------------------
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def test_the_wall_clock_stepped_back_an_hour_mid_run_changes_no_timing(tmp_path, reference):
+    """An NTP step of the wall clock while points are timed (libfaketime shifts the run's
+    CLOCK_REALTIME, not its CLOCK_MONOTONIC, as NTP would): every timing is as a clean run's,
+    the run ends well, and a rerun measures nothing again."""
+    ready("sqlite")
+    if not Path(FAKETIME).is_file():
+        pytest.skip(f"libfaketime is not installed ({FAKETIME}; apt-get install faketime)")
+    expected, _ = reference.of("sqlite")
+    clean = harness.Lab(reference.root / "sqlite", "sqlite", reference.root / "lock")
+    host = harness.read_ahead()
+    offset = tmp_path / "faketime-offset"
+    offset.write_text("+0\n")
+    lab = cell_lab(tmp_path, "sqlite", env_extra={
+        "LD_PRELOAD": FAKETIME, "FAKETIME_TIMESTAMP_FILE": str(offset),
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1", "FAKETIME_CACHE_DURATION": "1",
+    })  # fmt: skip
+    proc = lab.start()
+    assert harness.wait_for_command(proc, "tunelab run-sweep"), lab.out_since(0)
+    time.sleep(1.0)
+    offset.write_text("-3600\n")  # one hour back, while the sweep's rounds run
+    assert proc.wait(900) == 0, lab.out_since(0)[-4000:]
+    rows = pd.read_csv(lab.results / "sqlite" / "fm-scan.csv")
+    ref = pd.read_csv(clean.results / "sqlite" / "fm-scan.csv")
+    ours = rows.groupby("point_id")["elapsed_s"].median()
+    theirs = ref.groupby("point_id")["elapsed_s"].median()
+    assert (rows["elapsed_s"] > 0).all() and (rows["elapsed_s"] < 60).all()
+    ratio = (ours / theirs).dropna()
+    assert len(ratio) == len(theirs) and ratio.between(0.33, 3).all(), ratio
+    mark = lab.out_size()
+    took = harness.healed(lab, expected, host)
+    assert "run-sweep" not in lab.out_since(mark)  # nothing measured again
+    report("sqlite", "clock-step", 0, f"wall clock -1 h; medians {ratio.round(2).tolist()} "
+           "of a clean run's", took)  # fmt: skip
+
+
+# -- the server engines' own faults -------------------------------------------------------------
+SERVERS = [e for e in ENGINES if e != "sqlite"]
+
+
+def lab_containers(lab: Lab) -> list:
+    from tunelab import containers
+
+    c = containers.client()
+    return [x for x in c.containers.list(filters={"label": "tunelab=1"})
+            if x.labels.get("tunelab.workdir", "").startswith(str(lab.work))]  # fmt: skip
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("engine", SERVERS)
+def test_a_server_killed_from_outside_mid_point_fails_in_one_line(engine, tmp_path, reference):
+    ready(engine)
+    expected, _ = reference.of(engine)
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, engine)
+    mark = lab.out_size()
+    proc = lab.start()
+    deadline = time.monotonic() + 300
+    while not lab_containers(lab):
+        assert proc.poll() is None and time.monotonic() < deadline, lab.out_since(mark)
+        time.sleep(0.2)
+    time.sleep(harness.seeded("docker-kill", engine).uniform(0.5, 3))
+    for x in lab_containers(lab):
+        subprocess.run(["docker", "kill", x.name], capture_output=True)
+    got = proc.wait(600)
+    said = lab.out_since(mark)
+    assert "Traceback" not in said[-2000:], said[-4000:]
+    if got != 0:
+        assert got == 1, said[-4000:]
+        assert harness.last_lab_line(said).startswith("[lab] failed: "), said[-3000:]
+    took = harness.healed(lab, expected, host)
+    report(engine, "docker-kill", 0, f"its server killed (run exit {got})", took)
+
+
+def restart_docker() -> None:
+    """Restart the Docker daemon as this host runs it (its service, else the process)."""
+    if shutil.which("systemctl") and subprocess.run(
+        ["systemctl", "is-active", "--quiet", "docker"]).returncode == 0:  # fmt: skip
+        subprocess.run(["systemctl", "restart", "docker"], check=True, timeout=120)
+        return
+    if shutil.which("service"):
+        done = subprocess.run(["service", "docker", "restart"], capture_output=True, timeout=120)
+        if done.returncode == 0:
+            return
+    pytest.skip("no way to restart the Docker daemon here (no systemctl or service)")
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("engine", SERVERS)
+def test_the_docker_daemon_restarted_mid_point_is_healed(engine, tmp_path, reference):
+    ready(engine)
+    expected, _ = reference.of(engine)
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, engine)
+    mark = lab.out_size()
+    proc = lab.start()
+    deadline = time.monotonic() + 300
+    while not lab_containers(lab):
+        assert proc.poll() is None and time.monotonic() < deadline, lab.out_since(mark)
+        time.sleep(0.2)
+    restart_docker()
+    got = proc.wait(600)
+    said = lab.out_since(mark)
+    assert "Traceback" not in said[-2000:], said[-4000:]
+    took = harness.healed(lab, expected, host)
+    report(engine, "docker-restart", 0, f"daemon restarted (run exit {got})", took)
