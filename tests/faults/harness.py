@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -285,13 +286,14 @@ def healed(lab: Lab, expected: dict, host_before: dict[str, str], max_s: float =
     assert "Traceback" not in said, said[-4000:]
     assert outcome(lab) == expected
     assert (lab.work / "reports" / "index.html").is_file()
-    assert leftovers(lab) == []
+    assert (left := leftovers(lab)) == [], left
     assert read_ahead() == host_before
     return took
 
 
 def last_lab_line(text: str) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
+    """The last line printed, without the lab's bold escape codes."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln) for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
 
 
