@@ -22,6 +22,7 @@ RUN = setup_run(
     main_process=workflow.is_main_process,
     remote=workflow.remote_exec,
     prestart=job_server.prestart,
+    basedir=workflow.basedir,
 )
 SIZE, PLAN, RUN_ID = RUN.size, RUN.plan, RUN.id  # what the rules use
 

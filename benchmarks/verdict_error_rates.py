@@ -28,7 +28,8 @@ cases, 1.5x in one pass on PostgreSQL and 18 % in one burst on MariaDB, are larg
 Per kind two truths: the null at the least favourable place, the margin (``lower`` a/b
 0.95, ``higher`` 1.05, ``similar`` 1.15 with its margin of 15 %, ``crossover`` 0.95 below
 the crossing and 1.05 above it, ``falls``/``rises`` the largest value 0.95/1.05 times the
-smallest, linear in between), where a ``holds`` is a false positive; and an effect of twice
+smallest, linear in between, ``ratio`` (``lower`` with ``than``) the a/b ratio at one mix
+0.95 times that at the other), where a ``holds`` is a false positive; and an effect of twice
 the margin (0.90, 1.10, ``similar`` 1.0), where ``holds`` is power. Cases (``CASES``): the
 analysis the lab does (rows with their ``pass``), with and without a pass effect (the lab
 sets a block up anew where it ends one pass and begins the next, so each block's part of a
@@ -57,7 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from tunelab import sweeprun  # noqa: E402
 from tunelab.analysis import claims, sequential  # noqa: E402
 
-KINDS = ("lower", "higher", "similar", "crossover", "falls", "rises")
+# "ratio": ``lower`` with ``than``: the a/b ratio at mix x below the a/b ratio at mix y
+KINDS = ("lower", "higher", "similar", "crossover", "falls", "rises", "ratio")
 ENGINE = "mariadb"  # a server engine: blocked order
 ALPHA, MARGIN, SIMILAR_MARGIN = 0.05, 0.05, 0.15
 N_MIN, N_MAX = 6, 12
@@ -91,6 +93,9 @@ class SimPoint:
 
 
 def expect_of(kind: str) -> list[dict]:
+    if kind == "ratio":
+        return [{"kind": "lower", "a": {"layout": "a"}, "b": {"layout": "b"},
+                 "where": {"mix": "x"}, "than": {"mix": "y"}}]  # fmt: skip
     if kind in ("lower", "higher"):
         return [{"kind": kind, "a": {"layout": "a"}, "b": {"layout": "b"}}]
     if kind == "similar":
@@ -107,7 +112,7 @@ def truth(kind: str, null: bool) -> float:
     if kind == "similar":
         return 1 + SIMILAR_MARGIN if null else 1.0
     effect = MARGIN if null else 2 * MARGIN
-    return 1 - effect if kind in ("lower", "falls") else 1 + effect
+    return 1 - effect if kind in ("lower", "falls", "ratio") else 1 + effect
 
 
 def points_of(kind: str, ratio: float) -> list[SimPoint]:
@@ -116,6 +121,11 @@ def points_of(kind: str, ratio: float) -> list[SimPoint]:
 
     if kind in ("lower", "higher", "similar"):
         return [point(0, {"layout": "a"}, "a", math.log(ratio)), point(1, {"layout": "b"}, "b", 0)]
+    if kind == "ratio":  # each layout a block; a/b is ``ratio`` at mix x, 1 at mix y
+        return [point(0, {"layout": "a", "mix": "x"}, "a", math.log(ratio)),
+                point(1, {"layout": "b", "mix": "x"}, "b", 0.0),
+                point(2, {"layout": "a", "mix": "y"}, "a", 0.0),
+                point(3, {"layout": "b", "mix": "y"}, "b", 0.0)]  # fmt: skip
     if kind == "crossover":  # a/b: 1/ratio... below the crossing, ratio above (ratio > 1)
         r = math.log(ratio if ratio > 1 else 1 / ratio)
         out = []

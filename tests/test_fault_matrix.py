@@ -351,12 +351,6 @@ def test_two_checkouts_on_one_host_at_once_both_finish_and_never_overlap(tmp_pat
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a file written after the wall clock stepped back is older than its input "
-    "written before: Snakemake stops ('has older modification time ... clock skew'); "
-    "outputs must not be dated before their inputs",
-)
 def test_the_wall_clock_stepped_back_an_hour_mid_run_changes_no_timing(tmp_path, reference):
     """An NTP step of the wall clock while points are timed (libfaketime shifts the run's
     CLOCK_REALTIME, not its CLOCK_MONOTONIC, as NTP would): every timing is as a clean run's,

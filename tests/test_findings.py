@@ -143,7 +143,9 @@ def test_a_finding_of_a_sweep_that_is_not_there_is_refused(tmp_path):
     (root / "sweeps" / "pool-simulation.yaml").unlink()
     proc = _validate(root)
     assert proc.returncode == 2
-    assert "findings.yaml: findings[20].sweep: no sweep named 'pool-simulation'" in proc.stderr
+    docs = findings.load(root / "findings.yaml").entries
+    at = next(i for i, f in enumerate(docs) if f["sweep"] == "pool-simulation")
+    assert f"findings.yaml: findings[{at}].sweep: no sweep named 'pool-simulation'" in proc.stderr
 
 
 def test_a_translation_missing_for_an_engine_that_runs_the_sweep_is_refused(tmp_path):
@@ -154,7 +156,11 @@ def test_a_translation_missing_for_an_engine_that_runs_the_sweep_is_refused(tmp_
     (root / "findings.yaml").write_text(text.replace(old, "    where: {sync_mode: {db2: SYNC}}\n"))
     proc = _validate(root, "postgres")
     assert proc.returncode == 2
-    assert "findings[21].where: gives no value for postgres" in proc.stderr
+    docs = findings.load(root / "findings.yaml").entries
+    at = next(
+        i for i, f in enumerate(docs) if f.get("where", {}).get("sync_mode") == {"db2": "SYNC"}
+    )
+    assert f"findings[{at}].where: gives no value for postgres" in proc.stderr
 
 
 def test_the_digest_names_the_version_of_the_file(tmp_path):

@@ -47,6 +47,9 @@ class Claim:
     a: dict[str, Any] = field(default_factory=dict)
     b: dict[str, Any] = field(default_factory=dict)
     where: dict[str, Any] = field(default_factory=dict)
+    # lower/higher: the ratio a/b where `where` holds against the ratio a/b where `than`
+    # replaces some of its values (an interaction)
+    than: dict[str, Any] = field(default_factory=dict)
     along: str | None = None
     within: tuple[float, float] | None = None
     alpha: float = ALPHA
@@ -90,6 +93,7 @@ def parse(expect: Any) -> list[Claim]:
                 a=dict(c.get("a") or {}),
                 b=dict(c.get("b") or {}),
                 where=dict(c.get("where") or {}),
+                than=dict(c.get("than") or {}),
                 along=c.get("along"),
                 within=(float(within[0]), float(within[1])) if within else None,
                 alpha=float(c.get("alpha", alpha)),
@@ -150,6 +154,10 @@ def describe(c: dict) -> str:
     kind = c["kind"]
     if kind in PAIR_KINDS:
         rel = {"lower": "<", "higher": ">", "similar": "≈"}[kind]
+        if c.get("than"):
+            ratio = f"{kv(c.get('a', {}))} / {kv(c.get('b', {}))}"
+            than = kv({**c.get("where", {}), **c["than"]})
+            return f"{metric}: {ratio}{where} {rel} {ratio} ({than})"
         return f"{metric}: {kv(c.get('a', {}))} {rel} {kv(c.get('b', {}))}{where}"
     if kind == "crossover":
         lo, hi = c.get("within", ("?", "?"))
@@ -196,7 +204,7 @@ def validate(claims: list[dict], points: Sequence[Any], engine: str) -> list[Cla
         metric = c.get("metric", "elapsed_s")
         if metric not in METRICS and metric not in COUNTERS:
             err(f"{at}.metric", f"unknown metric {metric!r}", ", ".join((*METRICS, *COUNTERS)))
-        for part in ("a", "b", "where"):
+        for part in ("a", "b", "where", "than"):
             for key, value in (c.get(part) or {}).items():
                 if key not in values:
                     err(f"{at}.{part}.{key}", f"not a knob or parameter of the sweep on {engine}",
@@ -207,6 +215,11 @@ def validate(claims: list[dict], points: Sequence[Any], engine: str) -> list[Cla
                         f"{at}.{part}.{key}", f"value {value!r} not in the sweep on {engine}", shown
                     )
         kind = c.get("kind")
+        if c.get("than") and kind not in ("lower", "higher"):
+            err(f"{at}.than", f"a '{kind}' claim has no 'than'", "kind: lower or higher")
+        if c.get("than") and not set(c["than"]) <= set(c.get("where") or {}):
+            err(f"{at}.than", "names a key 'where' does not: it replaces where's values",
+                ", ".join(sorted(c.get("where") or {})) or "none")  # fmt: skip
         if kind in PAIR_KINDS + ("crossover",) and not (c.get("a") and c.get("b")):
             err(at, f"a '{kind}' claim compares a with b: give both", "a: {...}, b: {...}")
         if kind in ALONG_KINDS:

@@ -17,10 +17,11 @@ import contextlib
 import functools
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
-from tunelab import benchlock, claimspec, engines, jobs, spec, workloads
+from tunelab import benchlock, claimspec, clockstep, engines, jobs, spec, workloads
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -410,7 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     command = f"tunelab {argv[0]}" if argv and not argv[0].startswith("-") else "tunelab"
     try:
         with lock:
-            return _dispatch(argv)
+            code = _dispatch(argv)
+        if code == 0 and (roots := clockstep.roots_from_env()):  # a job of a run ended
+            clockstep.date_future_files_now([*roots, *(a for a in argv if os.path.isfile(a))])
+        return code
     except KeyboardInterrupt:  # also while waiting for the lock
         _err("interrupted")
         return 130

@@ -145,7 +145,7 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
     return Findings(file, rules, tuple(doc["findings"]), digest)
 
 
-_CHECK_KEYS = {"kind", "says", "metric", "a", "b", "where", "along", "at"}
+_CHECK_KEYS = {"kind", "says", "metric", "a", "b", "where", "than", "along", "at"}
 _FINDING_KEYS = _CHECK_KEYS | {"id", "sweep", "source", "reported", "source_ratio", "explains"}
 
 
@@ -202,7 +202,7 @@ class Translation:
 
 def _claim(check: dict[str, Any], rules: Rules, engine: str | None, field: str) -> Translation:
     out: dict[str, Any] = {k: v for k, v in check.items() if k not in ABOUT}
-    for part in ("a", "b", "where"):
+    for part in ("a", "b", "where", "than"):
         if part in check:
             value, missing = resolve(check[part], engine)
             if missing is not None:

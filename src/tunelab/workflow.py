@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tunelab import cluster, ownership, pipeline, progress, spec
+from tunelab import clockstep, cluster, ownership, pipeline, progress, spec
 from tunelab.calibrate import calibration as calibration_file
 from tunelab.calibrate import workflow as calibration_config
 
@@ -33,12 +33,13 @@ def setup_run(
     main_process: bool,
     remote: bool,
     prestart: Callable[[], None],
+    basedir: str = ".",
 ) -> Run:
     """The run of this Snakemake process (``main_process``: the run's own, not a job's;
     ``remote``: a job on a cluster node). Invalid sweep files end it here: one line per
     error, exit code 2. ``prestart`` is called in the main process of a run on this host
     once its jobs' environment is set, before the plan: it starts the job server's imports,
-    which the plan, the parse and the DAG then hide."""
+    which the plan, the parse and the DAG then hide. ``basedir``: the Snakefile's folder."""
     # The calibration file is named after the host that submits the run; its jobs, on a
     # cluster other hosts, name the same file (its contents say where it was measured).
     os.environ.setdefault(calibration_file.HOST_ENV, calibration_file.hostname())
@@ -51,7 +52,12 @@ def setup_run(
     logs = pipeline.sized_dir(config["logs_dir"], size)
     os.environ.setdefault("TUNELAB_JOB_LOG", os.path.abspath(os.path.join(logs, "jobs.jsonl")))
     submitting = main_process and not remote
+    # Files the wall clock left in the future (it stepped back) are dated now, here and
+    # at each job's end, so no output is older than its inputs (tunelab.clockstep).
+    roots = run_files(config, basedir)
+    os.environ.setdefault(clockstep.ROOTS_ENV, os.pathsep.join(roots))
     if submitting:
+        clockstep.date_future_files_now(roots)
         prestart()
     pipeline.shared_pools_or_exit(dict(config))
     plan = pipeline.plan_or_exit(
@@ -73,3 +79,13 @@ def setup_run(
         pipeline.retire_removed_points(plan, config["engine"], results)
         progress.announce(plan, config["engine"], results, logs)
     return Run(id=run_id, workdir=config["workdir"], size=size, plan=plan)
+
+
+def run_files(config: Mapping[str, Any], basedir: str) -> list[str]:
+    """What the run's jobs read and write: its directories, the sweep files' folder, the
+    calibration file, the workflow's own files and report templates."""
+    sweeps_dir = os.path.dirname(config["sweeps"]) or "."
+    dirs = [config[k] for k in ("results_dir", "reports_dir", "logs_dir", "data_dir")]
+    dirs += [config.get("traces_dir", "traces"), sweeps_dir, calibration_config.output_path(config)]
+    dirs += [os.path.join(basedir, "workflows"), os.path.join(basedir, "reports")]
+    return list(dict.fromkeys(os.path.abspath(d) for d in dirs))

@@ -28,6 +28,10 @@ Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache``
 
 - ``lower`` / ``higher``: ``a``'s metric is below / above ``b``'s;
 - ``similar``: within ``min_effect`` of each other;
+- ``lower`` / ``higher`` with ``than``: the ratio a/b where ``where`` holds is below / above
+  the ratio a/b where ``than`` replaces some of ``where``'s values (an interaction: "the
+  inserts' row/table ratio is lower than the updates'"); per round (or pass) the one ratio
+  over the other, tested as any paired comparison;
 - ``crossover``: ``a`` is lower at small values of ``along``, ``b`` at large ones, and they
   cross within ``within: [low, high]``; a crossing outside the values swept is reported as
   such, and contradicts the claim only where the window lies inside the tested range;
@@ -188,7 +192,7 @@ def _select(frame: pd.DataFrame, conditions: dict[str, Any]) -> pd.DataFrame:
 
 def _context_columns(frame: pd.DataFrame, claim: Claim) -> list[str]:
     """Swept columns the claim does not mention: compared within each of their values."""
-    named = {_column(frame, k) for k in (*claim.a, *claim.b, *claim.where)}
+    named = {_column(frame, k) for k in (*claim.a, *claim.b, *claim.where, *claim.than)}
     if claim.along:
         named.add(_column(frame, claim.along))
     cols = results.swept_columns(frame)
@@ -366,9 +370,57 @@ def _at(rows: pd.DataFrame, col: str, value: Any) -> pd.DataFrame:
     return rows[rows[col].map(lambda c: same(c, value))]
 
 
-def _evaluate_one(claim: Claim, rows: pd.DataFrame) -> Outcome:
-    """The verdict on one context's rows."""
+def _ratio_per_unit(
+    a: np.ndarray, b: np.ndarray, units_a: np.ndarray | None, units_b: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """a's median over b's in every unit both sides measured: (ratios, units)."""
+    if units_a is None or units_b is None:
+        return np.array([]), np.array([])
+    pa, pb = stats.per_round(a, units_a), stats.per_round(b, units_b)
+    shared = sorted(set(pa) & set(pb))
+    ratios = np.array([pa[u] / pb[u] if pb[u] else math.nan for u in shared], dtype=float)
+    return ratios, np.array(shared, dtype=float)
+
+
+def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outcome:
+    """``than``: the ratio a/b in ``rows`` (where ``where`` holds) over the ratio a/b in
+    ``other`` (where ``than`` replaces it), per shared unit, paired."""
     metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
+    sides = [_select(rows, claim.a), _select(rows, claim.b),
+             _select(other, claim.a), _select(other, claim.b)]  # fmt: skip
+    values = hostspeed.values(sides, metric_column(metric)) or [_values(s, metric) for s in sides]
+    units, unit = sequential.pairing(*sides)
+    here, here_units = _ratio_per_unit(values[0], values[1], units[0], units[1])
+    there, there_units = _ratio_per_unit(values[2], values[3], units[2], units[3])
+    label = f"{kv(claim.a)}/{kv(claim.b)}"
+    if here.size == 0 or there.size == 0:
+        return Outcome(INCONCLUSIVE, f"{label}: no rounds measured on both sides")
+    ids = [r.get("point_id", []) for r in (sides[2], sides[0])]
+    try:
+        t = stats.compare_samples(
+            there, here, alpha=alpha, key=stats.comparison_key(metric_column(metric), *ids),
+            old_rounds=there_units, new_rounds=here_units, unit=unit,
+        )  # fmt: skip
+    except ValueError:
+        t = None
+    claimed = decisions.LOWER if claim.kind == "lower" else decisions.HIGHER
+    verdict = decisions.directional(t, claimed, alpha, m)
+    where, than = kv(claim.where), kv({**claim.where, **claim.than})
+    if t is None:
+        text = f"{label} ({where}) vs ({than}): no finite values on one side"
+    else:
+        text = (f"{label} {float(np.median(here)):.3g} ({where}) vs {float(np.median(there)):.3g}"
+                f" ({than}): ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, "
+                f"{_n_text(t)}")  # fmt: skip
+    return _outcome(verdict, text, t, claim, pd.concat(sides))
+
+
+def _evaluate_one(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None = None) -> Outcome:
+    """The verdict on one context's rows (``other``: the same context where ``than``
+    holds, for a claim that has one)."""
+    metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
+    if claim.than:
+        return _interaction(claim, rows, other if other is not None else rows.iloc[0:0])
     if claim.kind in PAIR_KINDS:
         a, b = _select(rows, claim.a), _select(rows, claim.b)
         t = _test(a, b, metric, alpha)
@@ -576,10 +628,11 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         return Verdict(claim, INCONCLUSIVE, "no rows match", ["no rows match"])
     context = _context_columns(rows, claim)
     groups = [((), rows)] if not context else list(rows.groupby(context, dropna=False, sort=True))
+    other = _select(frame, {**claim.where, **claim.than}) if claim.than else None
     parts, causes, outcomes, contexts = [], [], [], []
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
-        o = _evaluate_one(claim, g)
+        o = _evaluate_one(claim, g, None if other is None else _within(other, context, key))
         label = _context_text(key, context)
         parts.append(f"{label}: {o.text}" if label else o.text)
         outcomes.append(o)
@@ -597,12 +650,25 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
     )  # fmt: skip
 
 
+def _within(frame: pd.DataFrame, cols: Sequence[str], key: tuple) -> pd.DataFrame:
+    """The rows of ``frame`` in the context ``key`` of the columns ``cols``."""
+    mask = pd.Series(True, index=frame.index)
+    for col, value in zip(cols, key):
+        if col not in frame:
+            return frame.iloc[0:0]
+        mask &= frame[col].isna() if pd.isna(value) else frame[col].map(
+            lambda cell, v=value: same(cell, v))  # fmt: skip
+    return frame[mask]
+
+
 def compared_points(chosen: Iterable[Claim], frame: pd.DataFrame) -> frozenset[str]:
     """The point_ids whose rows the claims compare: both sides of a pair claim, every point
     along a trend or crossover (within each claim's ``where``)."""
     found: set[str] = set()
     for claim in chosen:
         rows = _select(frame, claim.where)
+        if claim.than:
+            rows = pd.concat([rows, _select(frame, {**claim.where, **claim.than})])
         if claim.kind in PAIR_KINDS:
             rows = pd.concat([_select(rows, claim.a), _select(rows, claim.b)])
         if "point_id" in rows:

@@ -164,7 +164,12 @@ def _side(values: np.ndarray, frame: pd.DataFrame, metric: str) -> change.Side |
     rounds = frame["round"].to_numpy(dtype=float) if "round" in frame else None
     if rounds is not None and not np.isfinite(rounds).all():
         rounds = None
-    unit = change.units(rounds, mode, raw.size)
+    passes = (
+        pd.to_numeric(frame["pass"], errors="coerce").to_numpy(dtype=float)
+        if "pass" in frame
+        else None
+    )
+    unit = change.units(rounds, mode, raw.size, passes)
     keep = np.isfinite(values)
     return change.side(values[keep], unit[keep], change.COUNT_OFFSET.get(metric, 0.0))
 
