@@ -261,6 +261,28 @@ def test_the_guide_is_filled_from_a_runs_verdicts(stored, tmp_path):
     assert guide.fill(filled, numbers) == filled  # filling again changes nothing
 
 
+def test_a_run_of_one_engine_fills_its_column_and_keeps_the_others(stored):
+    from tunelab.report import guide
+
+    numbers = guide.numbers_from_run(*stored)
+    only_pg = {
+        "engines": {"postgres": numbers["engines"]["postgres"]},
+        "sweeps": {s: {**e, "engines": {"postgres": [{**c, "word": "reproduced"}
+                                                     for c in e["engines"]["postgres"]]},
+                       "cannot": {"sqlite": "not this engine"}}
+                   for s, e in numbers["sweeps"].items() if "postgres" in e["engines"]},
+    }  # fmt: skip
+    both = guide.merged(numbers, only_pg)
+    assert set(both["engines"]) == {"sqlite", "postgres"}
+    for sweep, entry in only_pg["sweeps"].items():
+        assert both["sweeps"][sweep]["engines"]["postgres"] == entry["engines"]["postgres"]
+        assert (
+            both["sweeps"][sweep]["engines"]["sqlite"]
+            == numbers["sweeps"][sweep]["engines"]["sqlite"]
+        )
+        assert "sqlite" not in both["sweeps"][sweep]["cannot"]  # measured: not "cannot run"
+
+
 def test_the_guide_quotes_exactly_the_stored_numbers():
     """docs/assignment.md against docs/data/assignment.json, as `tunelab guide --check`."""
     from tunelab.report import guide

@@ -5,7 +5,8 @@ between markers, ``<!-- guide: SWEEP -->`` and ``<!-- /guide -->``, and is gener
 file of numbers taken from a run's stored verdicts and rows (``docs/data/assignment.json``):
 each claim's verdict with its ratio and interval per engine, and each engine's version, host
 and measuring dates. ``tunelab guide --from-run`` takes the numbers from ``results/`` and
-``reports/`` and fills the guide, ``tunelab guide`` fills it from the stored numbers, and
+``reports/`` (the engines it measured; the stored numbers of the others are kept) and fills
+the guide, ``tunelab guide`` fills it from the stored numbers, and
 ``tunelab guide --check`` fails when the guide says anything else (the tests run it): a
 number in the guide is never other than the file that vouches for it.
 """
@@ -63,6 +64,30 @@ def numbers_from_run(results_dir: Path, reports_dir: Path) -> dict[str, Any]:
     for seen in measured.values():
         seen["versions"], seen["hosts"] = sorted(seen["versions"]), sorted(seen["hosts"])
     return {"engines": measured, "sweeps": sweeps}
+
+
+def merged(stored: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """``run``'s numbers over ``stored``: the engines the run measured take the run's, the
+    others keep theirs (a run of one engine fills its column, never empties the rest); each
+    sweep's findings are the run's (the findings file it was judged by)."""
+    measured = set(run.get("engines", {}))
+    out = {"engines": {**{e: v for e, v in stored.get("engines", {}).items()
+                          if e not in measured}, **run.get("engines", {})},
+           "sweeps": {}}  # fmt: skip
+    for sweep in sorted({*stored.get("sweeps", {}), *run.get("sweeps", {})}):
+        old, new = stored.get("sweeps", {}).get(sweep, {}), run.get("sweeps", {}).get(sweep)
+        if new is None:
+            out["sweeps"][sweep] = old
+            continue
+        engines = {**{e: v for e, v in (old.get("engines") or {}).items() if e not in measured},
+                   **new["engines"]}  # fmt: skip
+        cannot = {**(old.get("cannot") or {}), **new["cannot"]}
+        out["sweeps"][sweep] = {
+            "claims": new["claims"] or old.get("claims", []),
+            "engines": engines,
+            "cannot": {e: why for e, why in cannot.items() if e not in engines},
+        }
+    return out
 
 
 def _cell(entry: dict[str, Any] | None) -> str:
@@ -156,6 +181,8 @@ def guide_main(argv: Sequence[str] | None = None) -> int:
         text = args.doc.read_text(encoding="utf-8")
         if args.from_run:
             numbers = numbers_from_run(*args.from_run)
+            if args.numbers.exists():
+                numbers = merged(json.loads(args.numbers.read_text(encoding="utf-8")), numbers)
             args.numbers.parent.mkdir(parents=True, exist_ok=True)
             args.numbers.write_text(json.dumps(numbers, indent=1, sort_keys=True) + "\n")
         else:
