@@ -27,7 +27,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from faults import harness
 from faults.harness import Lab
