@@ -5,10 +5,8 @@ The model. A point's log change between two runs of one commit on one host is th
 
 - the uncertainty of each run's level: the median of the point's log values, with a
   standard error from the unit at which its values vary (``units``: the round for rounds
-  measured one at a time, the pass of three rounds where a server engine's rounds go in
-  passes), never below what the values would give as independent repetitions; that
-  standard error pooled with those of the points like it (``moderated``: Smyth's moderated
-  variance), so that a point whose few rounds agreed by chance is not taken for a quiet one;
+  measured one at a time, the pass where a server engine's rounds go in passes), never
+  below what the values would give as independent repetitions;
 - a between-run component, a variance common to the engine's points for that metric on
   that host (``between``): a point's engine opened anew, a server started, the data laid out
   again; estimated from the comparison's own points (robustly, so that a few changed points
@@ -32,10 +30,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special
 from scipy import stats as sst
 
 from tunelab.analysis.sequential import RECORDED_PASS_ROUNDS
@@ -56,9 +53,6 @@ LEVEL = 0.95  # of a point's interval
 # moves several-fold from run to run, and 64 pages is far below any sweep's read effect.
 COUNT_OFFSET = {"c_physical_reads": 64.0}
 NOISY = 0.25  # a point that could not have shown a change below this is reported as noisy
-# Sides whose standard errors fit the prior they are pooled with: a kind of point with fewer
-# is pooled with its whole group.
-MIN_POOLED_SIDES = 8
 MIN_VALUES = 3  # a side's values below which a point is not tested
 MIN_SHIFT_POINTS = 3  # an engine's points below which its run's shift is not taken out
 SHIFT_SHARE = 0.5  # the share of alpha the points get; the run-wide shifts the rest
@@ -79,12 +73,11 @@ class Side:
     n: int  # values
     units: int  # distinct units (rounds or passes)
     sd: float  # SD of the log values
-    prior_dof: float = 0.0  # what pooling with like points added (``moderated``)
 
     @property
-    def dof(self) -> float:
-        """Degrees of freedom of ``se``: its units' less one, and the prior's."""
-        return max(self.units - 1, 1) + self.prior_dof
+    def dof(self) -> int:
+        """Degrees of freedom of ``se``: its units' less one."""
+        return max(self.units - 1, 1)
 
 
 @dataclass(frozen=True)
@@ -255,83 +248,6 @@ def side(values: np.ndarray, unit: np.ndarray, offset: float = 0.0) -> Side | No
     return Side(float(logs.mean()), math.sqrt(var), int(v.size), units_n, sd)
 
 
-def squeeze_prior(variances: np.ndarray, dofs: np.ndarray) -> tuple[float, float]:
-    """The scaled inverse chi-square prior (s0^2, d0) that sample variances with ``dofs``
-    degrees of freedom fit, by Smyth's moments of their logs (limma's ``fitFDist``): d0 is
-    infinite when they spread no more than chance would give, near 0 when they differ
-    widely (then nothing is pooled)."""
-    v, d = np.asarray(variances, dtype=float), np.asarray(dofs, dtype=float)
-    ok = np.isfinite(v) & (v > 0) & np.isfinite(d) & (d > 0)
-    v, d = v[ok], d[ok]
-    if v.size < 2:
-        return math.nan, 0.0
-    e = np.log(v) - special.digamma(d / 2) + np.log(d / 2)
-    spread = float(np.var(e, ddof=1)) - float(np.mean(special.polygamma(1, d / 2)))
-    if spread <= 0:
-        return float(np.exp(e.mean())), math.inf
-    d0 = 2 * _trigamma_inverse(spread)
-    return float(np.exp(e.mean() + special.digamma(d0 / 2) - math.log(d0 / 2))), d0
-
-
-def _trigamma_inverse(x: float) -> float:
-    """y with trigamma(y) = x (Smyth's Newton iteration)."""
-    if x > 1e7:
-        return 1 / math.sqrt(x)
-    if x < 1e-6:
-        return 1 / x
-    y = 0.5 + 1 / x
-    for _ in range(50):
-        tri = float(special.polygamma(1, y))
-        step = tri * (1 - tri / x) / float(special.polygamma(2, y))
-        y += step
-        if -step / y < 1e-8:
-            break
-    return y
-
-
-MAX_PRIOR_DOF = 1000.0  # an infinite d0 as a number: every side then has about the prior's
-
-
-def moderated(estimates: Sequence[Estimate]) -> list[Estimate]:
-    """Each side's standard error pooled with those of like points (Smyth's moderated
-    variance): the sides of a group's points of one kind (their whole group where a kind
-    has fewer than ``MIN_POOLED_SIDES``) give a prior; a side's variance per unit becomes
-    (d0 s0^2 + d s^2) / (d0 + d) and its degrees of freedom d + d0. A point whose few rounds
-    agreed by chance is then not taken for quieter than its kind's points are, and the test
-    of every point rests on more than its own rounds."""
-    pools: dict[tuple[str, str], list[int]] = {}
-    for i, e in enumerate(estimates):
-        pools.setdefault((e.group, e.kind), []).append(i)
-    by_group: dict[str, list[int]] = {}
-    for (group, _), members in pools.items():
-        by_group.setdefault(group, []).extend(members)
-    priors: dict[int, tuple[float, float]] = {}
-    for (group, _), members in pools.items():
-        fitted = members if 2 * len(members) >= MIN_POOLED_SIDES else by_group[group]
-        sides = [x for i in fitted for x in (estimates[i].old, estimates[i].new)]
-        prior = squeeze_prior(
-            np.array([x.se**2 * x.units for x in sides]),
-            np.array([max(x.units - 1, 1) for x in sides]),
-        )
-        for i in members:
-            priors[i] = prior
-    out = []
-    for i, e in enumerate(estimates):
-        s0, d0 = priors[i]
-        if not (math.isfinite(s0) and d0 > 0):
-            out.append(e)
-            continue
-        d0 = min(d0, MAX_PRIOR_DOF)
-        out.append(replace(e, old=_pooled(e.old, s0, d0), new=_pooled(e.new, s0, d0)))
-    return out
-
-
-def _pooled(x: Side, s0: float, d0: float) -> Side:
-    d = max(x.units - 1, 1)
-    var = (d0 * s0 + d * x.se**2 * x.units) / (d0 + d)
-    return replace(x, se=math.sqrt(var / x.units), prior_dof=d0)
-
-
 def robust_var(x: np.ndarray) -> float:
     """The variance of normal values from their median absolute deviation: a few points
     that changed move it no more than they move the median."""
@@ -405,7 +321,7 @@ def judge(
     ``run_history`` their run shifts, ``cpu`` per group the CPU reference's log change between
     the runs, ``device`` per ``engine/kind`` the device probe's."""
     history, run_history, cpu, device = history or {}, run_history or {}, cpu or {}, device or {}
-    judged = [Judged(e) for e in moderated(estimates)]
+    judged = [Judged(e) for e in estimates]
     groups: dict[str, list[Judged]] = {}
     for j in judged:
         groups.setdefault(j.estimate.group, []).append(j)
