@@ -168,6 +168,19 @@ def test_a_stop_at_a_random_moment_says_what_is_kept_and_one_rerun_heals(
     report(engine, kind, seed, what, took)
 
 
+def test_a_stop_as_snakemake_starts_leaves_no_temporary_directory(tmp_path):
+    """SIGTERM to the group while Snakemake starts: Snakemake dies before its own clean-up,
+    and its temporary directory (made at its start) must still go with the run."""
+    ready("sqlite")
+    lab = cell_lab(tmp_path, "sqlite")
+    proc = lab.start()
+    # its temporary directory made (under the run's TMPDIR, wherever the lab puts it)
+    assert harness.wait_for_file(proc, "**/snakemake*", lab.work / "tmp"), lab.out_since(0)
+    os.killpg(proc.pid, signal.SIGTERM)
+    assert proc.wait(90) in (143, 0), lab.out_since(0)[-3000:]
+    assert (left := harness.leftovers(lab)) == [], left
+
+
 def test_sigterm_to_the_lab_alone_stops_the_run_too(tmp_path, reference):
     """`kill PID` of ./lab only (a cron job's timeout, a supervisor): the stop reaches the
     workflow, which ends its jobs, rather than the run going on without its terminal."""
