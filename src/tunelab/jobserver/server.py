@@ -81,6 +81,7 @@ def _run_child(request: dict, fds: list[int]) -> int:
     import contextlib
     import io
     import signal
+    import tempfile
     import traceback
 
     for target, fd in enumerate(fds):
@@ -94,6 +95,7 @@ def _run_child(request: dict, fds: list[int]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # the job's $TMPDIR, not the one the server's imports cached
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
