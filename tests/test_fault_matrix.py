@@ -3,10 +3,12 @@ runner or a host breaks it, each fault followed by one plain rerun that must hea
 (tests/faults/harness.py says what "healed" checks).
 
 TUNELAB_FAULT_MATRIX picks the part that runs:
-- ``quick`` (the default, in every ``./lab test``): SQLite, every fault kind, one seed each;
-- ``full``: SQLite, MariaDB and PostgreSQL, ten seeds of SIGKILL and three of each stop
-  signal per engine, and the server engines' own faults (a container killed from outside,
-  the Docker daemon restarted); run it for a change to running or recovery;
+- ``quick`` (the default, in every ``./lab test``): SQLite, every fault kind, one seed each,
+  the kills ten in a row on one checkout (in every phase of a run);
+- ``full``: that, and on SQLite, MariaDB and PostgreSQL ten cells of a SIGKILL at a random
+  moment and three of each stop signal per engine, and the server engines' own faults (a
+  container killed from outside, the Docker daemon restarted); run it for a change to
+  running or recovery;
 - ``off``: none.
 
 Each cell prints one line (``fault-matrix: ENGINE KIND seed N: ... healed in S s``), so
@@ -43,7 +45,9 @@ pytestmark = [
 ]
 
 ENGINES = ["sqlite"] if MODE == "quick" else ["sqlite", "mariadb", "postgres"]
-SEEDS = {"kill": 10, "term": 3, "int": 3} if MODE == "full" else {"kill": 1, "term": 1, "int": 1}
+# Quick: the kills are those in a row on one checkout (below), not cells of their own.
+SEEDS = {"kill": 10, "term": 3, "int": 3} if MODE == "full" else {"kill": 0, "term": 1, "int": 1}
+KILLS_IN_A_ROW = 10 if MODE == "full" else 4  # quick: one in each phase
 
 # Small: the quick part must fit in minutes, yet a run passes through every stage.
 SWEEPS = {
@@ -118,6 +122,55 @@ def test_a_run_killed_at_a_random_moment_is_healed_by_one_rerun(engine, seed, tm
     took = harness.healed(lab, expected, host)
     report(engine, "kill", seed, f"SIGKILL at {at:.1f} s" + ("" if alive else " (ended first)"),
            took)  # fmt: skip
+
+
+# What a kill waits for (a command of the run's session), then up to how many seconds after.
+PHASES = {"point": ("tunelab run-sweep", 1.5), "merge": ("tunelab merge", 0.3),
+          "report": ("tunelab report", 3.0), "anytime": (None, None)}  # fmt: skip
+
+
+def kill_in(lab: Lab, phase: str, clean_s: float, rng) -> bool:
+    """Start a run and SIGKILL its session once ``phase`` is under way, a random part of its
+    delay later ("anytime": a random moment of a clean run's duration); False when the run
+    ended first."""
+    marker, delay = PHASES[phase]
+    proc = lab.start()
+    if marker and not harness.wait_for_command(proc, marker):
+        return False
+    if not harness.sleep_into(proc, rng.uniform(0, delay or clean_s)):
+        return False
+    harness.kill_session(proc)
+    return True
+
+
+def test_a_run_killed_again_and_again_in_every_phase_is_healed_by_one_rerun(tmp_path, reference):
+    """SIGKILLs in a row on one checkout (ten; four in the quick part), each run killed
+    before it could finish what the last left (measuring a point, merging, rendering a
+    report, any moment), then one plain rerun heals. A run that ends before its moment loses
+    one finished point file, as a user re-measuring it would, so that the next run has work
+    to be killed in."""
+    ready("sqlite")
+    expected, clean_s = reference.of("sqlite")
+    host = harness.read_ahead()
+    lab = cell_lab(tmp_path, "sqlite")
+    rng = harness.seeded("kills-in-a-row", "sqlite")
+    plan = ["point", "merge", "report", "anytime", "point", "merge", "report", "anytime",
+            "point", "report"][:KILLS_IN_A_ROW]  # fmt: skip
+    hit: list[str] = []
+    for phase in plan:
+        for _ in range(3):  # a run that ended first: the same phase again
+            if kill_in(lab, phase, clean_s, rng):
+                hit.append(phase)
+                break
+            done = [p for p in sorted((lab.results / "sqlite").glob("*/*.csv"))
+                    if not p.name.endswith(".partial.csv")]  # fmt: skip
+            assert done, f"a run ended with no point measured:\n{lab.out_since(0)[-3000:]}"
+            victim = rng.choice(done)
+            victim.unlink()
+            results.check_path(victim).unlink(missing_ok=True)
+    assert hit == plan, hit
+    took = harness.healed(lab, expected, host)
+    report("sqlite", "kills-in-a-row", 0, f"SIGKILL in {', '.join(hit)}", took)
 
 
 # -- a clean stop: SIGTERM or SIGINT ----------------------------------------------------------
