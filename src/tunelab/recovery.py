@@ -33,6 +33,11 @@ from tunelab.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
 JOB_COMMANDS = frozenset(jobs.JOB_COMMANDS)
 
 
+def is_snakemake(p: Proc) -> bool:
+    """Snakemake, as a user starts it or as `./lab run` does."""
+    return bool({"snakemake", jobs.SNAKEMAKE_MODULE} & p.names())
+
+
 def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
     """Live processes that may hold this checkout's Snakemake lock: Snakemake, or a lab job
     (a killed Snakemake's jobs run on), working in the checkout. A Snakemake whose working
@@ -42,12 +47,12 @@ def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
     def may_hold(p: Proc) -> bool:
         names = p.names()
         if p.cwd is None:
-            return "snakemake" in names
+            return is_snakemake(p)
         if p.cwd != checkout:
             return False
         if jobs.SERVER_MODULE in names:  # a run's job server stands for the jobs it forked
             return True
-        return "snakemake" in names or ("tunelab" in names and bool(JOB_COMMANDS & set(p.argv)))
+        return is_snakemake(p) or ("tunelab" in names and bool(JOB_COMMANDS & set(p.argv)))
 
     return [p for p in procs if may_hold(p)]
 
@@ -267,7 +272,7 @@ class RunInProgress(RuntimeError):
     """Snakemake's lock of this checkout is held by a live run: one line naming it."""
 
     def __init__(self, holders: list[Proc]):
-        first = next((p for p in holders if "snakemake" in p.names()), holders[0])
+        first = next((p for p in holders if is_snakemake(p)), holders[0])
         started = _started_at(first.pid)
         since = f", started {started}" if started else ""
         super().__init__(

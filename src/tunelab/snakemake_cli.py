@@ -1,0 +1,44 @@
+"""Snakemake's command line as `./lab run` starts it (``python -m tunelab.snakemake_cli``).
+
+A stop (Ctrl-C, or the lab's SIGTERM passed on as SIGINT) reaches Snakemake as SIGINT. Once
+its scheduler runs, Snakemake takes it: it cancels its jobs and removes their incomplete
+outputs. Before that, while it imports its modules or builds its graph of jobs (a second or
+more), nothing catches the KeyboardInterrupt, and Python prints a traceback of some sixty
+lines under the lab's one-line stop. Here it ends with 130 and no traceback: no job had
+started, so there is nothing to cancel.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def interrupted(exc: BaseException | None) -> bool:
+    """A KeyboardInterrupt, or an error it caused: Python 3.11 wraps one raised in a class
+    body's ``__set_name__`` into a RuntimeError."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def main() -> int:
+    try:
+        from snakemake.cli import main as snakemake_main
+
+        sys.argv[0] = "snakemake"  # its messages name the program as a user typed it
+        snakemake_main()
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        if interrupted(exc):
+            return 130
+        raise
+    return 0  # Snakemake's main ends with sys.exit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
