@@ -12,17 +12,7 @@ from __future__ import annotations
 
 import sys
 
-
-def interrupted(exc: BaseException | None) -> bool:
-    """A KeyboardInterrupt, or an error it caused: Python 3.11 wraps one raised in a class
-    body's ``__set_name__`` into a RuntimeError."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
+from tunelab.interrupts import EXIT_INTERRUPTED, interrupted
 
 
 def main() -> int:
@@ -35,7 +25,7 @@ def main() -> int:
         raise
     except BaseException as exc:
         if interrupted(exc):
-            return 130
+            return EXIT_INTERRUPTED
         raise
     return 0  # Snakemake's main ends with sys.exit()
 

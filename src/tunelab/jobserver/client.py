@@ -105,7 +105,14 @@ def entry() -> int:
     argv = sys.argv[1:]
     code = submit(argv)
     if code is None:
-        from tunelab import cli
+        try:
+            from tunelab import cli
+        except BaseException as exc:  # a stop while it imports: no traceback
+            from tunelab.interrupts import EXIT_INTERRUPTED, interrupted
 
+            if isinstance(exc, SystemExit) or not interrupted(exc):
+                raise
+            print("tunelab: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         code = cli.main(argv)
     return code
