@@ -237,14 +237,17 @@ def test_a_stop_as_snakemake_starts_leaves_no_temporary_directory(tmp_path):
 def test_sigterm_to_the_lab_alone_stops_the_run_too(tmp_path, reference):
     """`kill PID` of ./lab only (a cron job's timeout, a supervisor): the stop reaches the
     workflow and its jobs, which end at once, rather than the sweep measuring on without its
-    terminal. Its sweep measures for half a minute, so a stop that waits for it shows."""
+    terminal. Its sweep measures for half a minute, so a stop that waits for it shows. The
+    run starts as cron or a script's `./lab run &` starts it, with SIGINT ignored for good
+    (a stop passed on as SIGINT would reach nothing); a run that takes SIGINT is stopped
+    alike."""
     ready("sqlite")
     reference.of("sqlite")
     host = harness.read_ahead()
     long = {**SWEEPS["sqlite"][0], "reps": 60}
     lab = Lab(tmp_path / "w", "sqlite", tmp_path / "lock", [long])
     mark = lab.out_size()
-    proc = lab.start()
+    proc = lab.start(sigint_ignored=True)
     assert harness.wait_for_command(proc, "tunelab run-sweep"), lab.out_since(mark)
     time.sleep(1)  # into its rounds
     t0 = time.monotonic()
@@ -260,8 +263,8 @@ def test_sigterm_to_the_lab_alone_stops_the_run_too(tmp_path, reference):
         assert time.monotonic() < deadline, harness.commands_in(proc.pid)
         time.sleep(0.1)
     took = harness.healed(lab, with_points({}, lab, long["name"]), host)
-    report("sqlite", "term-lab-only", 0, f"SIGTERM to ./lab alone, stopped in {stop_s:.1f} s",
-           took)  # fmt: skip
+    report("sqlite", "term-lab-only", 0,
+           f"SIGTERM to ./lab alone (SIGINT ignored), stopped in {stop_s:.1f} s", took)
 
 
 # -- a full disk -------------------------------------------------------------------------------

@@ -85,12 +85,16 @@ class Lab:
             env.pop(name, None)
         return env
 
-    def start(self) -> subprocess.Popen:
+    def start(self, sigint_ignored: bool = False) -> subprocess.Popen:
+        """The run in a session of its own; ``sigint_ignored``: as a script's background job
+        or cron starts it (POSIX), with SIGINT ignored for good."""
         log = (self.work / "lab.out").open("ab")
         log.write(f"\n=== run at {time.strftime('%H:%M:%S')}\n".encode())
         log.flush()
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
         return subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT,
-                                env=self.env(), start_new_session=True)  # fmt: skip
+                                env=self.env(), start_new_session=True,
+                                preexec_fn=ignore)  # fmt: skip
 
     def run(self, timeout: float = 900) -> tuple[int, str]:
         """One plain run to its end: exit status and what it printed."""
