@@ -263,8 +263,8 @@ def test_sigterm_to_the_lab_alone_stops_the_run_too(tmp_path, reference):
         assert time.monotonic() < deadline, harness.commands_in(proc.pid)
         time.sleep(0.1)
     took = harness.healed(lab, with_points({}, lab, long["name"]), host)
-    report("sqlite", "term-lab-only", 0,
-           f"SIGTERM to ./lab alone (SIGINT ignored), stopped in {stop_s:.1f} s", took)
+    what = f"SIGTERM to ./lab alone (SIGINT ignored), stopped in {stop_s:.1f} s"
+    report("sqlite", "term-lab-only", 0, what, took)
 
 
 # -- a full disk -------------------------------------------------------------------------------
