@@ -60,7 +60,7 @@ BROKEN = 4000  # the pool whose setting the regression loses
 LINE = re.compile(
     r"^sqlite/cmp (?P<point>\S+): (?P<metric>\w+)"
     r"(?P<scaled> \(1 CPU speed\))? (?P<ratio>[\d.]+x|inf), (?P<beyond>[\d.]+x|inf) beyond "
-    r"the run's shift \[(?P<low>[\d.]+|inf), (?P<high>[\d.]+|inf)\], could have detected >= "
+    r"its block's shift \[(?P<low>[\d.]+|inf), (?P<high>[\d.]+|inf)\], could have detected >= "
     r"(?P<detect>[\d.]+) %: (?P<verdict>[^(]+?)(?: \((?P<why>.*)\))?$"
 )
 

@@ -11,15 +11,20 @@ The model. A point's log change between two runs of one commit on one host is th
   that host (``between``): a point's engine opened anew, a server started, the data laid out
   again; estimated from the comparison's own points (robustly, so that a few changed points
   do not set it), pooled with the host's earlier A/A comparisons and a stated prior;
-- a host shift common to the whole run (``run_shift``): the median change over all of an
-  engine's points, which a slower host that hour gives every point alike.
+- a host shift common to a block of the run: the median change over the points measured
+  together (a sweep's points of one workload and cache state, ``Estimate.kind``), which a
+  slower host that stretch of the run gives them alike. Blocks of too few points are tested
+  beyond the median change over all of the engine's points, with a block's drift from run to
+  run as part of their noise. A shift over points of different sweeps would mix stretches of
+  the run that do not drift together.
 
-Each point's change is tested beyond the run's shift; the decision "some point got worse" is
+Each point's change is tested beyond its block's shift; the decision "some point got worse" is
 one family over every point and metric compared, Holm's step-down procedure at ``alpha``
 (``holm``), half of it for the points and half for the run-wide shifts, so that the
 false-alarm rate of exit 1 is at most ``alpha`` whatever the number of points. A run-wide
-shift is not taken for the host when the CPU reference did not move with it: a change that
-every point shows alike and the host's CPU does not is the system's (``judge_shift``).
+shift (a block's, and the engine's over all its points) is not taken for the host when the
+CPU reference did not move with it: a change that every point shows alike and the host's CPU
+does not is the system's (``judge_shifts``).
 
 Per point the change comes with its interval and the smallest change that point could have
 shown (``detectable``): the change its test would flag with probability ``POWER`` if it
@@ -42,9 +47,9 @@ from tunelab.analysis.sequential import RECORDED_PASS_ROUNDS
 # measured between two processes measuring one SQLite sweep; docs/compare.md).
 PRIOR_BETWEEN_SD = {"elapsed_s": 0.03, "throughput_rows_s": 0.03, "c_physical_reads": 0.03}
 PRIOR_BETWEEN_WEIGHT = 30
-# How far a whole run's level moves between two runs of one commit on one host (the host's
-# drift, after the CPU-speed correction): SD 5 %, worth 3 comparisons until the host has its
-# own.
+# How far a block's level (a sweep's points of one workload and cache state) moves between
+# two runs of one commit on one host (the host's drift that stretch of the run, after the
+# CPU-speed correction): SD 5 %, worth 3 comparisons until the host has its own.
 PRIOR_RUN_SD = 0.05
 PRIOR_RUN_WEIGHT = 3
 POWER = 0.8  # of the smallest change a point could have shown
@@ -54,7 +59,7 @@ LEVEL = 0.95  # of a point's interval
 COUNT_OFFSET = {"c_physical_reads": 64.0}
 NOISY = 0.25  # a point that could not have shown a change below this is reported as noisy
 MIN_VALUES = 3  # a side's values below which a point is not tested
-MIN_SHIFT_POINTS = 3  # an engine's points below which its run's shift is not taken out
+MIN_SHIFT_POINTS = 3  # a block's points below which its own shift is not taken out
 SHIFT_SHARE = 0.5  # the share of alpha the points get; the run-wide shifts the rest
 # A reference (the CPU's, the device's) that ran this much slower (log) explains a run-wide
 # shift the same way: the host changed, and a shift of the system cannot be told from it.
@@ -91,7 +96,7 @@ class Estimate:
     old: Side
     new: Side
     family: str = ""  # points whose estimates are one hypothesis (a time and its throughput)
-    kind: str = ""  # points of one kind (workload, cache state) share a host's shift
+    kind: str = ""  # the block measured together (sweep, workload, cache state): one shift
 
     @property
     def change(self) -> float:
@@ -131,8 +136,8 @@ class Between:
 
 @dataclass(frozen=True)
 class Shift:
-    """A run-wide shift of a group's points of one kind (all of them: kind ""): the median
-    change over them."""
+    """The shift of a group's points of one block (all of the group's points: kind ""): the
+    median change over them."""
 
     group: str
     kind: str
@@ -291,17 +296,14 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
-def classes(members: Sequence[Judged]) -> dict[str, list[Judged]]:
-    """A group's points by kind, where a kind has ``MIN_SHIFT_POINTS``; the rest together
-    (kind ""), or with everything when they are too few."""
-    kinds: dict[str, list[Judged]] = {}
+def blocks(members: Sequence[Judged]) -> dict[str, list[Judged]]:
+    """A group's points by the block they were measured in, for blocks of
+    ``MIN_SHIFT_POINTS`` or more; ``""``: all of the group's points."""
+    by_kind: dict[str, list[Judged]] = {}
     for j in members:
-        kinds.setdefault(j.estimate.kind, []).append(j)
-    big = {k: v for k, v in kinds.items() if k and len(v) >= MIN_SHIFT_POINTS}
-    rest = [j for k, v in kinds.items() if k not in big for j in v]
-    if not big or not rest or len(rest) >= MIN_SHIFT_POINTS:
-        return {**big, **({"": rest} if rest else {})}
-    return {**big, "": list(members)}  # the few others: the shift of all the group's points
+        by_kind.setdefault(j.estimate.kind, []).append(j)
+    big = {k: v for k, v in by_kind.items() if k and len(v) >= MIN_SHIFT_POINTS}
+    return {**big, "": list(members)}
 
 
 def judge(
@@ -314,9 +316,10 @@ def judge(
     device: dict[str, float] | None = None,
     shifted: Sequence[str] = ("elapsed_s", "throughput_rows_s"),
 ) -> Judgement:
-    """Judge every estimate: the run's shift per kind of point (for the metrics in
-    ``shifted``; a counter's host does not change what it counts), the group's between-run
-    SD, each point's test beyond its kind's shift and ``threshold``, Holm over the family.
+    """Judge every estimate: the run's shift per block of points and over the whole group
+    (for the metrics in ``shifted``; a counter's host does not change what it counts), the
+    group's between-run SD, each point's test beyond its block's shift and ``threshold``,
+    Holm over the family.
     ``history`` gives per group the earlier A/A comparisons' (between-run variance, points),
     ``run_history`` their run shifts, ``cpu`` per group the CPU reference's log change between
     the runs, ``device`` per ``engine/kind`` the device probe's."""
@@ -337,17 +340,15 @@ def judge(
         d = np.array([j.estimate.change for j in members])
         se2 = np.array([j.estimate.se**2 for j in members])
         if e0.metric in shifted and len(members) >= MIN_SHIFT_POINTS:
-            kinds = classes(members)
-            shift_of = {}
-            for kind, part in kinds.items():
-                for j in part:  # a point in a kind of its own and in the rest: its kind's
-                    if j.estimate.key not in shift_of or kind:
-                        shift_of[j.estimate.key] = kind
-            h = {k: float(np.median([j.estimate.change for j in v])) for k, v in kinds.items()}
-            residual = np.array([j.estimate.change - h[shift_of[j.estimate.key]] for j in members])
+            parts = blocks(members)
+            h = {k: float(np.median([j.estimate.change for j in v])) for k, v in parts.items()}
+            # a point of a small block: beyond the engine's shift, its block's drift as noise
+            own = {j.estimate.key: j.estimate.kind if j.estimate.kind in h else "" for j in members}
+            residual = np.array([j.estimate.change - h[own[j.estimate.key]] for j in members])
             b = between(residual, se2, e0.metric, history.get(group, ()))
             extra = {}
-            for kind, part in kinds.items():
+            engine = group.split(":")[0]
+            for kind, part in parts.items():
                 # the median's variance under the model, from its points' own variances
                 extra[kind] = (
                     math.pi
@@ -355,15 +356,15 @@ def judge(
                     * float(np.mean([j.estimate.se**2 + b.sd**2 for j in part]))
                     / len(part)
                 )
-                engine = group.split(":")[0]
                 shifts.append(Shift(group, kind, e0.metric, e0.direction, h[kind],
                                     math.sqrt(extra[kind]), math.sqrt(run_var + extra[kind]),
                                     len(part), len(runs), cpu.get(group, math.nan),
                                     device.get(f"{engine}/{kind}", math.nan)))  # fmt: skip
             for j in members:
-                kind = shift_of[j.estimate.key]
+                kind = own[j.estimate.key]
                 j.residual = j.estimate.change - h[kind]
-                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra[kind])
+                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra[kind]
+                                 + (0.0 if kind else run_var))  # fmt: skip
         else:
             b = between(d, se2, e0.metric, history.get(group, ()))
             # too few points to take the host's shift out: a whole run's drift is noise

@@ -5,8 +5,9 @@ drift are pooled over the host's runs (``analysis.change``) rather than taken fr
 A small JSON file, ``compare-history.json`` at the top of NEW's results directory (OLD's is
 read too and carried over, so the history travels with the results): per host and group
 (engine and metric) the last ``KEEP`` A/A comparisons, each with the between-run variance its
-points gave beyond their medians' uncertainty, how many points, the run-wide shift, the
-commit, the two runs (a fingerprint of their rows) and when it was recorded (UTC).
+points gave beyond their medians' uncertainty, how many points, the drift of its blocks of
+points (the root mean square of their shifts), the commit, the two runs (a fingerprint of
+their rows) and when it was recorded (UTC).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ KEEP = 10  # comparisons kept per host and group: the most recent
 MAX_BYTES = 8 * 2**20
 ABOUT = (
     "A/A history of tunelab compare: per host and group (engine:metric), the between-run "
-    "variance (log scale, beyond the medians' uncertainty) and the run-wide shift that "
+    "variance (log scale, beyond the medians' uncertainty) and the drift of a block of "
+    "points (the root mean square of the run's blocks' shifts) that "
     f"comparisons of two runs of one commit on that host measured (the last {KEEP})."
 )
 FIELDS = {"variance": float, "points": int, "shift": float, "commit": str, "runs": list,

@@ -77,7 +77,7 @@ def _point_notes(p: PointComparison) -> str:
 
 def sweep_table(s: SweepComparison, result: Comparison, table_id: str) -> str:
     head = ["point", "metric", "n OLD / NEW", "median OLD", "median NEW", "NEW / OLD",
-            "beyond the run's shift", f"{change.LEVEL:.0%} interval", "could have detected",
+            "beyond its block's shift", f"{change.LEVEL:.0%} interval", "could have detected",
             "p (Holm)", "verdict", "provenance"]  # fmt: skip
     rows = []
     for p in s.points:
@@ -146,14 +146,20 @@ def method_text(result: Comparison) -> str:
         "each run's median's (from the point's values at the unit they vary at: the round, or "
         "the pass of three rounds where a server engine's rounds go in passes; never below "
         "what they give as independent repetitions), plus a between-run variance common to "
-        "the engine's points (below), plus the uncertainty of the run's shift. The run's "
-        "shift is the median change over all of the engine's points: each point is tested "
-        f"beyond it{threshold}, one-sided for worse and for better, and Holm's procedure over "
+        "the engine's points (below), plus the uncertainty of its block's shift. A block is "
+        "the points measured together, a sweep's points of one workload and cache state; its "
+        "shift is the median change over them, which a slower host that stretch of the run "
+        "gives them alike (a block of fewer than "
+        f"{change.MIN_SHIFT_POINTS} points: the median change over all of the engine's "
+        "points, with a block's drift from run to run as part of the noise). Each point is "
+        f"tested beyond its block's shift{threshold}, one-sided for worse and for better, and "
+        "Holm's procedure over "
         f"all {j.hypotheses} hypotheses (a point's time and its throughput are one: rows over "
         f"time) at {change.SHIFT_SHARE * j.alpha:g} keeps the chance that two runs of one "
-        f"commit flag any point at most that; each engine's run-wide shift is tested at the "
-        f"other {(1 - change.SHIFT_SHARE) * j.alpha:g} against how far a whole run moves "
-        "from run to run, so exit 1 has a family-wise false-alarm rate of "
+        f"commit flag any point at most that; the blocks' shifts and each engine's over all "
+        f"its points are tested at the other {(1 - change.SHIFT_SHARE) * j.alpha:g} against "
+        "how far a block moves from run to run, so exit 1 has a family-wise false-alarm rate "
+        "of "
         f"{j.alpha:g}. 'Could have detected' is the change that point's test flags with "
         f"probability {change.POWER:.0%} at the family's strictest level; a point that could "
         f"not have detected {pct(math.log1p(change.NOISY))} is reported as too noisy. Points "

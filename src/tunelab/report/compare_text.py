@@ -65,13 +65,13 @@ def detect_text(c: MetricChange) -> str:
 
 
 def change_line(sweep: str, point: str, c: MetricChange, result: Comparison) -> str:
-    """E.g. "sqlite/s p: elapsed_s (1 CPU speed) 1.15x, 1.16x beyond the run's shift [1.09,
+    """E.g. "sqlite/s p: elapsed_s (1 CPU speed) 1.15x, 1.16x beyond its block's shift [1.09,
     1.23], could have detected >= 8 %: worse (p=2.1e-05, Holm 0.006 over 150)"."""
     j = c.judged
     low, high = j.interval()
     text = (
         f"{sweep} {point}: {c.metric}{SCALED_MARK if c.scaled else ''} {times_text(c.ratio)}, "
-        f"{times_text(j.beyond)} beyond the run's shift [{ratio_text(low)}, {ratio_text(high)}]"
+        f"{times_text(j.beyond)} beyond its block's shift [{ratio_text(low)}, {ratio_text(high)}]"
         f", {detect_text(c)}: {VERDICT_TEXT[c.verdict]}"
     )
     if c.verdict in (WORSE, BETTER):
@@ -119,8 +119,8 @@ def shift_line(s: change.Shift) -> str:
     elif s.host:
         end = "the CPU reference or the device probe moved with it: the host's, not flagged"
     else:
-        end = "within a whole run's drift from run to run"
-    what = f"{engine} {s.kind} points" if s.kind else f"{engine} points"
+        end = f"within a {'block' if s.kind else 'whole run'}'s drift from run to run"
+    what = f"{engine} {s.kind} points" if s.kind else f"{engine} points, all"
     return (
         f"{what}: {times_text(math.exp(s.shift))} {'slower' if worse else 'faster'} ({s.metric}, "
         f"median change over {s.points} points, p={p_text(s.p_worse)} against ±{pct(s.sd)} "
@@ -136,6 +136,23 @@ def main_shifts(result: Comparison) -> list[change.Shift]:
         if key not in chosen or s.metric == "elapsed_s":
             chosen[key] = s
     return [chosen[k] for k in sorted(chosen)]
+
+
+def quiet_blocks_line(result: Comparison, engine: str) -> str:
+    """The blocks' shifts not listed on their own (none flagged, none the host's), e.g.
+    "sqlite: 10 blocks' shifts 0.95x-1.08x, each within a block's drift from run to run"."""
+    quiet = [
+        s
+        for s in main_shifts(result)
+        if s.kind and s.group.startswith(f"{engine}:") and not (s.verdict == WORSE or s.host)
+    ]
+    if not quiet:
+        return ""
+    low, high = (times_text(math.exp(f([s.shift for s in quiet]))) for f in (min, max))
+    return (
+        f"{engine}: {len(quiet)} blocks' shifts (a sweep's points of one workload and cache "
+        f"state) {low}-{high}, each within a block's drift from run to run"
+    )
 
 
 def detectable_summary(result: Comparison) -> str:
@@ -168,7 +185,10 @@ def text_lines(result: Comparison) -> list[str]:
     incomparable point, then the counts."""
     engines = sorted({s.engine for s in result.sweeps})
     lines = [x for x in (overall_line(result, e) for e in engines) if x]
-    lines += [shift_line(s) for s in main_shifts(result)]
+    lines += [
+        shift_line(s) for s in main_shifts(result) if not s.kind or s.verdict == WORSE or s.host
+    ]
+    lines += [x for x in (quiet_blocks_line(result, e) for e in engines) if x]
     flagged, noisy = [], []
     for s, p, c in result.changes():
         if c.verdict in (WORSE, BETTER):

@@ -219,12 +219,19 @@ def _point_estimates(engine: str, sweep: str, name: str, o: pd.DataFrame, n: pd.
             continue
         key = f"{engine}/{sweep}/{name}/{metric}"
         family = f"{engine}/{sweep}/{name}/time" if mirrored and metric in TIMED else key
-        kind = f"{one(n, 'workload') or '?'}/{one(n, 'cache_requested') or '?'}"
-        est = change.Estimate(key, f"{engine}:{metric}", metric, direction, a, b, family, kind)
+        est = change.Estimate(
+            key, f"{engine}:{metric}", metric, direction, a, b, family, block(sweep, n)
+        )
         xf, yf = x[np.isfinite(x)], y[np.isfinite(y)]
         out.append(_Pending(index, pc, metric, est, (float(np.median(xf)), float(np.median(yf))),
                             (int(xf.size), int(yf.size)), source, scaled is not None))  # fmt: skip
     return out
+
+
+def block(sweep: str, rows: pd.DataFrame) -> str:
+    """The block a point was measured in, whose points share the host's drift: its sweep
+    (measured in one stretch of the run), workload and cache state."""
+    return f"{sweep}/{one(rows, 'workload') or '?'}/{one(rows, 'cache_requested') or '?'}"
 
 
 def _cpu_shift(old: pd.DataFrame, new: pd.DataFrame) -> float:
@@ -295,8 +302,7 @@ def compare_frames(
             if not pc.incomparable:
                 pending += _point_estimates(engine, sweep, pc.point, po, pn, pc, i)
                 per_engine.setdefault(engine, []).append((po, pn))
-                kind = f"{one(pn, 'workload') or '?'}/{one(pn, 'cache_requested') or '?'}"
-                per_kind.setdefault(f"{engine}/{kind}", []).append((po, pn))
+                per_kind.setdefault(f"{engine}/{block(sweep, pn)}", []).append((po, pn))
             points.append(pc)
         sweeps.append(SweepComparison(engine, sweep, points, m.only_old, m.only_new, m.one_sided))
     if not any(s.points for s in sweeps):
@@ -341,7 +347,14 @@ def compare_frames(
         [f"{e}/{s}" for e, s in sorted(set(keys_new) - set(keys_old))],
         judgement,
     )  # fmt: skip
-    shifts = {s.group: s.shift for s in judgement.shifts if not s.kind}
+    # the history's drift of a run: the root mean square of its blocks' shifts (the whole
+    # run's where no block had its own), what a block's shift is judged against next time
+    shifts = {}
+    for group in judgement.between:
+        own = [s.shift for s in judgement.shifts if s.group == group and s.kind]
+        whole = [s.shift for s in judgement.shifts if s.group == group and not s.kind]
+        if own or whole:
+            shifts[group] = math.sqrt(float(np.mean(np.square(own or whole))))
     for group, b in judgement.between.items():
         engine = group.split(":")[0]
         if commits.get(engine) and runs[engine][0] != runs[engine][1] and b.points:
