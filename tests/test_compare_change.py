@@ -205,6 +205,36 @@ def test_the_between_run_sd_is_the_prior_until_points_say_otherwise():
     assert 0.06 < b.sd < 0.09
 
 
+def test_the_between_run_sd_is_unbiased_in_blocks_of_a_few_points():
+    """Points in blocks of 4-6, each block with its own shift, each point a between-run
+    effect of SD 4 %: the estimate is 4 % (within 7 % of it over 20 packs). Residuals taken
+    about a median that holds the point itself gave about 3 % (half the variance)."""
+    rng = np.random.default_rng(4)
+    quiet = change.Side(0.0, 0.005 / 2**0.5, 6, 6, 0.01)
+    found = []
+    for _ in range(20):
+        estimates = []
+        for block in range(60):
+            size = 4 + block % 3
+            shift = rng.normal(0, 0.05)
+            for i in range(size):
+                level = shift + rng.normal(0, 0.04) + rng.normal(0, 0.005)
+                new = dataclasses.replace(quiet, level=level)
+                estimates.append(
+                    change.Estimate(
+                        f"s{block}/p{i}",
+                        "sqlite:elapsed_s",
+                        "elapsed_s",
+                        1,
+                        quiet,
+                        new,
+                        kind=f"b{block}",
+                    )
+                )
+        found.append(change.judge(estimates).between["sqlite:elapsed_s"].own_sd)
+    assert float(np.mean(found)) == pytest.approx(0.04, rel=0.07), np.mean(found)
+
+
 def simulated_pack(rng, points: int, rounds: int, run_sd: float, between_sd: float,
                    pass_sd: float, round_sd: float, base: np.ndarray) -> pd.DataFrame:  # fmt: skip
     """A pack of a blocked order: a run-level shift, a per-point between-run effect, a

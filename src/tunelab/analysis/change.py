@@ -13,7 +13,10 @@ The model. A point's log change between two runs of one commit on one host is th
   do not set it), pooled with the host's earlier A/A comparisons and a stated prior;
 - a host shift common to a block of the run: the median change over the points measured
   together (a sweep's points of one workload and cache state, ``Estimate.kind``), which a
-  slower host that stretch of the run gives them alike. Blocks of too few points are tested
+  slower host that stretch of the run gives them alike; each point is tested against its
+  block's median change without it (its own value would pull the shift toward it and hide
+  part of its change), whose variance is that of a median (``median_variance``). Blocks of
+  too few points are tested
   beyond the median change over all of the engine's points, with a block's drift from run to
   run as part of their noise. A shift over points of different sweeps would mix stretches of
   the run that do not drift together.
@@ -164,7 +167,7 @@ class Judged:
     """One point's metric, judged."""
 
     estimate: Estimate
-    residual: float = math.nan  # log change beyond the group's shift
+    residual: float = math.nan  # log change beyond its block's shift (without it)
     sd: float = math.nan  # of the residual under no change
     z: float = math.nan
     p_worse: float = 1.0
@@ -296,6 +299,16 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
+# m times the variance of the median of m normal values of variance 1 (Monte Carlo, 4e5
+# draws; an even m's median is the mean of the middle two): pi/2 only for large m.
+MEDIAN_VARIANCE = (1.0, 1.0, 1.34, 1.20, 1.43, 1.29, 1.47, 1.35, 1.49, 1.38, 1.52, 1.41)
+
+
+def median_variance(m: int) -> float:
+    """The variance of the median of ``m`` values, in units of one value's variance."""
+    return (MEDIAN_VARIANCE[m - 1] if m <= len(MEDIAN_VARIANCE) else math.pi / 2) / m
+
+
 def blocks(members: Sequence[Judged]) -> dict[str, list[Judged]]:
     """A group's points by the block they were measured in, for blocks of
     ``MIN_SHIFT_POINTS`` or more; ``""``: all of the group's points."""
@@ -344,26 +357,34 @@ def judge(
             h = {k: float(np.median([j.estimate.change for j in v])) for k, v in parts.items()}
             # a point of a small block: beyond the engine's shift, its block's drift as noise
             own = {j.estimate.key: j.estimate.kind if j.estimate.kind in h else "" for j in members}
-            residual = np.array([j.estimate.change - h[own[j.estimate.key]] for j in members])
-            b = between(residual, se2, e0.metric, history.get(group, ()))
-            extra = {}
+            # Each point against its block's shift without it: its own value would pull the
+            # median toward it, hide part of its change and shrink the residuals the
+            # between-run SD is estimated from (to half the variance in blocks of 4-6).
+            base, others = {}, {}
+            for kind, part in parts.items():
+                values = np.array([j.estimate.change for j in part])
+                for i, j in enumerate(part):
+                    if own[j.estimate.key] == kind:
+                        base[j.estimate.key] = float(np.median(np.delete(values, i)))
+                        others[j.estimate.key] = len(part) - 1
+            residual = np.array([j.estimate.change - base[j.estimate.key] for j in members])
+            inflate = np.array([1 + median_variance(others[j.estimate.key]) for j in members])
+            b = between(residual / np.sqrt(inflate), se2, e0.metric, history.get(group, ()))
+            noise = {kind: float(np.mean([j.estimate.se**2 + b.sd**2 for j in part]))
+                     for kind, part in parts.items()}  # fmt: skip
             engine = group.split(":")[0]
             for kind, part in parts.items():
-                # the median's variance under the model, from its points' own variances
-                extra[kind] = (
-                    math.pi
-                    / 2
-                    * float(np.mean([j.estimate.se**2 + b.sd**2 for j in part]))
-                    / len(part)
-                )
+                extra = noise[kind] * median_variance(len(part))
                 shifts.append(Shift(group, kind, e0.metric, e0.direction, h[kind],
-                                    math.sqrt(extra[kind]), math.sqrt(run_var + extra[kind]),
+                                    math.sqrt(extra), math.sqrt(run_var + extra),
                                     len(part), len(runs), cpu.get(group, math.nan),
                                     device.get(f"{engine}/{kind}", math.nan)))  # fmt: skip
             for j in members:
-                kind = own[j.estimate.key]
-                j.residual = j.estimate.change - h[kind]
-                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra[kind]
+                key = j.estimate.key
+                kind = own[key]
+                j.residual = j.estimate.change - base[key]
+                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2
+                                 + noise[kind] * median_variance(others[key])
                                  + (0.0 if kind else run_var))  # fmt: skip
         else:
             b = between(d, se2, e0.metric, history.get(group, ()))
