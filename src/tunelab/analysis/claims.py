@@ -285,6 +285,8 @@ def _evidence_causes(
         found.append("no difference seen (the same values on both sides)")
     elif abs(t.ratio - 1) < m:
         found.append(f"no difference seen (ratio {t.ratio:.3g}, within ±{m:.0%})")
+    elif verdict == CONTRADICTED:
+        found.append(f"found instead: ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}]")
     if verdict != INCONCLUSIVE:
         return found, None
     shown = t.low >= 1 + m or t.high <= 1 - m  # the whole interval past the margin
@@ -542,7 +544,8 @@ def _crossing(
         if lo <= left and right <= hi:
             return HOLDS, where, []
         if right <= lo or left >= hi:
-            return CONTRADICTED, where, [f"the crossing lies outside [{lo:g}, {hi:g}]"]
+            return CONTRADICTED, where, [f"found instead: the crossing {where}, outside "
+                                         f"[{lo:.3g}, {hi:.3g}]"]  # fmt: skip
         return INCONCLUSIVE, where, [f"the crossing ({left:g}–{right:g}) straddles an end "
                                      f"of [{lo:g}, {hi:g}]", *edge]  # fmt: skip
     if upper_end is not None:  # a never clearly lower: the crossing lies before upper_end
@@ -554,7 +557,8 @@ def _crossing(
         else:
             where = f"below {right:g}, where b is first clearly lower"
         if right <= lo:
-            return CONTRADICTED, where, [f"the crossing lies below {lo:g}, the window's low end"]
+            return CONTRADICTED, where, [f"found instead: the crossing {where}, below the "
+                                         f"window [{lo:.3g}, {hi:.3g}]"]  # fmt: skip
         if upper_end == 0:
             to = f"down to {lo:g}" if math.isfinite(lo) else "smaller values"
             return INCONCLUSIVE, where, [f"the crossing lies below the tested range; sweep {to} "
@@ -567,7 +571,8 @@ def _crossing(
         else:
             where = f"above {left:g}, where a is last clearly lower"
         if left >= hi:
-            return CONTRADICTED, where, [f"the crossing lies above {hi:g}, the window's high end"]
+            return CONTRADICTED, where, [f"found instead: the crossing {where}, above the "
+                                         f"window [{lo:.3g}, {hi:.3g}]"]  # fmt: skip
         if lower_end == len(xs) - 1:
             to = f"up to {hi:g}" if math.isfinite(hi) else "larger values"
             return INCONCLUSIVE, where, [f"the crossing lies above the tested range; sweep {to} "
@@ -636,11 +641,16 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         label = _context_text(key, context)
         parts.append(f"{label}: {o.text}" if label else o.text)
         outcomes.append(o)
-        causes.extend(w for w in o.causes if w not in causes)
         ratio = list(o.ratio) if o.ratio else None
         contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
                          "crossing": o.crossing})  # fmt: skip
     overall = decisions.combine([o.verdict for o in outcomes])
+    # the causes of the contexts that gave the verdict, not of those that did otherwise
+    for c, o in zip(contexts, outcomes):
+        if o.verdict == overall:
+            named = [f"{c['label']}: {w}" if len(outcomes) > 1 and c["label"] else w
+                     for w in o.causes]  # fmt: skip
+            causes.extend(w for w in named if w not in causes)
     needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
     if hostspeed.applies([rows], metric_column(claim.metric)):
         parts.append(f"times {hostspeed.NOTE}, weight {hostspeed.weight_of(rows):.2f}")
