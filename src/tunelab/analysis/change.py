@@ -62,7 +62,10 @@ LEVEL = 0.95  # of a point's interval
 COUNT_OFFSET = {"c_physical_reads": 64.0}
 NOISY = 0.25  # a point that could not have shown a change below this is reported as noisy
 MIN_VALUES = 3  # a side's values below which a point is not tested
-MIN_SHIFT_POINTS = 3  # a block's points below which its own shift is not taken out
+# A block's points below which its own shift is not taken out: a point is judged against
+# the median of the others, which must hold 3 values to stay robust to one changed point
+# (the median of 2 is their mean).
+MIN_SHIFT_POINTS = 4
 SHIFT_SHARE = 0.5  # the share of alpha the points get; the run-wide shifts the rest
 # A reference (the CPU's, the device's) that ran this much slower (log) explains a run-wide
 # shift the same way: the host changed, and a shift of the system cannot be told from it.
