@@ -273,11 +273,15 @@ def test_a_standby_server_serves_the_run_it_is_given(tmp_path, write_sweep):
     assert log.exists() and not sock.exists()
 
 
-def test_a_server_lab_started_is_adopted_by_the_workflow(tmp_path, write_sweep, monkeypatch):
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["checkout", "directory-option"])
+def test_a_server_lab_started_is_adopted_by_the_workflow(
+    tmp_path, write_sweep, monkeypatch, elsewhere
+):
     """`./lab run` starts the standby server before its checks and names it in STANDBY_ENV
     (its pid, and the inherited descriptor of its input); the workflow's ``prestart`` takes
     it over, ``start`` gives it the run (two lines: `lab` still holds the pipe open), a job
-    runs in it, ``stop`` ends it."""
+    runs in it, ``stop`` ends it. With ``--directory`` the workflow runs elsewhere than the
+    checkout the server started in, its work directory given relative to its own."""
     read_end, write_end = os.pipe()
     lab_copy = os.dup(write_end)  # what `lab` keeps open for the whole run
     proc = subprocess.Popen(
@@ -294,7 +298,10 @@ def test_a_server_lab_started_is_adopted_by_the_workflow(tmp_path, write_sweep, 
         assert isinstance(control._server, control._Adopted)
         assert jobs.STANDBY_ENV not in os.environ  # the run's jobs do not see it
         assert not os.get_inheritable(write_end)
-        control.start("adopted", str(tmp_path / "work"))
+        if elsewhere:
+            (tmp_path / "elsewhere").mkdir()
+            monkeypatch.chdir(tmp_path / "elsewhere")
+        control.start("adopted", "work" if elsewhere else str(tmp_path / "work"))
         sock = Path(os.environ[jobs.JOB_SERVER_ENV])
         _a_point_is_served(tmp_path, write_sweep, proc, sock)
         control.stop()

@@ -103,7 +103,9 @@ def start(run_id: str, workdir: str) -> None:
     import json
     from pathlib import Path
 
-    run_dir = Path(workdir) / "runs" / run_id
+    # Absolute: the server's directory is the one `./lab` started it in, the checkout, not
+    # the workflow's (``--directory``), and a relative log path there does not exist.
+    run_dir = Path(workdir).resolve() / "runs" / run_id
     path = socket_path(run_dir)
     if path is None:
         release()
