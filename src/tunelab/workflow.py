@@ -7,11 +7,12 @@ here (``setup_run``).
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tunelab import clockstep, cluster, ownership, pipeline, progress, spec
+from tunelab import atomic, clockstep, cluster, ownership, pipeline, progress, spec
 from tunelab.calibrate import calibration as calibration_file
 from tunelab.calibrate import workflow as calibration_config
 
@@ -59,6 +60,13 @@ def setup_run(
     if submitting:
         clockstep.date_future_files_now(roots)
         prestart()
+        # What writers killed mid-write left (their temporary files); a live one's stay.
+        if gone := atomic.orphans(roots):
+            for path in gone:
+                path.unlink(missing_ok=True)
+            print(f"[lab] removed {len(gone)} partial write(s) a killed run left: "
+                  f"{', '.join(map(str, gone[:3]))}{' …' if len(gone) > 3 else ''}",
+                  file=sys.stderr)  # fmt: skip
     pipeline.shared_pools_or_exit(dict(config))
     plan = pipeline.plan_or_exit(
         config["sweeps"], config["engine"], calibration_config.output_path(config), size

@@ -12,14 +12,13 @@ import argparse
 import errno
 import json
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from tunelab import atomic
 from tunelab.bpsim.curves import (
     CSV_COLUMNS,
     SizesError,
@@ -128,19 +127,6 @@ def _check_args(args) -> None:
         target = getattr(args, option)
         if target and Path(target).exists() and not args.force:
             raise UsageError(f"--{option} {target}: file exists; pass --force to overwrite")
-
-
-def _write_atomic(path: str, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _shown_rows(curve: pd.DataFrame, marks: list[int | None]) -> pd.DataFrame:
@@ -259,9 +245,9 @@ def run(args) -> int:
     info["trace"] = str(args.trace)
 
     if args.out:
-        _write_atomic(args.out, curve.to_csv(index=False, lineterminator="\n"))
+        atomic.write_text(args.out, curve.to_csv(index=False, lineterminator="\n"))
     if args.summary:
-        _write_atomic(args.summary, json.dumps(info, indent=2, default=str) + "\n")
+        atomic.write_text(args.summary, json.dumps(info, indent=2, default=str) + "\n")
     if args.csv:
         sys.stdout.write(
             curve[CSV_COLUMNS].to_csv(index=False, lineterminator="\n", float_format="%.6f")

@@ -8,11 +8,11 @@ import json
 import os
 import re
 import socket
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunelab import atomic
 from tunelab.calibrate.model import DB2_PAGE_SIZES, MB_BYTES, transferrate_ms
 
 SCHEMA = 1
@@ -117,17 +117,7 @@ def load(path: Path | str) -> Calibration:
 
 def save(cal: Calibration, path: Path | str) -> Path:
     """Write atomically: a temp file in the same directory, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(cal.to_json())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic.write_text(path, cal.to_json())
 
 
 def hostname() -> str:

@@ -111,7 +111,7 @@ def _save(history: compare_history.History, result: Comparison) -> None:
 
 
 def compare_main(argv: Sequence[str] | None = None) -> int:
-    from tunelab.report.render import write_atomic
+    from tunelab import atomic
 
     try:
         args = _parser().parse_args(argv)
@@ -122,7 +122,7 @@ def compare_main(argv: Sequence[str] | None = None) -> int:
         if not args.no_record:
             record(result, history)
             _save(history, result)
-        out = write_atomic(args.html, html_page(result))
+        out = atomic.write_text(args.html, html_page(result))
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     except (_UsageError, CompareInputError) as exc:

@@ -29,7 +29,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from tunelab import claimspec, engines, spec
+from tunelab import atomic, claimspec, engines, spec
 from tunelab.analysis import stats
 from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
 from tunelab.report import plots
@@ -37,7 +37,6 @@ from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, label
 from tunelab.report.methods import methods_text
-from tunelab.report.render import write_atomic
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
 from tunelab.results import read_csv as read_rows_csv
 
@@ -656,7 +655,9 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
 def write_pages(experiments: list[Experiment], out_dir: Path) -> list[Path]:
     """A page per experiment under ``out_dir``."""
     out_dir = Path(out_dir)
-    return [write_atomic(out_dir / f"{e.sweep}.html", page_html(e, out_dir)) for e in experiments]
+    return [
+        atomic.write_text(out_dir / f"{e.sweep}.html", page_html(e, out_dir)) for e in experiments
+    ]
 
 
 # -- the matrix the index leads with --------------------------------------------------------

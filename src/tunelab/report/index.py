@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tunelab import atomic
 from tunelab.analysis.claims import WORDS, css_class, word_of
 from tunelab.report import engines
-from tunelab.report.render import write_atomic
 from tunelab.report.sections import SUMMARY_ID
 
 # nbconvert may reorder the tag's attributes: match on the id alone.
@@ -223,7 +223,7 @@ def write_index(
         f'<table class="tl-index"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
         "</main>\n</body>\n</html>\n"
     )
-    return write_atomic(out, page)
+    return atomic.write_text(out, page)
 
 
 SHARED_POOLS_PAGE = "shared-pools.html"  # `tunelab report-shared-pools`, beside the index

@@ -33,7 +33,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbconvert import HTMLExporter
 from traitlets import DottedObjectName, Type, default
 
-from tunelab import jobs
+from tunelab import atomic, jobs
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
@@ -294,21 +294,6 @@ def execute(
     return nb
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
 def render(
     template: Path,
     params: dict[str, Any],
@@ -318,7 +303,7 @@ def render(
     """Execute ``template`` with ``params`` and write the HTML page to ``out_html``."""
     nb = execute(template, params, timeout=timeout)
     body, _ = exporter().from_notebook_node(nb)
-    return write_atomic(Path(out_html), body)
+    return atomic.write_text(out_html, body)
 
 
 def timed_render(template: Path, params: dict[str, Any], out_html: Path) -> tuple[Path, float]:
