@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import dataset, findings, progress, results, spec
+from tunelab import dataset, progress, spec
 from tunelab.spec import Point
 from tunelab.workloads import Workload
 
@@ -270,6 +270,8 @@ def retire_removed_points(plan: Plan, engine: str, results_dir: str) -> None:
     a point renamed by an edit) are set aside, saying so: kept, never merged again."""
     for sweep in plan.sweeps:
         folder = Path(results_dir) / engine / sweep
+        from tunelab import results  # pandas: not for `./lab run`'s own quick start
+
         gone = results.retire_points_not_in(folder, plan.point_ids(sweep))
         if gone:
             print(f"[lab] {sweep}: {len(gone)} point(s) no longer in {plan.files[sweep]} set "
@@ -476,5 +478,7 @@ if __name__ == "__main__":
 def findings_input(sweep_file: str) -> list[str]:
     """The findings file that judges a sweep file (``tunelab.findings.path_for``), as a
     rule's input: none when the sweep has none."""
+    from tunelab import findings
+
     path = findings.path_for(sweep_file)
     return [os.path.relpath(path)] if path is not None else []
