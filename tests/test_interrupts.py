@@ -4,6 +4,8 @@ is Snakemake's own command line, and `tunelab recover` knows it as Snakemake."""
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,3 +63,73 @@ def test_recover_knows_it_as_snakemake(tmp_path):
     other = Proc(2, (sys.executable, "-m", "tunelab.cli", "--profile", "p"), tmp_path)
     assert not recovery.is_snakemake(other)
     assert recovery.lock_holders(tmp_path, [other]) == []
+
+
+# A scheduler whose main thread holds its lock (finishing a failed job) when SIGTERM comes.
+HELD_LOCK = """
+import os, signal, threading
+from snakemake.scheduling.job_scheduler import JobScheduler
+from tunelab import snakemake_cli
+if PATCHED:
+    snakemake_cli.patch_scheduler()
+s = object.__new__(JobScheduler)
+s._lock, s._open_jobs, s._user_kill = threading.Lock(), threading.Semaphore(0), None
+signal.signal(signal.SIGTERM, s.exit_gracefully)
+with s._lock:
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(100):  # Python runs the handler between two of these
+        pass
+assert s._user_kill == "graceful" and s._open_jobs.acquire(blocking=False)
+print("stopped")
+"""
+
+
+@pytest.mark.parametrize("patched", [True, False], ids=["lab", "snakemake-as-is"])
+def test_sigterm_while_the_scheduler_holds_its_lock_stops_the_run(patched):
+    """Snakemake's own handler takes the scheduler's lock, which its main thread already
+    holds: the run waits on itself for good (seen once in the fault matrix: SIGTERM to a
+    MariaDB run as its sweep started). The lab's handler sets the same flag and returns."""
+    code = HELD_LOCK.replace("PATCHED", str(patched))
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=10)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        assert not patched, "the lab's handler waited on the lock its own thread holds"
+        return
+    assert patched, "Snakemake's own handler no longer waits: the lab's may go"
+    assert done.returncode == 0 and done.stdout.strip() == "stopped", done.stderr
+
+
+SWEEP = """name: started
+engines: [sqlite]
+dataset: {rows: 2000, seed: 5}
+knobs: {buffer_pool: [100]}
+workloads: [{type: scan}]
+cache: warm
+repetitions: 1
+"""
+
+
+@pytest.mark.slow
+def test_a_stop_while_lab_run_reads_its_arguments_ends_it_in_one_line(tmp_path):
+    """Ctrl-C in the first second of `./lab run`, while it reads the run's fields through
+    Snakemake's argument parser (the fault matrix met a traceback there): 130, the lab's one
+    line, no traceback."""
+    from test_input_safety import REPO, lab_installed
+
+    if reason := lab_installed():
+        pytest.skip(reason)
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "started.yaml").write_text(SWEEP)
+    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
+            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=sqlite", "calibrate=off"]  # fmt: skip
+    for delay in (0.3, 0.6, 0.9):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)  # fmt: skip
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 130, (delay, out[-3000:])
+        assert "Traceback" not in out and "KeyboardInterrupt" not in out, (delay, out[-3000:])
+        last = re.sub(r"\x1b\[[0-9;]*m", "", out.strip().splitlines()[-1])
+        assert last.startswith("[lab] stopped by SIGINT"), out[-3000:]
