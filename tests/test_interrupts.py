@@ -133,3 +133,38 @@ def test_a_stop_while_lab_run_reads_its_arguments_ends_it_in_one_line(tmp_path):
         assert "Traceback" not in out and "KeyboardInterrupt" not in out, (delay, out[-3000:])
         last = re.sub(r"\x1b\[[0-9;]*m", "", out.strip().splitlines()[-1])
         assert last.startswith("[lab] stopped by SIGINT"), out[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", ["validating the run's", "sweep file(s) valid"])
+def test_a_stop_in_the_steps_before_the_sweeps_ends_it_in_one_line(step, tmp_path):
+    """Ctrl-C just after a start step's line, while the next step's Python imports
+    (validation, the preflight, the recovery; the fault matrix met "Fatal Python error:
+    init_import_site" and a traceback from the preflight): 130, the lab's one line, no
+    traceback."""
+    from test_input_safety import REPO, lab_installed
+
+    if reason := lab_installed():
+        pytest.skip(reason)
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "started.yaml").write_text(SWEEP)
+    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
+            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=sqlite", "calibrate=off"]  # fmt: skip
+    for delay in (0.0, 0.05, 0.1, 0.2, 0.3):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)  # fmt: skip
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if step in line:
+                break
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGINT)
+        out = "".join(seen) + proc.communicate(timeout=120)[0]
+        assert step in out, out[-3000:]
+        if proc.returncode == 0:  # the run ended first (it had nothing to measure)
+            continue
+        assert proc.returncode == 130, (delay, out[-3000:])
+        assert "Traceback" not in out and "Fatal Python error" not in out, (delay, out[-3000:])
+        last = re.sub(r"\x1b\[[0-9;]*m", "", out.strip().splitlines()[-1])
+        assert last.startswith("[lab] stopped by SIGINT"), out[-3000:]
