@@ -300,7 +300,11 @@ def test_clean_all_asks_first_and_refuses_without_a_terminal(image, run_id, monk
         rc.remove()
 
 
-_LISTEN = "echo up; exec socat TCP-LISTEN:3306,fork,reuseaddr SYSTEM:'echo hello'"
+# socat says "listening on" once its socket listens (-d -d): ready then, not a moment before
+# (an "echo up" ahead of it let a client in first, to be refused, or accepted by Docker's port
+# proxy and closed with nothing said).
+_LISTEN = "exec socat -d -d TCP-LISTEN:3306,fork,reuseaddr SYSTEM:'echo hello'"
+_LISTENING = " listening on "
 
 
 def _connects(ip: str) -> list[str]:
@@ -312,7 +316,9 @@ def test_each_run_has_a_network_of_its_own(image, run_id):
     run's container, nor from one outside the lab, nor from one attached to its network."""
     c = containers.client()
     other = f"{run_id}-other"
-    server = containers.start(_shell(image, _LISTEN, ready_log="^up$"), run_id, "s", keep_key="k")
+    server = containers.start(
+        _shell(image, _LISTEN, ready_log=_LISTENING), run_id, "s", keep_key="k"
+    )
     intruder = containers.start(
         _shell(image, "echo up; exec sleep 300", ready_log="^up$"), other, "i"
     )
@@ -341,7 +347,7 @@ def test_each_run_has_a_network_of_its_own(image, run_id):
         # containers on a run's network) and is disconnected when the run attaches again.
         network.connect(intruder.id)
         assert intruder.exec(_connects(ip))[0] != 0
-        spec = _shell(image, _LISTEN, ready_log="^up$")
+        spec = _shell(image, _LISTEN, ready_log=_LISTENING)
         assert containers.attach(spec, run_id, "k").id == server.id
         network.reload()
         assert [x.id for x in network.containers] == [server.id]
@@ -365,9 +371,8 @@ def test_two_containers_of_a_run_meet_only_through_a_proxy_on_its_gateway(image,
     forwards to the other's address on the network."""
     from tunelab import delayproxy
 
-    listen = "echo up; exec socat TCP-LISTEN:3306,fork,reuseaddr SYSTEM:'echo hello'"
-    a = containers.start(_shell(image, listen, ready_log="^up$"), run_id, "a")
-    b = containers.start(_shell(image, listen, ready_log="^up$"), run_id, "b")
+    a = containers.start(_shell(image, _LISTEN, ready_log=_LISTENING), run_id, "a")
+    b = containers.start(_shell(image, _LISTEN, ready_log=_LISTENING), run_id, "b")
     gateway = containers.network_gateway(run_id)
     name = containers.network_name(run_id)
     c = containers.client()
@@ -382,29 +387,17 @@ def test_two_containers_of_a_run_meet_only_through_a_proxy_on_its_gateway(image,
         recovery.clean(run_id)
 
 
-def _greeting(address: tuple[str, int], timeout_s: float = 10) -> str:
-    """The first line a listener at ``address`` sends. It says "up" just before it listens,
-    so a first try may come too early: refused on the container's own address, and on the
-    published port accepted by Docker's port proxy, then closed with nothing said (measured
-    on a fresh host: about 50 ms after a restart). Both are tried again; a wrong answer is not."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection(address, timeout=5) as s:
-                line = s.makefile().readline().strip()
-            if line or time.monotonic() > deadline:
-                return line
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline:
-                raise
-        time.sleep(0.05)
+def _greeting(address: tuple[str, int]) -> str:
+    """The first line the listener at ``address`` sends, asked once: a server handed out as
+    ready must answer (on its own address and through Docker's port proxy alike)."""
+    with socket.create_connection(address, timeout=5) as s:
+        return s.makefile().readline().strip()
 
 
 def test_the_client_reaches_a_server_at_its_address_on_the_run_network(image, run_id, monkeypatch):
     """Straight to the container's address where the host is on the run's network (no port
     proxy in the round trip); the published port where it is not; a restart asks again."""
-    listen = "echo up; exec socat TCP-LISTEN:3306,fork,reuseaddr SYSTEM:'echo hello'"
-    rc = containers.start(_shell(image, listen, ready_log="^up$"), run_id, "route")
+    rc = containers.start(_shell(image, _LISTEN, ready_log=_LISTENING), run_id, "route")
     try:
         name = containers.network_name(run_id)
         ip = containers.client().api.inspect_container(rc.id)["NetworkSettings"]["Networks"][name][
