@@ -627,7 +627,8 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
     the claim's own (a procedure that looks several times spends its alpha over the looks)."""
     if alpha is not None:
         claim = dataclasses.replace(claim, alpha=float(alpha))
-    (frame,) = hostspeed.annotate([frame])  # the CPU reference's weight, from the whole sweep
+    # The CPU reference's weight, from the whole sweep, within the unit its claims pair by
+    (frame,) = hostspeed.annotate([frame], sequential.pairing(frame)[0])
     rows = _select(frame, claim.where)
     if rows.empty:
         return Verdict(claim, INCONCLUSIVE, "no rows match", ["no rows match"])

@@ -35,6 +35,16 @@ compared (a sweep for the claims, both runs' points for `tunelab compare`), limi
 [0, 1]. Measured on the lab's host, SQLite's CPU-bound sweeps had weights near 1, a
 MariaDB sweep of synced inserts near 0.
 
+A claim pairs its sides' rows by round (or pass): what the host did to a whole round cancels
+in its ratios, while the probe's own noise on each row does not. Its weight is therefore
+taken from the variation left within a point *and* within its pairing unit (``units``: the
+slope on the two-way residuals), the only variation its paired test sees. On a quiet host
+the probe's 2 ms varied by ±5 % from row to row while a scan's time varied by 0.3 %: the
+point-centred weight (0.23, from drift that rounds share) made SQLite's per-round ratio of a
+cold scan at 32K over 4K pages spread from 0.9715-0.9776 as measured to 0.9535-0.9796,
+enough to leave its finding undecided; within rounds the probe explains little there, and
+the weight says so.
+
 The reference is the median probe over every row of the comparison (both sides), so that
 the scaled values stay in the metric's unit and near the measured ones (the medians printed
 beside a ratio), while ratios do not depend on it.
@@ -126,19 +136,45 @@ def _centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return values - pd.Series(values).groupby(groups).transform("mean").to_numpy()
 
 
-def weight(frames: Sequence[pd.DataFrame], slowdowns: Sequence[np.ndarray]) -> float:
+def _centred_both(values: np.ndarray, points: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """``values`` less their point's and their unit's effects (two-way residuals, by
+    alternating the two centrings: exact at once for a complete design, a few passes for one
+    with points left out of later rounds)."""
+    out = values
+    for _ in range(50):
+        before = out
+        out = _centred(_centred(out, points), units)
+        if np.allclose(out, before, rtol=0, atol=1e-12):
+            break
+    return out
+
+
+def weight(
+    frames: Sequence[pd.DataFrame],
+    slowdowns: Sequence[np.ndarray],
+    units: Sequence[np.ndarray | None] | None = None,
+) -> float:
     """The share of the model's slowdown the rows bear out: the slope of a repetition's log
     time on its predicted log slowdown, both taken from its point's mean (so that what the
-    knobs do does not enter), by least squares over every point, limited to [0, 1]."""
-    times, xs, groups = [], [], []
-    for k, (f, x) in enumerate(zip(frames, slowdowns)):
+    knobs do does not enter) and, given each row's pairing ``units``, from its unit's mean
+    too, by least squares over every point, limited to [0, 1]."""
+    times, xs, groups, unit_keys, unit_ok = [], [], [], [], []
+    units = list(units) if units is not None else [None] * len(frames)
+    for k, (f, x, u) in enumerate(zip(frames, slowdowns, units)):
         points = f["point_id"].astype(str).to_numpy() if "point_id" in f else np.full(len(f), "")
         times.append(np.log(_numbers(f, TIME)))
         xs.append(x)
         groups.append(np.char.add(f"{k}:", points.astype(str)))
+        u = np.zeros(len(f)) if u is None else np.asarray(u, dtype=float)
+        unit_keys.append(np.char.add(f"{k}:", u.astype(str)))
+        unit_ok.append(np.isfinite(u))
     t, x, g = np.concatenate(times), np.concatenate(xs), np.concatenate(groups)
-    ok = np.isfinite(t) & np.isfinite(x)
-    rt, rx = _centred(t[ok], g[ok]), _centred(x[ok], g[ok])
+    ok = np.isfinite(t) & np.isfinite(x) & np.concatenate(unit_ok)
+    if any(u is not None for u in units):
+        keys = np.concatenate(unit_keys)[ok]
+        rt, rx = _centred_both(t[ok], g[ok], keys), _centred_both(x[ok], g[ok], keys)
+    else:
+        rt, rx = _centred(t[ok], g[ok]), _centred(x[ok], g[ok])
     spread = float((rx * rx).sum())
     if spread <= 0:
         return 0.0
@@ -171,15 +207,17 @@ def shift(old: pd.DataFrame, new: pd.DataFrame) -> float:
     return abs(float(np.median(b) - np.median(a)))
 
 
-def annotate(frames: Sequence[pd.DataFrame]) -> list[pd.DataFrame]:
+def annotate(
+    frames: Sequence[pd.DataFrame], units: Sequence[np.ndarray | None] | None = None
+) -> list[pd.DataFrame]:
     """The frames with ``SLOWDOWN`` (the log slowdown the scaling takes out: the model's,
-    times the ``weight`` these rows bear out) and ``WEIGHT``; unchanged where the scaling
-    does not apply (``applies``)."""
+    times the ``weight`` these rows bear out, within the pairing ``units`` where given) and
+    ``WEIGHT``; unchanged where the scaling does not apply (``applies``)."""
     if not applies(frames, TIME):
         return list(frames)
     client_ref, engine_ref = _references(frames)
     slowdowns = [_slowdown(f, client_ref, engine_ref) for f in frames]
-    theta = weight(frames, slowdowns)
+    theta = weight(frames, slowdowns, units)
     # Joined in one step: a row frame has hundreds of columns, and adding them one by one
     # makes pandas warn that the frame is fragmented.
     return [
