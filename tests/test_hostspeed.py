@@ -176,6 +176,48 @@ def test_a_claims_weight_comes_from_the_variation_its_rounds_leave():
     assert float(re.search(r"weight (\d\.\d\d)", v.evidence).group(1)) < 0.15
 
 
+def cpu_rows(rng: np.random.Generator, ratio: float, changes: str, rounds: int = 12):
+    """Two points, the second ``ratio`` times the first, on a host whose CPU speed (up to
+    1.3x) changes from round to round (``changes="round"``: the probe then follows it give or
+    take 5 % of its own noise) or from repetition to repetition (``"row"``: give or take 2 %);
+    each time give or take 2 % beside the CPU's speed."""
+    out, probe_noise = [], {"round": 0.05, "row": 0.02}[changes]
+    for r in range(rounds):
+        shared = float(np.exp(rng.uniform(0, math.log(1.3))))
+        for name, seconds in {"4096": 0.2, "32768": 0.2 * ratio}.items():
+            factor = shared if changes == "round" else float(np.exp(rng.uniform(0, math.log(1.3))))
+            out.append({
+                "point_id": name, "knob_page_size": name, "round": r, "cache_requested": "cold",
+                "cache_achieved": "cold", "access_matches": True, "client_share": 0.1,
+                "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.02)),
+                "noise_cpu_probe_s": 0.002 * factor * float(rng.lognormal(0, probe_noise)),
+                "cpus_engine": "client",
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+@pytest.mark.parametrize("changes", ["round", "row"])
+def test_the_corrected_claims_keep_their_false_positives_within_alpha(changes):
+    """The weight is estimated on the rows it corrects: at the margin (a 'lower' claim with a
+    5 % margin, the second point exactly 0.95 times the first) the claim holds in at most
+    alpha of 300 simulated sweeps, whether the CPU's speed moves by round (weight near 0) or
+    by repetition (near 1); at twice the margin it holds in at least 80 %."""
+    claim = {"kind": "lower", "a": {"page_size": 32768}, "b": {"page_size": 4096},
+             "min_effect": 0.05}  # fmt: skip
+    rng = np.random.default_rng(5)
+    sweeps = 300
+
+    def holds(ratio: float) -> float:
+        return sum(verdict(claim, cpu_rows(rng, ratio, changes)).verdict == "holds"
+                   for _ in range(sweeps)) / sweeps  # fmt: skip
+
+    at_margin, twice = holds(0.95), holds(0.90)
+    print(f"\nCPU speed moving by {changes}: holds at the margin {at_margin:.3f}, "
+          f"at twice the margin {twice:.3f}")  # fmt: skip
+    assert at_margin <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sweeps)
+    assert twice >= 0.8
+
+
 def test_a_server_engines_cpu_seconds_are_scaled_by_its_own_cpus_reference():
     rng = np.random.default_rng(8)
     data = split_rows(rng, 20, {"a": 0.1}, cpu_share=0.2, engine_share=0.5)
