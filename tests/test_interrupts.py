@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import recovery
+from tunelab import ownership, recovery
 from tunelab.ownership import Proc
 
 WRAPPER = [sys.executable, "-m", "tunelab.snakemake_cli"]
@@ -56,8 +56,9 @@ def test_a_stop_while_it_starts_ends_it_with_130_and_no_traceback(command):
     assert hit, "every start finished before its stop"
 
 
-def test_recover_knows_it_as_snakemake(tmp_path):
-    started = Proc(1, (sys.executable, "-m", "tunelab.snakemake_cli", "--profile", "p"), tmp_path)
+@pytest.mark.parametrize("module", ["tunelab.labstart", "tunelab.snakemake_cli"])
+def test_recover_knows_it_as_snakemake(module, tmp_path):
+    started = Proc(1, (sys.executable, "-m", module, "--", "--profile", "p"), tmp_path)
     assert recovery.is_snakemake(started)
     assert recovery.lock_holders(tmp_path, [started]) == [started]
     other = Proc(2, (sys.executable, "-m", "tunelab.cli", "--profile", "p"), tmp_path)
@@ -168,3 +169,42 @@ def test_a_stop_in_the_steps_before_the_sweeps_ends_it_in_one_line(step, tmp_pat
         assert "Traceback" not in out and "Fatal Python error" not in out, (delay, out[-3000:])
         last = re.sub(r"\x1b\[[0-9;]*m", "", out.strip().splitlines()[-1])
         assert last.startswith("[lab] stopped by SIGINT"), out[-3000:]
+
+
+def _sigint_ignored(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(re.search(r"^SigIgn:\s*([0-9a-f]+)", status, re.M).group(1), 16)
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ignored", [False, True], ids=["terminal", "sigint-ignored"])
+def test_snakemake_takes_sigint_back_unless_the_lab_was_started_without_it(ignored, tmp_path):
+    """The checks before the sweeps run with SIGINT ignored (tunelab.labstart); Snakemake,
+    in the same process, gets it back where the lab was started from a terminal, and not
+    where it was started with SIGINT ignored (cron, a script's `./lab run &`)."""
+    from test_input_safety import REPO, lab_installed
+
+    if reason := lab_installed():
+        pytest.skip(reason)
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "started.yaml").write_text(
+        SWEEP.replace("repetitions: 1", "repetitions: 30")
+    )
+    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
+            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=sqlite", "calibrate=off"]  # fmt: skip
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, preexec_fn=ignore)  # fmt: skip
+    try:
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "Building DAG of jobs" in line:  # Snakemake's own work has begun
+                break
+        (snakemake,) = [p for p in ownership.processes() if "tunelab.labstart" in p.names()
+                        and os.getsid(p.pid) == proc.pid]  # fmt: skip
+        assert _sigint_ignored(snakemake.pid) == ignored, "".join(seen)[-3000:]
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=120)

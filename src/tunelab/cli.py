@@ -86,11 +86,23 @@ def _calibration(path: str | None):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    return validate(args.files, args.engine, args.calibration, args.skip_other_engines)
+
+
+def validate(
+    files: list[str],
+    engine: str | None,
+    calibration: str | None,
+    skip_other_engines: bool,
+    size: str | None = None,
+) -> int:
+    """``tunelab validate``: every error, one line each; 0 when the files are valid, else 2."""
     found = spec.validate_files(
-        [Path(f) for f in args.files],
-        args.engine,
-        _calibration(args.calibration),
-        skip_other_engines=args.skip_other_engines,
+        [Path(f) for f in files],
+        engine,
+        _calibration(calibration),
+        skip_other_engines=skip_other_engines,
+        size=size,
     )
     for f, why in found.skipped.items():
         print(f"{f}: skipped ({why})")
@@ -100,8 +112,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         _err(str(e))
     if found.errors:
         return EXIT_USAGE
-    n = len(args.files) - len(found.skipped)
-    print(f"{n} sweep file(s) valid" + (f" for {args.engine}" if args.engine else ""))
+    n = len(files) - len(found.skipped)
+    print(f"{n} sweep file(s) valid" + (f" for {engine}" if engine else ""))
     return 0
 
 
@@ -263,14 +275,19 @@ def cmd_trace_point(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
+    return preflight(args.engine)
+
+
+def preflight(engine: str) -> int:
+    """``tunelab preflight``: one line, 0 when this host can run the engine, else 2."""
     from tunelab.engines.base import EngineError
 
     try:
-        engines.engine_class(args.engine).preflight()
+        engines.engine_class(engine).preflight()
     except EngineError as exc:
-        _err(f"engine {args.engine}: {exc}")
+        _err(f"engine {engine}: {exc}")
         return EXIT_USAGE
-    print(f"engine {args.engine}: ready to run here")
+    print(f"engine {engine}: ready to run here")
     return 0
 
 

@@ -45,8 +45,9 @@ JOB_SERVER_ENV = "TUNELAB_JOB_SERVER"
 STANDBY_ENV = "TUNELAB_JOB_SERVER_STANDBY"
 # What its process runs (``python -m tunelab.jobserver``): how `tunelab recover` knows it.
 SERVER_MODULE = "tunelab.jobserver"
-# What `./lab run` runs Snakemake as (``python -m tunelab.snakemake_cli``).
-SNAKEMAKE_MODULE = "tunelab.snakemake_cli"
+# What `./lab run` runs Snakemake as (``python -m tunelab.labstart``, the run's start and then
+# Snakemake in one process), and Snakemake's command line alone (``tunelab.snakemake_cli``).
+SNAKEMAKE_MODULES = frozenset({"tunelab.labstart", "tunelab.snakemake_cli"})
 # The report's kernel manager in a run with a job server (report.render names it, never
 # imports it): its kernels are forked warm.
 WARM_KERNEL_MANAGER = "tunelab.jobserver.kernel_manager.WarmKernelManager"

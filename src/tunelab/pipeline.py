@@ -456,19 +456,24 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] in ("--count-pending", "--for-run"):
         return _pending(args[0], args[1:])
     try:
-        run = resolve_run(args)
-        config, _ = run_config(args)
+        fields = run_fields(args)
     except RunArgsInvalid as exc:
         print(exc, file=sys.stderr)
         return EXIT_INVALID
+    sys.stdout.write("".join(f"{f}\0" for f in fields))
+    return 0
+
+
+def run_fields(argv: list[str]) -> list[str]:
+    """What ``main`` prints, in its order; RunArgsInvalid for arguments Snakemake refuses."""
+    run = resolve_run(argv)
+    config, _ = run_config(argv)
     reports = sized_dir(str(config.get("reports_dir", "reports")), run.size)
     index = run.directory / reports / "index.html"
     results = run.directory / sized_dir(str(config.get("results_dir", "results")), run.size)
     logs = run.directory / sized_dir(str(config.get("logs_dir", "logs")), run.size)
-    fields = [run.engine, str(run.calibration or ""), str(run.directory), str(run.workdir),
-              run.size, str(index), str(results), str(logs), *map(str, run.files)]  # fmt: skip
-    sys.stdout.write("".join(f"{f}\0" for f in fields))
-    return 0
+    return [run.engine, str(run.calibration or ""), str(run.directory), str(run.workdir),
+            run.size, str(index), str(results), str(logs), *map(str, run.files)]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ JOB_COMMANDS = frozenset(jobs.JOB_COMMANDS)
 
 def is_snakemake(p: Proc) -> bool:
     """Snakemake, as a user starts it or as `./lab run` does."""
-    return bool({"snakemake", jobs.SNAKEMAKE_MODULE} & p.names())
+    return bool({"snakemake", *jobs.SNAKEMAKE_MODULES} & p.names())
 
 
 def lock_holders(checkout: Path, procs: Iterable[Proc]) -> list[Proc]:
