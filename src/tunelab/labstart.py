@@ -87,8 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("snakemake_args", nargs=argparse.REMAINDER)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     rest = args.snakemake_args[1:] if args.snakemake_args[:1] == ["--"] else args.snakemake_args
-    if code := start(args.fields, args.local, rest):
-        return code
+    try:
+        if code := start(args.fields, args.local, rest):
+            return code
+    except Exception as exc:  # the host's or an engine's error: one line, no traceback
+        print(f"tunelab: the run's start failed: {type(exc).__name__}: "
+              f"{' '.join(str(exc).split())}", file=sys.stderr)  # fmt: skip
+        return 1
     args.started.touch()
     say("running the sweeps (progress below; logs under logs/)")
     if os.environ.get("TUNELAB_TAKES_SIGINT") == "1":
