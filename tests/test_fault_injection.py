@@ -7,16 +7,15 @@ Snakemake lock or bench-lock holder."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from faults.harness import commands_in, kill_session
 
 from tunelab import results
 
@@ -46,39 +45,6 @@ def lab_run(work: Path, engine: str) -> subprocess.Popen:
     log = (work / "lab.out").open("ab")
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
                             start_new_session=True)  # fmt: skip
-
-
-def session_members(sid: int) -> list[int]:
-    found = []
-    # Not Path.glob("[0-9]*/stat"): its stat() of a process that just ended raises ESRCH.
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = Path(entry.path, "stat").read_text()
-        except OSError:  # the process ended meanwhile
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        if int(fields[3]) == sid:  # field 6 of stat: the session id
-            found.append(int(entry.name))
-    return found
-
-
-def commands_in(sid: int) -> list[str]:
-    out = []
-    for pid in session_members(sid):
-        try:
-            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
-        except OSError:
-            continue
-    return out
-
-
-def kill_session(proc: subprocess.Popen) -> None:
-    for pid in session_members(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    proc.wait(30)
 
 
 # What to wait for before killing, and how long to wait after it appears (seconds).

@@ -131,15 +131,15 @@ PHASES = {"point": ("tunelab run-sweep", 1.5), "merge": ("tunelab merge", 0.3),
 
 def kill_in(lab: Lab, phase: str, clean_s: float, rng) -> bool:
     """Start a run and SIGKILL its session once ``phase`` is under way, a random part of its
-    delay later ("anytime": a moment in the first half of a clean run's duration); False
-    when the run ended first."""
+    delay later or as its command ends, whichever comes first ("anytime": a moment in the
+    first half of a clean run's duration); False when the run ended first."""
     marker, delay = PHASES[phase]
     proc = lab.start()
     if marker and not harness.wait_for_command(proc, marker):
         return False
     # "anytime": within half the reference run, which generated the data set and built the
     # tables that a rerun finds kept, and so lasts longer than the run killed here.
-    if not harness.sleep_into(proc, rng.uniform(0, delay or 0.5 * clean_s)):
+    if not harness.sleep_into(proc, rng.uniform(0, delay or 0.5 * clean_s), marker):
         return False
     harness.kill_session(proc)
     return True
@@ -170,7 +170,7 @@ def test_a_run_killed_again_and_again_in_every_phase_is_healed_by_one_rerun(tmp_
             for victim in done:  # the next run as long as a clean one
                 victim.unlink()
                 results.check_path(victim).unlink(missing_ok=True)
-    assert hit == plan, hit
+    assert hit == plan, (hit, lab.out_since(0)[-3000:])
     took = harness.healed(lab, expected, host)
     report("sqlite", "kills-in-a-row", 0, f"SIGKILL in {', '.join(hit)}", took)
 
