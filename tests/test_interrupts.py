@@ -208,3 +208,22 @@ def test_snakemake_takes_sigint_back_unless_the_lab_was_started_without_it(ignor
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=120)
+
+
+@pytest.mark.parametrize(("before", "blank"), [("Using profile x.", True), ("done\n", False),
+                                               ("", False)])  # fmt: skip
+def test_the_labs_line_after_a_run_output_starts_a_line_of_its_own(before, blank, tmp_path):
+    """A process stopped between a message and its newline (unbuffered Python writes them
+    apart) left the lab's stop line glued to half a line; the lab's `fresh_line`, run on the
+    run's output as the lab runs it, ends that line first, and adds no blank line."""
+    from test_input_safety import REPO
+
+    out = tmp_path / "out"
+    out.write_text(before)
+    lab = (REPO / "lab").read_text()
+    helpers = "\n".join(line for line in lab.splitlines()
+                        if line.startswith(("say() {", "fresh_line() {")))  # fmt: skip
+    done = subprocess.run(["bash", "-c", f'{helpers}\nfresh_line "$1"; say stopped', "-", out],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0 and "stopped" in done.stderr, done.stderr
+    assert done.stderr.startswith("\n") == blank, repr(done.stderr)
