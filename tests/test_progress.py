@@ -83,6 +83,13 @@ def run(tmp_path_factory):
     (work / "sweeps" / "tiny.yaml").write_text(SWEEP)
     args = _args(work)
     assert pipeline.count_pending(args) == 4
+    # as a stopped `./lab run` counts, from the fields it kept (here in another directory)
+    fields = work / "fields"
+    fields.write_bytes("".join(f"{f}\0" for f in pipeline.run_fields(args)).encode())
+    counted = subprocess.run([sys.executable, "-m", "tunelab.pipeline", "--count-pending-from",
+                              str(fields)], capture_output=True, text=True, env=_env(),
+                             cwd=REPO, check=True)  # fmt: skip
+    assert counted.stdout == "4\n", counted.stderr
     earlier = sorted(p.point_id for p in _points(work))[0]
     first = _snakemake(work, "--cores", "1", f"results/sqlite/tiny/{earlier}.csv")
     assert first.wait(timeout=600) == 0, first.stderr.read()[-3000:]

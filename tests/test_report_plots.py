@@ -97,6 +97,20 @@ def test_png_is_deterministic_and_valid(scan):
     assert html.startswith('<figure class="tl-figure"><img src="data:image/png;base64,')
 
 
+def test_png_has_the_pixels_matplotlib_saves(scan):
+    """to_png draws on its own canvas: the same pixels as matplotlib's savefig at the lab's
+    DPI on white, for a figure with a layout engine (drawn twice by savefig)."""
+    ours = Image.open(io.BytesIO(plots.to_png(plots.io_figure(scan[0], "knob_cache_size"))))
+    buf = io.BytesIO()
+    plots.io_figure(scan[0], "knob_cache_size").savefig(
+        buf, format="png", dpi=plots.DPI, facecolor="white"
+    )
+    saved = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+    quantized = saved.quantize(colors=256, method=Image.Quantize.MEDIANCUT).convert("RGB")
+    assert ours.size == saved.size
+    assert np.array_equal(np.asarray(ours.convert("RGB")), np.asarray(quantized))
+
+
 # -- knob order, bytes beside pages, the table's size, crossovers, negative hit ratios ----------
 def _pool_variant(rows: pd.DataFrame, tmp_path, page_size: int | None = 4096):
     """The measured scan rows as a buffer-pool sweep: the rows carry pages (16..8192) while the

@@ -2,10 +2,10 @@
 their points, and the paths of every stage's files. Kept here so the .smk files stay thin.
 
 ``python -m tunelab.pipeline SNAKEMAKE_ARGS...`` names the sweep files a run with those
-arguments will use (what `./lab run` validates before anything starts); ``--count-pending
-SNAKEMAKE_ARGS...`` prints how many points it will measure (those without a verified results
-file yet) and ``--for-run SNAKEMAKE_ARGS...`` the options of ``tunelab progress`` for it
-(NUL-ended words). Neither takes the bench lock."""
+arguments will use (what `./lab run` validates before anything starts); ``--for-run
+SNAKEMAKE_ARGS...`` the options of ``tunelab progress`` for it (NUL-ended words);
+``--count-pending-from FIELDS_FILE`` how many points the run whose fields a file holds will
+measure (those without a verified results file yet). None takes the bench lock."""
 
 from __future__ import annotations
 
@@ -430,9 +430,19 @@ def count_pending(argv: list[str]) -> int:
     return run_paths(argv).total
 
 
-def _pending(what: str, argv: list[str]) -> int:
-    """``--count-pending``: how many points the run will measure; ``--for-run``: the options
-    of ``tunelab progress`` for it (NUL-ended words)."""
+def count_pending_from(fields_file: Path) -> int:
+    """``count_pending`` of the run whose fields (``main``'s output) `./lab run` kept in
+    ``fields_file``: the count of a stopped run's last line, without Snakemake's argument
+    parser (about a second of the stop)."""
+    words = fields_file.read_bytes().decode().split("\0")[:-1]
+    engine, calibration, directory, _, size, _, results_dir, logs_dir, *files = words
+    found = plan(files, engine, calibration or None, size)
+    job_log = Path(logs_dir) / "jobs.jsonl"  # not read for the count
+    return progress.planned(found, engine, Path(directory), results_dir, logs_dir, job_log).total
+
+
+def _for_run(argv: list[str]) -> int:
+    """``--for-run``: the options of ``tunelab progress`` for the run (NUL-ended words)."""
     try:
         paths = run_paths(argv)
     except SystemExit as exc:  # the plan of invalid sweep files has said why
@@ -440,10 +450,7 @@ def _pending(what: str, argv: list[str]) -> int:
     except Exception as exc:  # invalid arguments or sweep files: one line
         print(f"tunelab progress: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
-    if what == "--count-pending":
-        print(paths.total)
-    else:
-        sys.stdout.write("".join(f"{w}\0" for w in progress.options_for(paths)))
+    sys.stdout.write("".join(f"{w}\0" for w in progress.options_for(paths)))
     return 0
 
 
@@ -453,8 +460,11 @@ def main(argv: list[str] | None = None) -> int:
     directories and its sweep files, each ended by a NUL byte (a file name may hold any other
     character); or one line and exit 2."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("--count-pending", "--for-run"):
-        return _pending(args[0], args[1:])
+    if args[:1] == ["--count-pending-from"] and len(args) == 2:
+        print(count_pending_from(Path(args[1])))
+        return 0
+    if args[:1] == ["--for-run"]:
+        return _for_run(args[1:])
     try:
         fields = run_fields(args)
     except RunArgsInvalid as exc:

@@ -742,11 +742,19 @@ def plotted_medians(ax: Axes) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 def to_png(fig: Figure, dpi: int = DPI) -> bytes:
     """The figure as a PNG of at most 256 colours: a chart has few, and its full-colour PNG
     is three to four times the size (a report's five figures were 1 MB of its page)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, facecolor="white")
-    image = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
+    # Drawn once on an Agg canvas and quantized from its pixels: `savefig` draws a figure
+    # with a layout engine twice and encodes a full-colour PNG only to be decoded here (a
+    # fifth of a report's three figures); the pixels are the same.
+    fig.set_dpi(dpi)
+    fig.set_facecolor("white")
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    rgba = canvas.buffer_rgba()
+    image = Image.frombuffer("RGBA", canvas.get_width_height(), rgba, "raw", "RGBA", 0, 1)
+    image = image.convert("RGB")
     out = io.BytesIO()
     image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(out, "PNG", optimize=True)
     return out.getvalue()
