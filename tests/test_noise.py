@@ -78,6 +78,24 @@ def test_pin_client_binds_every_thread_and_records_it():
     assert os.sched_getaffinity(0) == set(USABLE)
 
 
+@needs_two_cpus
+def test_a_server_engine_measured_in_the_tests_process_pins_it(tmp_path):
+    """As a sweep's measuring process does (tunelab.runner), for good: the next test must
+    find the CPUs given back (conftest)."""
+    from tunelab import runner
+
+    placement = runner.placement("mariadb")
+    assert os.sched_getaffinity(0) == set(placement.client) != set(USABLE)
+
+
+@needs_two_cpus
+def test_the_next_test_and_what_it_starts_have_every_cpu_again():
+    assert os.sched_getaffinity(0) == set(USABLE)
+    show = "import os; print(sorted(os.sched_getaffinity(0)))"
+    child = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == str(USABLE)
+
+
 # -- interference around a timed section ----------------------------------------------------------
 def _busy(seconds: float) -> dict:
     with noise.watch([]) as w:
