@@ -7,18 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_interrupts import SWEEP  # a one-point SQLite sweep
 
 from tunelab import labstart
 
 REPO = Path(__file__).resolve().parents[1]
-SWEEP = """name: started
-engines: [sqlite]
-dataset: {rows: 2000, seed: 5}
-knobs: {buffer_pool: [100]}
-workloads: [{type: scan}]
-cache: warm
-repetitions: 1
-"""
 
 
 @pytest.fixture
