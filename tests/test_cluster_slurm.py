@@ -1,8 +1,9 @@
 """The workflow through Snakemake's SLURM executor on a real SLURM cluster of this host.
 
-A session fixture starts Debian's ``munged``, ``slurmctld`` and ``slurmd`` as root, with a
+A module fixture starts Debian's ``munged``, ``slurmctld`` and ``slurmd`` as root, with a
 configuration of their own in a temporary directory (one node entry: this host, its real
-CPUs and memory; no accounting, no cgroups), and stops every one of them afterwards. A tiny
+CPUs and memory; no accounting, no cgroups), and stops every one of them after this module's
+tests; a suite killed meanwhile takes them with it. A tiny
 SQLite sweep then runs once on this machine (``workflows/profile``) and once through SLURM
 (``workflows/profile`` then ``workflows/profile/slurm``, as ``./lab run --profile
 workflows/profile/slurm`` runs it), and the two are compared. Where SLURM cannot start (not
@@ -15,6 +16,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -166,6 +168,14 @@ def _node() -> tuple[str, int, int]:
     return facts["NodeName"], int(facts["CPUs"]), int(facts["RealMemory"])
 
 
+def _dies_with_the_tests() -> None:
+    """In a daemon, before its exec: SIGTERM once the tests' process ends, however it ends
+    (a killed suite left all three running)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def _start(cluster: Cluster) -> str | None:
     """Start munged, slurmctld and slurmd; None once the node is idle, else why not."""
     root = cluster.root
@@ -180,7 +190,7 @@ def _start(cluster: Cluster) -> str | None:
          f"--key-file={key}", f"--log-file={root / 'log' / 'munged.log'}",
          f"--pid-file={root / 'munge' / 'munged.pid'}",
          f"--seed-file={root / 'munge' / 'munged.seed'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, preexec_fn=_dies_with_the_tests,
     )  # fmt: skip
     deadline = time.monotonic() + 10
     while not socket_path.exists():
@@ -199,8 +209,9 @@ def _start(cluster: Cluster) -> str | None:
     for name, args in (("slurmctld", ["-D", "-c", "-i"]), ("slurmd", ["-D"])):
         with open(root / "log" / f"{name}.out", "w") as out:  # the child keeps its own copy
             cluster.procs[name] = subprocess.Popen(
-                [_tool(name), *args], env=cluster.env(), stdout=out, stderr=subprocess.STDOUT
-            )
+                [_tool(name), *args], env=cluster.env(), stdout=out, stderr=subprocess.STDOUT,
+                preexec_fn=_dies_with_the_tests,
+            )  # fmt: skip
     deadline = time.monotonic() + START_TIMEOUT_S
     state = ""
     while time.monotonic() < deadline:
@@ -215,7 +226,7 @@ def _start(cluster: Cluster) -> str | None:
     return f"the node did not become idle within {START_TIMEOUT_S} s (sinfo: {state or 'nothing'})"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory):
     why = _why_not()
     if why:
