@@ -189,10 +189,12 @@ def round_rows(
     return rows
 
 
-def pack(kind: str, null: bool, noise: Noise, seed: int, naive: bool = False) -> str:
-    """One simulated sweep measured until the stop rule ends it: the claim's verdict."""
+def pack(kind: str, null: bool, noise: Noise, seed: int, naive: bool = False,
+         ratio: float | None = None) -> str:  # fmt: skip
+    """One simulated sweep measured until the stop rule ends it: the claim's verdict.
+    ``ratio``: the true ratio instead of ``truth(kind, null)``."""
     rng = np.random.default_rng([seed, KINDS.index(kind), int(null), int(naive)])
-    points = points_of(kind, truth(kind, null))
+    points = points_of(kind, truth(kind, null) if ratio is None else ratio)
     expect = expect_of(kind)
     stop = sweeprun.claims_rule(points, expect)  # type: ignore[arg-type]
     effects = pass_effects(points, rng, noise)

@@ -105,6 +105,39 @@ def test_a_small_significant_difference_is_similar_for_a_directional_claim():
     assert "no difference seen (ratio 1.02, within ±5%)" in v.causes
 
 
+def test_an_interval_wholly_short_of_the_claimed_margin_does_not_reproduce():
+    """A claim of "a at least 5 % lower than b", found 1.06x with rounds spread by 4 %:
+    neither within ±5 % nor wholly past 1.05, yet the claim is excluded (the interval lies
+    above 0.95), so the finding did not reproduce, saying what was found; the same rows
+    straddling 0.95 (found 0.97x) stay undecided, with the rounds the claimed margin needs."""
+    rng = np.random.default_rng(7)
+    b = rng.lognormal(np.log(0.1), 0.005, 12)
+    spread = rng.lognormal(0, 0.04, 12)
+    above = verdict({**LOWER, "role": "finding"}, pair(1.06 * b * spread, b, with_rounds=True))
+    assert above.verdict == "short", above.evidence
+    assert above.contexts[0]["word"] == "not reproduced"
+    (ratio, low, high) = above.contexts[0]["ratio"]
+    assert 0.95 < low < 1.05 < high, above.evidence  # the old rule's undecided gap
+    assert any(c.startswith("found instead: ratio") and c.endswith("short of the claimed 5%")
+               for c in above.causes), above.causes  # fmt: skip
+    straddling = verdict(LOWER, pair(0.97 * b * spread, b, with_rounds=True))
+    assert straddling.verdict == "inconclusive", straddling.evidence
+    assert straddling.needed and straddling.needed > 12
+
+
+def test_the_rounds_a_directional_claim_needs_are_counted_from_its_claimed_margin():
+    """1.04x [0.94, 1.15] after six rounds on a claim of "at least 5 % lower": 0.95 lies 9 %
+    away, so a few rounds more decide it, within the futility stop's three times a budget
+    of 12; the equivalence within ±5 % the old count aimed at lies 1 % away, far beyond."""
+    t = stats.RatioTest(n_old=6, n_new=6, old_median=1.0, new_median=1.04, ratio=1.04,
+                        low=0.94, high=1.15, p=0.2, min_p=0.03125, paired=True, n=6,
+                        eq_low=0.96, eq_high=1.12)  # fmt: skip
+    toward_margin = stats.repetitions_needed(t, 0.05, 0.05, decisions.LOWER)
+    equivalence = stats.repetitions_needed(t, 0.05, 0.05)
+    assert toward_margin is not None and equivalence is not None
+    assert toward_margin <= 3 * 12 < equivalence, (toward_margin, equivalence)
+
+
 # -- drift: back-to-back repetitions against rounds -----------------------------------------
 def test_linear_drift_makes_a_false_effect_back_to_back_and_none_in_rounds():
     """The same engine times both points alike, but the host slows by 2 % a repetition:
@@ -293,7 +326,7 @@ def test_verdict_json_and_counts_know_similar():
     data = pair([0.1] * 6, [0.1] * 6, with_rounds=True)
     v = verdict(LOWER, data)
     assert v.to_json()["verdict"] == "similar" and v.to_json()["decided"] is True
-    assert claims.summarize([v]) == {"holds": 0, "similar": 1, "contradicted": 0,
+    assert claims.summarize([v]) == {"holds": 0, "similar": 1, "short": 0, "contradicted": 0,
                                      "inconclusive": 0}  # fmt: skip
 
 

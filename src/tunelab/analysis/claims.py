@@ -14,6 +14,9 @@ one CPU speed (``analysis.hostspeed``). ``analysis.decisions`` turns a compariso
   ±min_effect);
 - ``similar``: the claimed effect is shown absent, by two one-sided tests (the 1 − 2·alpha
   interval within ±min_effect);
+- ``short`` (``lower``, ``higher``, ``falls``, ``rises``): the claimed effect is shown
+  absent, the whole interval short of ``min_effect`` in the claimed direction, as ``holds``
+  needs it wholly beyond: the claimed margin is the one boundary between the two;
 - ``inconclusive``: anything else; the verdict then says how many repetitions the observed
   spread would need (``Verdict.needed``; not for ``crossover``, whose undecided values
   near the crossing need not be decided).
@@ -68,14 +71,14 @@ import pandas as pd
 
 from tunelab import results
 from tunelab.analysis import decisions, hostspeed, sequential, stats
-from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE
+from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE, SHORT
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
 from tunelab.findings import FINDING
 
 VERDICTS = decisions.VERDICTS
 # What a verdict says in words: of a finding, whether it reproduced here; of an explanation
 # or a sweep's own claim, whether it holds. A directional claim shown equivalent within its
-# margin (SIMILAR) did not reproduce: the effect is shown absent.
+# margin (SIMILAR) or wholly short of it (SHORT) did not reproduce: the effect is shown absent.
 REPRODUCED, NOT_REPRODUCED, UNDECIDED = "reproduced", "not reproduced", "undecided"
 HOLDS_WORD, FAILS_WORD = "holds", "does not hold"
 CANNOT_RUN = "cannot run here"
@@ -103,6 +106,9 @@ def css_class(text: str) -> str:
 
 
 CLIENT_BOUND = 0.5  # as the report flags it
+# the direction a claim of each directional kind states (``decisions.directional``)
+DIRECTION = {"lower": decisions.LOWER, "falls": decisions.LOWER,
+             "higher": decisions.HIGHER, "rises": decisions.HIGHER}  # fmt: skip
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
 
 
@@ -283,6 +289,9 @@ def _evidence_causes(
     found, m = [], claim.min_effect
     if t.ratio == 1 and t.low == t.high == 1:
         found.append("no difference seen (the same values on both sides)")
+    elif verdict == SHORT:
+        found.append(f"found instead: ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], short "
+                     f"of the claimed {m:.0%}")  # fmt: skip
     elif abs(t.ratio - 1) < m:
         found.append(f"no difference seen (ratio {t.ratio:.3g}, within ±{m:.0%})")
     elif verdict == CONTRADICTED:
@@ -296,7 +305,7 @@ def _evidence_causes(
     if not t.can_decide(claim.alpha):
         n = f"{t.n} {t.unit}s" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
         found.append(f"too few repetitions: {n} give no p below {t.min_p:.2g}")
-    needed = stats.repetitions_needed(t, m, claim.alpha)
+    needed = stats.repetitions_needed(t, m, claim.alpha, DIRECTION.get(claim.kind, 0))
     if needed is not None:
         found.append(f"too few repetitions for the observed variance (needs ~{needed})")
     return found, needed

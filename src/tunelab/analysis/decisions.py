@@ -9,8 +9,14 @@ Four verdicts, for a claimed direction (``lower``: ratio below 1, ``higher``: ab
   contradicts;
 - ``similar``: equivalence within +-margin by two one-sided tests at alpha each (the
   1 - 2 alpha interval inside [1 - margin, 1 + margin]): the claimed effect is shown absent;
-- ``inconclusive``: none of these, including sample sizes whose rank test cannot reach
-  p < alpha at all.
+- ``short``: the whole 1 - alpha interval short of the claimed margin (above 1 - margin for
+  ``lower``, below 1 + margin for ``higher``): the claimed effect is shown absent, by the
+  interval that ``holds`` needs wholly beyond it. One boundary, the claimed margin, then
+  decides a directional claim either way; without it an interval such as [0.97, 1.08] on a
+  claim of "at least 5 % lower" (neither within +-5 % nor wholly above 1.05) stayed
+  undecided though it excludes the claim, and packs flipped between the two there;
+- ``inconclusive``: none of these (the interval straddles the claimed margin), including
+  sample sizes whose rank test cannot reach p < alpha at all.
 
 A claim of similarity holds on the equivalence test, and is contradicted when the
 difference is significant and its whole interval lies outside +-margin; a large p alone
@@ -28,8 +34,9 @@ import pandas as pd
 from tunelab.analysis.stats import RatioTest
 
 HOLDS, SIMILAR, CONTRADICTED, INCONCLUSIVE = "holds", "similar", "contradicted", "inconclusive"
-VERDICTS = (HOLDS, SIMILAR, CONTRADICTED, INCONCLUSIVE)
-DECIDED = (HOLDS, SIMILAR, CONTRADICTED)
+SHORT = "short"
+VERDICTS = (HOLDS, SIMILAR, SHORT, CONTRADICTED, INCONCLUSIVE)
+DECIDED = (HOLDS, SIMILAR, SHORT, CONTRADICTED)
 LOWER, HIGHER = -1, 1
 
 
@@ -54,6 +61,11 @@ def clears(t: RatioTest, direction: int, margin: float) -> bool:
     return t.high <= 1 - margin if direction < 0 else t.low >= 1 + margin
 
 
+def short_of(t: RatioTest, direction: int, margin: float) -> bool:
+    """The whole interval short of ``margin`` from 1 in ``direction``."""
+    return t.low > 1 - margin if direction < 0 else t.high < 1 + margin
+
+
 def directional(t: RatioTest | None, claimed: int, alpha: float, margin: float) -> str:
     """The verdict on a claim that the ratio lies below 1 (``claimed`` -1) or above (+1)."""
     if t is None or not usable(t, alpha):
@@ -65,6 +77,8 @@ def directional(t: RatioTest | None, claimed: int, alpha: float, margin: float) 
         return CONTRADICTED
     if t.equivalent(margin):
         return SIMILAR
+    if short_of(t, claimed, margin):
+        return SHORT
     return INCONCLUSIVE
 
 
@@ -81,9 +95,9 @@ def similarity(t: RatioTest | None, alpha: float, margin: float) -> str:
 
 def combine(verdicts: list[str]) -> str:
     """One verdict from those of a claim's contexts (cold and warm, ...): contradicted where
-    one is; else similar where the claimed effect is absent in one; else inconclusive where
-    one is undecided; holds when it holds in every one."""
-    for v in (CONTRADICTED, SIMILAR, INCONCLUSIVE):
+    one is; else similar or short where the claimed effect is absent in one; else
+    inconclusive where one is undecided; holds when it holds in every one."""
+    for v in (CONTRADICTED, SIMILAR, SHORT, INCONCLUSIVE):
         if v in verdicts:
             return v
     return HOLDS if verdicts else INCONCLUSIVE

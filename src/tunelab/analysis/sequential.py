@@ -41,12 +41,13 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from tunelab.analysis.decisions import DECIDED
+
 # Share of alpha the first look spends: 0.035 of 0.05, above the 0.03125 six rounds that
 # all agree reach with the exact signed-rank test. The later looks share the rest.
 FIRST_SHARE = 0.7
 # Each look after the first comes at this many times the previous one's rounds.
 GROWTH = 2
-DECIDED = ("holds", "similar", "contradicted")
 UNDECIDED = "inconclusive"
 FIXED = "fixed repetitions"
 
@@ -171,7 +172,7 @@ def decide(
     beyond: Mapping[str, int] | None = None,
 ) -> StopDecision:
     """Whether measuring stops after ``n`` rounds, given each claim's verdict so far (claim
-    name -> holds, similar, contradicted or inconclusive; anything but the first three is
+    name -> a verdict of ``decisions.VERDICTS``; anything but ``decisions.DECIDED`` is
     undecided) and the sweep's ``looks``. It stops at the budget (the last look), or at a
     look when every claim is decided or ``beyond`` the budget: undecided, and needing more
     rounds than the budget at the spread observed (claim name -> rounds it would need).

@@ -438,7 +438,7 @@ def robust_sd(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(x - np.median(x))))
 
 
-def repetitions_needed(t: RatioTest, margin: float, alpha: float) -> int | None:
+def repetitions_needed(t: RatioTest, margin: float, alpha: float, direction: int = 0) -> int | None:
     """Roughly how many repetitions (rounds when paired) would decide the comparison at the
     observed spread with about ``POWER`` (80 %) probability, taking an interval's half-width
     on the log scale, w = z * se, to shrink as 1/sqrt(n): the decision needs
@@ -450,7 +450,11 @@ def repetitions_needed(t: RatioTest, margin: float, alpha: float) -> int | None:
     - within +-margin, the (1 - 2 alpha) interval must fit inside it: target m - d;
     - beyond it (in either direction: a claim holds, as it is contradicted, only when the
       whole interval clears the margin), the (1 - alpha) interval must clear the margin:
-      target d - m.
+      target d - m;
+    - for a claimed ``direction`` (-1 lower, +1 higher), whose one boundary is the claimed
+      margin (``decisions.directional``: the interval wholly beyond it holds, wholly short
+      of it does not), the (1 - alpha) interval must lie on one side of 1 + direction *
+      margin: target the estimate's log distance from it.
 
     Never below the size at which the rank test can reach alpha (that size alone where the
     spread gives nothing to scale). None when these sizes can reach alpha and the estimate is
@@ -463,11 +467,14 @@ def repetitions_needed(t: RatioTest, margin: float, alpha: float) -> int | None:
     if not (t.n > 0 and math.isfinite(t.ratio) and t.ratio > 0):
         return fallback
     d, m = abs(math.log(t.ratio)), math.log(1 + margin)
-    inside = abs(t.ratio - 1) < margin
+    inside = abs(t.ratio - 1) < margin and not direction
     low, high = (t.eq_low, t.eq_high) if inside else (t.low, t.high)
     if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
         return fallback
-    target = m - d if inside else d - m
+    if direction:
+        target = abs(math.log(t.ratio) - math.log(1 + direction * margin))
+    else:
+        target = m - d if inside else d - m
     if target <= 0:
         return fallback
     from scipy.stats import norm
