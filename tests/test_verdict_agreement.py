@@ -44,3 +44,13 @@ def test_two_packs_disagree_often_where_the_effect_is_at_the_edge_of_a_word():
     print(f"\n0.92: {edge}")
     assert agree.agreement(edge, 2) <= 0.75
     assert agree.agreement(edge, 3) < agree.agreement(edge, 2)
+
+
+def test_at_the_margin_neither_word_is_said_more_often_than_alpha():
+    """A true ratio of 0.95, the margin itself: "reproduced" and "not reproduced" are each
+    an error there, and each stays within alpha (widened by three Monte Carlo errors)."""
+    packs, alpha = 150, agree.sim.ALPHA
+    at = agree.shares(0.95, NOISE, packs)
+    print(f"\n0.95: {at}")
+    bound = alpha + 3 * (alpha * (1 - alpha) / packs) ** 0.5
+    assert at["reproduced"] <= bound and at["not reproduced"] <= bound, at
