@@ -52,3 +52,25 @@ def test_an_engine_list_runs_each_engine_and_skips_one_that_cannot_run_here(tmp_
     assert 'id="matrix"' not in index  # the sweep states no claims: no matrix rows
     page = tmp_path / "reports" / "engines" / "tiny-all.html"
     assert page.is_file() and "db2, " in page.read_text()  # says why db2 has no rows
+
+
+def test_a_cross_engine_page_that_cannot_be_made_fails_the_run_saying_why(tmp_path):
+    """The page's path is taken by a folder: the index rule of the engine's run and the index
+    of the list both fail, each in one line naming the sweep and the cause."""
+    if _db2_runs_here():
+        pytest.skip("the DB2 image is here: this test needs an engine that cannot run")
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "tiny-all.yaml").write_text(SWEEP)
+    (tmp_path / "reports" / "engines" / "tiny-all.html").mkdir(parents=True)
+    done = subprocess.run(
+        [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--cores", "2", "--config",
+         "engine=sqlite,db2", f"sweeps={tmp_path / 'sweeps'}/*.yaml", "calibrate=off"],
+        cwd=REPO, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    cause = "tunelab index: error: cross-engine page not made: tiny-all: rows of sqlite: "
+    assert f"logs/index.log: {cause}IsADirectoryError" in done.stderr  # the engine's run
+    last = done.stderr.strip().splitlines()[-2:]
+    assert last[0].startswith(f"{cause}IsADirectoryError"), last  # the list's index
+    assert "failed: the index" in last[1] and "done:" not in done.stderr
+    assert "<strong>sqlite</strong> failed" in (tmp_path / "reports" / "index.html").read_text()

@@ -46,7 +46,8 @@ rule check_sweep:
 
 
 rule report_index:
-    """reports/index.html linking every sweep report."""
+    """reports/index.html linking every sweep report, and the pages across engines beside it
+    (reports/engines/): one that cannot be made fails the rule, its log's line says why."""
     input:
         reports=sweep_reports,
         verdicts=sweep_verdicts,

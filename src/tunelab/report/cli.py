@@ -1,5 +1,5 @@
 """`tunelab report`, `tunelab report-shared-pools` and `tunelab index`: argument parsing and
-one-line errors (exit 2)."""
+one-line errors (exit 2; 1 for an index whose cross-engine pages could not all be made)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tunelab.report.data import ReportInputError, load
+from tunelab.report.engines import PagesError
 from tunelab.report.index import write_index
 from tunelab.report.render import DEFAULT_TIMEOUT_S, RenderError, render
 
@@ -155,6 +156,9 @@ def index_main(argv: Sequence[str] | None = None) -> int:
     except (_UsageError, ReportInputError) as exc:
         print(f"tunelab index: error: {exc}", file=sys.stderr)
         return 2
+    except PagesError as exc:  # the index is written and names them; the run fails
+        print(f"tunelab index: error: {exc}", file=sys.stderr)
+        return 1
     print(f"tunelab index: wrote {out} ({len(args.reports)} reports)", file=sys.stderr)
     return 0
 

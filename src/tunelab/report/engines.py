@@ -12,12 +12,15 @@ Engines answer the same question differently (a bitmap heap scan, a clustered pr
 a scan-resistant LRU): the page puts their curves on shared axes, their verdicts, plans and
 notes side by side, and lists the settings they did not share (pool in bytes and as a share
 of the table, page size, access and fetch mode), since those explain as many differences.
+
+Engines also set different knobs for the same question (InnoDB's own read-ahead beside the
+kernel's): a column that one engine's rows have and another's lack is no setting of the
+other, whose rows then stand for every value of it (drawn in each panel of it).
 """
 
 from __future__ import annotations
 
 import html
-import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -193,10 +196,12 @@ def main_x(exp: Experiment) -> str | None:
         if isinstance(claim, dict) and claim.get("along"):
             x = str(claim["along"])
             break
-    dims = exp.runs[0].data.dims
+    dims = list(dict.fromkeys(d for r in exp.runs for d in r.data.dims))
+    # Of the dimensions, the one the most engines have: another's own knob draws it alone.
+    shared = sorted(dims, key=lambda d: -sum(d in r.data.dims for r in exp.runs))
     col = next(
         (c for c in (f"{KNOB_PREFIX}{x}", f"{WORKLOAD_PREFIX}{x}") if x and c in dims),
-        dims[0] if dims else None,
+        shared[0] if shared else None,
     )
     return POOL_BYTES if col == f"{KNOB_PREFIX}buffer_pool" else col
 
@@ -212,31 +217,49 @@ def with_pool_bytes(frame: pd.DataFrame) -> pd.DataFrame:
 
 def panel_columns(exp: Experiment, x: str) -> list[str]:
     """The other columns that separate points (cache, workload, index, ...), not those that
-    only follow ``x`` (a pool given in bytes is another page count at each page size)."""
+    only follow ``x`` (a pool given in bytes is another page count at each page size). An
+    engine whose rows lack ``x`` is not drawn, and its columns make no panels."""
     cols: list[str] = []
     for run in exp.runs:
         frame = with_pool_bytes(run.data.results)
+        if x not in frame:
+            continue
         for c in run.data.point_columns:
             if c in cols or c == x or (x == POOL_BYTES and c == f"{KNOB_PREFIX}buffer_pool"):
                 continue
-            if x in frame and frame.groupby(x, dropna=False)[c].nunique(dropna=False).max() <= 1:
+            if frame.groupby(x, dropna=False)[c].nunique(dropna=False).max() <= 1:
                 continue
             cols.append(c)
     return cols
 
 
-def _panels(exp: Experiment, x: str, cols: list[str]) -> list[tuple]:
-    keys: list[tuple] = []
+NOT_SET = object()  # a panel's value of a column that no engine drawn in it has
+
+
+def _agree(a: dict, b: dict) -> bool:
+    return all(str(a[c]) == str(b[c]) for c in a.keys() & b.keys())
+
+
+def _panels(exp: Experiment, cols: list[str]) -> list[tuple]:
+    """The panels: each engine's combinations of ``cols``, joined on the columns the engines
+    share (a column an engine's rows lack is no setting of it); a combination no other
+    engine's agrees with is a panel of its own."""
+    keys: list[dict] = [{}]
     for run in exp.runs:
-        frame = run.data.results
-        present = [c for c in cols if c in frame]
-        if len(present) < len(cols):
-            continue
-        keys += [tuple(k) for k in frame[cols].drop_duplicates().itertuples(index=False)]
-    orders = exp.runs[0].data.orders
+        present = [c for c in cols if c in run.data.results]
+        combos = run.data.results[present].drop_duplicates() if present else pd.DataFrame()
+        own = [dict(zip(present, t, strict=True))
+               for t in combos.itertuples(index=False, name=None)] or [{}]  # fmt: skip
+        keys = (
+            [{**k, **o} for k in keys for o in own if _agree(k, o)]
+            + [k for k in keys if not any(_agree(k, o) for o in own)]
+            + [o for o in own if not any(_agree(k, o) for k in keys)]
+        )
+    tuples = dict.fromkeys(tuple(k.get(c, NOT_SET) for c in cols) for k in keys)
+    orders = {c: v for r in reversed(exp.runs) for c, v in r.data.orders.items()}
     sort = [order_key(orders, c) for c in cols]
-    unique_keys = list(dict.fromkeys(keys))
-    return sorted(unique_keys, key=lambda t: tuple(k(v) for k, v in zip(sort, t, strict=True)))
+    return sorted(tuples, key=lambda t: tuple(
+        (0,) if v is NOT_SET else (1, k(v)) for k, v in zip(sort, t, strict=True)))  # fmt: skip
 
 
 def curve(
@@ -262,10 +285,12 @@ def curve(
 
 
 def _panel_rows(run: EngineRun, cols: list[str], key: tuple) -> pd.DataFrame:
+    """The engine's rows of a panel: a column its rows lack is no setting of it."""
     frame = with_pool_bytes(run.data.results)
     mask = pd.Series(True, index=frame.index)
     for c, v in zip(cols, key, strict=True):
-        mask &= frame[c].astype(str) == str(v)
+        if c in frame and v is not NOT_SET:
+            mask &= frame[c].astype(str) == str(v)
     return frame[mask]
 
 
@@ -298,7 +323,7 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
         for v in sorted(r.data.results[styled].dropna().unique(), key=str)
     ))[: len(STYLES)] if styled else [None]  # fmt: skip
     cols = [c for c in cols if c != styled]
-    keys = _panels(exp, x, cols)[:MAX_PANELS] or [()]
+    keys = _panels(exp, cols)[:MAX_PANELS] or [()]
     colours = plots.palette_for([r.engine for r in exp.runs])
     with plots.style():
         fig, axes = plots._figure(len(keys))
@@ -306,9 +331,9 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
         for ax, key in zip(axes, keys, strict=True):
             xs_all: list[float] = []
             ys_all: list[float] = []
-            for run, (ls, value) in itertools.product(exp.runs, enumerate(styles)):
+            for run, (ls, value) in _curves(exp.runs, styled, styles):
                 rows = _panel_rows(run, cols, key) if cols else with_pool_bytes(run.data.results)
-                if styled and styled in rows:
+                if value is not None:
                     rows = rows[rows[styled].astype(str) == value]
                 if x not in rows or rows.empty:
                     continue
@@ -340,7 +365,8 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                 plots._slant(ax, 20)  # categories: long names
             if not normalised and ys_all:
                 plots._finish_y(ax, np.asarray(ys_all, dtype=float), METRIC)  # log past 100x
-            ax.set_title(" · ".join(f"{label(c)} {fmt(v)}" for c, v in zip(cols, key, strict=True)))
+            ax.set_title(" · ".join(f"{label(c)} {fmt(v)}" for c, v in zip(cols, key, strict=True)
+                                    if v is not NOT_SET))  # fmt: skip
             ax.set_xlabel(_x_label(x))
             ax.set_ylabel("time ÷ own first point" if normalised else label(METRIC))
             if normalised:
@@ -349,6 +375,13 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
             return None
         plots._legend(fig, axes, f"engine · {label(styled)}" if styled else "engine")
     return fig
+
+
+def _curves(runs: list[EngineRun], styled: str | None, styles: list) -> list[tuple]:
+    """(engine, (line style, value of ``styled``)) per curve: one curve of an engine whose
+    rows lack ``styled`` (no setting of it)."""
+    return [(run, item) for run in runs for item in (
+        enumerate(styles) if styled in run.data.results else [(0, None)])]  # fmt: skip
 
 
 def _x_label(x: str) -> str:
@@ -480,11 +513,10 @@ def _plans(exp: Experiment, x: str) -> str:
         present = [c for c in cols if c in frame]
         groups = frame.groupby(present, dropna=False, sort=False) if present else [((), frame)]
         for key, g in groups:
-            key = key if isinstance(key, tuple) else (key,)
+            got = dict(zip(present, key if isinstance(key, tuple) else (key,), strict=True))
+            key = tuple(str(got[c]) if c in got else "—" for c in cols)  # "—": not its knob
             paths = g["access_path"].dropna().astype(str)
-            table.setdefault(tuple(map(str, key)), {})[run.engine] = (
-                paths.mode().iloc[0] if not paths.empty else "—"
-            )
+            table.setdefault(key, {})[run.engine] = paths.mode().iloc[0] if not paths.empty else "—"
     if not table:
         return ""
     varied = any(len(set(v.values())) > 1 for v in table.values())
@@ -609,6 +641,10 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
             + "</ul></div>"
         )
     if x:
+        absent = [r.engine for r in exp.runs if x not in with_pool_bytes(r.data.results)]
+        if absent:  # its own knob for the question: its report draws it
+            parts.append(f'<p class="tl-muted">Not in the figures: {esc(", ".join(absent))}, '
+                         f"whose rows do not set {esc(_x_label(x))}.</p>")  # fmt: skip
         for normalised in [True] if exp.shape_only else [False, True]:
             fig = engines_figure(exp, x, normalised)
             if fig is None:
@@ -646,18 +682,53 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
     body = "\n".join(p for p in parts if p)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n{GENERATOR}\n'
         f"<title>{esc(title)}</title>\n<style>{PAGE_CSS}</style>\n</head>\n<body>\n<main>\n"
         f"{body}\n</main>\n</body>\n</html>\n"
     )
 
 
+GENERATOR = '<meta name="generator" content="tunelab cross-engine page">'
+
+
+class PagesError(RuntimeError):
+    """Cross-engine pages that could not be made: ``failed`` maps each sweep to why."""
+
+    def __init__(self, failed: dict[str, str]) -> None:
+        self.failed = failed
+        super().__init__("cross-engine page" + ("s" if len(failed) > 1 else "") + " not made: "
+                         + "; ".join(f"{s}: {why}" for s, why in failed.items()))  # fmt: skip
+
+
+def made_here(path: Path) -> bool:
+    """Whether a file under the pages' folder is a page this module wrote (pages written
+    before it carried ``GENERATOR`` are told by their title and side-by-side blocks)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return GENERATOR in text or ("side by side</title>" in text and 'class="tl-side"' in text)
+
+
 def write_pages(experiments: list[Experiment], out_dir: Path) -> list[Path]:
-    """A page per experiment under ``out_dir``."""
+    """A page per experiment under ``out_dir``; then the pages this module made before that
+    are not current (a sweep without rows now, or one whose page failed) are removed, so that
+    none stands as if it were. A page that cannot be made raises PagesError, naming each with
+    its engines and the cause, once the others are written."""
     out_dir = Path(out_dir)
-    return [
-        atomic.write_text(out_dir / f"{e.sweep}.html", page_html(e, out_dir)) for e in experiments
-    ]
+    written, failed = [], {}
+    for e in experiments:
+        try:
+            written.append(atomic.write_text(out_dir / f"{e.sweep}.html", page_html(e, out_dir)))
+        except Exception as exc:  # any page's fault fails the index, named, after the others
+            engines_ = ", ".join(r.engine for r in e.runs)
+            failed[e.sweep] = f"rows of {engines_}: {type(exc).__name__}: {exc}"
+    for old in sorted(out_dir.glob("*.html")):
+        if old not in written and made_here(old):
+            old.unlink()
+    if failed:
+        raise PagesError(failed)
+    return written
 
 
 # -- the matrix the index leads with --------------------------------------------------------

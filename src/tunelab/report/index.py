@@ -16,7 +16,6 @@ import html
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -181,12 +180,13 @@ def write_index(
     """Write the index page linking ``reports`` (sorted by sweep name), with each sweep's
     claim verdicts and headline finding where ``verdict_files`` hold them, and their
     stability over runs where ``stability_file`` (default: ``stability.json`` beside
-    ``out``) holds it."""
+    ``out``) holds it. A cross-engine page that cannot be made is named on the page, which
+    is written all the same, and then raises ``engines.PagesError``."""
     out = Path(out)
     # Every engine's verdicts beside its reports, not only this run's engine.
     found = sorted(out.parent.glob("*/*.verdicts.json"))
     verdicts = read_verdicts(found + list(verdict_files or []))
-    matrix, side = _cross_engine(Path(results_dir), out)
+    matrix, side, failed = _cross_engine(Path(results_dir), out)
     matrix = _engines_run(out.parent / ENGINES_RUN_FILE) + matrix
     stability = read_stability(stability_file or out.parent / STABILITY_FILE)
     rows = sorted(
@@ -223,7 +223,10 @@ def write_index(
         f'<table class="tl-index"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
         "</main>\n</body>\n</html>\n"
     )
-    return atomic.write_text(out, page)
+    written = atomic.write_text(out, page)
+    if failed:
+        raise failed
+    return written
 
 
 SHARED_POOLS_PAGE = "shared-pools.html"  # `tunelab report-shared-pools`, beside the index
@@ -267,27 +270,29 @@ def _engines_run(path: Path) -> str:
             f"<ul>{''.join(items)}</ul></div>")  # fmt: skip
 
 
-def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str]:
+def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.PagesError | None]:
     """The claim × engine matrix and links to the pages that put each sweep's engines side
-    by side (written here, under ``engines/`` beside the index). A page that cannot be made
-    costs its own section, never the index: one line on stderr says why."""
+    by side (written here, under ``engines/`` beside the index), and the error naming the
+    pages that could not be made (their sweeps listed as not made, never a stale page)."""
+    experiments = engines.gather(results_dir, out.parent)
+    failed = None
     try:
-        experiments = engines.gather(results_dir, out.parent)
         engines.write_pages(experiments, out.parent / engines.PAGES_DIR)
-    except Exception as exc:  # the index lists what was measured, whatever a page needs
-        print(f"tunelab index: no cross-engine pages ({type(exc).__name__}: {exc})",
-              file=sys.stderr)  # fmt: skip
-        return "", ""
+    except engines.PagesError as exc:
+        failed = exc
     if not experiments:
-        return "", ""
+        return "", "", failed
     esc = html.escape
     links = " · ".join(
-        f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>'
-        f' <span class="tl-muted">({", ".join(r.engine for r in e.runs)})</span>'
+        (f"{esc(e.sweep)} <strong>not made</strong>" if failed and e.sweep in failed.failed
+         else f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>')
+        + f' <span class="tl-muted">({", ".join(r.engine for r in e.runs)})</span>'
         for e in experiments
-    )
+    )  # fmt: skip
     side = f'<h2 id="side-by-side">Each experiment, engines side by side</h2><p>{links}</p>'
-    return engines.matrix_html(experiments, out.parent), side
+    if failed:
+        side += f'<p class="tl-hosts">{esc(str(failed))}</p>'
+    return engines.matrix_html(experiments, out.parent), side, failed
 
 
 # -- stability over runs (``tunelab check RUN... --stability-out``) ---------------------------
