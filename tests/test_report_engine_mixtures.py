@@ -18,6 +18,7 @@ engine's verdicts come from `tunelab check` on its rows.
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +27,7 @@ import pytest
 from tunelab import engines as registry
 from tunelab import runner, spec
 from tunelab.check import check_main
-from tunelab.report import cli, engines
+from tunelab.report import cli, engines, index
 
 REPO = Path(__file__).resolve().parents[1]
 PREFETCH = REPO / "workflows" / "sweeps" / "scan-vs-prefetch.yaml"
@@ -168,3 +169,25 @@ def test_a_page_that_cannot_be_made_fails_the_index_in_one_line(measured, tmp_pa
     )
     assert f"{SWEEP} <strong>not made</strong>" in out.read_text()
     assert not gone.exists() and not old.exists() and mine.exists()
+
+
+def test_an_engine_run_again_since_is_no_longer_failed(measured, tmp_path):
+    """The last run of several engines failed on PostgreSQL; it was run alone since (its
+    report is newer than that run's account), MariaDB was not."""
+    results, reports, pages = store(measured, tmp_path, ("sqlite", "mariadb", "postgres"))
+    account = reports / index.ENGINES_RUN_FILE
+    account.write_text(
+        "sqlite\tran\t\nmariadb\tfailed\tits log: /x/logs/mariadb/\n"
+        "postgres\tfailed\tits log: /x/logs/postgres/\n"
+    )
+    then = account.stat().st_mtime
+    for page in pages:
+        os.utime(page, (then - 60, then - 60))
+    os.utime(reports / "postgres" / f"{SWEEP}.html", (then + 3600, then + 3600))
+    text = index.write_index(pages, reports / "index.html", results).read_text()
+    told = text[
+        text.index('id="engines-run"') : text.index("</div>", text.index('id="engines-run"'))
+    ]
+    assert "<strong>mariadb</strong> failed: its log: /x/logs/mariadb/" in told
+    assert "<strong>postgres</strong> failed" not in told
+    assert "<strong>postgres</strong> run again since: its newest report" in told

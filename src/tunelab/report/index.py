@@ -16,6 +16,7 @@ import html
 import json
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -249,25 +250,33 @@ ENGINES_RUN_FILE = "engines-run.tsv"  # `./lab run --config engine=all`: engine,
 
 def _engines_run(path: Path) -> str:
     """What the last run of several engines did with each: ran, failed (and where its log
-    is) or skipped (and why)."""
+    is) or skipped (and why); an engine that failed or was skipped there and has a report
+    newer than that run's account was run again since (on its own), and says so instead."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
+        then = path.stat().st_mtime
     except OSError:
         return ""
     esc, items = html.escape, []
     for line in lines:
         engine, _, rest = line.partition("\t")
         status, _, detail = rest.partition("\t")
-        if engine and status:
-            items.append(f"<li><strong>{esc(engine)}</strong> {esc(status)}"
-                         + (f": {esc(detail)}" if detail else "") + "</li>")  # fmt: skip
+        if not (engine and status):
+            continue
+        newest = max((f.stat().st_mtime for f in (path.parent / engine).glob("*.html")),
+                     default=0.0)  # fmt: skip
+        if status != "ran" and newest > then:
+            status, detail = "run again since", f"its newest report {_when(newest)}"
+        items.append(f"<li><strong>{esc(engine)}</strong> {esc(status)}"
+                     + (f": {esc(detail)}" if detail else "") + "</li>")  # fmt: skip
     if not items:
         return ""
-    from datetime import datetime
-
-    when = datetime.fromtimestamp(path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
-    return (f'<div id="engines-run"><p>The last run of several engines ({when}):</p>'
+    return (f'<div id="engines-run"><p>The last run of several engines ({_when(then)}):</p>'
             f"<ul>{''.join(items)}</ul></div>")  # fmt: skip
+
+
+def _when(mtime: float) -> str:
+    return datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M")
 
 
 def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.PagesError | None]:
