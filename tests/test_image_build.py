@@ -73,9 +73,10 @@ def test_a_planted_symlink_at_the_build_lock_is_not_followed(tmp_path, monkeypat
     for planted in (shared / "tunelab-image-postgres.lock", own / "image-postgres.lock"):
         planted.symlink_to(victim)
     src = images.ImageSource(None, f"{prefix}/postgres:local", str(_failing_build(tmp_path)))
-    with pytest.raises(containers.ContainerError, match="a symbolic link: remove it"):
+    with pytest.raises(containers.ContainerError) as refused:
         images.ensure_image("postgres", src)
     assert victim.read_text() == VICTIM  # neither truncated nor written
+    assert "a symbolic link: remove it" in str(refused.value)
     assert not (tmp_path / "built").exists()  # no build without the lock
 
 
@@ -129,3 +130,28 @@ def test_postgres_image_builds_with_a_tmpdir_whose_name_has_a_space(tmp_path, mo
     assert image.labels[images.FILES_LABEL] == images.files_hash("postgres")
     assert set(Path("/var/tmp").glob("tunelab-postgres-build.*")) == builds  # cleaned up
     assert images.ensure_image("postgres", src) == tag  # found, not built again
+
+
+def test_the_chroot_sees_a_clean_environment_with_the_hosts_apt_proxy(tmp_path):
+    """debootstrap's and the chroot's commands get none of the caller's TMPDIR or locale,
+    and the proxy the host's apt uses (its configuration first, else the environment)."""
+    script = """set -euo pipefail
+        apt-config() { echo 'Acquire::https::Proxy "http://apt.invalid:3142";'; }
+        . "$1/containers/lib/debian-image.sh"
+        host_proxy
+        printf '%s\\n' "${clean_env[@]}"
+    """
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path / "a b"), "LANG": "de_DE.UTF-8",
+           "http_proxy": "http://env.invalid:1"}  # fmt: skip
+    done = subprocess.run(["bash", "-c", script, "env", str(REPO)], capture_output=True,
+                          text=True, env=env, check=True)  # fmt: skip
+    assert done.stdout.splitlines() == [
+        "env",
+        "-i",
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root",
+        "LANG=C.UTF-8",
+        "DEBIAN_FRONTEND=noninteractive",
+        "http_proxy=http://env.invalid:1",
+        "https_proxy=http://apt.invalid:3142",
+    ]
