@@ -90,7 +90,7 @@ def _build_lock(engine: str) -> Iterator[None]:
     """Held while one process builds ``engine``'s image: in the checkout's own folder, never
     through a symbolic link, never truncating what is there."""
     path = LOCK_DIR / f"image-{engine}.lock"
-    LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+    LOCK_DIR.mkdir(exist_ok=True)  # shared with the engine data (a run's workdir): umask's mode
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
