@@ -4,7 +4,8 @@
 # script sets these, defines the hook if it needs one, then calls `debian_image_build "$@"`:
 #
 #   here             the engine's directory; its entrypoint.sh becomes $entrypoint
-#   repo             image repository, e.g. tunelab/mariadb (engine name = part after "/")
+#   repo             image repository, e.g. tunelab/mariadb (engine name = its last part);
+#                    "${TUNELAB_IMAGE_PREFIX:-tunelab}/<engine>", the name the lab looks for
 #   packages         array of Debian packages to install (no recommends)
 #   version_package  the package whose version names the tag and the label
 #   cmd, port        the image's CMD (one word) and EXPOSEd port
@@ -18,14 +19,28 @@
 # Tags: <repo>:<suite>-<upstream version> and <repo>:local. Idempotent unless --force, or
 # unless the image was built from other files (label org.tunelab.files).
 # The apt mirror is read from the host's sources at run time (or --mirror/TUNELAB_APT_MIRROR).
+# debootstrap and the chroot's commands see only $clean_env (and the host's apt proxy): the
+# caller's TMPDIR, locale and the like name what the chroot does not have.
 
 suite=bookworm
 mirror=${TUNELAB_APT_MIRROR:-}
 force=0
 entrypoint=/usr/local/bin/tunelab-entrypoint
+clean_env=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+           LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive)
+# A repository name as docker takes it: lowercase components joined by "/"
+# (tunelab.engines.images.REPOSITORY is the same).
+component='[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*'
+name_re="^$component(/$component)*\$"
 
 debian_image_build() {
-    engine=${repo#*/}
+    engine=${repo##*/}
+    if ! [[ $repo =~ $name_re ]]; then
+        echo "build.sh: TUNELAB_IMAGE_PREFIX '${TUNELAB_IMAGE_PREFIX:-}' makes the" \
+            "repository '$repo'; allowed: lowercase letters and digits, '.', '_' or '-'" \
+            "between them, parts joined by '/'" >&2
+        exit 2
+    fi
     [ -n "${env+x}" ] || env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
     parse_args "$@"
     files=$(files_hash)
@@ -135,12 +150,15 @@ make_rootfs() {
         apt-get install -y debootstrap >/dev/null
     fi
 
+    host_proxy
+
     work=$(mktemp -d "/var/tmp/tunelab-$engine-build.XXXXXX")
     rootfs=$work/rootfs
     trap cleanup EXIT
 
     echo "debootstrap $suite (minbase) into $rootfs"
-    debootstrap --variant=minbase "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 || {
+    "${clean_env[@]}" debootstrap --variant=minbase "$suite" "$rootfs" "$mirror" \
+        >"$work/debootstrap.log" 2>&1 || {
         tail -20 "$work/debootstrap.log" >&2
         exit 1
     }
@@ -153,23 +171,36 @@ make_rootfs() {
     mount -t proc proc "$rootfs/proc"
 }
 
+# The proxy the host's apt uses (its Acquire::http(s)::Proxy, else the caller's
+# http(s)_proxy), for debootstrap's downloads and the chroot's apt alike; never written
+# into the image.
+host_proxy() {
+    local scheme value
+    for scheme in http https; do
+        value=$(apt-config dump 2>/dev/null |
+            sed -n "s/^Acquire::$scheme::Proxy \"\(.*\)\";$/\1/p") || value=
+        case "$value" in *://*) ;; *) value=$(printenv "${scheme}_proxy") || value= ;; esac
+        [ -z "$value" ] || clean_env+=("${scheme}_proxy=$value")
+    done
+    [ -z "${no_proxy:-}" ] || clean_env+=("no_proxy=$no_proxy")
+}
+
 cleanup() {
     mountpoint -q "$rootfs/proc" && umount "$rootfs/proc"
-    rm -rf "$work"
+    rm -rf --one-file-system "$work"  # never into what is still mounted below it
 }
 
 # Install the packages, record $pkg_version and $version (upstream part), unmount /proc.
 install_packages() {
     echo "installing $*"
-    chroot "$rootfs" /bin/bash -c '
+    "${clean_env[@]}" chroot "$rootfs" /bin/bash -c '
         set -e
-        export DEBIAN_FRONTEND=noninteractive
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends "$@" >/dev/null
     ' install "$@" >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log" >&2; exit 1; }
 
     # shellcheck disable=SC2016  # ${Version} is dpkg-query's field, not a shell variable
-    pkg_version=$(chroot "$rootfs" dpkg-query -W -f='${Version}' "$version_package")
+    pkg_version=$("${clean_env[@]}" chroot "$rootfs" dpkg-query -W -f='${Version}' "$version_package")
     umount "$rootfs/proc"
     # 1:10.11.11-0+deb12u1 -> 10.11.11, 15.14-0+deb12u1 -> 15.14
     version=${pkg_version#*:}

@@ -5,13 +5,13 @@
 #
 #   containers/mariadb/build.sh [--force] [--suite bookworm] [--mirror URI]
 #
-# Tags: tunelab/mariadb:<suite>-<mariadb version> and tunelab/mariadb:local.
-# Idempotent: does nothing when tunelab/mariadb:local exists, built from these files, unless
-# --force.
+# Tags: tunelab/mariadb:<suite>-<version> and tunelab/mariadb:local; with TUNELAB_IMAGE_PREFIX=P,
+# P/mariadb:... instead (the name a run then looks for). Idempotent: does nothing when the
+# :local image exists, built from these files, unless --force.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=tunelab/mariadb
+repo=${TUNELAB_IMAGE_PREFIX:-tunelab}/mariadb
 packages=(mariadb-server mariadb-client)
 version_package=mariadb-server
 cmd=mariadbd

@@ -5,13 +5,13 @@
 #
 #   containers/postgres/build.sh [--force] [--suite bookworm] [--mirror URI]
 #
-# Tags: tunelab/postgres:<suite>-<postgres version> and tunelab/postgres:local.
-# Idempotent: does nothing when tunelab/postgres:local exists, built from these files,
-# unless --force.
+# Tags: tunelab/postgres:<suite>-<version> and tunelab/postgres:local; with TUNELAB_IMAGE_PREFIX=P,
+# P/postgres:... instead (the name a run then looks for). Idempotent: does nothing when the
+# :local image exists, built from these files, unless --force.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=tunelab/postgres
+repo=${TUNELAB_IMAGE_PREFIX:-tunelab}/postgres
 packages=(postgresql-15)
 version_package=postgresql-15
 cmd=postgres

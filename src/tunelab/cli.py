@@ -291,6 +291,33 @@ def preflight(engine: str) -> int:
     return 0
 
 
+def cmd_image(args: argparse.Namespace) -> int:
+    return max(image(engine) for engine in args.engines)
+
+
+def image(engine: str) -> int:
+    """``tunelab image``: the image the engine runs with here, built first where the lab builds
+    it (``tunelab.engines.images.ensure_image``, as a run's points ask); one line. 0, 2 for a
+    bad ``TUNELAB_IMAGE_PREFIX``, 1 when there is no image."""
+    from tunelab.containers import ContainerError
+    from tunelab.engines.images import ensure_image
+
+    src = engines.info(engine).image
+    if src is None:
+        print(f"engine {engine}: runs without a container image")
+        return 0
+    try:
+        tag = ensure_image(engine, src)
+    except ValueError as exc:
+        _err(f"engine {engine}: {exc}")
+        return EXIT_USAGE
+    except ContainerError as exc:
+        _err(f"engine {engine}: {exc}")
+        return EXIT_FAILED
+    print(f"engine {engine}: image {tag}")
+    return 0
+
+
 def cmd_datagen(args: argparse.Namespace) -> int:
     from tunelab import dataset
 
@@ -395,6 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("preflight", help="check this host can run an engine, before starting")
     sp.add_argument("engine", choices=engines.names())
     sp.set_defaults(func=cmd_preflight)
+
+    sp = sub.add_parser("image", help="the container image an engine runs with here, built "
+                        "first where the lab builds it (containers/ENGINE/build.sh)")  # fmt: skip
+    sp.add_argument("engines", nargs="+", choices=engines.names(), metavar="ENGINE")
+    sp.set_defaults(func=cmd_image)
 
     sp = sub.add_parser("datagen", help="generate and cache a data set by its key")
     sp.add_argument("key", help="e.g. accounts-v1-r100000-s42")

@@ -5,16 +5,17 @@
 
 In order: the run's fields read the way the Snakefile reads them (``tunelab.pipeline``),
 written NUL-ended to ``--fields``; its sweep files validated (``tunelab validate``); with
-``--local`` (not on a cluster) the engine's image built where it is built from Debian's
-packages (``containers/ENGINE/build.sh``) and its preflight; what killed runs of the checkout
-left recovered (``tunelab recover``); ``--started`` made; then Snakemake's command line
+``--local`` (not on a cluster) the engine's preflight and its image, built where it is built
+from Debian's packages (``tunelab image``); what killed runs of the checkout left recovered
+(``tunelab recover``); ``--started`` made; then Snakemake's command line
 (``tunelab.snakemake_cli``). Each step was a process of its own, and each paid Python's start
 and its imports; Snakemake's argument parser alone imports for about a second, which the
 fields and Snakemake now pay once.
 
-Exit: that of the first step that fails (2 for invalid arguments, sweep files or an engine
-this host cannot run, 1 when a live run holds the checkout, the build's own status), else
-Snakemake's. Without ``--started`` made the run stopped before its sweeps started.
+Exit: that of the first step that fails (2 for invalid arguments, sweep files, an engine this
+host cannot run or a bad ``TUNELAB_IMAGE_PREFIX``; 1 when a live run holds the checkout or
+the image cannot be had), else Snakemake's. Without ``--started`` made the run stopped before
+its sweeps started.
 
 SIGINT: the lab starts this with SIGINT ignored, so that a Ctrl-C in the steps before
 Snakemake (where Python would print a traceback, or "Fatal Python error" in its start) waits
@@ -29,7 +30,6 @@ import atexit
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -42,13 +42,6 @@ SAY = "\033[1m[lab]\033[0m {}"  # as the lab's own lines (say in ./lab)
 
 def say(text: str) -> None:
     print(SAY.format(text), file=sys.stderr, flush=True)
-
-
-def build_image(engine: str) -> int:
-    """The engine's image, where it is built from Debian's packages here (a no-op when
-    present); 0 for an engine without a build."""
-    script = Path("containers") / engine / "build.sh"
-    return subprocess.run(["bash", str(script)]).returncode if script.is_file() else 0
 
 
 def start(fields_file: Path, local: bool, argv: list[str]) -> int:
@@ -71,9 +64,10 @@ def start(fields_file: Path, local: bool, argv: list[str]) -> int:
             "this host only submits"
         )
     if local:
-        if code := build_image(engine):
-            return code
         if code := cli.preflight(engine):
+            return code
+        # Built here from Debian's packages (tunelab.engines.images, as a point would).
+        if (Path("containers") / engine / "build.sh").is_file() and (code := cli.image(engine)):
             return code
         sys.stdout.flush()
     return recovery.recover_main(["--checkout", checkout, "--workdir", workdir])

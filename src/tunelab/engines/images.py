@@ -1,22 +1,36 @@
 """Which container image an engine runs: the official image, pinned by tag, where it is in the
 local Docker engine (pulled on a host that reaches a registry), else the image built locally
 from the distribution's packages by ``containers/<engine>/build.sh``, built on first use.
+
+``TUNELAB_IMAGE_PREFIX`` replaces the local image's first part (``tunelab/postgres:local``
+becomes ``PREFIX/postgres:local``), here and in the build scripts alike: a build under other
+names beside the lab's own images.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import os
+import re
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tunelab.containers import ContainerError, client
 from tunelab.engines.base import ImageSource
 
 CONTAINERS_DIR = Path(__file__).resolve().parents[3] / "containers"
+# The checkout's own state folder (.gitignore'd): the build locks, out of the shared /tmp.
+LOCK_DIR = CONTAINERS_DIR.parent / ".tunelab"
 
+PREFIX_ENV = "TUNELAB_IMAGE_PREFIX"
+# A repository name as docker takes it (containers/lib/debian-image.sh checks the same).
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 
 FILES_LABEL = "org.tunelab.files"
 
@@ -57,29 +71,60 @@ def _pinned(tags: list[str], alias: str) -> str:
     return versioned[-1] if versioned else alias
 
 
+def local_tag(local: str) -> str:
+    """The local image's tag as the build script names it: ``local`` with its first part
+    replaced by ``$TUNELAB_IMAGE_PREFIX`` where that is set. ValueError names a bad one."""
+    prefix = os.environ.get(PREFIX_ENV, "")
+    if not prefix:
+        return local
+    if not REPOSITORY.fullmatch(prefix):
+        raise ValueError(
+            f"{PREFIX_ENV}={prefix!r} is not an image repository name; allowed: lowercase "
+            "letters and digits, '.', '_' or '-' between them, parts joined by '/'"
+        )
+    return f"{prefix}/{local.rsplit('/', 1)[-1]}"
+
+
+@contextlib.contextmanager
+def _build_lock(engine: str) -> Iterator[None]:
+    """Held while one process builds ``engine``'s image: in the checkout's own folder, never
+    through a symbolic link, never truncating what is there."""
+    path = LOCK_DIR / f"image-{engine}.lock"
+    LOCK_DIR.mkdir(exist_ok=True)  # shared with the engine data (a run's workdir): umask's mode
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        why = "a symbolic link: remove it" if exc.errno == errno.ELOOP else exc.strerror
+        raise ContainerError(f"cannot open the image build lock {path}: {why}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def ensure_image(engine: str, src: ImageSource | None, build: bool = True) -> str:
     """The image tag to run ``engine`` with, from its declared image (``EngineInfo.image``);
     builds the local image once if neither is there."""
     if src is None:
         raise ContainerError(f"no container image is defined for engine '{engine}'")
+    local = local_tag(src.local) if src.local else None
     if src.official and _present(src.official) is not None:
         return src.official
-    if src.local and (tags := _present(src.local, engine)) is not None:
-        return _pinned(tags, src.local)
+    if local and (tags := _present(local, engine)) is not None:
+        return _pinned(tags, local)
     script = CONTAINERS_DIR / src.build_script if src.build_script else None
-    if not (build and script and script.exists()):
+    if not (build and local and script and script.exists()):
         raise ContainerError(
             f"no image for {engine}: {src.official or '-'} is not in the local Docker engine"
-            + (f" and {src.local} is not built ({script} missing)" if src.local else "")
+            + (f" and {local} is not built ({script} missing)" if local else "")
             + "; see containers/README.md"
         )
     # Two points may ask at once: one builds, the other waits and then finds the image.
-    lock = Path(tempfile.gettempdir()) / f"tunelab-image-{engine}.lock"
-    with open(lock, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        if (tags := _present(src.local, engine)) is None:
+    with _build_lock(engine):
+        if (tags := _present(local, engine)) is None:
             print(
-                f"tunelab: building {src.local} with {script} (once, and again when its files"
+                f"tunelab: building {local} with {script} (once, and again when its files"
                 " change; a minute or two)",
                 file=sys.stderr,
             )
@@ -88,10 +133,10 @@ def ensure_image(engine: str, src: ImageSource | None, build: bool = True) -> st
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
                 raise ContainerError(f"{script} failed (exit {proc.returncode}):\n{tail}")
-            print(f"tunelab: built {src.local} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-            tags = _present(src.local, engine)
+            print(f"tunelab: built {local} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+            tags = _present(local, engine)
             if tags is None:
                 raise ContainerError(
-                    f"{script} finished but {src.local}, built from the present files, is not there"
+                    f"{script} finished but {local}, built from the present files, is not there"
                 )
-    return _pinned(tags, src.local)
+    return _pinned(tags, local)
