@@ -22,18 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent
-from yaml.nodes import ScalarNode
-from yaml.reader import ReaderError
-from yaml.resolver import Resolver
 
-from tunelab import claimspec, engines, findings, workloads
+from tunelab import claimspec, engines, findings, workloads, yamlfile
 from tunelab.dataset import Dataset
 from tunelab.engines.base import EngineInfo
 from tunelab.units import parse_size
+from tunelab.yamlfile import clip as _clip
+from tunelab.yamlfile import show as _show
 
 DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
@@ -43,9 +38,8 @@ DEFAULT_REPETITIONS = 3
 MAX_REPETITIONS = 100
 DEFAULT_ACCESS = "optimizer"
 CALIBRATED = "calibrated"
-# Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply.
-MAX_FILE_BYTES = 1 << 20
-MAX_DEPTH = 32  # nesting of mappings and lists; real sweeps need five
+# Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply (the
+# file's size and nesting: tunelab.yamlfile).
 DEFAULT_MAX_POINTS = 10_000
 MAX_POINTS_ENV = "TUNELAB_MAX_POINTS"
 # Data-set sizes: "quick" (dataset.rows) or the assignment's (dataset.assignment_rows where a
@@ -147,17 +141,6 @@ def _path(parts: Any) -> str:
     return out
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    """repr() cut short: a message stays one readable line whatever the file holds."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _clip(message: str, limit: int = 200) -> str:
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[: limit - 3] + "..."
-
-
 def _unique_key(item: Any) -> tuple:
     if isinstance(item, bool):  # JSON's true is not 1
         return ("bool", item)
@@ -234,103 +217,13 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
     return [SpecError(file, path, _clip(err.message))]
 
 
-class _Refused(yaml.YAMLError):
-    """What the loader refuses, with the field it was found in."""
-
-    def __init__(self, path: str, message: str):
-        super().__init__(message)
-        self.path, self.message = path, message
-
-
-if yaml.__with_libyaml__:
-    from yaml.cyaml import CParser as _Parser  # libyaml: a large file parses ten times faster
-else:  # pragma: no cover - PyYAML built without libyaml
-    from yaml.parser import Parser
-    from yaml.reader import Reader
-    from yaml.scanner import Scanner
-
-    class _Parser(Reader, Scanner, Parser):  # type: ignore[no-redef]
-        def __init__(self, stream: str):
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-            Parser.__init__(self)
-
-
-class _SweepLoader(Composer, _Parser, SafeConstructor, Resolver):
-    """SafeLoader's composer and constructor that refuses, while composing and so before
-    anything is constructed, anchors and aliases (a few bytes of aliases expand into
-    gigabytes: 'billion laughs') and deep nesting. Errors name the field they occur in."""
-
-    def __init__(self, stream: str):
-        _Parser.__init__(self, stream)
-        Composer.__init__(self)
-        SafeConstructor.__init__(self)
-        Resolver.__init__(self)
-        self._where = [""]
-
-    def compose_node(self, parent, index):
-        here = self._where[-1]
-        if isinstance(index, int):
-            here = f"{here}[{index}]"
-        elif index is not None:  # a mapping's value; index is its key
-            key = index.value[:40] if isinstance(index, ScalarNode) else "?"
-            here = f"{here}.{key}" if here else str(key)
-        event = self.peek_event()
-        if event.anchor is not None:
-            sigil = "*" if isinstance(event, AliasEvent) else "&"
-            name = _show(event.anchor, 30).strip("'")
-            raise _Refused(here, f"YAML anchors and aliases are not allowed (found {sigil}{name})")
-        if len(self._where) > MAX_DEPTH:
-            raise _Refused(here, f"nested more than {MAX_DEPTH} levels deep")
-        self._where.append(here)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._where.pop()
-
-
-def _read_text(path: Path) -> tuple[str | None, list[SpecError]]:
-    """The file as UTF-8 text, read no further than the size limit."""
-    file = str(path)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-            size = os.fstat(fh.fileno()).st_size
-    except OSError as exc:
-        return None, [SpecError(file, "", f"cannot read file: {exc.strerror}")]
-    if len(data) > MAX_FILE_BYTES:
-        got = f"{size} bytes" if size > MAX_FILE_BYTES else f"more than {MAX_FILE_BYTES} bytes"
-        return None, [SpecError(file, "", f"file too large: {got}", "at most 1 MiB")]
-    try:
-        return data.decode("utf-8"), []
-    except UnicodeDecodeError as exc:
-        bad = data[exc.start : exc.start + 1].hex()
-        return None, [SpecError(file, f"byte {exc.start}", f"not UTF-8 text: {exc.reason} 0x{bad}")]
-
-
 def load_yaml(path: Path) -> tuple[Any, list[SpecError]]:
-    text, errors = _read_text(Path(path))
-    if errors:
-        return None, errors
-    file = str(path)
-    loader = _SweepLoader(text)
+    """A YAML file read by the lab's one reader (tunelab.yamlfile): (document, []), or
+    (None, the one error)."""
     try:
-        return loader.get_single_data(), []
-    except _Refused as exc:
-        return None, [SpecError(file, exc.path, exc.message)]
-    except ReaderError as exc:
-        msg = f"not valid YAML: character #x{exc.character:04x}: {exc.reason}"
-        return None, [SpecError(file, f"position {exc.position}", msg)]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        problem = _clip(str(getattr(exc, "problem", None) or exc))
-        return None, [SpecError(file, where, f"not valid YAML: {problem}")]
-    except (ValueError, OverflowError) as exc:  # e.g. an integer of 5000 digits, 2024-13-45
-        why = _clip(str(exc).split(";")[0])  # not Python's advice on its own limits
-        return None, [SpecError(file, "", f"a value cannot be read: {why}")]
-    finally:
-        loader.dispose()
+        return yamlfile.load(path), []
+    except yamlfile.YamlFileError as exc:
+        return None, [SpecError(exc.file, exc.field, exc.message, exc.allowed)]
 
 
 def max_points() -> int:
