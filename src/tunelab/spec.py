@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -23,7 +24,7 @@ from typing import Any
 
 import jsonschema
 
-from tunelab import claimspec, engines, findings, workloads, yamlfile
+from tunelab import claimspec, dataset, engines, findings, provenance, workloads, yamlfile
 from tunelab.dataset import Dataset
 from tunelab.engines.base import EngineInfo
 from tunelab.units import parse_size
@@ -46,6 +47,8 @@ MAX_POINTS_ENV = "TUNELAB_MAX_POINTS"
 # sweep gives it). The workflow sets the variable from its config, so every job agrees.
 SIZES = ("quick", "assignment")
 SIZE_ENV = "TUNELAB_SIZE"
+# Where the data sets go: the workflow config's data_dir, relative to the run's directory.
+DATA_DIR = Path("data")
 # What a knob the host refuses needs (tunelab.blockdev.unavailable_reason says what is missing).
 HOST_ALLOWED = (
     "the lab as root on a host with loop devices, losetup, mkfs.ext4 and mount; or no os_read_ahead"
@@ -164,10 +167,19 @@ def _unique_items(validator, unique, instance, _schema):
         seen.add(key)
 
 
+def _is_integer(_checker, instance: Any) -> bool:
+    """An integer as the file wrote it: JSON Schema counts 1000.0 one, but the code that reads
+    a count (range(), numpy sizes, int() of the data set's name) does not."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @cache
 def _validator() -> jsonschema.protocols.Validator:
+    base = jsonschema.Draft202012Validator
     cls = jsonschema.validators.extend(
-        jsonschema.Draft202012Validator, {"uniqueItems": _unique_items}
+        base,
+        {"uniqueItems": _unique_items},
+        type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer),
     )
     return cls(schema())
 
@@ -186,10 +198,12 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
     sch = err.schema if isinstance(err.schema, dict) else {}
     if err.validator == "additionalProperties":
         allowed = sorted(sch.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        extra = set(err.instance) - set(allowed) if isinstance(err.instance, dict) else set()
+        # A key may be any YAML scalar (1, true, null): named and sorted as text.
+        names = sorted(k[:40] if isinstance(k, str) else _show(k, 40) for k in extra)
         return [
-            SpecError(file, _path([*err.absolute_path, k]), "unknown key", ", ".join(allowed))
-            for k in extra
+            SpecError(file, f"{path}.{k}" if path else k, "unknown key", ", ".join(allowed))
+            for k in names
         ]
     if err.validator in ("oneOf", "anyOf"):
         named = [v for alt in err.validator_value for v in alt.get("enum", ())]
@@ -205,8 +219,12 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
         missing = re.findall(r"'([^']+)' is a required property", err.message)
         return [SpecError(file, _path([*err.absolute_path, m]), "missing") for m in missing]
     if err.validator == "type":
+        kinds = err.validator_value
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        if isinstance(err.instance, float):  # 6.0 where a count belongs: only the number kinds
+            kinds = [k for k in kinds if k in ("integer", "number")] or kinds
         return [SpecError(file, path, f"{_show(err.instance)} has the wrong type",
-                          str(err.validator_value))]  # fmt: skip
+                          " or ".join(kinds))]  # fmt: skip
     if err.validator in ("minimum", "maximum"):
         bound = ">=" if err.validator == "minimum" else "<="
         return [SpecError(file, path, f"{_show(err.instance)} out of range",
@@ -298,19 +316,12 @@ def repetitions(doc: dict, engine: str | None = None) -> tuple[int, int]:
     return int(reps), int(reps)
 
 
-def _repetitions_errors(file: str, reps: Any, field: str = "repetitions") -> list[SpecError]:
-    """What the schema cannot say about a ``repetitions`` value at ``field``: JSON Schema
-    counts 6.0 an integer, and min above max."""
-    items = [((k,), v) for k, v in reps.items()] if isinstance(reps, dict) else [((), reps)]
-    errors = [
-        SpecError(file, ".".join([field, *k]), f"{_show(v)} has the wrong type", "integer")
-        for k, v in items
-        if type(v) is not int
-    ]
-    if not errors and isinstance(reps, dict) and reps["min"] > reps["max"]:
+def _repetitions_errors(file: str, reps: Any) -> list[SpecError]:
+    """What the schema cannot say about ``repetitions``: min above max."""
+    if isinstance(reps, dict) and reps["min"] > reps["max"]:
         msg = f"min {reps['min']} is above max {reps['max']}"
-        errors.append(SpecError(file, field, msg, "min <= max"))
-    return errors
+        return [SpecError(file, "repetitions", msg, "min <= max")]
+    return []
 
 
 def engines_of(doc: dict) -> list[str]:
@@ -417,6 +428,42 @@ def _normalise(
     return out, errors
 
 
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def _memory_refuses(knobs: dict[str, Any]) -> str | None:
+    """Why a point's buffer pool cannot be had: more than the host's memory (the engine would
+    fail to start, or swap and measure the disk)."""
+    pool, page = knobs.get("buffer_pool"), knobs.get("page_size")
+    if type(pool) is not int or type(page) is not int:
+        return None
+    memory = provenance.memory_bytes()
+    if pool * page <= memory:
+        return None
+    return (f"a pool of {pool} pages of {page} bytes is {_size(pool * page)}, more than this "
+            f"host's memory ({_size(memory)})")  # fmt: skip
+
+
+def _disk_refuses(ds: Dataset, data_dir: Path) -> str | None:
+    """Why the data set cannot be generated into ``data_dir``: its files would not fit the
+    free space there (nothing is asked of a data set already made)."""
+    if dataset.cached_path(ds, data_dir).exists():
+        return None
+    need = dataset.disk_bytes(ds.rows)
+    folder = data_dir.absolute()
+    while not folder.is_dir() and folder != folder.parent:  # made by the run: its parent's
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None  # a folder that cannot be read fails where it is used, naming it
+    if need <= free:
+        return None
+    return (f"{ds.rows} rows need about {_size(need)} in {data_dir}/, which has "
+            f"{_size(free)} free")  # fmt: skip
+
+
 def _expand_workload(entry: dict) -> list[workloads.Workload]:
     wtype = entry["type"]
     params = {**workloads.DEFAULTS[wtype], **{k: v for k, v in entry.items() if k != "type"}}
@@ -453,6 +500,7 @@ def expand(
     *,
     size: str | None = None,
     warnings: list[SpecWarning] | None = None,
+    data_dir: Path = DATA_DIR,
 ) -> tuple[list[Point], list[SpecError]]:
     """Validate one sweep file and expand it into points for ``engine`` (default: the first
     engine the sweep lists). Returns (points, errors); points is empty when errors exist.
@@ -460,7 +508,8 @@ def expand(
     (the workflow measures the calibration before such points run). A sweep of more than
     ``point_limit`` points (default: max_points()) is refused before it is expanded.
     ``size`` (default: run_size()) "assignment" takes ``dataset.assignment_rows`` where the
-    sweep gives it. Warnings (allowed, against the engine's advice) go to ``warnings``."""
+    sweep gives it. Warnings (allowed, against the engine's advice) go to ``warnings``. The
+    data set must fit the free space of ``data_dir`` (unless it is there already)."""
     file = str(path)
     limit = point_limit
     if limit is None:
@@ -497,10 +546,13 @@ def expand(
         ]
     info = engines.info(engine)
     lists, fixed = knob_lists(doc, engine)
-    rows = doc["dataset"]["rows"]
-    if size == "assignment":
-        rows = doc["dataset"].get("assignment_rows", rows)
-    ds = Dataset(rows=rows, seed=doc["dataset"].get("seed", DEFAULT_SEED))
+    rows_field = "dataset.rows"
+    if size == "assignment" and "assignment_rows" in doc["dataset"]:
+        rows_field = "dataset.assignment_rows"
+    ds = Dataset(rows=doc["dataset"][rows_field.split(".")[1]],
+                 seed=doc["dataset"].get("seed", DEFAULT_SEED))  # fmt: skip
+    if problem := _disk_refuses(ds, Path(data_dir)):
+        errors.append(SpecError(file, rows_field, problem, "fewer rows, or more free space"))
     where = {k: f"knobs.{k}" for k in lists} | {k: f"fixed.{k}" for k in fixed}
     for src in ("knobs", "fixed"):
         for k in ((doc.get("overrides") or {}).get(engine) or {}).get(src) or {}:
@@ -552,6 +604,12 @@ def expand(
         if errs:
             continue
         knobs = {**info.defaults(), **knobs}
+        if problem := _memory_refuses(knobs):
+            e = SpecError(file, where.get("buffer_pool", "knobs.buffer_pool"), problem,
+                          "at most the host's memory")  # fmt: skip
+            if str(e) not in seen:
+                seen.add(str(e))
+                errors.append(e)
         for fld, msg, allowed_text in engine_cls.check_point(knobs):
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:
@@ -609,10 +667,11 @@ def validate_files(
     skip_other_engines: bool = False,
     defer_calibrated: bool = False,
     size: str | None = None,
+    data_dir: Path = DATA_DIR,
 ) -> Validated:
     """Validate every file (all errors, not just the first); sweep names must be unique.
     With ``skip_other_engines``, a sweep that does not list ``engine`` is skipped, not wrong.
-    ``size``: as expand() takes it."""
+    ``size`` and ``data_dir``: as expand() takes them."""
     out = Validated({}, {}, {}, [])
     for p in map(Path, paths):
         if skip_other_engines and engine:
@@ -627,7 +686,7 @@ def validate_files(
                 out.skipped[str(p)] = why  # the pack runs on; `tunelab validate` refuses it
                 continue
         pts, errs = expand(p, engine, calibration, defer_calibrated, size=size,
-                           warnings=out.warnings)  # fmt: skip
+                           warnings=out.warnings, data_dir=data_dir)  # fmt: skip
         out.errors.extend(errs)
         if pts:
             name = pts[0].sweep
