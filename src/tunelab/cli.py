@@ -194,7 +194,8 @@ def cmd_engines(args: argparse.Namespace) -> int:
 
 
 def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
-    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration),
+                                 data_dir=Path(args.data_dir))  # fmt: skip
     for e in errors:
         _err(str(e))
     if errors:
@@ -238,7 +239,8 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
     from tunelab import sweeprun
     from tunelab.engines.base import EngineError
 
-    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration),
+                                 data_dir=Path(args.data_dir))  # fmt: skip
     for e in errors:
         _err(str(e))
     if errors:
