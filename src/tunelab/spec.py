@@ -432,17 +432,18 @@ def _size(nbytes: float) -> str:
     return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
-def _memory_refuses(knobs: dict[str, Any]) -> str | None:
-    """Why a point's buffer pool cannot be had: more than the host's memory (the engine would
-    fail to start, or swap and measure the disk)."""
+def _memory_refusals(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(field, message, allowed) for a buffer pool larger than the host's memory: the engine
+    would fail to start, or swap and measure the disk."""
     pool, page = knobs.get("buffer_pool"), knobs.get("page_size")
     if type(pool) is not int or type(page) is not int:
-        return None
+        return []
     memory = provenance.memory_bytes()
     if pool * page <= memory:
-        return None
-    return (f"a pool of {pool} pages of {page} bytes is {_size(pool * page)}, more than this "
-            f"host's memory ({_size(memory)})")  # fmt: skip
+        return []
+    msg = (f"a pool of {pool} pages of {page} bytes is {_size(pool * page)}, more than this "
+           f"host's memory ({_size(memory)})")  # fmt: skip
+    return [("buffer_pool", msg, "at most the host's memory")]
 
 
 def _disk_refuses(ds: Dataset, data_dir: Path) -> str | None:
@@ -546,13 +547,12 @@ def expand(
         ]
     info = engines.info(engine)
     lists, fixed = knob_lists(doc, engine)
-    rows_field = "dataset.rows"
+    rows = "rows"
     if size == "assignment" and "assignment_rows" in doc["dataset"]:
-        rows_field = "dataset.assignment_rows"
-    ds = Dataset(rows=doc["dataset"][rows_field.split(".")[1]],
-                 seed=doc["dataset"].get("seed", DEFAULT_SEED))  # fmt: skip
+        rows = "assignment_rows"
+    ds = Dataset(rows=doc["dataset"][rows], seed=doc["dataset"].get("seed", DEFAULT_SEED))
     if problem := _disk_refuses(ds, Path(data_dir)):
-        errors.append(SpecError(file, rows_field, problem, "fewer rows, or more free space"))
+        errors.append(SpecError(file, f"dataset.{rows}", problem, "fewer rows, or more free space"))
     where = {k: f"knobs.{k}" for k in lists} | {k: f"fixed.{k}" for k in fixed}
     for src in ("knobs", "fixed"):
         for k in ((doc.get("overrides") or {}).get(engine) or {}).get(src) or {}:
@@ -604,13 +604,7 @@ def expand(
         if errs:
             continue
         knobs = {**info.defaults(), **knobs}
-        if problem := _memory_refuses(knobs):
-            e = SpecError(file, where.get("buffer_pool", "knobs.buffer_pool"), problem,
-                          "at most the host's memory")  # fmt: skip
-            if str(e) not in seen:
-                seen.add(str(e))
-                errors.append(e)
-        for fld, msg, allowed_text in engine_cls.check_point(knobs):
+        for fld, msg, allowed_text in [*_memory_refusals(knobs), *engine_cls.check_point(knobs)]:
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:
                 seen.add(str(e))
