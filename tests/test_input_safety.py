@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, workflow_failure
-from tunelab import pipeline, spec
+from tunelab import pipeline, spec, yamlfile
 
 # Shell commands hidden in file names; each would leave a file of this name where it ran.
 MARKERS = ("pwned-semi", "pwned-pipe", "pwned-subst", "pwned-tick")
@@ -84,12 +84,17 @@ def one_line(proc: subprocess.CompletedProcess, path: Path) -> str:
 # Bad input, each refused in one line within a second or so.
 
 
-def billion_laughs(where: str) -> str:
-    """Nine levels of nine aliases: 687 bytes that a plain YAML loader grows into 9**9 items."""
+def alias_bomb() -> str:
+    """Nine levels of nine aliases: a list that a plain YAML loader grows into 9**9 items."""
     levels = ["&a [1, 1, 1, 1, 1, 1, 1, 1, 1]"]
     for prev, name in zip("abcdefgh", "bcdefghi"):
         levels.append(f"&{name} [" + ", ".join([f"*{prev}"] * 9) + "]")
-    bomb = "[" + ", ".join(levels) + "]"
+    return "[" + ", ".join(levels) + "]"
+
+
+def billion_laughs(where: str) -> str:
+    """687 bytes of a sweep with an alias bomb at ``where``."""
+    bomb = alias_bomb()
     head = "name: lol\ndataset: {rows: 1000}\n"
     if where == "lookups":
         return head + f"workloads:\n  - type: point\n    lookups: {bomb}\n"
@@ -122,8 +127,8 @@ def test_an_alias_bomb_is_refused_before_it_grows(tmp_path, where, field):
 def test_a_file_over_the_size_limit_is_refused_unread(tmp_path):
     path = tmp_path / "big.yaml"
     body = "name: big\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n"
-    path.write_text(body + "# padding\n" * (spec.MAX_FILE_BYTES // 10))
-    assert path.stat().st_size > spec.MAX_FILE_BYTES
+    path.write_text(body + "# padding\n" * (yamlfile.MAX_FILE_BYTES // 10))
+    assert path.stat().st_size > yamlfile.MAX_FILE_BYTES
     proc, took = validate(str(path))
     line = one_line(proc, path)
     assert proc.returncode == 2 and took < 2

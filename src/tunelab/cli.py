@@ -86,7 +86,8 @@ def _calibration(path: str | None):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    return validate(args.files, args.engine, args.calibration, args.skip_other_engines)
+    return validate(args.files, args.engine, args.calibration, args.skip_other_engines,
+                    data_dir=Path(args.data_dir))  # fmt: skip
 
 
 def validate(
@@ -95,6 +96,7 @@ def validate(
     calibration: str | None,
     skip_other_engines: bool,
     size: str | None = None,
+    data_dir: Path = spec.DATA_DIR,
 ) -> int:
     """``tunelab validate``: every error, one line each; 0 when the files are valid, else 2."""
     found = spec.validate_files(
@@ -103,6 +105,7 @@ def validate(
         _calibration(calibration),
         skip_other_engines=skip_other_engines,
         size=size,
+        data_dir=data_dir,
     )
     for f, why in found.skipped.items():
         print(f"{f}: skipped ({why})")
@@ -191,7 +194,8 @@ def cmd_engines(args: argparse.Namespace) -> int:
 
 
 def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
-    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration),
+                                 data_dir=Path(args.data_dir))  # fmt: skip
     for e in errors:
         _err(str(e))
     if errors:
@@ -235,7 +239,8 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
     from tunelab import sweeprun
     from tunelab.engines.base import EngineError
 
-    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
+    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration),
+                                 data_dir=Path(args.data_dir))  # fmt: skip
     for e in errors:
         _err(str(e))
     if errors:
@@ -365,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("files", nargs="+", metavar="FILE")
     sp.add_argument("--skip-other-engines", action="store_true",
                     help="with --engine: skip sweeps that do not list that engine")  # fmt: skip
+    sp.add_argument("--data-dir", default=str(spec.DATA_DIR),
+                    help="where the data sets go: each must fit its free space")  # fmt: skip
     common(sp)
     sp.set_defaults(func=cmd_validate)
 

@@ -26,12 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
-from tunelab import engines
+from tunelab import engines, yamlfile
 
 FILE_NAME = "findings.yaml"
-MAX_BYTES = 1 << 20
 # Claim keys that say what a finding is rather than what it compares.
 ABOUT = ("id", "sweep", "source", "reported", "source_ratio", "explains", "at", "engine")
 FINDING, EXPLAINS = "finding", "explains"
@@ -107,22 +105,16 @@ def load(path: str | Path) -> Findings:
 @cache
 def _load(file: str, _mtime: int, _size: int) -> Findings:
     try:
-        data = Path(file).read_bytes()
-    except OSError as exc:
-        raise FindingsError(file, "", f"cannot read: {exc.strerror}") from None
-    if len(data) > MAX_BYTES:
-        raise FindingsError(file, "", f"file too large: {len(data)} bytes", "at most 1 MiB")
-    try:
-        doc = yaml.safe_load(data.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise FindingsError(
-            file, "", f"not valid YAML: {' '.join(str(exc).split())[:200]}"
-        ) from None
+        text = yamlfile.read_text(file)
+        doc = yamlfile.parse(text, file)
+    except yamlfile.YamlFileError as exc:
+        raise FindingsError(file, exc.field, exc.message, exc.allowed) from None
     errors = sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         e = errors[0]
         if e.validator == "unevaluatedProperties":
-            extra = ", ".join(sorted(set(e.instance) - _known_keys(e.absolute_path)))
+            unknown = set(e.instance) - _known_keys(e.absolute_path)
+            extra = ", ".join(sorted(map(str, unknown)))  # a key may be 1 or true
             at = _field([*e.absolute_path])
             raise FindingsError(
                 file, at, f"unknown key(s): {extra}", _allowed_keys(e.absolute_path)
@@ -141,7 +133,7 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
     r = doc["rules"]
     rules = Rules(float(r["alpha"]), float(r["margin"]), float(r["similar_within"]),
                   float(r["crossover_factor"]))  # fmt: skip
-    digest = hashlib.sha256(data).hexdigest()[:16]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return Findings(file, rules, tuple(doc["findings"]), digest)
 
 

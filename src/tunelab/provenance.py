@@ -27,7 +27,7 @@ def machine() -> dict[str, object]:
                 break
     except OSError:
         pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    mem = memory_bytes() / 2**30
     return {
         "host_name": platform.node(),
         "host_cpu": cpu,
@@ -35,6 +35,11 @@ def machine() -> dict[str, object]:
         "host_mem_gib": round(mem, 1),
         "host_kernel": platform.release(),
     }
+
+
+def memory_bytes() -> int:
+    """The host's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 # Where a cluster job ran, from the scheduler's environment of the job: empty outside one.

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -22,18 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
-from yaml.composer import Composer
-from yaml.constructor import SafeConstructor
-from yaml.events import AliasEvent
-from yaml.nodes import ScalarNode
-from yaml.reader import ReaderError
-from yaml.resolver import Resolver
 
-from tunelab import claimspec, engines, findings, workloads
+from tunelab import claimspec, dataset, engines, findings, provenance, workloads, yamlfile
 from tunelab.dataset import Dataset
 from tunelab.engines.base import EngineInfo
 from tunelab.units import parse_size
+from tunelab.yamlfile import clip as _clip
+from tunelab.yamlfile import show as _show
 
 DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
@@ -43,15 +39,16 @@ DEFAULT_REPETITIONS = 3
 MAX_REPETITIONS = 100
 DEFAULT_ACCESS = "optimizer"
 CALIBRATED = "calibrated"
-# Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply.
-MAX_FILE_BYTES = 1 << 20
-MAX_DEPTH = 32  # nesting of mappings and lists; real sweeps need five
+# Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply (the
+# file's size and nesting: tunelab.yamlfile).
 DEFAULT_MAX_POINTS = 10_000
 MAX_POINTS_ENV = "TUNELAB_MAX_POINTS"
 # Data-set sizes: "quick" (dataset.rows) or the assignment's (dataset.assignment_rows where a
 # sweep gives it). The workflow sets the variable from its config, so every job agrees.
 SIZES = ("quick", "assignment")
 SIZE_ENV = "TUNELAB_SIZE"
+# Where the data sets go: the workflow config's data_dir, relative to the run's directory.
+DATA_DIR = Path("data")
 # What a knob the host refuses needs (tunelab.blockdev.unavailable_reason says what is missing).
 HOST_ALLOWED = (
     "the lab as root on a host with loop devices, losetup, mkfs.ext4 and mount; or no os_read_ahead"
@@ -147,17 +144,6 @@ def _path(parts: Any) -> str:
     return out
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    """repr() cut short: a message stays one readable line whatever the file holds."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _clip(message: str, limit: int = 200) -> str:
-    message = " ".join(message.split())
-    return message if len(message) <= limit else message[: limit - 3] + "..."
-
-
 def _unique_key(item: Any) -> tuple:
     if isinstance(item, bool):  # JSON's true is not 1
         return ("bool", item)
@@ -181,10 +167,19 @@ def _unique_items(validator, unique, instance, _schema):
         seen.add(key)
 
 
+def _is_integer(_checker, instance: Any) -> bool:
+    """An integer as the file wrote it: JSON Schema counts 1000.0 one, but the code that reads
+    a count (range(), numpy sizes, int() of the data set's name) does not."""
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 @cache
 def _validator() -> jsonschema.protocols.Validator:
+    base = jsonschema.Draft202012Validator
     cls = jsonschema.validators.extend(
-        jsonschema.Draft202012Validator, {"uniqueItems": _unique_items}
+        base,
+        {"uniqueItems": _unique_items},
+        type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer),
     )
     return cls(schema())
 
@@ -203,10 +198,12 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
     sch = err.schema if isinstance(err.schema, dict) else {}
     if err.validator == "additionalProperties":
         allowed = sorted(sch.get("properties", {}))
-        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        extra = set(err.instance) - set(allowed) if isinstance(err.instance, dict) else set()
+        # A key may be any YAML scalar (1, true, null): named and sorted as text.
+        names = sorted(k[:40] if isinstance(k, str) else _show(k, 40) for k in extra)
         return [
-            SpecError(file, _path([*err.absolute_path, k]), "unknown key", ", ".join(allowed))
-            for k in extra
+            SpecError(file, f"{path}.{k}" if path else k, "unknown key", ", ".join(allowed))
+            for k in names
         ]
     if err.validator in ("oneOf", "anyOf"):
         named = [v for alt in err.validator_value for v in alt.get("enum", ())]
@@ -222,8 +219,12 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
         missing = re.findall(r"'([^']+)' is a required property", err.message)
         return [SpecError(file, _path([*err.absolute_path, m]), "missing") for m in missing]
     if err.validator == "type":
+        kinds = err.validator_value
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        if isinstance(err.instance, float):  # 6.0 where a count belongs: only the number kinds
+            kinds = [k for k in kinds if k in ("integer", "number")] or kinds
         return [SpecError(file, path, f"{_show(err.instance)} has the wrong type",
-                          str(err.validator_value))]  # fmt: skip
+                          " or ".join(kinds))]  # fmt: skip
     if err.validator in ("minimum", "maximum"):
         bound = ">=" if err.validator == "minimum" else "<="
         return [SpecError(file, path, f"{_show(err.instance)} out of range",
@@ -234,103 +235,13 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
     return [SpecError(file, path, _clip(err.message))]
 
 
-class _Refused(yaml.YAMLError):
-    """What the loader refuses, with the field it was found in."""
-
-    def __init__(self, path: str, message: str):
-        super().__init__(message)
-        self.path, self.message = path, message
-
-
-if yaml.__with_libyaml__:
-    from yaml.cyaml import CParser as _Parser  # libyaml: a large file parses ten times faster
-else:  # pragma: no cover - PyYAML built without libyaml
-    from yaml.parser import Parser
-    from yaml.reader import Reader
-    from yaml.scanner import Scanner
-
-    class _Parser(Reader, Scanner, Parser):  # type: ignore[no-redef]
-        def __init__(self, stream: str):
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-            Parser.__init__(self)
-
-
-class _SweepLoader(Composer, _Parser, SafeConstructor, Resolver):
-    """SafeLoader's composer and constructor that refuses, while composing and so before
-    anything is constructed, anchors and aliases (a few bytes of aliases expand into
-    gigabytes: 'billion laughs') and deep nesting. Errors name the field they occur in."""
-
-    def __init__(self, stream: str):
-        _Parser.__init__(self, stream)
-        Composer.__init__(self)
-        SafeConstructor.__init__(self)
-        Resolver.__init__(self)
-        self._where = [""]
-
-    def compose_node(self, parent, index):
-        here = self._where[-1]
-        if isinstance(index, int):
-            here = f"{here}[{index}]"
-        elif index is not None:  # a mapping's value; index is its key
-            key = index.value[:40] if isinstance(index, ScalarNode) else "?"
-            here = f"{here}.{key}" if here else str(key)
-        event = self.peek_event()
-        if event.anchor is not None:
-            sigil = "*" if isinstance(event, AliasEvent) else "&"
-            name = _show(event.anchor, 30).strip("'")
-            raise _Refused(here, f"YAML anchors and aliases are not allowed (found {sigil}{name})")
-        if len(self._where) > MAX_DEPTH:
-            raise _Refused(here, f"nested more than {MAX_DEPTH} levels deep")
-        self._where.append(here)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self._where.pop()
-
-
-def _read_text(path: Path) -> tuple[str | None, list[SpecError]]:
-    """The file as UTF-8 text, read no further than the size limit."""
-    file = str(path)
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-            size = os.fstat(fh.fileno()).st_size
-    except OSError as exc:
-        return None, [SpecError(file, "", f"cannot read file: {exc.strerror}")]
-    if len(data) > MAX_FILE_BYTES:
-        got = f"{size} bytes" if size > MAX_FILE_BYTES else f"more than {MAX_FILE_BYTES} bytes"
-        return None, [SpecError(file, "", f"file too large: {got}", "at most 1 MiB")]
-    try:
-        return data.decode("utf-8"), []
-    except UnicodeDecodeError as exc:
-        bad = data[exc.start : exc.start + 1].hex()
-        return None, [SpecError(file, f"byte {exc.start}", f"not UTF-8 text: {exc.reason} 0x{bad}")]
-
-
 def load_yaml(path: Path) -> tuple[Any, list[SpecError]]:
-    text, errors = _read_text(Path(path))
-    if errors:
-        return None, errors
-    file = str(path)
-    loader = _SweepLoader(text)
+    """A YAML file read by the lab's one reader (tunelab.yamlfile): (document, []), or
+    (None, the one error)."""
     try:
-        return loader.get_single_data(), []
-    except _Refused as exc:
-        return None, [SpecError(file, exc.path, exc.message)]
-    except ReaderError as exc:
-        msg = f"not valid YAML: character #x{exc.character:04x}: {exc.reason}"
-        return None, [SpecError(file, f"position {exc.position}", msg)]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        problem = _clip(str(getattr(exc, "problem", None) or exc))
-        return None, [SpecError(file, where, f"not valid YAML: {problem}")]
-    except (ValueError, OverflowError) as exc:  # e.g. an integer of 5000 digits, 2024-13-45
-        why = _clip(str(exc).split(";")[0])  # not Python's advice on its own limits
-        return None, [SpecError(file, "", f"a value cannot be read: {why}")]
-    finally:
-        loader.dispose()
+        return yamlfile.load(path), []
+    except yamlfile.YamlFileError as exc:
+        return None, [SpecError(exc.file, exc.field, exc.message, exc.allowed)]
 
 
 def max_points() -> int:
@@ -405,19 +316,12 @@ def repetitions(doc: dict, engine: str | None = None) -> tuple[int, int]:
     return int(reps), int(reps)
 
 
-def _repetitions_errors(file: str, reps: Any, field: str = "repetitions") -> list[SpecError]:
-    """What the schema cannot say about a ``repetitions`` value at ``field``: JSON Schema
-    counts 6.0 an integer, and min above max."""
-    items = [((k,), v) for k, v in reps.items()] if isinstance(reps, dict) else [((), reps)]
-    errors = [
-        SpecError(file, ".".join([field, *k]), f"{_show(v)} has the wrong type", "integer")
-        for k, v in items
-        if type(v) is not int
-    ]
-    if not errors and isinstance(reps, dict) and reps["min"] > reps["max"]:
+def _repetitions_errors(file: str, reps: Any) -> list[SpecError]:
+    """What the schema cannot say about ``repetitions``: min above max."""
+    if isinstance(reps, dict) and reps["min"] > reps["max"]:
         msg = f"min {reps['min']} is above max {reps['max']}"
-        errors.append(SpecError(file, field, msg, "min <= max"))
-    return errors
+        return [SpecError(file, "repetitions", msg, "min <= max")]
+    return []
 
 
 def engines_of(doc: dict) -> list[str]:
@@ -524,6 +428,43 @@ def _normalise(
     return out, errors
 
 
+def _size(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def _memory_refusals(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(field, message, allowed) for a buffer pool larger than the host's memory: the engine
+    would fail to start, or swap and measure the disk."""
+    pool, page = knobs.get("buffer_pool"), knobs.get("page_size")
+    if type(pool) is not int or type(page) is not int:
+        return []
+    memory = provenance.memory_bytes()
+    if pool * page <= memory:
+        return []
+    msg = (f"a pool of {pool} pages of {page} bytes is {_size(pool * page)}, more than this "
+           f"host's memory ({_size(memory)})")  # fmt: skip
+    return [("buffer_pool", msg, "at most the host's memory")]
+
+
+def _disk_refuses(ds: Dataset, data_dir: Path) -> str | None:
+    """Why the data set cannot be generated into ``data_dir``: its files would not fit the
+    free space there (nothing is asked of a data set already made)."""
+    if dataset.cached_path(ds, data_dir).exists():
+        return None
+    need = dataset.disk_bytes(ds.rows)
+    folder = data_dir.absolute()
+    while not folder.is_dir() and folder != folder.parent:  # made by the run: its parent's
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return None  # a folder that cannot be read fails where it is used, naming it
+    if need <= free:
+        return None
+    return (f"{ds.rows} rows need about {_size(need)} in {data_dir}/, which has "
+            f"{_size(free)} free")  # fmt: skip
+
+
 def _expand_workload(entry: dict) -> list[workloads.Workload]:
     wtype = entry["type"]
     params = {**workloads.DEFAULTS[wtype], **{k: v for k, v in entry.items() if k != "type"}}
@@ -560,6 +501,7 @@ def expand(
     *,
     size: str | None = None,
     warnings: list[SpecWarning] | None = None,
+    data_dir: Path = DATA_DIR,
 ) -> tuple[list[Point], list[SpecError]]:
     """Validate one sweep file and expand it into points for ``engine`` (default: the first
     engine the sweep lists). Returns (points, errors); points is empty when errors exist.
@@ -567,7 +509,8 @@ def expand(
     (the workflow measures the calibration before such points run). A sweep of more than
     ``point_limit`` points (default: max_points()) is refused before it is expanded.
     ``size`` (default: run_size()) "assignment" takes ``dataset.assignment_rows`` where the
-    sweep gives it. Warnings (allowed, against the engine's advice) go to ``warnings``."""
+    sweep gives it. Warnings (allowed, against the engine's advice) go to ``warnings``. The
+    data set must fit the free space of ``data_dir`` (unless it is there already)."""
     file = str(path)
     limit = point_limit
     if limit is None:
@@ -604,10 +547,12 @@ def expand(
         ]
     info = engines.info(engine)
     lists, fixed = knob_lists(doc, engine)
-    rows = doc["dataset"]["rows"]
-    if size == "assignment":
-        rows = doc["dataset"].get("assignment_rows", rows)
-    ds = Dataset(rows=rows, seed=doc["dataset"].get("seed", DEFAULT_SEED))
+    rows = "rows"
+    if size == "assignment" and "assignment_rows" in doc["dataset"]:
+        rows = "assignment_rows"
+    ds = Dataset(rows=doc["dataset"][rows], seed=doc["dataset"].get("seed", DEFAULT_SEED))
+    if problem := _disk_refuses(ds, Path(data_dir)):
+        errors.append(SpecError(file, f"dataset.{rows}", problem, "fewer rows, or more free space"))
     where = {k: f"knobs.{k}" for k in lists} | {k: f"fixed.{k}" for k in fixed}
     for src in ("knobs", "fixed"):
         for k in ((doc.get("overrides") or {}).get(engine) or {}).get(src) or {}:
@@ -659,7 +604,7 @@ def expand(
         if errs:
             continue
         knobs = {**info.defaults(), **knobs}
-        for fld, msg, allowed_text in engine_cls.check_point(knobs):
+        for fld, msg, allowed_text in [*_memory_refusals(knobs), *engine_cls.check_point(knobs)]:
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:
                 seen.add(str(e))
@@ -716,10 +661,11 @@ def validate_files(
     skip_other_engines: bool = False,
     defer_calibrated: bool = False,
     size: str | None = None,
+    data_dir: Path = DATA_DIR,
 ) -> Validated:
     """Validate every file (all errors, not just the first); sweep names must be unique.
     With ``skip_other_engines``, a sweep that does not list ``engine`` is skipped, not wrong.
-    ``size``: as expand() takes it."""
+    ``size`` and ``data_dir``: as expand() takes them."""
     out = Validated({}, {}, {}, [])
     for p in map(Path, paths):
         if skip_other_engines and engine:
@@ -734,7 +680,7 @@ def validate_files(
                 out.skipped[str(p)] = why  # the pack runs on; `tunelab validate` refuses it
                 continue
         pts, errs = expand(p, engine, calibration, defer_calibrated, size=size,
-                           warnings=out.warnings)  # fmt: skip
+                           warnings=out.warnings, data_dir=data_dir)  # fmt: skip
         out.errors.extend(errs)
         if pts:
             name = pts[0].sweep

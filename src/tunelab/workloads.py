@@ -33,6 +33,23 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "point": {"lookups": 1_000, "fetch": "all", "batch": 1},
 }
 MAX_BATCH = 10_000  # keys per statement: within every engine's limit on a statement's size
+# Each thread is a connection of its own, and PostgreSQL admits 100 by default (MariaDB 151),
+# some of them the lab's own; on a host of a few cores more threads measure the wait for a CPU.
+MAX_THREADS = 64
+# A million look-ups is ~100 s a round at a server engine's ~0.1 ms a statement (a point may
+# get 100 rounds); their keys and per-statement times are held in memory (~100 MB).
+MAX_LOOKUPS = 1_000_000
+# Each range query reads selectivity x rows rows: 10,000 of 1 % of a million is 10^8 rows.
+MAX_RANGE_QUERIES = 10_000
+# The most each count may be (the schema asks for at least 1). Each multipoint query asks for
+# another of the DISTINCT_HUNDREDS values of hundreds2 (query_args).
+MOST: dict[str, dict[str, int]] = {
+    "insert": {"threads": MAX_THREADS},
+    "update": {"threads": MAX_THREADS},
+    "multipoint": {"queries": DISTINCT_HUNDREDS},
+    "range": {"queries": MAX_RANGE_QUERIES},
+    "point": {"lookups": MAX_LOOKUPS, "batch": MAX_BATCH},
+}
 # The predicate column(s) an index on this workload is built on, and what the query selects.
 PREDICATE: dict[str, tuple[str, ...]] = {
     "insert": ("id",),
@@ -78,8 +95,9 @@ def check_params(wtype: str, params: dict[str, Any], dataset_rows: int) -> list[
         errors.append(("commit_every", "larger than rows"))
     if "fetch" in params and params["fetch"] not in FETCH_MODES:
         errors.append(("fetch", f"{params['fetch']!r} not allowed (allowed: all, count)"))
-    if wtype == "point" and not 1 <= params["batch"] <= MAX_BATCH:
-        errors.append(("batch", f"{params['batch']} out of range (allowed: 1..{MAX_BATCH})"))
+    for fld, most in MOST.get(wtype, {}).items():
+        if not 1 <= params[fld] <= most:
+            errors.append((fld, f"{params[fld]} out of range (allowed: 1..{most})"))
     if wtype == "range" and not 0 < params["selectivity"] <= 1:
         errors.append(
             ("selectivity", f"{params['selectivity']} out of range (allowed: 0 < s <= 1)")

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -102,7 +103,8 @@ def word_of(stored: dict[str, Any]) -> str:
 
 def css_class(text: str) -> str:
     """The class a page styles a verdict word by (tl-reproduced, tl-not-reproduced, ...)."""
-    return "tl-" + "-".join(str(text).split()).replace("-here", "")
+    word = "-".join(str(text).split()).replace("-here", "")
+    return "tl-" + re.sub(r"[^A-Za-z0-9_-]", "", word)  # a stored file's word: nothing else
 
 
 CLIENT_BOUND = 0.5  # as the report flags it

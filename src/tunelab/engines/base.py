@@ -86,7 +86,7 @@ class Knob:
         if self.type in ("integer", "number"):
             if isinstance(value, bool) or not isinstance(value, int | float):
                 return f"must be a{'n integer' if self.type == 'integer' else ' number'}"
-            if self.type == "integer" and not float(value).is_integer():
+            if self.type == "integer" and not isinstance(value, int):  # 1000.0 too: a count
                 return "must be an integer"
             if self.minimum is not None and value < self.minimum:
                 return "out of range"

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from tunelab import yamlfile
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
 from tunelab.spec import knob_lists
 from tunelab.units import parse_size
@@ -104,11 +104,9 @@ def read_sweep(path: Path | str) -> dict[str, Any]:
     if not path.is_file():
         raise ReportInputError(f"{path}: sweep file not found")
     try:
-        sweep = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where else ""
-        raise ReportInputError(f"{path}{line}: not valid YAML") from None
+        sweep = yamlfile.load(path)
+    except yamlfile.YamlFileError as exc:
+        raise ReportInputError(str(exc)) from None
     if not isinstance(sweep, dict) or "name" not in sweep:
         raise ReportInputError(f"{path}: a sweep is a mapping with at least a 'name' key")
     return sweep

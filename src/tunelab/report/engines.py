@@ -659,7 +659,7 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
                 plots.figure_html(
                     fig,
                     f"{label(METRIC)} against {_x_label(x)}",
-                    f"{label(METRIC)} against {_x_label(x)}: {what}.",
+                    esc(f"{label(METRIC)} against {_x_label(x)}: {what}."),
                 )
             )
     parts.append(_plans(exp, x or ""))

@@ -4,6 +4,7 @@ escaping, the call-out box, a column's distinct values, the repetitions per poin
 from __future__ import annotations
 
 import html
+import json
 from typing import Any
 
 import pandas as pd
@@ -22,6 +23,14 @@ def show(fragment: str | None) -> None:
 
 def esc(value: Any) -> str:
     return html.escape(fmt(value) if not isinstance(value, str) else value)
+
+
+def script_json(value: Any) -> str:
+    """JSON to put inside a <script> block: no '<', '>' or '&' in it (their \\u escapes, which
+    JSON reads back as the same text), so no text a file gave can end the block ('</script>')
+    or make the parser hold the rest of the page as script ('<!--<script')."""
+    text = json.dumps(value, sort_keys=True)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def note(text: str, kind: str = "note") -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from tunelab import atomic
 from tunelab.analysis.claims import WORDS, css_class, word_of
 from tunelab.report import engines
+from tunelab.report.fragments import esc
 from tunelab.report.sections import SUMMARY_ID
 
 # nbconvert may reorder the tag's attributes: match on the id alone.
@@ -108,7 +109,7 @@ def read_summary(report: Path) -> dict[str, Any] | None:
     if not match:
         return None
     try:
-        return json.loads(match.group(1).replace("<\\/", "</"))
+        return json.loads(match.group(1))
     except json.JSONDecodeError:
         return None
 
@@ -138,7 +139,6 @@ def _row(
     key = (str(s.get("engine", report.parent.name)), str(s.get("sweep") or report.stem))
     checked = (verdicts or {}).get(key)
     stable = _stability_block(stability[1].get(key), len(stability[0]))
-    esc = html.escape
     name = s.get("title") or s.get("sweep") or report.stem
     link = f'<a class="tl-sweep" href="{esc(_rel(report, out.parent))}">{esc(name)}</a>'
     if s.get("description"):
@@ -153,7 +153,7 @@ def _row(
         reps = (
             s["reps_min"] if s["reps_min"] == s["reps_max"] else f"{s['reps_min']}–{s['reps_max']}"
         )
-        size = f"{s['points']} × {reps}"
+        size = esc(f"{s['points']} × {reps}")
     else:
         size = "—"
     cache = esc(" & ".join(s.get("cache", [])) or "—")
@@ -295,7 +295,7 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.Pages
     links = " · ".join(
         (f"{esc(e.sweep)} <strong>not made</strong>" if failed and e.sweep in failed.failed
          else f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>')
-        + f' <span class="tl-muted">({", ".join(r.engine for r in e.runs)})</span>'
+        + f' <span class="tl-muted">({esc(", ".join(r.engine for r in e.runs))})</span>'
         for e in experiments
     )  # fmt: skip
     side = f'<h2 id="side-by-side">Each experiment, engines side by side</h2><p>{links}</p>'

@@ -22,7 +22,7 @@ from tunelab.analysis import stats
 from tunelab.analysis.claims import css_class, word_of
 from tunelab.report import checks, marks, plots, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
-from tunelab.report.fragments import esc, note, reps_per_point, unique
+from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
 from tunelab.report.labels import (
     MB_DECIMAL,
     MB_IBM_ORIGIN,
@@ -80,14 +80,13 @@ def header_html(data: ReportData, title: str = "") -> str:
         f"{s['points']} points × {reps} repetitions ({s['rows']} rows)",
     ]
     if s["cache"]:
-        facts.append("cache: " + " & ".join(s["cache"]))
+        facts.append("cache: " + html.escape(" & ".join(s["cache"])))
     if s["first_started"]:
         facts.append(f"measured {html.escape(s['first_started'][:10])}")
-    meta = json.dumps(s, sort_keys=True).replace("</", "<\\/")
     return (
         f'<header class="tl-header"><h1>{html.escape(s["title"])}</h1>'
         f'<p class="tl-facts">{" · ".join(facts)}</p></header>'
-        f'<script type="application/json" id="{SUMMARY_ID}">{meta}</script>'
+        f'<script type="application/json" id="{SUMMARY_ID}">{script_json(s)}</script>'
     )
 
 
@@ -205,7 +204,7 @@ def _inline(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(_inline(v) for v in value)
     if isinstance(value, dict):
-        return ", ".join(f"{k}={_inline(v)}" for k, v in value.items())
+        return ", ".join(f"{esc(k)}={_inline(v)}" for k, v in value.items())
     return esc(value)
 
 
@@ -284,10 +283,9 @@ def warnings(data: ReportData) -> list[str]:
             differ = frame[col].notna() & frame[applied].notna() & (a != b)
             if differ.any():
                 pairs = sorted({f"{x} → {y}" for x, y in zip(a[differ], b[differ], strict=True)})
-                out.append(
-                    f"{label(col, data.engine)}: the engine applied other values than asked "
-                    f"in {int(differ.sum())} row(s): {html.escape(', '.join(pairs[:6]))}."
-                )
+                said = (f"{label(col, data.engine)}: the engine applied other values than asked "
+                        f"in {int(differ.sum())} row(s): {', '.join(pairs[:6])}.")  # fmt: skip
+                out.append(html.escape(said))
     if {"cache_requested", "cache_achieved"} <= set(frame.columns):
         off = frame["cache_requested"].astype(str) != frame["cache_achieved"].astype(str)
         if off.any():

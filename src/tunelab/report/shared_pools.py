@@ -59,7 +59,7 @@ def header_html(frame: pd.DataFrame, title: str = "") -> str:
         "<b>simulated</b> (tunelab.bpsim.members)",
         f"{int(first['pages']):,} pages, {access}, affinity {float(first['affinity']):g}",
         f"{int(frame['references'].iloc[0]):,} references per trace, seed {int(first['seed'])}",
-        f"{first['policy']} LBPs, LRU GBP",
+        f"{html.escape(str(first['policy']))} LBPs, LRU GBP",
         f"{len(frame)} points",
     ]
     return (
