@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import benchlock, recovery
+from tunelab import benchlock, ownership, recovery
 
 # A clean child (no lock state copied by fork) that imports this module: the workflow's
 # helpers are imported where they are used, so that stays quick.
@@ -116,7 +116,7 @@ def test_a_nested_hold_does_not_wait_on_its_own_process(lock_env):
 
 def test_clean_leaves_engine_data_alone_while_a_measurement_holds_the_lock(lock_env):
     work = lock_env / "work"
-    (work / "points" / "p1").mkdir(parents=True)
+    ownership.make_dir(work / "points" / "p1")
     with holder("exclusive", "measure") as (measuring, _):
         assert measuring.wait(30)
         assert "left alone" in recovery._clean_workdir(work)
