@@ -482,3 +482,12 @@ def test_a_link_in_runs_is_not_followed(tmp_path):
     (workdir / "runs" / "r1").symlink_to(elsewhere)
     _recover(workdir, tmp_path)
     assert (elsewhere / "file").exists()
+
+
+def test_a_default_work_directory_kept_elsewhere_through_a_link_is_the_labs(tmp_path):
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "big-disk" / "tunelab"
+    (elsewhere / "runs" / "r0").mkdir(parents=True)
+    checkout.mkdir()
+    (checkout / ".tunelab").symlink_to(elsewhere)
+    _recover(checkout / ".tunelab", checkout)
+    assert ownership.made_by_lab(elsewhere) and (elsewhere / "runs" / "r0").exists()

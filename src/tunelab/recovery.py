@@ -101,16 +101,15 @@ def own_workdir(workdir: Path, checkout: Path, make: bool = True) -> bool:
     """Whether ``workdir`` is the lab's: made (and stamped) now when missing (``make``) or
     empty, stamped already, or the default one in the checkout (the lab's before it stamped
     its folders). False when it is missing and not made; ForeignWorkdir when it is another's."""
-    workdir = Path(workdir)
+    workdir = Path(workdir).resolve()  # a link to it (a default .tunelab kept elsewhere) too
     if not os.path.lexists(workdir):
         if make:
             ownership.make_dir(workdir)
         return make
     if ownership.made_by_lab(workdir):
         return True
-    default = Path(checkout).resolve() / DEFAULT_WORKDIR
-    folder = workdir.is_dir() and not workdir.is_symlink()
-    if folder and (workdir.resolve() == default or not any(workdir.iterdir())):
+    default = (Path(checkout) / DEFAULT_WORKDIR).resolve()
+    if workdir.is_dir() and (workdir == default or not any(workdir.iterdir())):
         ownership.stamp(workdir)
         return True
     raise ForeignWorkdir(
@@ -508,7 +507,8 @@ def clean_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     try:
-        own_workdir(workdir, Path.cwd(), make=False)
+        if not args.run:  # one run's folder goes only when stamped, in any work directory
+            own_workdir(workdir, Path.cwd(), make=False)
     except ForeignWorkdir as exc:
         print(f"tunelab clean: {exc}", file=sys.stderr)
         return 2
