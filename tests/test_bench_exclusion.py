@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import benchlock, recovery
+from tunelab import benchlock, ownership, recovery
 
 # A clean child (no lock state copied by fork) that imports this module: the workflow's
 # helpers are imported where they are used, so that stays quick.
@@ -116,7 +116,7 @@ def test_a_nested_hold_does_not_wait_on_its_own_process(lock_env):
 
 def test_clean_leaves_engine_data_alone_while_a_measurement_holds_the_lock(lock_env):
     work = lock_env / "work"
-    (work / "points" / "p1").mkdir(parents=True)
+    ownership.make_dir(work / "points" / "p1")
     with holder("exclusive", "measure") as (measuring, _):
         assert measuring.wait(30)
         assert "left alone" in recovery._clean_workdir(work)
@@ -268,3 +268,34 @@ def test_two_checkouts_on_one_host_never_measure_at_once(tmp_path):
     # ... yet no measurement of one overlapped a measurement or timed section of the other
     assert not any(overlap(a, b) for a in held[one] for b in held[two])
     assert not any(overlap(a, b) for a in timed[one] for b in timed[two])
+
+
+@pytest.mark.parametrize("target", ["a file", "nothing"])
+def test_a_link_at_the_locks_path_is_not_followed(lock_env, target):
+    """In a shared directory (/run/lock) another user may put a link where the lock goes:
+    the lab opens no file through it, creates none where it points, and says so."""
+    theirs = lock_env / "theirs"
+    if target == "a file":
+        theirs.write_text("another's file\n")
+        theirs.chmod(0o600)
+    (lock_env / "lock").mkdir()
+    benchlock.lock_path().symlink_to(theirs)
+    for hold in (benchlock.exclusive, benchlock.shared):
+        with pytest.raises(benchlock.LockError, match="is a link"), hold("measure"):
+            pass
+    with pytest.raises(benchlock.LockError):
+        benchlock.held_exclusively()
+    if target == "a file":
+        assert theirs.read_text() == "another's file\n" and theirs.stat().st_mode & 0o777 == 0o600
+    else:
+        assert not theirs.exists()
+
+
+def test_the_job_log_is_not_written_through_a_link(lock_env):
+    theirs = lock_env / "theirs"
+    theirs.write_text("another's file\n")
+    (lock_env / "logs").mkdir()
+    (lock_env / "logs" / "jobs.jsonl").symlink_to(theirs)
+    with pytest.raises(OSError), benchlock.shared("report"):
+        pass
+    assert theirs.read_text() == "another's file\n"

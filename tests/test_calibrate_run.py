@@ -189,3 +189,20 @@ def test_quick_command_line_run(tmp_path, capsys):
     assert cal.quick and cal.plan["runtime_ms"] == measure.QUICK_PLAN.runtime_ms
     assert len(cal.measurements) == len(measure.QUICK_PLAN.jobs())
     assert not list(tmp_path.glob(".tunelab-*"))
+
+
+@needs_fio
+def test_a_colon_in_the_path_is_one_file_to_fio_and_its_neighbour_survives(tmp_path, monkeypatch):
+    """fio reads a colon in filename= as a list of files: under `…/run:10` it would write
+    `…/run` (the user's file beside the checkout) and `10/…` where it ran."""
+    monkeypatch.chdir(tmp_path)
+    neighbour = tmp_path / "run"
+    neighbour.write_bytes(b"the user's results\n")
+    directory = tmp_path / "run:10"
+    directory.mkdir()
+    try:
+        cal = measure.calibrate(directory, TINY)
+    finally:  # whether fio then failed or not
+        assert neighbour.read_bytes()[:40] == b"the user's results\n"
+    check_shape(cal, directory)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "run:10"]

@@ -267,7 +267,7 @@ def test_clean_without_run_touches_only_this_checkout(image, run_id, tmp_path, c
     keep = containers.start(spec, other, "k", keep_key="k", run_dir=theirs / "runs" / other)
     try:
         gone = containers.start(spec, run_id, "g", keep_key="k", run_dir=mine / "runs" / run_id)
-        (mine / "points" / "p1").mkdir(parents=True)
+        ownership.make_dir(mine / "points" / "p1")
         assert recovery.clean_main(["--workdir", str(mine)]) == 0
         out = capsys.readouterr().out
         assert gone.name in out and f"network:{containers.network_name(run_id)}" in out

@@ -111,6 +111,66 @@ def test_the_standby_container_is_the_primarys_without_a_database_on_the_runs_ne
     assert db2_hadr.HADR_PORT not in (db2.PORT, db2.PORT + 1)
 
 
+# -- folders shared with the containers --------------------------------------------------------
+def test_the_data_mount_the_engine_makes_is_the_labs_and_not_world_writable(tmp_path):
+    """Another local user must not plant files where root (the lab's, the container's) reads:
+    the data mount is mode 0755, as IBM's documented run has it (a plain mkdir)."""
+    eng = db2.DB2Engine(tmp_path / "e", "r")
+    eng.home.mkdir(parents=True)
+    eng.home.chmod(0o777)  # as an earlier lab left it
+    eng.container_spec()
+    assert eng.home.stat().st_mode & 0o777 == 0o755
+    assert eng.home.stat().st_uid == os.geteuid()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving folders to another user needs root")
+def test_the_standbys_folders_go_to_the_instance_owner_alone(tmp_path):
+    """The script root runs in the primary, run here with the data mount moved below tmp_path
+    and `nobody` for the instance owner: the folders the instance owner writes in are its
+    own, mode 0700; the standby's data mount 0755; an earlier standby's files are gone."""
+    mount = tmp_path / "database"
+    (mount / "hadr" / "archive").mkdir(parents=True)
+    (mount / "hadr" / "archive" / "S0000001.LOG").write_text("the primary's archived log")
+    (mount / "hadr" / "backup").mkdir()
+    (mount / "hadr" / "backup" / "old.001").write_text("an earlier standby's image")
+    (mount / "standby" / "data").mkdir(parents=True)
+    for d in (mount / "hadr", mount / "hadr" / "backup", mount / "standby"):
+        d.chmod(0o777)  # as an earlier lab made them
+    script = db2_hadr.standby_dirs_script("nobody").replace(db2_sql.DATA_MOUNT, str(mount))
+    subprocess.run(["sh", "-c", script], check=True)
+    nobody = int(subprocess.run(["id", "-u", "nobody"], capture_output=True, text=True,
+                                check=True).stdout)  # fmt: skip
+    for d in (mount / "hadr", mount / "hadr" / "backup", mount / "standby" / "hadr"):
+        assert (d.stat().st_uid, d.stat().st_mode & 0o777) == (nobody, 0o700), d
+    assert (mount / "standby").stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in (mount / "standby").iterdir()) == ["hadr"]
+    assert list((mount / "hadr" / "backup").iterdir()) == []
+    assert (mount / "hadr" / "archive" / "S0000001.LOG").exists()
+
+
+def test_the_standby_is_made_after_roots_folders_and_nothing_world_writable(tmp_path, monkeypatch):
+    """make_standby runs that script as root in the primary, then starts the standby (here:
+    refused, so nothing further runs), and makes no folder of its own on the host."""
+    eng = db2.DB2Engine(tmp_path / "e", "r")
+    eng.container_spec()
+    calls = []
+
+    class Primary:
+        def exec(self, argv, user=None):
+            calls.append((argv, user))
+            return 0, ""
+
+    def refused(*args, **kwargs):
+        raise containers.ContainerError("refused here")
+
+    eng.container = Primary()
+    monkeypatch.setattr(containers, "start", refused)
+    with pytest.raises(EngineError, match="the standby did not start"):
+        eng.make_standby({"sync_mode": "SYNC"}, "SYNC", 0.0)
+    assert calls == [(["sh", "-c", db2_hadr.standby_dirs_script()], "root")]
+    assert [p for p in eng.home.rglob("*") if p.is_dir()] == []
+
+
 # -- the CLP text ------------------------------------------------------------------------------
 def cfg(mode: str, local: tuple, remote: tuple) -> str:
     return (

@@ -608,7 +608,7 @@ echo "(*) Setup has completed."
 exec sleep 100000
 """
 STANDIN_DB2 = f"""#!/bin/sh
-echo "$(id -un): $*" >> {db2_sql.DATA_MOUNT}/clp.log
+echo "$(id -un): $*" >> /tmp/clp.log
 case "$*" in
   "deactivate db "*) touch /tmp/inactive ;;
   "activate db "*) rm -f /tmp/inactive ;;
@@ -705,8 +705,8 @@ def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_p
         cmds = db2_sql.cold_commands()
         eng._clp(cmds["stop"], "stop")
         eng._clp(cmds["start"], "start")
-        log = (eng.host_dir / "clp.log").read_text().splitlines()
-        assert log == [
+        code, log = rc.exec(["cat", "/tmp/clp.log"])
+        assert code == 0 and log.splitlines() == [
             "db2inst1: force application all",
             f"db2inst1: deactivate db {db2_sql.DATABASE}",
             "db2inst1: list active databases",

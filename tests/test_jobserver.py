@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import jobs, pipeline, spec
+from tunelab import jobs, ownership, pipeline, spec
 from tunelab.jobserver import client, control
 
 TUNELAB = shutil.which("tunelab", path=str(Path(sys.executable).parent))
@@ -429,8 +429,7 @@ def test_the_runs_clean_up_at_its_end_runs_in_its_job_server(tmp_path, server, m
     _proc, env = server
     for name in (jobs.JOB_SERVER_ENV, "TUNELAB_LOCK_DIR", "TUNELAB_JOB_LOG"):
         monkeypatch.setenv(name, env[name])
-    left = tmp_path / "work" / "runs" / "r1" / "sqlite-tables"
-    left.mkdir(parents=True)
+    left = ownership.make_dir(tmp_path / "work" / "runs" / "r1" / "sqlite-tables")
 
     def no_new_process(*args, **kwargs):
         raise AssertionError(f"a new process was started: {args}")

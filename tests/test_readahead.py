@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import blockdev, containers, dataset, recovery, spec
+from tunelab import blockdev, containers, dataset, ownership, recovery, spec
 from tunelab.engines.base import IndexPlan
 from tunelab.engines.readahead import NAME
 
@@ -270,6 +270,7 @@ def test_a_device_left_by_a_reboot_is_only_files_and_recover_deletes_them(tmp_pa
     """After a reboot nothing is attached: the record names a loop device that is free, or
     another program's; recover deletes the lab's files and detaches nothing."""
     root = tmp_path / "work" / "points" / "p" / "engine" / "sqlite-device"
+    ownership.make_dir(root.parents[1])  # the point's folder, as runner.provisioned makes it
     dev = blockdev.create(root, tmp_path / "work" / "points" / "p" / "engine" / "sqlite", 64 << 20)
     blockdev._detach(dev.loop, str(dev.backing), dev.read_ahead_before_kb)  # as a reboot does
     assert blockdev.backing_file(dev.loop) is None

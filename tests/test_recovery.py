@@ -240,7 +240,7 @@ def test_a_run_directory_is_reaped_only_when_its_owner_is_gone(tmp_path):
         live, elsewhere = workdir / "runs" / "live", workdir / "runs" / "elsewhere"
         ownership.claim(live, owner)
         ownership.claim(elsewhere, dataclasses.replace(owner, host="another-host"))
-        (workdir / "points" / "p1" / "engine").mkdir(parents=True)
+        ownership.make_dir(workdir / "points" / "p1" / "engine")  # as runner.provisioned does
         assert _recover(workdir, tmp_path) == [
             "left alone: run elsewhere belongs to host another-host"
         ]
@@ -283,9 +283,10 @@ def test_a_run_whose_job_still_runs_is_left_alone_though_its_owner_is_gone(tmp_p
 _OWNER = """
 import sys, time
 from pathlib import Path
+from tunelab import ownership
 from tunelab.engines.mariadb import MariaDBEngine
 workdir, run_id, image = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-(workdir / "points" / "p1" / "engine").mkdir(parents=True)
+ownership.make_dir(workdir / "points" / "p1" / "engine")
 eng = MariaDBEngine(workdir / "points" / "p1" / "engine", run_id)
 eng.image = image
 eng.run_dir = workdir / "runs" / run_id
@@ -408,3 +409,85 @@ def test_a_stale_lock_goes_with_the_outputs_the_killed_run_had_not_finished(tmp_
     assert "removed a stale Snakemake lock" in lines[0]
     assert len(lines) == 2 and "removed 1 output(s)" in lines[1] and str(started) in lines[1]
     assert not started.exists() and done.exists()
+
+
+# -- only the lab's folders ------------------------------------------------------------------
+def test_recover_refuses_a_work_directory_the_lab_did_not_make(tmp_path, capsys):
+    """`--config workdir=~/experiments`: the user's folder, with their data in runs/, is
+    refused in one line (exit 2) and nothing in it goes."""
+    experiments = tmp_path / "experiments"
+    thesis = experiments / "runs" / "thesis-data"
+    thesis.mkdir(parents=True)
+    (thesis / "results.csv").write_text("the user's\n")
+    argv = ["--workdir", str(experiments), "--checkout", str(tmp_path)]
+    assert recovery.recover_main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"tunelab recover: config workdir: {experiments} holds files")
+    assert (thesis / "results.csv").read_text() == "the user's\n"
+    assert not (experiments / ownership.STAMP).exists()
+    assert recovery.clean_main(["--workdir", str(experiments)]) == 2
+    assert "config workdir" in capsys.readouterr().err
+    assert (thesis / "results.csv").exists()
+
+
+def test_a_new_or_empty_work_directory_becomes_the_labs(tmp_path):
+    new, empty = tmp_path / "new" / "w", tmp_path / "empty"
+    empty.mkdir()
+    for workdir in (new, empty):
+        _recover(workdir, tmp_path)
+        assert ownership.made_by_lab(workdir)
+
+
+def test_recover_leaves_a_folder_the_lab_did_not_stamp_and_says_so(tmp_path):
+    """In the lab's own work directory, a run's and a point's folders that the lab did not
+    make stay (named); a killed run's and point's that it made go."""
+    workdir = (tmp_path / "w").resolve()
+    gone = dataclasses.replace(Owner.current(workdir), pid=1, start=-1)
+    ownership.claim(workdir / "runs" / "killed", gone)
+    ownership.make_dir(workdir / "points" / "p1" / "engine")
+    users = [workdir / "runs" / "thesis-data", workdir / "points" / "notes"]
+    for d in users:
+        d.mkdir()
+        (d / "file").write_text("the user's")
+    lines = _recover(workdir, tmp_path)
+    for d in users:
+        assert (d / "file").read_text() == "the user's"
+        assert f"left alone: {d}: the lab did not make it" in "\n".join(lines)
+    assert not (workdir / "runs" / "killed").exists()
+    assert not (workdir / "points" / "p1").exists()
+    assert ownership.made_by_lab(workdir)
+
+
+def test_the_checkouts_default_work_directory_is_the_labs_its_old_runs_are_left(tmp_path):
+    """A work directory made before the lab stamped its folders: the default one, inside the
+    checkout, is the lab's; a run folder in it without the stamp stays, named."""
+    checkout = tmp_path / "checkout"
+    old_run = checkout / ".tunelab" / "runs" / "r0"
+    old_run.mkdir(parents=True)
+    Path(old_run / ownership.OWNER_FILE).write_text("{}")
+    lines = _recover(checkout / ".tunelab", checkout)
+    assert ownership.made_by_lab(checkout / ".tunelab")
+    assert old_run.exists() and lines == [
+        f"left alone: {old_run.resolve()}: the lab did not make it (no {ownership.STAMP} in it); "
+        "remove it yourself if it is engine data"
+    ]
+
+
+def test_a_link_in_runs_is_not_followed(tmp_path):
+    workdir = tmp_path / "w"
+    ownership.make_dir(workdir / "runs")
+    elsewhere = tmp_path / "elsewhere"
+    ownership.make_dir(elsewhere)  # stamped, yet not the lab's folder of this run
+    (elsewhere / "file").write_text("kept")
+    (workdir / "runs" / "r1").symlink_to(elsewhere)
+    _recover(workdir, tmp_path)
+    assert (elsewhere / "file").exists()
+
+
+def test_a_default_work_directory_kept_elsewhere_through_a_link_is_the_labs(tmp_path):
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "big-disk" / "tunelab"
+    (elsewhere / "runs" / "r0").mkdir(parents=True)
+    checkout.mkdir()
+    (checkout / ".tunelab").symlink_to(elsewhere)
+    _recover(checkout / ".tunelab", checkout)
+    assert ownership.made_by_lab(elsewhere) and (elsewhere / "runs" / "r0").exists()

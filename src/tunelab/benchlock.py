@@ -12,6 +12,7 @@ pid, start_ns, end_ns on CLOCK_MONOTONIC (the clock of the results' ``timed_*_ns
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -39,18 +40,31 @@ def lock_path() -> Path:
     return Path(tempfile.gettempdir()) / LOCK_NAME
 
 
+class LockError(RuntimeError):
+    """The bench lock's path is not a plain file (a link another user may have planted)."""
+
+
 def _open() -> int:
     path = lock_path()
     # Create with O_EXCL, else open without O_CREAT: in a sticky directory the kernel may
     # refuse O_CREAT on another user's file (fs.protected_regular), however open its mode.
+    # Never through a link: in a shared directory (/run/lock) anyone may put one there.
     with contextlib.suppress(FileExistsError):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
         os.fchmod(fd, 0o666)  # past the umask: another user's run must be able to lock it
         return fd
     try:
-        return os.open(path, os.O_RDWR)
-    except PermissionError:
-        return os.open(path, os.O_RDONLY)  # flock needs no write access
+        try:
+            return os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        except PermissionError:
+            return os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # flock needs no write access
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise LockError(
+            f"the bench lock {path} is a link, not a file: the lab does not follow it; remove "
+            "it (or set TUNELAB_LOCK_DIR to a folder of the lab's)"
+        ) from None
 
 
 def _record(job: str, kind: str, start_ns: int, end_ns: int) -> None:
@@ -59,7 +73,7 @@ def _record(job: str, kind: str, start_ns: int, end_ns: int) -> None:
         return
     span = {"job": job, "kind": kind, "pid": os.getpid(), "start_ns": start_ns, "end_ns": end_ns}
     Path(log).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     try:
         os.write(fd, (json.dumps(span) + "\n").encode())  # one append: lines never interleave
     finally:

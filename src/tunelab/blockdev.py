@@ -15,6 +15,12 @@ the read-ahead it had before, detach it and delete the file. After a host reboot
 attached any more and only the files are left; the same calls delete them. A loop device is
 only ever detached when its backing file is the lab's (a reboot may give its number to
 another program's file).
+
+The lab runs as root to attach devices, and another local user may plant files where it
+looks: a record is trusted only when it is a regular file (not a link) of the lab's own uid
+that no one else may write, beside a backing file that is no link either and is the very file
+the record names (its inode and file system, noted at attach); else ``release`` and
+``reopen`` refuse it, and touch nothing it names.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat as stat_
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -169,6 +176,7 @@ class Device:
     loop: str  # e.g. "loop3"
     read_ahead_before_kb: int  # the loop device's read_ahead_kb before the lab attached it
     attached_kb: int = 0  # and once attached (the kernel's choice)
+    backing_id: tuple[int, int] = (0, 0)  # the backing file's (st_dev, st_ino)
 
     @property
     def backing(self) -> Path:
@@ -205,9 +213,15 @@ class Device:
     def _save(self, state: str) -> None:
         doc = {"loop": self.loop, "backing": str(self.backing), "mountpoint": str(self.mountpoint),
                "read_ahead_before_kb": self.read_ahead_before_kb,
-               "attached_kb": self.attached_kb, "state": state}  # fmt: skip
+               "attached_kb": self.attached_kb, "state": state,
+               "backing_dev": self.backing_id[0], "backing_ino": self.backing_id[1]}  # fmt: skip
         tmp = self.root / f".{RECORD}.tmp"
-        tmp.write_text(json.dumps(doc, sort_keys=True))
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(fd, 0o644)  # whatever the umask: writable by the lab alone (_trusted)
+            f.write(json.dumps(doc, sort_keys=True))
         tmp.replace(self.root / RECORD)
 
 
@@ -220,11 +234,27 @@ def create(root: Path, mountpoint: Path, size_bytes: int) -> Device:
         raise BlockDeviceError(why)
     root, mountpoint = Path(root).resolve(), Path(mountpoint).resolve()
     root.mkdir(parents=True, exist_ok=True)
+    info = os.lstat(root)
+    if stat_.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+        os.chmod(root, stat_.S_IMODE(info.st_mode) & ~0o022)  # the lab's alone (_trusted)
     dev = Device(root, mountpoint, "", KERNEL_DEFAULT_KB)
     dev._save("creating")  # before anything is attached: recovery finds the file
     try:
-        with open(dev.backing, "wb") as f:
-            f.truncate(int(size_bytes))
+        # Not through a link, and never another's file: a backing file left here by a killed
+        # point is the lab's and is laid anew.
+        try:
+            fd = os.open(dev.backing, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:  # ELOOP: a link
+            raise BlockDeviceError(f"{dev.backing}: {exc.strerror}; left alone") from None
+        try:
+            info = os.fstat(fd)
+            if info.st_uid != os.geteuid() or info.st_nlink != 1:
+                raise BlockDeviceError(f"{dev.backing}: not a file of the lab's; left alone")
+            os.ftruncate(fd, 0)
+            os.ftruncate(fd, int(size_bytes))
+        finally:
+            os.close(fd)
+        dev.backing_id = (info.st_dev, info.st_ino)
         # Attaching sets the loop device's limits, its read-ahead too (here 2560 KiB where it
         # had 128): what it had before is what it gets back.
         before = all_read_ahead()
@@ -252,18 +282,63 @@ def create(root: Path, mountpoint: Path, size_bytes: int) -> Device:
     return dev
 
 
+def _owned(path: Path, info: os.stat_result, kind: int) -> str:
+    """Why a file is not the lab's own ("": it is): of that kind (not a link), of this uid,
+    writable by no one else."""
+    if stat_.S_IFMT(info.st_mode) != kind:
+        return f"{path}: a link or not a {'folder' if kind == stat_.S_IFDIR else 'file'}"
+    if info.st_uid != os.geteuid():
+        return f"{path}: owned by uid {info.st_uid}, not the lab's {os.geteuid()}"
+    if info.st_mode & 0o022:
+        return f"{path}: writable by others (mode {stat_.S_IMODE(info.st_mode):o})"
+    return ""
+
+
+def _trusted(root: Path) -> dict:
+    """The record in ``root`` ({} when there is none or it was cut short), once its folder,
+    itself and the backing file it names are the lab's own (see the module's description);
+    else BlockDeviceError naming what is not."""
+    root = Path(root)
+    why = _owned(root, os.lstat(root), stat_.S_IFDIR)
+    doc: dict = {}
+    try:
+        fd = os.open(root / RECORD, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # ELOOP: a link
+        why = why or f"{root / RECORD}: {exc.strerror}"
+    else:
+        with os.fdopen(fd) as f:
+            why = why or _owned(root / RECORD, os.fstat(fd), stat_.S_IFREG)
+            with contextlib.suppress(ValueError):
+                doc = json.loads(f.read()) if not why else {}
+    try:
+        backing = os.lstat(root / BACKING)
+    except FileNotFoundError:
+        backing = None
+    if backing is not None and not why:
+        why = _owned(root / BACKING, backing, stat_.S_IFREG)
+        noted = (doc.get("backing_dev"), doc.get("backing_ino"))
+        if not why and noted[1] and noted != (backing.st_dev, backing.st_ino):
+            why = f"{root / BACKING}: not the file the record names (inode {noted[1]})"
+    if why:
+        raise BlockDeviceError(f"not the lab's device, left alone: {why}")
+    return doc if isinstance(doc, dict) else {}
+
+
 def reopen(root: Path) -> Device | None:
     """The device a record in ``root`` describes, when it is still attached to the lab's file
     and mounted where the record says (a kept server's, in a later process); else None."""
     try:
-        doc = json.loads((Path(root) / RECORD).read_text())
-    except (OSError, ValueError):
+        doc = _trusted(root)
+    except (OSError, BlockDeviceError):
         return None
     loop, mountpoint = str(doc.get("loop") or ""), Path(doc.get("mountpoint", ""))
     if not loop or backing_file(loop) != doc.get("backing") or mountpoint not in mounts_of(loop):
         return None
     return Device(Path(root).resolve(), mountpoint, loop, int(doc["read_ahead_before_kb"]),
-                  int(doc.get("attached_kb", 0)))  # fmt: skip
+                  int(doc.get("attached_kb", 0)),
+                  (int(doc.get("backing_dev", 0)), int(doc.get("backing_ino", 0))))  # fmt: skip
 
 
 def _umount(path: Path, attempts: int = 50) -> None:
@@ -302,15 +377,11 @@ def release(root: Path) -> list[str]:
     """Remove the device recorded in ``root`` (unmount, read-ahead as before, detach, delete
     the backing file and the record); what was removed, in words. Nothing there: []."""
     root = Path(root)
-    record = root / RECORD
-    if not record.exists() and not (root / BACKING).exists():
+    if not any(os.path.lexists(root / n) for n in (RECORD, BACKING)):
         return []
     said = []
-    try:
-        doc = json.loads(record.read_text())
-    except (OSError, ValueError):
-        doc = {}
-    backing = str((root / BACKING).resolve())
+    doc = _trusted(root)
+    backing = str(root.resolve() / BACKING)  # the kernel names a loop's file by its real path
     loops = {str(doc.get("loop") or "")} - {""}
     loops |= {d for d in loops_backed_under(root) if backing_file(d) == backing}
     for loop in sorted(loops):

@@ -1,23 +1,31 @@
-"""Who owns a run: the record that tells a live run's leftovers from a killed one's.
+"""Who owns a run: the record that tells a live run's leftovers from a killed one's; and the
+stamp that tells the lab's folders from anyone else's.
 
 Every container and run network the lab starts, and every run directory under the work
 directory (``runs/<run id>/owner.json``), names its owner: the host, the boot, the pid of the
 process that runs the workflow (Snakemake, which exports ``TUNELAB_OWNER_PID``; else the
 process itself), that process's start time (so a reused pid is not taken for the owner) and
 the checkout's work directory. ``tunelab.recovery`` reaps what an owner that is gone left.
+
+Every folder the lab makes for its engines' data (``make_dir``: the work directory, a run's,
+a point's) holds a stamp (``.tunelab-made``) written as it is made: ``tunelab recover`` and
+``tunelab clean`` remove only stamped folders, never one the lab found there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 OWNER_PID_ENV = "TUNELAB_OWNER_PID"  # the pid of the process that owns the run (Snakemake)
 WORKDIR_ENV = "TUNELAB_WORKDIR"  # the checkout's work directory, when no run directory says it
 OWNER_FILE = "owner.json"
+STAMP = ".tunelab-made"  # in each folder the lab made (make_dir)
 
 HOST_LABEL = "tunelab.owner.host"
 BOOT_LABEL = "tunelab.owner.boot"
@@ -168,10 +176,46 @@ class Owner:
 def claim(run_dir: Path, owner: Owner) -> None:
     """Record ``owner`` in the run directory (atomically), unless it is already there, so
     engine data and secrets can be reaped without Docker."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = make_dir(run_dir)
     if Owner.read(run_dir) == owner:
         return
     tmp = run_dir / f".{OWNER_FILE}.{os.getpid()}"
     tmp.write_text(json.dumps(asdict(owner), sort_keys=True) + "\n")
     tmp.replace(run_dir / OWNER_FILE)
+
+
+# -- the lab's folders -----------------------------------------------------------------------
+def make_dir(path: Path | str) -> Path:
+    """Make the folder and its missing parents, stamping each one made here (a folder that
+    was there already, or that another process made meanwhile, is not stamped)."""
+    path = Path(path)
+    missing = []
+    at = path
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        stamp(d)
+    return path
+
+
+def made_by_lab(path: Path | str) -> bool:
+    """Whether the lab made the folder: a folder (not a link to one) holding the stamp."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode) and stat.S_ISREG(
+            os.lstat(Path(path) / STAMP).st_mode
+        )
+    except OSError:
+        return False
+
+
+def stamp(path: Path | str) -> None:
+    """Stamp a folder as the lab's: one the lab made, or its default work directory (made
+    before the lab stamped its folders)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(Path(path) / STAMP, flags, 0o644))

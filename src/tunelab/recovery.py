@@ -8,6 +8,11 @@ by a live job (``--run-id``), is never touched.
 
 ``tunelab clean`` removes the lab's containers, networks and volumes of one run, of this
 checkout or of every checkout on the host, live runs' too, and the engine data they left.
+
+Both remove folders only in a work directory the lab made, and of its runs' and points'
+folders only those the lab stamped as it made them (``ownership.make_dir``); one it did not
+make is left alone and named. A work directory that holds files but no stamp (say
+``--config workdir=~/experiments``) is refused, in one line.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import blockdev, containers, jobs
+from tunelab import blockdev, containers, jobs, ownership
 from tunelab.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
 
 # What `tunelab` does as a workflow job (tunelab.jobs).
@@ -82,6 +87,43 @@ def _stop_job_servers(servers: list[Proc], say: Callable[[str], None], wait_s: f
         time.sleep(0.05)
     pids = ", ".join(str(p.pid) for p in servers)
     say(f"stopped the job server of a killed run (pid {pids}) and the jobs it still ran")
+
+
+# -- the work directory ----------------------------------------------------------------------
+DEFAULT_WORKDIR = ".tunelab"  # workflows/config.yaml's, relative to the checkout
+
+
+class ForeignWorkdir(ValueError):
+    """The work directory holds files but the lab did not make it: one line."""
+
+
+def own_workdir(workdir: Path, checkout: Path, make: bool = True) -> bool:
+    """Whether ``workdir`` is the lab's: made (and stamped) now when missing (``make``) or
+    empty, stamped already, or the default one in the checkout (the lab's before it stamped
+    its folders). False when it is missing and not made; ForeignWorkdir when it is another's."""
+    workdir = Path(workdir).resolve()  # a link to it (a default .tunelab kept elsewhere) too
+    if not os.path.lexists(workdir):
+        if make:
+            ownership.make_dir(workdir)
+        return make
+    if ownership.made_by_lab(workdir):
+        return True
+    default = (Path(checkout) / DEFAULT_WORKDIR).resolve()
+    if workdir.is_dir() and (workdir == default or not any(workdir.iterdir())):
+        ownership.stamp(workdir)
+        return True
+    raise ForeignWorkdir(
+        f"config workdir: {workdir} holds files the lab did not make (no {ownership.STAMP} "
+        f"in it): name a new or empty folder, or the lab's own (default {DEFAULT_WORKDIR}); a "
+        f"work directory an older lab made takes `touch {workdir / ownership.STAMP}`"
+    )
+
+
+def _not_made(d: Path) -> str:
+    return (
+        f"left alone: {d}: the lab did not make it (no {ownership.STAMP} in it); remove it "
+        "yourself if it is engine data"
+    )
 
 
 # -- reaping ---------------------------------------------------------------------------------
@@ -181,17 +223,26 @@ def _reap(run: _Run, say: Callable[[str], None]) -> None:
                 say(f"could not remove {kind} {obj.name}: {' '.join(str(exc).split())}")
                 continue
             say(f"removed {kind} {obj.name} ({why})")
-    if run.directory is not None and run.directory.exists():
-        blockdev.release_under(run.directory, say)  # its devices, before their files go
-        shutil.rmtree(run.directory, ignore_errors=True)
-        if run.directory.exists():
-            say(f"could not remove all of {run.directory} (files of another user?)")
-        else:
-            say(f"removed engine data and secret in {run.directory} ({why})")
+    if run.directory is None or not run.directory.exists():
+        return
+    if not ownership.made_by_lab(run.directory):
+        say(_not_made(run.directory))
+        return
+    blockdev.release_under(run.directory, say)  # its devices, before their files go
+    shutil.rmtree(run.directory, ignore_errors=True)
+    if run.directory.exists():
+        say(f"could not remove all of {run.directory} (files of another user?)")
+    else:
+        say(f"removed engine data and secret in {run.directory} ({why})")
+
+
+def _inside(folder: Path) -> list[Path]:
+    """What a folder of the work directory holds, but the lab's stamp."""
+    return sorted(d for d in folder.glob("*") if d.name != ownership.STAMP)
 
 
 def _point_dirs(workdir: Path) -> list[Path]:
-    return sorted(d for n in ("points", "trace") for d in (workdir / n).glob("*"))
+    return [d for n in ("points", "trace") for d in _inside(workdir / n)]
 
 
 def _stray_devices(workdir: Path) -> list[Path]:
@@ -220,6 +271,7 @@ def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -
     from tunelab import benchlock
 
     workdir, checkout = Path(workdir).resolve(), Path(checkout).resolve()
+    own_workdir(workdir, checkout)
     # Snakemake's lock files are listed before the processes are read: one that a Snakemake
     # starting meanwhile writes is not in the list, so it stays.
     lockdir = checkout / ".snakemake" / "locks"
@@ -249,8 +301,14 @@ def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -
             say(why)
     # Point and trace directories exist only while their measurement holds the bench lock:
     # with no job and no live run of the checkout, the ones there were left by killed jobs.
+    idle = not holders and not kept
     strays = _stray_devices(workdir)
-    reap_points = not holders and not kept and bool(_point_dirs(workdir) or strays)
+    found = _point_dirs(workdir) if idle else []
+    points = [d for d in found if ownership.made_by_lab(d)]
+    for d in found:
+        if d not in points:
+            say(_not_made(d))
+    reap_points = idle and bool(points or strays)
     if dead or reap_points:
         if benchlock.held_exclusively():
             say("waiting for the measurement that holds the bench lock to end")
@@ -259,7 +317,7 @@ def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -
                 _reap(run, say)
             for root in strays if reap_points else []:
                 blockdev.release_under(root, say)
-            points = _point_dirs(workdir) if reap_points else []
+            points = points if reap_points else []
             for d in points:
                 shutil.rmtree(d, ignore_errors=True)
             if points:
@@ -355,6 +413,9 @@ def recover_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         recover(Path(args.workdir), Path(args.checkout))
+    except ForeignWorkdir as exc:
+        print(f"tunelab recover: {exc}", file=sys.stderr)
+        return 2
     except RunInProgress as exc:
         print(f"tunelab recover: {exc}", file=sys.stderr)
         return 1
@@ -382,7 +443,7 @@ def clean(
         scopes = [[f"{containers.LABEL}=1"]]
     elif workdir is not None:
         wd = Path(workdir).resolve()
-        runs = sorted(d.name for d in (wd / "runs").glob("*") if d.is_dir())
+        runs = sorted(d.name for d in (wd / "runs").glob("*") if ownership.made_by_lab(d))
         scopes = [[f"{containers.LABEL}=1", f"{WORKDIR_LABEL}={wd}"]]
         scopes += [[f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={r}"] for r in runs]
     else:
@@ -446,6 +507,12 @@ def clean_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(args.workdir)
     try:
+        if not args.run:  # one run's folder goes only when stamped, in any work directory
+            own_workdir(workdir, Path.cwd(), make=False)
+    except ForeignWorkdir as exc:
+        print(f"tunelab clean: {exc}", file=sys.stderr)
+        return 2
+    try:
         if args.all and not args.yes and not _confirm_all():
             return 2
         removed = clean(args.run, workdir=workdir, everything=args.all)
@@ -490,18 +557,29 @@ def _confirm_all() -> bool:
 
 def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
     """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
-    measurement holds the host-wide bench lock (removing would disturb its timed sections)."""
+    measurement holds the host-wide bench lock (removing would disturb its timed sections).
+    Of the runs', points' and traces' folders, only those the lab made go."""
     from tunelab import benchlock
 
-    # Without a run: the tables runs keep for later runs (SQLite's files) go too.
-    names = [f"runs/{run_id}"] if run_id else ["points", "trace", "runs", "tables", "sweeps"]
-    leftovers = [workdir / d for d in names if (workdir / d).exists()]
+    folders = [workdir / n for n in ("points", "trace", "runs")]
+    if run_id:
+        found = [workdir / "runs" / run_id]
+    else:  # the tables runs keep for later runs (SQLite's files) and sweeps' data go too
+        found = [d for f in folders for d in _inside(f)]
+        found += [workdir / n for n in ("tables", "sweeps")]
+    found = [d for d in found if os.path.lexists(d)]
+    leftovers = [d for d in found if ownership.made_by_lab(d) or d.parent == workdir]
+    kept = [str(d) for d in found if d not in leftovers]
+    said = f"; left alone, not made by the lab: {', '.join(kept)}" if kept else ""
     if not leftovers:
-        return f"no engine data left in {workdir}"
+        return f"no engine data left in {workdir}{said}"
     if benchlock.held_exclusively():
         return f"a measurement is running: engine data in {workdir} left alone"
     with benchlock.shared("clean"):  # no measurement starts while the data goes
         for d in leftovers:
             blockdev.release_under(d, lambda _: None)  # the devices first: files on them go
             shutil.rmtree(d, ignore_errors=True)
-    return f"removed engine data left in {', '.join(map(str, leftovers))}"
+        for f in folders if not run_id else []:
+            if ownership.made_by_lab(f) and not _inside(f):  # emptied: it goes too
+                shutil.rmtree(f, ignore_errors=True)
+    return f"removed engine data left in {', '.join(map(str, leftovers))}{said}"

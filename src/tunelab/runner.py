@@ -32,6 +32,7 @@ from tunelab import (
     engines,
     findings,
     noise,
+    ownership,
     provenance,
     results,
     workloads,
@@ -56,7 +57,7 @@ def placement(engine: str) -> noise.Placement | None:
 
 @contextlib.contextmanager
 def bench_slot(workdir: Path) -> Iterator[None]:
-    workdir.mkdir(parents=True, exist_ok=True)
+    ownership.make_dir(workdir)
     with benchlock.exclusive(benchlock.this_job("measure")):
         yield
 
@@ -221,6 +222,7 @@ def provisioned(
     w = point.workload
     plan = w.index_plan(point.knobs.get("index", "none"))
     run_id = run_dir.name if run_dir is not None else uuid.uuid4().hex[:12]
+    ownership.make_dir(workdir)  # stamped: `tunelab recover` removes it after a kill
     eng = engines.create(point.engine, workdir / "engine", run_id)
     eng.run_dir = run_dir
     eng.placement = placement(point.engine)

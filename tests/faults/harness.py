@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunelab import results
+from tunelab import ownership, results
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -272,7 +272,8 @@ def leftovers(lab: Lab) -> list[str]:
     work = lab.work
     left = []
     for name in ("runs", "points"):  # engine data and run directories (secrets among them)
-        left += [f".tunelab/{name}/{p.name}" for p in (work / ".tunelab" / name).glob("*")]
+        left += [f".tunelab/{name}/{p.name}" for p in (work / ".tunelab" / name).glob("*")
+                 if p.name != ownership.STAMP]  # fmt: skip
     left += [f"secret {p}" for p in work.rglob("secret")]
     locks = work / ".snakemake" / "locks"
     if locks.is_dir():

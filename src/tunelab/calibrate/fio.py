@@ -126,6 +126,13 @@ def probe_direct_io(directory: Path) -> DirectIOProbe:
     return DirectIOProbe(True, fs)
 
 
+def fio_filename(path: Path) -> str:
+    """``path`` as fio's ``filename=`` reads it: fio splits it at each colon (a list of files,
+    each one written) unless the colon is escaped with a backslash (fio's documentation of
+    ``filename``), so that a file under ``…/run:10`` does not have fio write ``…/run``."""
+    return str(path).replace(":", "\\:")
+
+
 def build_args(
     filename: Path,
     size_bytes: int,
@@ -140,7 +147,7 @@ def build_args(
     """
     args = [
         "--output-format=json",
-        f"--filename={filename}",
+        f"--filename={fio_filename(filename)}",
         f"--size={size_bytes}",
         "--ioengine=psync",
         f"--direct={int(direct)}",

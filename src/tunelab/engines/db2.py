@@ -342,8 +342,7 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
     def container_spec(self) -> Any:
         from tunelab import containers
 
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.home.chmod(0o777)  # the instance owner inside writes here
+        db2_hadr.mount_dir(self.home)  # not world-writable: see there
         return containers.ContainerSpec(
             image=self.image,
             port=PORT,

@@ -325,6 +325,33 @@ def standby_spec(primary: containers.ContainerSpec, home: Path) -> containers.Co
     )
 
 
+# -- folders shared with the containers ------------------------------------------------------------
+# None is writable by other local users: the lab runs as root for some knobs, and a file planted
+# in a folder it shares with a container would be trusted by root on both sides.
+def mount_dir(path: Path) -> Path:
+    """A Db2 container's data mount (DATA_MOUNT) on the host: the lab's, mode 0755. IBM's
+    documented run mounts a folder made with a plain mkdir: the image's set-up runs as root
+    inside and makes the instance owner's folders below it; the instance owner only passes
+    through this one."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)
+    return path
+
+
+def standby_dirs_script(owner: str = INSTANCE) -> str:
+    """Shell run as root in the primary before a standby starts: what an earlier standby left
+    goes (its instance owner's files), then the standby's data mount is made as ``mount_dir``
+    makes one, and the folders the instance owner writes in itself (the archived log, the
+    backup for the standby, the standby's own archive) are given to it, mode 0700: ``owner``
+    by name, its uid being the image's."""
+    standby = f"{DATA_MOUNT}/{STANDBY_DIR}"
+    owned = [f"{DATA_MOUNT}/{HADR_DIR}", f"{DATA_MOUNT}/{BACKUP_DIR}", f"{standby}/{HADR_DIR}"]
+    return (
+        f"rm -rf {standby} {DATA_MOUNT}/{BACKUP_DIR}/* && mkdir -p {' '.join(owned)} && "
+        f"chmod 0755 {standby} && chown {owner}: {' '.join(owned)} && chmod 0700 {' '.join(owned)}"
+    )
+
+
 # -- the standby at run time -----------------------------------------------------------------------
 class HadrMixin:
     """What a Db2 server with an HADR standby adds to ``ServerEngine``; the engine calls these
@@ -413,13 +440,11 @@ class HadrMixin:
     def make_standby(self, knobs: dict[str, Any], mode: str, rtt: float) -> None:
         """A new standby container, the proxies between the two, then IBM's set-up steps."""
         assert self.container is not None
-        # What an earlier standby left belongs to its instance owner: root in the primary,
-        # whose data mount holds both directories, removes it.
-        old = f"rm -rf {DATA_MOUNT}/{STANDBY_DIR} {DATA_MOUNT}/{BACKUP_DIR}/*"
-        self.container.exec(["sh", "-c", old], user="root")
-        for sub in (STANDBY_DIR, HADR_DIR, BACKUP_DIR):
-            (self.home / sub).mkdir(parents=True, exist_ok=True)
-            (self.home / sub).chmod(0o777)  # each container's instance owner writes here
+        # Root in the primary, whose data mount holds them all, makes the folders anew.
+        code, out = self.container.exec(["sh", "-c", standby_dirs_script()], user="root")
+        if code:
+            raise EngineError(f"db2: cannot make the standby's folders (exit {code}): "
+                              f"{' '.join(out.split())[-300:]}")  # fmt: skip
         keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
         try:
             self.standby = containers.start(self._spec(), self.run_id, self.point_id + KEY_SUFFIX,

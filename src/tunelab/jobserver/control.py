@@ -112,8 +112,8 @@ def start(run_id: str, workdir: str) -> None:
         return
     from tunelab import ownership
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    # Claimed as the points claim it: `tunelab recover` then knows whose run this is.
+    # Made (stamped as the lab's) and claimed as the points claim it: `tunelab recover` then
+    # knows whose run this is.
     ownership.claim(run_dir, ownership.Owner.current(Path(workdir).resolve()))
     log = run_dir / "jobserver.log"
     prestart()  # unless the run's setup did
