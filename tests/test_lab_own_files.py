@@ -96,3 +96,16 @@ def test_a_work_directory_the_lab_did_not_make_is_refused_before_the_sweeps(tmp_
     last = proc.stderr.splitlines()[-1]
     assert last.startswith(f"tunelab recover: config workdir: {experiments} holds files")
     assert (thesis / "results.csv").read_text() == "the user's\n"
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+def test_a_tmpdir_that_is_no_writable_folder_is_one_line_before_anything(tmp_path, kind):
+    tmpdir = tmp_path / "tmp"
+    if kind == "a file":
+        tmpdir.write_text("the user's")
+    proc = subprocess.run([str(REPO / "lab"), "run", "-n"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "TMPDIR": str(tmpdir)})  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"TMPDIR={tmpdir} is not a writable folder" in lines[0], lines
+    assert kind == "missing" or tmpdir.read_text() == "the user's"
