@@ -173,21 +173,28 @@ def test_a_page_that_cannot_be_made_fails_the_index_in_one_line(measured, tmp_pa
 
 def test_an_engine_run_again_since_is_no_longer_failed(measured, tmp_path):
     """The last run of several engines failed on PostgreSQL; it was run alone since (its
-    report is newer than that run's account), MariaDB was not."""
+    rows were measured after that run's account), MariaDB was not. The time shown is the
+    rows': rendered again later, the page is the same."""
     results, reports, pages = store(measured, tmp_path, ("sqlite", "mariadb", "postgres"))
     account = reports / index.ENGINES_RUN_FILE
     account.write_text(
         "sqlite\tran\t\nmariadb\tfailed\tits log: /x/logs/mariadb/\n"
         "postgres\tfailed\tits log: /x/logs/postgres/\n"
     )
-    then = account.stat().st_mtime
-    for page in pages:
-        os.utime(page, (then - 60, then - 60))
-    os.utime(reports / "postgres" / f"{SWEEP}.html", (then + 3600, then + 3600))
+    measured_at = max(pd.Timestamp(f["started_at"].max()) for f in measured).timestamp()
+    os.utime(account, (measured_at + 60, measured_at + 60))
+    again = results / "postgres" / f"{SWEEP}.csv"
+    rows = pd.read_csv(again)
+    rows["started_at"] = "2100-01-02T03:04:05+00:00"
+    rows.to_csv(again, index=False)
     text = index.write_index(pages, reports / "index.html", results).read_text()
     told = text[
         text.index('id="engines-run"') : text.index("</div>", text.index('id="engines-run"'))
     ]
     assert "<strong>mariadb</strong> failed: its log: /x/logs/mariadb/" in told
     assert "<strong>postgres</strong> failed" not in told
-    assert "<strong>postgres</strong> run again since: its newest report" in told
+    since = "<strong>postgres</strong> run again since: its newest rows 2100-01-02 03:04 UTC"
+    assert since in told
+    for page in pages:  # rendered again: the pages' own times say nothing
+        os.utime(page, (measured_at + 7200, measured_at + 7200))
+    assert index.write_index(pages, reports / "index.html", results).read_text() == text

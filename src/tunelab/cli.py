@@ -34,6 +34,7 @@ DELEGATED = {
     "report": "tunelab.report.cli:report_main",
     "report-shared-pools": "tunelab.report.cli:shared_pools_main",
     "index": "tunelab.report.cli:index_main",
+    "report-all": "tunelab.report_all:main",
     "guide": "tunelab.report.guide:guide_main",
     "compare": "tunelab.report.compare:compare_main",
     "check": "tunelab.check:check_main",

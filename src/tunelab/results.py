@@ -272,6 +272,48 @@ def verify_points(paths: Iterable[Path | str]) -> list[PointCheck]:
     return checks
 
 
+def point_files(folder: Path | str) -> list[Path]:
+    """A sweep's point files in its results folder: ``<point>.csv``, not a sibling
+    (``<point>.bpsim.csv``, ``<point>.partial.csv``) nor one set aside."""
+    return sorted(p for p in Path(folder).glob("*.csv") if "." not in p.name[: -len(".csv")])
+
+
+def merged_bytes(frames: Iterable[pd.DataFrame]) -> bytes:
+    """The bytes `tunelab merge` writes for these point files' rows, in this order."""
+    return atomic.csv_bytes(pd.DataFrame(concat(frames).to_dict("records")))
+
+
+def verify_merged(merged: Path | str) -> str | None:
+    """What is wrong with a sweep's merged rows as stored (``<sweep>.csv``), on one line
+    naming the file, or None: every point file in ``<sweep>/`` verifies (``verify_points``)
+    and the merged file is exactly what merging them wrote, in its order of points."""
+    merged = Path(merged)
+    folder = merged.with_suffix("")
+    points = point_files(folder) if folder.is_dir() else []
+    if not merged.is_file():
+        unmerged = f" ({len(points)} point file(s) in {folder}/ not merged)" if points else ""
+        return f"{merged}: missing{unmerged}"
+    if not points:
+        return f"{folder}/: no point files: nothing verifies {merged}"
+    checks = verify_points(points)
+    for c in checks:
+        if c.problem is not None:
+            return f"{c.path}: {c.problem}"
+    by_id = {str(c.frame["point_id"].iloc[0]): c for c in checks}
+    data = merged.read_bytes()
+    try:
+        order = list(dict.fromkeys(read_csv(io.BytesIO(data))["point_id"].astype(str)))
+    except (ValueError, KeyError, UnicodeDecodeError) as exc:
+        return f"{merged}: cannot be parsed ({type(exc).__name__}: {exc})"
+    if extra := [p for p in order if p not in by_id]:
+        return f"{merged}: rows of point {extra[0]}, which has no file in {folder}/"
+    if lacking := [p for p in by_id if p not in order]:
+        return f"{merged}: lacks the rows of {by_id[lacking[0]].path} (merged before it?)"
+    if data != merged_bytes(by_id[p].frame for p in order):
+        return f"{merged}: changed after the merge: its rows differ from its point files'"
+    return None
+
+
 def set_aside(
     csv: Path | str, why: str = REJECTED_SUFFIX, siblings: Sequence[Path] = ()
 ) -> list[Path]:

@@ -16,7 +16,7 @@ import html
 import json
 import os
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -188,7 +188,7 @@ def write_index(
     found = sorted(out.parent.glob("*/*.verdicts.json"))
     verdicts = read_verdicts(found + list(verdict_files or []))
     matrix, side, failed = _cross_engine(Path(results_dir), out)
-    matrix = _engines_run(out.parent / ENGINES_RUN_FILE) + matrix
+    matrix = _engines_run(out.parent / ENGINES_RUN_FILE, Path(results_dir)) + matrix
     stability = read_stability(stability_file or out.parent / STABILITY_FILE)
     rows = sorted(
         (_row(Path(r), out, Path(results_dir), verdicts, stability), str(r)) for r in reports
@@ -248,10 +248,12 @@ def _simulations(out: Path) -> str:
 ENGINES_RUN_FILE = "engines-run.tsv"  # `./lab run --config engine=all`: engine, status, detail
 
 
-def _engines_run(path: Path) -> str:
+def _engines_run(path: Path, results_dir: Path) -> str:
     """What the last run of several engines did with each: ran, failed (and where its log
-    is) or skipped (and why); an engine that failed or was skipped there and has a report
-    newer than that run's account was run again since (on its own), and says so instead."""
+    is) or skipped (and why); an engine that failed or was skipped there and has merged rows
+    measured after that run's account was run again since (on its own), and says so
+    instead. The time it shows is the rows', not a file's: rendered again, the page is
+    the same."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
         then = path.stat().st_mtime
@@ -263,20 +265,35 @@ def _engines_run(path: Path) -> str:
         status, _, detail = rest.partition("\t")
         if not (engine and status):
             continue
-        newest = max((f.stat().st_mtime for f in (path.parent / engine).glob("*.html")),
-                     default=0.0)  # fmt: skip
-        if status != "ran" and newest > then:
-            status, detail = "run again since", f"its newest report {_when(newest)}"
+        newest = _newest_rows(results_dir / engine) if status != "ran" else None
+        if newest is not None and newest.timestamp() > then:
+            status, detail = "run again since", f"its newest rows {_when(newest)}"
         items.append(f"<li><strong>{esc(engine)}</strong> {esc(status)}"
                      + (f": {esc(detail)}" if detail else "") + "</li>")  # fmt: skip
     if not items:
         return ""
-    return (f'<div id="engines-run"><p>The last run of several engines ({_when(then)}):</p>'
+    return (f'<div id="engines-run"><p>The last run of several engines:</p>'
             f"<ul>{''.join(items)}</ul></div>")  # fmt: skip
 
 
-def _when(mtime: float) -> str:
-    return datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M")
+def _newest_rows(folder: Path) -> datetime | None:
+    """When the newest of an engine's merged rows (``<sweep>.csv``) was measured."""
+    import pandas as pd
+
+    newest = None
+    for csv in folder.glob("*.csv"):
+        try:
+            started = pd.read_csv(csv, usecols=["started_at"])["started_at"]
+        except (OSError, ValueError):  # no such column, or not a file of rows
+            continue
+        latest = pd.to_datetime(started, utc=True, errors="coerce").max()
+        if not pd.isna(latest) and (newest is None or latest > newest):
+            newest = latest.to_pydatetime()
+    return newest
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.PagesError | None]:
