@@ -109,3 +109,13 @@ def test_a_tmpdir_that_is_no_writable_folder_is_one_line_before_anything(tmp_pat
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"TMPDIR={tmpdir} is not a writable folder" in lines[0], lines
     assert kind == "missing" or tmpdir.read_text() == "the user's"
+
+
+def test_a_venv_path_with_a_colon_is_one_line_before_anything(tmp_path):
+    venv = tmp_path / "run:10" / "venv"
+    proc = subprocess.run([str(REPO / "lab"), "run", "-n"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "TUNELAB_VENV": str(venv)})  # fmt: skip
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"path {venv} has a ':'" in lines[0], lines
+    assert not venv.parent.exists()
