@@ -248,6 +248,7 @@ def test_first_query_of_cold_repetitions_is_set_apart_from_the_rest(engine):
     assert len(body) == cold.groupby(POINT, dropna=False).ngroups == 6
     first = _row_medians(cold, "q_first_s")
     rest = _row_medians(cold, "q_rest_median_s")
+    each, first_read = _row_medians(cold, "q_p50_s"), _row_medians(cold, "q_first_read_bytes")
     for cells in body:
         sel = cells[header.index("selectivity (fraction of rows)")]
         key = (cells[0], float("nan") if sel == "—" else float(sel), cells[2], "cold")
@@ -256,6 +257,21 @@ def test_first_query_of_cold_repetitions_is_set_apart_from_the_rest(engine):
         assert f == pytest.approx(_lookup(first, key) * 1e3, rel=5e-4)
         assert r == pytest.approx(_lookup(rest, key) * 1e3, rel=5e-4)
         assert number(cells[header.index("first / later")]) == pytest.approx(f / r, rel=2e-3)
+        # the time of one cold query, and what the first and the later ones read
+        per_query = number(cells[header.index("per query (ms): median")])
+        assert per_query == pytest.approx(_lookup(each, key) * 1e3, rel=5e-4)
+        read = number(cells[header.index("first query, read from the device (MB): median")])
+        assert read == pytest.approx(_lookup(first_read, key) / 1e6, rel=5e-4)
+
+
+def test_a_cold_repetition_says_whether_each_query_met_a_cold_cache(engine, tmp_path):
+    data, rows, _, sweep = engine
+    note = "each of its queries met a cold cache of its own"
+    assert note in sections.per_query_html(data)
+    older = rows.drop(columns=["cold_queries", "q_first_read_bytes", "q_rest_median_read_bytes"])
+    older.to_csv(tmp_path / "older.csv", index=False)
+    text = sections.per_query_html(load(tmp_path / "older.csv", sweep))
+    assert note not in text and "only the first query met a cold cache" in text
 
 
 def test_lookup_percentiles_per_point_and_cache(engine):

@@ -14,6 +14,7 @@ from test_report_support import measured, rendered
 
 from tunelab.report import methods, plots, sections
 from tunelab.report.data import effective_knobs, load
+from tunelab.report.labels import fmt
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 
@@ -136,9 +137,16 @@ def test_methods_name_engine_version_protocol_and_what_was_achieved(tmp_path_fac
     cold = rows[rows["cache_requested"] == "cold"]
     reached = int((cold["cache_achieved"] == "cold").sum())
     assert (
-        f"Before each of the {len(cold)} cold repetitions, every connection was closed" in protocol
+        f"Before each of the {int(cold['queries'].sum())} timed statements of {len(cold)} cold "
+        "repetitions (each statement timed on its own: the steps between them stayed outside "
+        "the clock), every connection was closed" in protocol
     )
     assert f"{reached} of {len(cold)} reached a cold cache" in protocol
+    # How the kernel's read-ahead shapes a cold read here, with the rows' own device bytes.
+    assert "SQLite reads each page it misses with read(2) through the OS page cache" in protocol
+    per_point = cold.groupby("point_id")["q_first_read_bytes"].median() / 1e6
+    assert f"went from {fmt(per_point.min())} MB (" in protocol
+    assert f") to {fmt(per_point.max())} MB (" in protocol
     assert "the same workload ran once, untimed, on the same connections" in protocol
     assert "(access: optimizer)" in protocol and "(fetch: all)" in protocol
     assert (

@@ -71,7 +71,7 @@ ENGINE_SWEEP = {
     "fixed": {"buffer_pool": 2000},
     "workloads": [
         {"type": "range", "selectivity": [0.01, 0.9], "queries": 3},
-        {"type": "point", "lookups": 200},
+        {"type": "point", "lookups": 20},  # each cold one after an eviction of its own
     ],
     "cache": "both",
     "repetitions": REPS,

@@ -201,7 +201,7 @@ def test_a_points_trace_predicts_its_measured_physical_reads(write_sweep, tmp_pa
         dataset: {{rows: {ROWS}, seed: 5}}
         knobs: {{buffer_pool: [100, 400]}}
         fixed: {{index: nonclustered}}
-        workloads: [{{type: point, lookups: 2000}}]
+        workloads: [{{type: point, lookups: 2000, batch: 2000}}]
         repetitions: 1
         trace: true
         """

@@ -54,6 +54,15 @@ def sweep(body: str, engine: str = "sqlite") -> str:
          ["workloads[0].selectivity[1]: '-.inf' is not a finite number"]),
         (sweep("workloads: [{type: point, lookups: 1.0e+999}]\n"),
          ["workloads[0].lookups: '1.0e+999' is not a finite number"]),
+        # cold: an eviction before every timed statement, so no more than 100 of them
+        (sweep("workloads: [{type: point, lookups: 5000}]\ncache: cold\n"),
+         ["workloads[0].lookups: 5000 timed statements cannot each meet a cold cache"]),
+        (sweep("workloads: [{type: point, lookups: 5000, batch: 10}]\ncache: both\n"),
+         ["workloads[0].lookups: 500 timed statements cannot each meet a cold cache"]),
+        (sweep("workloads: [{type: scan}, {type: range, queries: [100, 101]}]\n"),
+         ["workloads[1].queries: 101 timed statements cannot each meet a cold cache (cache: "
+          "cold evicts before every statement, untimed) (allowed: at most 100 statements a "
+          "cold repetition: fewer queries, or cache: warm)"]),
     ],
 )  # fmt: skip
 def test_a_count_that_would_fail_later_is_one_line_now(write_sweep, capsys, body, lines):
@@ -64,6 +73,21 @@ def test_a_count_that_would_fail_later_is_one_line_now(write_sweep, capsys, body
     assert "Traceback" not in err and len(got) == len(lines), err
     for line, want in zip(got, lines, strict=True):
         assert line.startswith(f"{path}: {want}"), err
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "workloads: [{type: point, lookups: 5000, batch: 5000}]\ncache: cold\n",  # one query
+        "workloads: [{type: point, lookups: 5000}]\ncache: warm\n",
+        "workloads: [{type: multipoint, queries: 100}]\ncache: both\n",
+        "workloads: [{type: insert, rows: 1000}]\ncache: cold\n",  # timed as one, not per query
+    ],
+)
+def test_cold_asks_for_no_more_statements_than_can_each_meet_a_cold_cache(
+    write_sweep, capsys, body
+):
+    assert main(["validate", str(write_sweep(sweep(body)))]) == 0, capsys.readouterr().err
 
 
 def test_a_pool_larger_than_the_hosts_memory_is_refused_naming_it(write_sweep, capsys):

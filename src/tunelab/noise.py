@@ -351,33 +351,57 @@ class Watch:
         return r
 
     def columns(self) -> dict[str, float | bool]:
-        b, a = self.before, self.after
-        if b is None or a is None:
-            raise RuntimeError("the watched section has not ended")
-        section_s = max(a.at - b.at, 1e-9)
-        total = a.cpu_total - b.cpu_total
-        steal = (a.steal - b.steal) / total if total > 0 else math.nan
-        client_wait = _delta(b.client_wait, a.client_wait) / 1e9 / section_s
-        others = max(
-            (r.procs_running - r.ours_running for r in (b, a) if not math.isnan(r.procs_running)),
-            default=math.nan,
-        )
-        pressure = (a.pressure_us - b.pressure_us) / 1e6 / section_s
-        interfered = bool(steal > STEAL_LIMIT or client_wait > WAIT_LIMIT)
-        return {
-            "noise_cpu_probe_s": math.sqrt(self.cpu_before * self.cpu_after),
-            "noise_client_cpu_s": self.process_cpu,
-            "noise_engine_cpu_s": _delta(b.engine_run, a.engine_run) / 1e9,
-            "noise_engine_cpu_probe_s": math.sqrt(self.engine_cpu_before * self.engine_cpu_after),
-            "noise_steal_share": steal,
-            "noise_client_wait_share": client_wait,
-            "noise_engine_wait_share": _delta(b.engine_wait, a.engine_wait) / 1e9 / section_s,
-            "noise_client_invol_cs": a.client_invol - b.client_invol,
-            "noise_engine_invol_cs": _delta(b.engine_invol, a.engine_invol),
-            "noise_other_runnable": max(others, 0.0) if not math.isnan(others) else math.nan,
-            "noise_cpu_pressure": pressure,
-            "noise_interfered": interfered,
-        }
+        return columns([self])
+
+
+def _total(values: list[float]) -> float:
+    """The sum of what was measured (NaN: nothing was)."""
+    known = [v for v in values if not math.isnan(v)]
+    return sum(known) if known else math.nan
+
+
+def _geometric_mean(values: list[float]) -> float:
+    if not all(v > 0 for v in values):  # NaN too: a probe not taken
+        return math.nan
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def columns(watches: list[Watch]) -> dict[str, float | bool]:
+    """The counters of a timed section, once it ended; of several (a cold read's statements,
+    each timed after an eviction of its own) as of one section made of them: seconds and
+    counts summed, shares of their summed time, the probes' geometric mean, the most other
+    runnable tasks."""
+    ends = [(w.before, w.after) for w in watches]
+    if not ends or any(b is None or a is None for b, a in ends):
+        raise RuntimeError("the watched section has not ended")
+    section_s = sum(max(a.at - b.at, 1e-9) for b, a in ends)
+
+    def tasks(name: str) -> float:  # summed over each section's tasks present at both ends
+        return _total([_delta(getattr(b, name), getattr(a, name)) for b, a in ends])
+
+    total = sum(a.cpu_total - b.cpu_total for b, a in ends)
+    steal = sum(a.steal - b.steal for b, a in ends) / total if total > 0 else math.nan
+    client_wait = tasks("client_wait") / 1e9 / section_s
+    readings = [r for pair in ends for r in pair if not math.isnan(r.procs_running)]
+    others = max((r.procs_running - r.ours_running for r in readings), default=math.nan)
+    pressure = sum(a.pressure_us - b.pressure_us for b, a in ends) / 1e6 / section_s
+    interfered = bool(steal > STEAL_LIMIT or client_wait > WAIT_LIMIT)
+    probes = [p for w in watches for p in (w.cpu_before, w.cpu_after)]
+    engine_probes = [p for w in watches for p in (w.engine_cpu_before, w.engine_cpu_after)]
+    return {
+        "noise_cpu_probe_s": _geometric_mean(probes),
+        "noise_client_cpu_s": sum(w.process_cpu for w in watches),
+        "noise_engine_cpu_s": tasks("engine_run") / 1e9,
+        "noise_engine_cpu_probe_s": _geometric_mean(engine_probes),
+        "noise_steal_share": steal,
+        "noise_client_wait_share": client_wait,
+        "noise_engine_wait_share": tasks("engine_wait") / 1e9 / section_s,
+        "noise_client_invol_cs": sum(a.client_invol - b.client_invol for b, a in ends),
+        "noise_engine_invol_cs": tasks("engine_invol"),
+        "noise_other_runnable": max(others, 0.0) if not math.isnan(others) else math.nan,
+        "noise_cpu_pressure": pressure,
+        "noise_interfered": interfered,
+    }
 
 
 @contextmanager

@@ -5,7 +5,8 @@ Column groups (a row is a flat dict):
 - knobs: ``knob_<name>`` as asked, ``applied_<name>`` as read back from the engine
 - workload: workload, ``wl_<param>`` (e.g. wl_selectivity, wl_rows, wl_threads), dataset_rows, seed
 - measurement: rows_touched, elapsed_s, throughput_rows_s
-- cache: cache_requested, cache_achieved, cache_method, resident_fraction
+- cache: cache_requested, cache_achieved, cache_method, resident_fraction; for reads
+  cold_queries, q_first_read_bytes, q_rest_median_read_bytes
 - counters (deltas over the timed section): ``c_<counter>`` (c_logical_reads, c_physical_reads,
   c_prefetch_reads, c_os_read_bytes, ...), and derived: hit_ratio_app, hit_ratio_sys,
   physical_reads_per_s, read_mb_s
@@ -59,11 +60,15 @@ REPLICATION_KNOB_COLUMNS = tuple(
 )  # fmt: skip
 # Columns every point's rows have, whatever the engine and workload.
 REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
+# A read's statements under a cold cache, each after an eviction of its own: how many met a
+# cold cache, and the bytes the first and (median) the later ones read (empty when warm).
+COLD_COLUMNS = ("cold_queries", "q_first_read_bytes", "q_rest_median_read_bytes")
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old
 # points are kept and whose missing ones are measured anew merges (the old rows get blanks),
 # instead of refusing the new points for want of a majority, again at every run.
 ADDED_COLUMNS = frozenset({
     "table_build", "pass", "block", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS,
+    *COLD_COLUMNS,
     *noise.NOISE_COLUMNS, *devprobe.COLUMNS, *REPLICATION_GAUGES, *REPLICATION_KNOB_COLUMNS,
 })  # fmt: skip
 

@@ -138,8 +138,9 @@ def check_access(point: Point, eng: Engine, plans: list[AccessPath], expected: s
 
 
 def _query_times(times_ns: np.ndarray) -> dict[str, float]:
-    """Per-statement figures of one repetition: the first statement (the only really cold
-    one in a cold repetition) apart from the rest, and percentiles for many lookups."""
+    """Per-statement figures of one repetition: the first statement apart from the rest (in
+    a cold repetition each met a cold cache of its own, so they should match), and
+    percentiles for many lookups."""
     if not len(times_ns):
         return {}
     t = times_ns / 1e9
@@ -153,6 +154,89 @@ def _query_times(times_ns: np.ndarray) -> dict[str, float]:
         "q_p99_s": p99,
         "q_max_s": t.max(),
     }
+
+
+# What each statement of a cold repetition read, as its section's counters say (the device's
+# bytes where the point has a device of its own, else what the process read from storage).
+READ_BYTES = ("dev_read_bytes", "os_read_bytes")
+
+
+def read_bytes(delta: dict[str, float]) -> float:
+    return next((delta[k] for k in READ_BYTES if k in delta), math.nan)
+
+
+@dataclass
+class Section:
+    """One timed section: its clock, the engine's counters' deltas, its noise, rows touched."""
+
+    t0: int
+    t1: int
+    delta: dict[str, float]
+    watched: noise.Watch
+    touched: int | None
+
+
+def timed(eng: Engine, conns: list[Any], run: Any, times: list[int]) -> Section:
+    """Counters, the timed run alone, counters again; nothing else inside the clock. Call it
+    with the collector paused (``collector_paused``)."""
+    pids = eng.pids()  # with the connections open (a server's backends)
+    before = eng.counters(conns)
+    with noise.watch(pids, eng.placement) as watched:  # reads /proc outside t0..t1
+        t0 = time.perf_counter_ns()
+        touched = run(conns, times)
+        t1 = time.perf_counter_ns()
+    after = eng.counters(conns)
+    return Section(t0, t1, _delta(before, after), watched, touched)
+
+
+def cold_reads(
+    eng: Engine, stmts: workloads.Statements, times: list[int]
+) -> tuple[list[Section], list[CacheState]]:
+    """A cold read, statement by statement: each after an eviction of its own (untimed, as are
+    the connection and the counters), so every timed statement meets the cold state its row
+    records, not just the first (whose pages the later ones would find in memory)."""
+    sections, states = [], []
+    with collector_paused():  # one collection for the repetition, not one per statement
+        for one in stmts.one_by_one():
+            states.append(eng.make_cold())
+            conns = [eng.connect()]
+            try:
+                run = lambda c, t, one=one: workloads.run_reads(eng, c, one, t)  # noqa: E731
+                sections.append(timed(eng, conns, run, times))
+            finally:
+                conns[0].close()
+    return sections, states
+
+
+def _cold_queries(sections: list[Section], states: list[CacheState]) -> dict[str, list]:
+    """Per statement of a cold repetition: the state its eviction reached and what it read."""
+    return {
+        "cache_achieved": [st.achieved for st in states],
+        "resident_fraction": [st.resident_fraction for st in states],
+        "physical_reads": [s.delta.get("physical_reads", math.nan) for s in sections],
+        "read_bytes": [read_bytes(s.delta) for s in sections],
+    }
+
+
+def _cold_columns(sections: list[Section], states: list[CacheState]) -> dict[str, float]:
+    """The row's record of a cold read statement by statement: how many met a cold cache,
+    and the bytes the first and (median) the later ones read."""
+    if not states:  # warm: the same columns, empty (a sweep's read points share them)
+        return dict.fromkeys(results.COLD_COLUMNS, math.nan)
+    nbytes = [read_bytes(s.delta) for s in sections]
+    return {
+        "cold_queries": sum(st.achieved == "cold" for st in states),
+        "q_first_read_bytes": nbytes[0],
+        "q_rest_median_read_bytes": float(np.median(nbytes[1:])) if len(nbytes) > 1 else math.nan,
+    }
+
+
+def cold_state(states: list[CacheState]) -> CacheState:
+    """A repetition's cold state: cold when every eviction was; the worst one's figures."""
+    worst = max(states, key=lambda s: s.resident_fraction or 0.0)
+    achieved = "cold" if all(s.achieved == "cold" for s in states) else "partial"
+    return CacheState("cold", achieved, worst.method, worst.resident_pages_after,
+                      worst.total_pages)  # fmt: skip
 
 
 def _prepare_cache(
@@ -367,34 +451,43 @@ class PointSession:
             self.base.update(_explained(setup, point, None if self.plans else self.plans))
             self._read_back = True
         started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        conns, state = _prepare_cache(eng, w, point, self.run, self._kept, follows_itself)
-        self._kept = []
         times: list[int] = []
-        try:
-            pids = eng.pids()  # with the connections open (a server's backends)
-            with collector_paused():
-                before = eng.counters(conns)
-                with noise.watch(pids, eng.placement) as watched:  # reads /proc outside t0..t1
-                    t0 = time.perf_counter_ns()
-                    touched = self.run(conns, times)
-                    t1 = time.perf_counter_ns()
-                after = eng.counters(conns)
+        cold_each = point.cache == "cold" and not w.writes
+        if cold_each:
+            sections, states = cold_reads(eng, setup.statements, times)
+            state, n_conns = cold_state(states), 1
             gauges = eng.gauges()
-        finally:
-            if point.cache == "warm" and not w.writes:
-                self._kept = conns  # warm for the next repetition: its warm-up was this one
-            else:
-                for c in conns:
-                    c.close()
+        else:
+            states = []
+            conns, state = _prepare_cache(eng, w, point, self.run, self._kept, follows_itself)
+            self._kept = []
+            n_conns = len(conns)
+            try:
+                with collector_paused():
+                    sections = [timed(eng, conns, self.run, times)]
+                gauges = eng.gauges()
+            finally:
+                if point.cache == "warm" and not w.writes:
+                    self._kept = conns  # warm for the next repetition: its warm-up was this one
+                else:
+                    for c in conns:
+                        c.close()
+        counts = [s.touched for s in sections]
+        touched = None if None in counts else sum(counts)
         if touched is None:  # the fetch path did not count: the engine does, untimed
             conn = eng.connect()
             try:
                 touched = workloads.result_rows(conn, setup.statements)
             finally:
                 conn.close()
-        elapsed = (t1 - t0) / 1e9
+        # The sections' own time: a cold repetition's evictions between them are not in it.
+        elapsed = sum(s.t1 - s.t0 for s in sections) / 1e9
+        t0, t1 = sections[0].t0, sections[-1].t1
         times_ns = np.asarray(times, dtype=np.int64)
-        delta = _delta(before, after)
+        delta: dict[str, float] = {}
+        for s in sections:
+            for k, v in s.delta.items():
+                delta[k] = delta.get(k, 0.0) + v
         engine_s = delta.get("engine_time_ns", math.nan) / 1e9
         data_bytes = eng.data_bytes(workloads.TABLE)
         page_size = self.page_size
@@ -412,8 +505,9 @@ class PointSession:
             "engine_elapsed_s": engine_s,
             # Engine time is summed over the client connections: compare it with the
             # connections' wall time, so several threads cannot push the share below 0.
-            "client_share": 1 - engine_s / (elapsed * len(conns)) if elapsed else math.nan,
+            "client_share": 1 - engine_s / (elapsed * n_conns) if elapsed else math.nan,
             **_query_times(times_ns),
+            **(_cold_columns(sections, states) if not w.writes else {}),
             "cache_achieved": state.achieved,
             "cache_method": state.method,
             "resident_fraction": state.resident_fraction,
@@ -430,13 +524,14 @@ class PointSession:
             **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
             **gauges,
             **derived(delta, elapsed, page_size),
-            **watched.columns(),
+            **noise.columns([s.watched for s in sections]),
         }
         if len(times_ns):
             query = np.arange(len(times_ns))
-            self.times.append(pd.DataFrame(
-                {"rep": rep, "query": query, "elapsed_s": times_ns / 1e9}
-            ))  # fmt: skip
+            per_query = {"rep": rep, "query": query, "elapsed_s": times_ns / 1e9}
+            if cold_each:
+                per_query |= _cold_queries(sections, states)
+            self.times.append(pd.DataFrame(per_query))
         return row
 
 

@@ -569,8 +569,12 @@ def expand(
     wls: list[workloads.Workload] = []
     for i, entry in enumerate(doc["workloads"]):
         for w in _expand_workload(entry):
-            for fld, msg in workloads.check_params(w.type, w.params, ds.rows):
+            wrong = workloads.check_params(w.type, w.params, ds.rows)
+            for fld, msg in wrong:
                 errors.append(SpecError(file, f"workloads[{i}].{fld}", msg))
+            if not wrong and "cold" in caches and (refused := workloads.cold_refusal(w)):
+                fld, msg, allowed_text = refused
+                errors.append(SpecError(file, f"workloads[{i}].{fld}", msg, allowed_text))
             wls.append(w)
     varied = {
         f"wl_{k}"

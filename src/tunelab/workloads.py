@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,10 @@ MAX_THREADS = 64
 MAX_LOOKUPS = 1_000_000
 # Each range query reads selectivity x rows rows: 10,000 of 1 % of a million is 10^8 rows.
 MAX_RANGE_QUERIES = 10_000
+# A cold repetition of a read evicts before each of its statements, untimed (a server engine
+# restarts: 0.3-1 s, or a few seconds for DB2's deactivation): past this many a repetition's
+# evictions would take longer than hours of rounds are worth, so the sweep is refused.
+MAX_COLD_STATEMENTS = 100
 # The most each count may be (the schema asks for at least 1). Each multipoint query asks for
 # another of the DISTINCT_HUNDREDS values of hundreds2 (query_args).
 MOST: dict[str, dict[str, int]] = {
@@ -106,6 +110,32 @@ def check_params(wtype: str, params: dict[str, Any], dataset_rows: int) -> list[
 
 
 # -- query arguments -----------------------------------------------------------------------
+
+
+def statement_count(w: Workload) -> int:
+    """The timed statements of one repetition of a read workload (each timed on its own)."""
+    if w.type in ("multipoint", "range"):
+        return w.params["queries"]
+    if w.type == "point":
+        return -(-w.params["lookups"] // w.params.get("batch", 1))
+    return 1
+
+
+def cold_refusal(w: Workload) -> tuple[str, str, str] | None:
+    """(field, message, allowed) when a read runs too many statements for each to meet a cold
+    cache of its own (a cold repetition evicts before every one)."""
+    n = statement_count(w)
+    if w.writes or n <= MAX_COLD_STATEMENTS:
+        return None
+    fld = "lookups" if w.type == "point" else "queries"
+    return (
+        fld,
+        f"{n} timed statements cannot each meet a cold cache (cache: cold evicts before "
+        "every statement, untimed)",
+        f"at most {MAX_COLD_STATEMENTS} statements a cold repetition: fewer {fld}"
+        + (", a larger batch" if w.type == "point" else "")
+        + ", or cache: warm",
+    )
 
 
 def _rng(seed: int, salt: int) -> np.random.Generator:
@@ -175,6 +205,10 @@ class Statements:
     bound: list[tuple[str, tuple]]  # (statement, arguments) in the order they run
     fetch: str = "all"
     rows: int | None = None  # rows they return, counted by the engine (see result_rows)
+
+    def one_by_one(self) -> list[Statements]:
+        """Each statement on its own (a cold repetition evicts before every one)."""
+        return [replace(self, bound=[b], rows=None) for b in self.bound]
 
     def to_explain(self) -> list[tuple[str, tuple]]:
         """The distinct statements whose plans are captured (at most EXPLAIN_MAX)."""

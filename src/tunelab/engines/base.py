@@ -183,6 +183,9 @@ class EngineInfo:
     # The steps make_cold names in its cache method ("+"-joined) besides tunelab.cache's
     # (cache.EVICT_STEPS), each in the words of a report's methods section.
     cold_steps: dict[str, str] = field(default_factory=dict)
+    # How a cold read reaches the device here (the kernel's read-ahead, the engine's own), in
+    # the words of a report's methods section.
+    cold_reads: str = ""
 
     def defaults(self) -> dict[str, Any]:
         return {k: v.default for k, v in self.knobs.items() if v.default is not None}

@@ -240,6 +240,11 @@ INFO = EngineInfo(
         "deactivate": "the database was deactivated, emptying its buffer pools",
         "activate": "the database was activated again",
     },
+    cold_reads="Db2 reads its table space containers with direct I/O by default (direct_io: "
+    "true, NO FILE SYSTEM CACHING): the kernel's read-ahead plays no part, and what reads "
+    "ahead is Db2's prefetchers (sequential prefetch of PREFETCHSIZE pages, list prefetch of "
+    "the pages an index scan collected). With direct_io: false (FILE SYSTEM CACHING) the "
+    "host's page cache, and its read-ahead, come in too",
     engine_time="MON_GET_CONNECTION's TOTAL_RQST_TIME for each timed connection (found by "
     "SYSPROC.MON_GET_APPLICATION_HANDLE()): the server's time on the lab's requests "
     "(compilation of each literal statement, section execution, fetch, commit, and their "

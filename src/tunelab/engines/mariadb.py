@@ -168,6 +168,12 @@ INFO = EngineInfo(
     # server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
     image=ImageSource("mariadb:10.11.8", "tunelab/mariadb:local", "mariadb/build.sh"),
     cold_steps={"restart": "the server was restarted, with no buffer-pool dump or load"},
+    cold_reads="InnoDB reads each page it misses with one read of the page size. With "
+    "direct_io: true (O_DIRECT, the default) that read goes to the device as it is and the "
+    "kernel's read-ahead plays no part: what reads ahead is InnoDB's own linear read-ahead, "
+    "the next extent whole once read_ahead_threshold pages of one were read in order. With "
+    "direct_io: false the read goes through the OS page cache and the kernel reads ahead of "
+    "it as of any file",
     engine_time="performance_schema: SUM_TIMER_WAIT of the statements the measured "
     "connections ran (events_statements_summary_by_thread_by_event_name, read on a separate "
     "connection once they are idle), each from the server reading it to the server finishing "

@@ -198,6 +198,11 @@ INFO = EngineInfo(
     needs_container=True,
     image=ImageSource("postgres:15", "tunelab/postgres:local", "postgres/build.sh"),
     cold_steps={"restart": "the server was restarted, with no buffer-pool dump or load"},
+    cold_reads="PostgreSQL reads each 8 KiB block it misses with read(2) through the OS page "
+    "cache, and the kernel reads ahead of it: blocks read forward close to those read before "
+    "count as a sequential stream, whose read-ahead window grows to the device's "
+    "read_ahead_kb; a bitmap heap scan also asks the kernel for the blocks it will read "
+    "next (posix_fadvise WILLNEED, up to effective_io_concurrency ahead)",
     engine_time="pg_stat_statements: total_exec_time + total_plan_time (ms) of every top-level "
     "statement the lab's role (tunelab) ran, i.e. the timed connections (the lab's own counter "
     "queries run as another role, and the statistics flush each reading forces is left out): "

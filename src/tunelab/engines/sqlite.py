@@ -89,6 +89,12 @@ INFO = EngineInfo(
     cold_steps={
         "close": "every connection was closed (SQLite's page cache lives in the connection)",
     },
+    cold_reads="SQLite reads each page it misses with read(2) through the OS page cache, and "
+    "the kernel reads ahead of it: reads that move forward through the file close to the "
+    "pages read before count as a sequential stream, whose read-ahead window grows to the "
+    "device's read_ahead_kb (os_read_ahead sets it). A non-clustered index returns its rows "
+    "in rowid order, the file's own, so one cold query through it can bring in most of the "
+    "file, far more than the pages it asked for",
     engine_time="apsw's statement hooks (exec trace to profile callback): each statement from "
     "its start to its reset; SQLite runs in the client process, so this includes apsw "
     "turning its rows into Python tuples between steps",

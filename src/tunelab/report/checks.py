@@ -1,6 +1,6 @@
 """Whether a point's time is the engine's work, from its rows: the access path the engine
 took against the one the index knob built, the engine's own time against the client's
-clock, and per-statement times (the first, really cold, query apart from the rest).
+clock, and per-statement times (the first query of a cold repetition apart from the rest).
 
 Result files written before these columns existed lack them; every function here then
 returns an empty frame or says "not recorded" instead of failing.
@@ -20,6 +20,8 @@ from tunelab.report.labels import fmt, label
 CLIENT_BOUND = 0.5  # a median client share above this: the client set the time, not the engine
 MISMATCH_MARK = "⊗"  # the same sign in figures, tables and callouts
 FIRST_REST = ("q_first_s", "q_rest_median_s")
+# The device bytes of a cold repetition's first statement and, median, of its later ones.
+FIRST_REST_BYTES = ("q_first_read_bytes", "q_rest_median_read_bytes")
 PERCENTILES = ("q_p50_s", "q_p95_s", "q_p99_s")
 LOOKUP_WORKLOADS = ("point",)
 
@@ -200,11 +202,30 @@ def first_query_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[keep & _numeric(frame, "q_first_s").notna()]
 
 
+def cold_each_query(frame: pd.DataFrame) -> pd.Series:
+    """Per row: whether each of its timed statements met a cold cache of its own (rows that
+    record ``cold_queries``); rows measured before that met one with their first only."""
+    return _numeric(frame, "cold_queries").notna()
+
+
+def cold_read_bytes(data: ReportData) -> pd.DataFrame:
+    """Per cold point whose rows record it: the median device bytes of a repetition's first
+    statement (each met a cold cache of its own), and the median size of its data files."""
+    frame = data.results
+    if "cache_requested" not in frame:
+        return pd.DataFrame()
+    cold = frame[(frame["cache_requested"].astype(str) == "cold") & cold_each_query(frame)]
+    out = _medians(data, cold, ("q_first_read_bytes", "data_bytes"))
+    return out[out["q_first_read_bytes"].notna()].reset_index(drop=True) if not out.empty else out
+
+
 def first_vs_rest(data: ReportData) -> pd.DataFrame:
     """Per cold point with several statements: median first-query time, median of the later
-    queries' per-repetition medians, and how many times slower the first one was."""
+    queries' per-repetition medians, how many times slower the first one was, the median of
+    each repetition's per-query median (a cold query's time), and the device bytes of the
+    first and the later queries where the rows record them."""
     rows = first_query_rows(data.results)
-    out = _medians(data, rows, FIRST_REST)
+    out = _medians(data, rows, (*FIRST_REST, "q_p50_s", *FIRST_REST_BYTES))
     if not out.empty:
         out["first_over_rest"] = out["q_first_s"] / out["q_rest_median_s"]
     return out

@@ -71,7 +71,8 @@ def _cold_steps(names: list[str]) -> dict[str, str]:
     return steps
 
 
-def _cold_text(frame: pd.DataFrame, engine: str) -> str:
+def _cold_text(data: ReportData) -> str:
+    frame, engine = data.results, data.engine
     rows = frame[frame["cache_requested"].astype(str) == "cold"]
     if rows.empty:
         return ""
@@ -81,7 +82,7 @@ def _cold_text(frame: pd.DataFrame, engine: str) -> str:
     for m in methods:
         words = [named.get(t, t) for t in m.split("+")]
         steps.append(", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else words[0])
-    text = f"Before each of the {len(rows)} cold repetitions, " + (
+    text = f"Before {_cold_units(rows)}, " + (
         "; or ".join(steps) if steps else "the cache was emptied (method not recorded)"
     )
     text += "; then the data files' residency in the OS page cache was checked (mincore)."
@@ -97,7 +98,59 @@ def _cold_text(frame: pd.DataFrame, engine: str) -> str:
                 f"{fmt_percent(float(res.median()))}, at most {fmt_percent(float(res.max()))}"
             )
         text += "."
-    return text
+    return text + _cold_reads_text(data, engine)
+
+
+def _cold_units(rows: pd.DataFrame) -> str:
+    """What each cold procedure came before: every timed statement of a read measured so
+    (``cold_queries`` recorded), each repetition otherwise (a write, timed as one; rows of
+    several statements from before, whose later statements met what the first read)."""
+    each = checks.cold_each_query(rows)
+    col = "queries" if "queries" in rows else "cold_queries"  # a cold read's statements
+    queries = pd.to_numeric(rows[col], errors="coerce") if col in rows else each * np.nan
+    statements = int(queries[each].sum())
+    whole = rows[~each]
+    several = int((queries[~each] > 1).sum())
+    parts = []
+    if statements:
+        n = int(each.sum())
+        parts.append(
+            (f"each of the {statements} timed statements" if statements > 1 else "the timed "
+             "statement") + f" of {n} cold repetition{'s' if n != 1 else ''} (each statement "
+            "timed on its own: the steps between them stayed outside the clock)"
+        )  # fmt: skip
+    if len(whole):
+        other = "other " if statements else ""
+        parts.append(
+            (f"each of the {len(whole)} {other}cold repetitions" if len(whole) > 1
+             else f"the {other}cold repetition")
+            + (f" ({several} of several statements, measured before each statement had a "
+               "cold cache of its own: only their first met it)" if several else "")
+        )  # fmt: skip
+    return "; and before ".join(parts)
+
+
+def _cold_reads_text(data: ReportData, engine: str) -> str:
+    """How a cold read reaches the device on this engine, and what the rows' cold statements
+    read from it: the range over points of their median device bytes per statement."""
+    info = _info(engine)
+    text = f" {info.cold_reads}." if info and info.cold_reads else ""
+    read = checks.cold_read_bytes(data)
+    if read.empty:
+        return text
+    first = read["q_first_read_bytes"]
+    least, most = read.loc[first.idxmin()], read.loc[first.idxmax()]
+    text += (
+        " Per point, the median of what a cold repetition's first statement read from the "
+        f"device (the rows' q_first_read_bytes) went from {fmt(least['q_first_read_bytes'] / 1e6)}"
+        f" MB ({checks.point_name(data, least)}) to {fmt(most['q_first_read_bytes'] / 1e6)} MB "
+        f"({checks.point_name(data, most)})"
+    )
+    size = read["data_bytes"].dropna() / 1e6
+    if len(size):
+        lo, hi = fmt(float(size.min())), fmt(float(size.max()))
+        text += f", of a data file of {lo} MB" if lo == hi else f", of data files of {lo}-{hi} MB"
+    return text + "."
 
 
 def _warm_text(frame: pd.DataFrame) -> str:
@@ -380,7 +433,7 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
             + ")."
         )
     if "cache_requested" in frame:
-        protocol += [t for t in (_cold_text(frame, data.engine), _warm_text(frame)) if t]
+        protocol += [t for t in (_cold_text(data), _warm_text(frame)) if t]
     protocol += [t for t in (_access_text(data), _fetch_text(frame), _lock_text(frame)) if t]
     protocol += [t for t in (_placement_text(frame), _interference_text(frame),
                              _device_text(frame)) if t]  # fmt: skip

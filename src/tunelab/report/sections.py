@@ -153,6 +153,38 @@ def engine_time_html(data: ReportData) -> str:
     return "".join(parts)
 
 
+# What a cold repetition's later queries met, by how its rows were measured.
+_EACH_COLD = (
+    "each of its queries met a cold cache of its own: the cache was emptied before every "
+    "query, outside the clock (see the Methods), and the repetition's time is the sum of its "
+    "queries' own. The first query and the later ones should then take about as long and read "
+    "about as much from the device; here they are apart to show it"
+)
+_FIRST_COLD = (
+    "only the first query met a cold cache (rows measured before each query had one of its "
+    "own): it read the pages (index root and inner pages, table pages, and what the kernel "
+    "read ahead of them) that the later queries of the same repetition then found in memory, "
+    "so the repetition's time mixes one cold query with warmer ones; here they are apart"
+)
+
+
+def _first_query_text(rows: pd.DataFrame) -> str:
+    each = int(checks.cold_each_query(rows).sum())
+    if each == len(rows):
+        text = f"In a cold repetition {_EACH_COLD}."
+    elif each == 0:
+        text = f"In these cold repetitions {_FIRST_COLD}."
+    else:
+        text = (f"In {each} of these {len(rows)} cold repetitions {_EACH_COLD}; in the other "
+                f"{len(rows) - each}, {_FIRST_COLD}.")  # fmt: skip
+    return text + (
+        " First: median over repetitions of the first query's time; later: median over "
+        "repetitions of the median of the other queries; per query: median over repetitions "
+        "of the median of all its queries, the time of one cold query where each met a cold "
+        "cache."
+    )
+
+
 def per_query_html(data: ReportData) -> str | None:
     """The first query of cold repetitions apart from the rest; lookup percentiles. None
     when every point runs a single statement."""
@@ -170,16 +202,7 @@ def per_query_html(data: ReportData) -> str | None:
     caption = html.escape(figure_caption(data))
     if first is not None:
         parts.append("<h3>First query of a cold repetition versus the later ones</h3>")
-        parts.append(
-            note(
-                "Only the first query of a cold repetition meets a cold cache: it reads the "
-                "pages (index root and inner pages, table pages) the later queries of the same "
-                "repetition then find in memory. A cold repetition's response time mixes one "
-                "cold query with warmer ones; here they are apart. First: median over "
-                "repetitions of the first query's time; later: median over repetitions of the "
-                "median of the other queries."
-            )
-        )
+        parts.append(note(_first_query_text(checks.first_query_rows(data.results))))
         fig = plots.first_query_figure(data)
         if fig is not None:
             parts.append(plots.figure_html(fig, "first query vs later queries, cold", caption))

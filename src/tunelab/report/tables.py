@@ -206,7 +206,13 @@ def first_query_html(data: ReportData) -> str | None:
         "q_first_s": "first query (ms): median",
         "q_rest_median_s": "later queries (ms): median",
         "first_over_rest": "first / later",
+        "q_p50_s": "per query (ms): median",
     }
+    for col, name in zip(checks.FIRST_REST_BYTES, ("first query", "later queries")):
+        if t[col].notna().any():  # recorded since each query is cold
+            key = f"{name.split()[0]}_mb"
+            t[key] = t[col] / 1e6
+            columns[key] = f"{name}, read from the device (MB): median"
     return _query_table(data, t, columns, "first-query")
 
 
