@@ -40,6 +40,7 @@ from tunelab.engines.base import (
     EngineInfo,
     IndexPlan,
     Knob,
+    ReadCounter,
 )
 
 _TYPES = {"integer": "INTEGER", "char20": "TEXT", "char40": "TEXT"}
@@ -92,6 +93,11 @@ INFO = EngineInfo(
     engine_time="apsw's statement hooks (exec trace to profile callback): each statement from "
     "its start to its reset; SQLite runs in the client process, so this includes apsw "
     "turning its rows into Python tuples between steps",
+    reads=ReadCounter(
+        "page-cache misses (SQLITE_DBSTATUS_CACHE_MISS of each timed connection): pages "
+        "SQLite read from the database file through the OS, whose page cache may serve them; "
+        "what reached the device is the process's read_bytes (/proc/self/io)"
+    ),
 )  # fmt: skip
 
 
@@ -412,8 +418,8 @@ class SQLiteEngine(Engine):
             hits += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_HIT)[0]
             misses += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_MISS)[0]
             engine_ns += c.statement_ns
-        # A miss reads the page from the file: SQLite's physical read (it may still be served
-        # by the OS page cache; os_read_bytes says what really came from the device).
+        # A miss reads the page from the file through the OS, whose page cache may serve it
+        # (INFO.reads): os_read_bytes says what really came from the device.
         return {
             "logical_reads": hits + misses,
             "physical_reads": misses,
