@@ -215,8 +215,9 @@ def write_index(
         f"{STABILITY_CSS}</style>\n"
         "</head>\n<body>\n<main>\n"
         f'<h1>tunelab reports</h1>\n<p class="tl-muted">{count}. Each report shows the median '
-        "and an interval for every point, every raw repetition, physical reads beside hit "
-        "ratios, and where the numbers came from.</p>\n"
+        "and an interval for every point, every raw repetition, the engine's reads beside "
+        "hit ratios (physical reads only where they reached the device), and where the "
+        "numbers came from.</p>\n"
         f"{matrix}{side}"
         f"{_stability_note(*stability)}"
         f"{_simulations(out)}"
