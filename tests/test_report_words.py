@@ -1,9 +1,10 @@
 """What a page says is what was measured: an engine's read counter is called physical reads,
 with an I/O rate, only where its declaration says each read reached the device; a page has
-one megabyte, defined once.
+one megabyte, defined once; and every finding of the findings file stands on the index,
+with "cannot run here" and the engine's own reason where it cannot run its sweep.
 
 The rows are a tiny real SQLite pack (a cold and a warm scan, ``runner.run_point``) in a
-copy of the checkout's sweeps and findings."""
+copy of the checkout's sweeps and findings, so the index is judged by the real findings."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import yaml
 from test_report_render import number, tables_of
 from test_report_support import TEMPLATE, report_params
 
-from tunelab import findings, runner, spec
-from tunelab.report import reads
+from tunelab import engines, findings, runner, spec
+from tunelab.report import index, reads
 from tunelab.report.labels import READS_DEVICE, READS_OS
 from tunelab.report.render import timed_render
 
@@ -143,3 +144,30 @@ def test_a_page_has_one_megabyte_defined_once(pack, page):
 def test_the_words_come_from_the_engines_declaration(engine, applied, words):
     frame = pd.DataFrame(applied or {"elapsed_s": [1.0]})
     assert reads.words(frame, engine) == words
+
+
+def test_a_finding_no_engine_here_ran_is_on_the_index_with_the_engines_reason(pack):
+    """The locking findings' sweep cannot run on SQLite: on a SQLite pack's index and its
+    page across engines they stand as "cannot run here", with the reason SQLite's
+    declaration of its lock granularity gives; every finding of the file is on the index."""
+    root = pack["root"]
+    out = index.write_index([], root / "reports" / "index.html", root / "results")
+    page = out.read_text(encoding="utf-8")
+    found = re.search(r'id="matrix".*?id="side-by-side"', page, re.S)
+    matrix = found.group(0) if found else ""
+    book = findings.load(root / "workflows" / findings.FILE_NAME)
+    for f in book.entries:
+        assert html.escape(f["says"]) in matrix, f["id"]
+    reason = engines.info("sqlite").knobs["lock_granularity"].meaning
+    assert "SQLite locks the whole database file, not rows or tables" in reason
+    locking = [f["says"] for f in book.entries if f["sweep"] == "locking-row-vs-table"]
+    assert locking
+    rows = re.findall(r"<tr><td>(.*?)</td></tr>", matrix, re.S)
+    for says in locking:
+        row = next(r for r in rows if html.escape(says) in r)
+        assert "cannot run here" in row and html.escape(reason) in row
+    side = (root / "reports" / "engines" / "locking-row-vs-table.html").read_text()
+    claims = side[side.index('id="claims"') :]
+    for says in locking:
+        assert html.escape(says) in claims
+    assert "cannot run here" in claims and html.escape(reason) in claims

@@ -70,7 +70,8 @@ INFO = EngineInfo(
         ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
-            "SQLite locks the whole database file for each write transaction: database only",
+            "SQLite locks the whole database file, not rows or tables, for each write "
+            "transaction: database only",
             values=("database",), default="database",
             readback="a second connection cannot begin a write while one holds it",
         ),

@@ -285,6 +285,7 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.Pages
     by side (written here, under ``engines/`` beside the index), and the error naming the
     pages that could not be made (their sweeps listed as not made, never a stale page)."""
     experiments = engines.gather(results_dir, out.parent)
+    experiments += engines.sweeps_not_run(experiments)
     failed = None
     try:
         engines.write_pages(experiments, out.parent / engines.PAGES_DIR)
@@ -296,7 +297,8 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.Pages
     links = " · ".join(
         (f"{esc(e.sweep)} <strong>not made</strong>" if failed and e.sweep in failed.failed
          else f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>')
-        + f' <span class="tl-muted">({esc(", ".join(r.engine for r in e.runs))})</span>'
+        + f' <span class="tl-muted">({esc(", ".join(r.engine for r in e.runs) or "no rows")})'
+        "</span>"
         for e in experiments
     )  # fmt: skip
     side = f'<h2 id="side-by-side">Each experiment, engines side by side</h2><p>{links}</p>'
