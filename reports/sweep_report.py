@@ -83,7 +83,7 @@ show(s.engine_time_html(data))
 show(s.per_query_html(data))
 
 # %% [markdown]
-# ## I/O: physical reads, their rate, and hit ratios
+# ## I/O: reads, their rates, and hit ratios
 
 # %%
 show(s.io_html(data))

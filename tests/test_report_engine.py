@@ -318,7 +318,8 @@ def _figures_of(data) -> list[bytes]:
     figs = [plots.knob_figure(data, x) for x in data.dims]
     figs += [plots.engine_time_figure(data, x) for x in data.dims]
     figs += [plots.first_query_figure(data), plots.lookup_figure(data)]
-    figs += [plots.io_figure(data, x) for x in data.dims]
+    io, names = sections.io_rows(data)
+    figs += [plots.io_figure(io, x, names) for x in data.dims]
     return [plots.to_png(f) for f in figs if f is not None]
 
 

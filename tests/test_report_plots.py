@@ -11,7 +11,7 @@ from matplotlib.collections import PathCollection
 from PIL import Image
 from test_report_support import measured
 
-from tunelab.report import plots
+from tunelab.report import plots, sections
 from tunelab.report.data import load
 
 
@@ -78,11 +78,13 @@ def test_axis_scales_follow_the_values(scan, ranged):
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["none", "secondary"]
 
 
-def test_hit_ratio_is_drawn_beside_physical_reads(scan):
-    fig = plots.io_figure(scan[0], "knob_cache_size")
+def test_hit_ratio_is_drawn_beside_the_reads_and_the_device_rate(scan):
+    rows, names = sections.io_rows(scan[0])  # as the page draws it
+    fig = plots.io_figure(rows, "knob_cache_size", names)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert titles == ["Physical reads", "Physical reads per second", "Hit ratio"]
-    assert fig.axes[2].get_ylim() == pytest.approx((-0.03, 1.03))
+    assert titles == ["Reads from the OS", "Reads from the OS per second",
+                      "Rate of bytes read from the device", "Hit ratio"]  # fmt: skip
+    assert fig.axes[3].get_ylim() == pytest.approx((-0.03, 1.03))
 
 
 def test_png_is_deterministic_and_valid(scan):

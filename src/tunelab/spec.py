@@ -332,7 +332,16 @@ def cannot_vary(doc: dict, engine: str) -> str | None:
     """Why a sweep that names no engines (so: every engine that can run it) does not run on
     ``engine``: a knob it sweeps that the engine lacks, or none of whose values it allows
     (a page size compiled into the server). None when the sweep is for this engine."""
-    if doc.get("engines") or engine not in engines.names():
+    if doc.get("engines"):
+        return None
+    return knob_refusal(doc, engine)
+
+
+def knob_refusal(doc: dict, engine: str) -> str | None:
+    """Why ``engine``, as it declares its knobs, cannot run a sweep's comparison: a knob the
+    sweep varies that the engine lacks, or none of whose values it allows (SQLite's lock
+    granularity, the whole database only), or None."""
+    if engine not in engines.names():
         return None
     info = engines.info(engine)
     lists, _ = knob_lists(doc, engine)

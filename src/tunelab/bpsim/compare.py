@@ -1,4 +1,5 @@
-"""Predicted physical reads (simulator) against measured ones (a buffer-pool sweep)."""
+"""A pool's predicted misses (simulator) against the measured ones (a buffer-pool sweep's
+reads into the pool, ``physical_reads``: whichever the engine's counter is)."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def predicted_vs_measured(curve: pd.DataFrame, measured: pd.DataFrame) -> pd.Dat
 
 
 def plot_predicted_vs_measured(df: pd.DataFrame, ax, curve: pd.DataFrame | None = None):
-    """Overlay predicted and measured physical reads against pool size on ``ax``.
+    """Overlay predicted and measured pool misses against pool size on ``ax``.
 
     ``df`` is the output of ``predicted_vs_measured``; pass the full ``curve`` too to draw
     the predicted line at every simulated size rather than only at the measured ones.
@@ -89,11 +90,11 @@ def plot_predicted_vs_measured(df: pd.DataFrame, ax, curve: pd.DataFrame | None 
     finite = df["rel_error"].abs().dropna()
     if not finite.empty:
         ax.set_title(
-            f"Physical reads: predicted vs measured (median |error| {finite.median():.1%}, "
+            f"Pool misses: predicted vs measured (median |error| {finite.median():.1%}, "
             f"max {finite.max():.1%})"
         )
     ax.set_xlabel("pool size (pages)")
-    ax.set_ylabel("physical reads")
+    ax.set_ylabel("pool misses (pages read into the pool)")
     ax.set_xscale("log")
     ax.legend()
     return ax

@@ -165,6 +165,19 @@ class ImageSource:
     build_script: str | None  # relative to containers/
 
 
+@dataclass(frozen=True)
+class ReadCounter:
+    """What the engine's ``physical_reads`` counter counts. ``source``: the engine's own
+    counter(s) behind it and what each counts, for the report's I/O section. ``direct_knob``:
+    the boolean knob under which the engine reads its files past the OS page cache (direct
+    I/O), so that every read it counts reached the device; "" when its reads always go
+    through the OS, which may serve them from its page cache: then they are reads from the
+    OS, not physical reads."""
+
+    source: str = ""
+    direct_knob: str = ""
+
+
 @dataclass
 class EngineInfo:
     """What an engine is and can do, declared (never discovered by probing methods)."""
@@ -186,6 +199,16 @@ class EngineInfo:
     # How a cold read reaches the device here (the kernel's read-ahead, the engine's own), in
     # the words of a report's methods section.
     cold_reads: str = ""
+    reads: ReadCounter = field(default_factory=ReadCounter)
+
+    def reads_reach_device(self, knobs: dict[str, Any]) -> bool:
+        """Whether every read ``physical_reads`` counts reached the device under ``knobs``
+        (as applied; one not given takes its default)."""
+        name = self.reads.direct_knob
+        if not name:
+            return False
+        value = knobs.get(name, self.knobs[name].default)
+        return str(value).strip().lower() in ("true", "1", "1.0")
 
     def defaults(self) -> dict[str, Any]:
         return {k: v.default for k, v in self.knobs.items() if v.default is not None}

@@ -61,6 +61,7 @@ from tunelab.engines.base import (
     ImageSource,
     IndexPlan,
     Knob,
+    ReadCounter,
 )
 from tunelab.engines.db2_sql import (
     APPLICATION_HANDLE_SQL,
@@ -250,6 +251,13 @@ INFO = EngineInfo(
     "(compilation of each literal statement, section execution, fetch, commit, and their "
     "I/O and lock waits), without CLIENT_IDLE_WAIT_TIME, the time it waits for the client; "
     "reported in ms",
+    reads=ReadCounter(
+        "MON_GET_BUFFERPOOL's POOL_DATA_P_READS + POOL_INDEX_P_READS (and the temporary table "
+        "spaces' own): pages read from the table space's containers into the buffer pool, the "
+        "prefetchers' included; with NO FILE SYSTEM CACHING (direct_io: true, the default) "
+        "each read bypasses the OS page cache, with FILE SYSTEM CACHING the OS may serve it",
+        direct_knob="direct_io",
+    ),
 )  # fmt: skip
 
 

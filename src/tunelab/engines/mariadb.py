@@ -39,6 +39,7 @@ from tunelab.engines.base import (
     ImageSource,
     IndexPlan,
     Knob,
+    ReadCounter,
 )
 from tunelab.engines.server import ServerEngine, connect_with_retry
 from tunelab.hadr.model import Ack, Mode, Ordering
@@ -179,6 +180,12 @@ INFO = EngineInfo(
     "connection once they are idle), each from the server reading it to the server finishing "
     "it, just after its reply left; the C client reads every result whole (mysql_store_result), "
     "so the server never waits for the lab",
+    reads=ReadCounter(
+        "Innodb_pages_read: pages InnoDB read from its files into the buffer pool, read-ahead "
+        "included; with innodb_flush_method=O_DIRECT (direct_io: true, the default) each read "
+        "bypasses the OS page cache, with fsync the OS may serve it from its page cache",
+        direct_knob="direct_io",
+    ),
 )  # fmt: skip
 
 

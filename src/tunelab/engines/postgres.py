@@ -57,6 +57,7 @@ from tunelab.engines.base import (
     ImageSource,
     IndexPlan,
     Knob,
+    ReadCounter,
 )
 from tunelab.engines.server import ServerEngine
 from tunelab.hadr.model import Ack, Mode, Ordering
@@ -208,6 +209,11 @@ INFO = EngineInfo(
     "queries run as another role, and the statistics flush each reading forces is left out): "
     "each statement from the executor's start to its end (rows sent included), plus its "
     "planning; parsing and the protocol's round trips are not in it",
+    reads=ReadCounter(
+        "blocks read into shared buffers (pg_statio_user_tables heap_blks_read + "
+        "idx_blks_read, like pg_stat_database's blks_read): each a read(2) of the relation's "
+        "file, which the OS page cache may serve (PostgreSQL 15 has no direct I/O)"
+    ),
 )  # fmt: skip
 
 

@@ -40,6 +40,7 @@ from tunelab.engines.base import (
     EngineInfo,
     IndexPlan,
     Knob,
+    ReadCounter,
 )
 
 _TYPES = {"integer": "INTEGER", "char20": "TEXT", "char40": "TEXT"}
@@ -69,7 +70,8 @@ INFO = EngineInfo(
         ),
         "lock_granularity": Knob(
             "lock_granularity", "string",
-            "SQLite locks the whole database file for each write transaction: database only",
+            "SQLite locks the whole database file, not rows or tables, for each write "
+            "transaction: database only",
             values=("database",), default="database",
             readback="a second connection cannot begin a write while one holds it",
         ),
@@ -98,6 +100,11 @@ INFO = EngineInfo(
     engine_time="apsw's statement hooks (exec trace to profile callback): each statement from "
     "its start to its reset; SQLite runs in the client process, so this includes apsw "
     "turning its rows into Python tuples between steps",
+    reads=ReadCounter(
+        "page-cache misses (SQLITE_DBSTATUS_CACHE_MISS of each timed connection): pages "
+        "SQLite read from the database file through the OS, whose page cache may serve them; "
+        "what reached the device is the process's read_bytes (/proc/self/io)"
+    ),
 )  # fmt: skip
 
 
@@ -418,8 +425,8 @@ class SQLiteEngine(Engine):
             hits += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_HIT)[0]
             misses += c.raw.status(apsw.SQLITE_DBSTATUS_CACHE_MISS)[0]
             engine_ns += c.statement_ns
-        # A miss reads the page from the file: SQLite's physical read (it may still be served
-        # by the OS page cache; os_read_bytes says what really came from the device).
+        # A miss reads the page from the file through the OS, whose page cache may serve it
+        # (INFO.reads): os_read_bytes says what really came from the device.
         return {
             "logical_reads": hits + misses,
             "physical_reads": misses,

@@ -32,7 +32,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from tunelab import atomic, claimspec, engines, spec
+from tunelab import atomic, claimspec, engines, findings, spec
 from tunelab.analysis import stats
 from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
 from tunelab.report import plots
@@ -145,11 +145,12 @@ def _verdicts(path: Path) -> list[dict[str, Any]]:
 
 
 def why_missing(doc: dict[str, Any], engine: str) -> str:
-    """Why an engine has no rows of a sweep: the sweep is not for it, it cannot vary a swept
-    knob, or it was not run here."""
+    """Why an engine has no rows of a sweep: it cannot vary a swept knob (as its knobs are
+    declared, whether or not the sweep lists it), the sweep is not for it, or it was not run
+    here."""
     listed = spec.engines_of(doc)
     if engine not in listed:
-        return f"the sweep runs on {', '.join(listed)} only"
+        return spec.knob_refusal(doc, engine) or f"the sweep runs on {', '.join(listed)} only"
     reason = spec.cannot_vary(doc, engine) or spec.host_refuses(doc, engine)
     if reason:
         return reason
@@ -185,6 +186,31 @@ def gather(
             missing = {e: why_missing(doc, e) for e in engines.names() if e not in have}
             out.append(Experiment(sweep, doc, runs, missing, str(path)))
     return out
+
+
+def sweeps_not_run(experiments: list[Experiment]) -> list[Experiment]:
+    """The sweeps with findings that none of ``experiments`` is, in the findings files that
+    judge theirs (``findings.path_for``), each with why every engine has no rows of it: a
+    finding never vanishes from the index because no engine here could run it."""
+    have = {x.sweep for x in experiments}
+    books: dict[Path, Path] = {}  # findings file -> the folder of the sweeps it judges
+    for x in experiments:
+        if book := findings.path_for(x.sweep_file):
+            books.setdefault(book, Path(x.sweep_file).resolve().parent)
+    out = []
+    for book, folder in books.items():
+        try:
+            entries = findings.load(book).entries
+        except findings.FindingsError:
+            continue  # the verdicts of its sweeps say what is wrong with it
+        for sweep in dict.fromkeys(str(f["sweep"]) for f in entries):
+            path = folder / f"{sweep}.yaml"
+            doc = spec.load_yaml(path)[0] if sweep not in have and path.is_file() else None
+            if isinstance(doc, dict):
+                have.add(sweep)
+                missing = {e: why_missing(doc, e) for e in engines.names()}
+                out.append(Experiment(sweep, doc, [], missing, str(path)))
+    return sorted(out, key=lambda x: x.sweep)
 
 
 # -- the shared axes ------------------------------------------------------------------------
@@ -607,7 +633,8 @@ def _side_by_side(items: list[tuple[str, str]]) -> str:
 def page_html(exp: Experiment, page_dir: Path) -> str:
     esc = html.escape
     x = main_x(exp)
-    title = f"{exp.sweep}: {', '.join(r.engine for r in exp.runs)} side by side"
+    ran = ", ".join(r.engine for r in exp.runs)
+    title = f"{exp.sweep}: {ran} side by side" if ran else f"{exp.sweep}: not run here"
     parts = [
         f"<h1>{esc(exp.sweep)}</h1>",
         f'<p class="tl-muted">{esc(str(exp.doc.get("description", "")).strip())}</p>',
@@ -618,7 +645,7 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
         else esc(r.engine)
         for r in exp.runs
     )
-    parts.append(f"<p>Engines: {links}.")
+    parts.append(f"<p>Engines: {links or 'none has rows of this sweep'}.")
     if exp.missing:
         parts.append(
             " Not here: " + "; ".join(f"{esc(e)}, {esc(w)}" for e, w in exp.missing.items()) + "."
@@ -670,15 +697,16 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
     ]
     if notes:
         parts += ['<h2 id="notes">What each engine does here</h2>', _side_by_side(notes)]
-    parts.append('<h2 id="methods">Versions, hosts and methods</h2>')
-    parts.append(
-        _side_by_side(
-            [
-                (r.engine, "".join(f"<p>{esc(t)}</p>" for t in methods_text(r.data)))
-                for r in exp.runs
-            ]
+    if exp.runs:
+        parts.append('<h2 id="methods">Versions, hosts and methods</h2>')
+        parts.append(
+            _side_by_side(
+                [
+                    (r.engine, "".join(f"<p>{esc(t)}</p>" for t in methods_text(r.data)))
+                    for r in exp.runs
+                ]
+            )
         )
-    )
     body = "\n".join(p for p in parts if p)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -733,12 +761,12 @@ def write_pages(experiments: list[Experiment], out_dir: Path) -> list[Path]:
 
 # -- the matrix the index leads with --------------------------------------------------------
 def matrix_html(experiments: list[Experiment], index_dir: Path) -> str:
-    """Every finding of every sweep (its explanations beneath it) by every engine with rows,
-    in words, each cell linking to the cross-engine page's findings; an engine without rows
-    of a sweep says why (cannot run here, or not run yet)."""
-    experiments = [x for x in experiments if claim_names(x)]
+    """Every finding of every sweep (its explanations beneath it) by every engine with rows
+    of any sweep, in words, each cell linking to the cross-engine page's findings; an engine
+    without rows of a sweep says why (cannot run here, or not run yet)."""
     cols = [e for e in engines.names() if any(e in {r.engine for r in x.runs} for x in experiments)]
-    if not cols:
+    experiments = [x for x in experiments if claim_names(x)]
+    if not cols or not experiments:
         return ""
     esc = html.escape
     head = "<th>Finding</th>" + "".join(f"<th>{esc(e)}</th>" for e in cols)

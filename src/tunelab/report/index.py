@@ -215,8 +215,9 @@ def write_index(
         f"{STABILITY_CSS}</style>\n"
         "</head>\n<body>\n<main>\n"
         f'<h1>tunelab reports</h1>\n<p class="tl-muted">{count}. Each report shows the median '
-        "and an interval for every point, every raw repetition, physical reads beside hit "
-        "ratios, and where the numbers came from.</p>\n"
+        "and an interval for every point, every raw repetition, the engine's reads beside "
+        "hit ratios (physical reads only where they reached the device), and where the "
+        "numbers came from.</p>\n"
         f"{matrix}{side}"
         f"{_stability_note(*stability)}"
         f"{_simulations(out)}"
@@ -301,6 +302,7 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.Pages
     by side (written here, under ``engines/`` beside the index), and the error naming the
     pages that could not be made (their sweeps listed as not made, never a stale page)."""
     experiments = engines.gather(results_dir, out.parent)
+    experiments += engines.sweeps_not_run(experiments)
     failed = None
     try:
         engines.write_pages(experiments, out.parent / engines.PAGES_DIR)
@@ -312,7 +314,8 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.Pages
     links = " · ".join(
         (f"{esc(e.sweep)} <strong>not made</strong>" if failed and e.sweep in failed.failed
          else f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>')
-        + f' <span class="tl-muted">({esc(", ".join(r.engine for r in e.runs))})</span>'
+        + f' <span class="tl-muted">({esc(", ".join(r.engine for r in e.runs) or "no rows")})'
+        "</span>"
         for e in experiments
     )  # fmt: skip
     side = f'<h2 id="side-by-side">Each experiment, engines side by side</h2><p>{links}</p>'

@@ -9,14 +9,26 @@ from typing import Any
 
 from tunelab.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
-# One megabyte per context, always named: the rows' rates use 10^6 bytes; the device
-# calibration uses IBM's 1,024,000 bytes (MB_IBM_ORIGIN); sizes of pools and tables are
-# binary (KiB, MiB).
-MB_DECIMAL = "MB = 10⁶ B"
-MB_IBM = "IBM MB = 1,024,000 B"
-MB_IBM_BYTES = 1_024_000
-MB_IBM_ORIGIN = "the MB of DB2's TRANSFERRATE formula"
+# One megabyte on a page, defined there once (MB_TEXT): 10^6 bytes. A source's figure in
+# another MB (a calibration's, 1,024,000 bytes) is converted to it (page_mb). Sizes of pools
+# and tables are binary (KiB, MiB), each named where it is used.
+MB_BYTES = 10**6
+MB_TEXT = "MB = 10⁶ B"
 BINARY_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+# The engine's read counter in words that claim no more than any engine's counter is: reads
+# it asked of the OS. Where its declaration earns it, a page says physical reads instead
+# (report.reads).
+READS_DEVICE = {
+    "c_physical_reads": "physical reads (pages)",
+    "physical_reads_per_s": "physical reads per second",
+    "read_mb_s": "physical read rate (MB/s)",
+}
+READS_OS = {
+    "c_physical_reads": "reads from the OS (pages; page cache or device)",
+    "physical_reads_per_s": "reads from the OS per second",
+    "read_mb_s": "rate of reads from the OS (MB/s)",
+}
 
 # Measured and derived columns. Hit ratios are fractions shown as percent; a system hit ratio
 # can fall below 0 (prefetch reading pages the application never asks for).
@@ -25,26 +37,25 @@ METRICS: dict[str, str] = {
     "throughput_rows_s": "throughput (rows/s)",
     "rows_touched": "rows touched",
     "c_logical_reads": "logical reads (pages)",
-    "c_physical_reads": "physical reads (pages)",
+    **READS_OS,
     "c_prefetch_reads": "prefetch reads (pages)",
     "c_read_wait_ms": "wait for reads (ms)",
     "c_os_read_bytes": "bytes read from the device",
-    "physical_reads_per_s": "physical reads per second",
-    "read_mb_s": f"read rate (MB/s, {MB_DECIMAL})",
+    "os_read_mb_s": "rate of bytes read from the device (MB/s)",
     # The device of a point's own (os_read_ahead): its requests after the block layer merged
     # them, read-ahead included.
     "c_dev_read_requests": "read requests to the device",
     "c_dev_read_bytes": "bytes the device read",
     "c_dev_read_ms": "device read time (ms)",
     "dev_read_request_kib": "KiB per read request",
-    "dev_read_mb_s": f"device read rate (MB/s, {MB_DECIMAL})",
-    "data_mb_s": f"data rate (MB/s, {MB_DECIMAL})",
+    "dev_read_mb_s": "device read rate (MB/s)",
+    "data_mb_s": "data rate (MB/s)",
     "hit_ratio": "hit ratio",
     "hit_ratio_app": "hit ratio, application",
     "hit_ratio_sys": "hit ratio, system",
     "resident_fraction": "resident fraction after cache preparation",
-    "achieved_mb_s": f"achieved (MB/s, {MB_IBM})",
-    "device_mb_s": f"device limit (MB/s, {MB_IBM})",
+    "achieved_mb_s": "achieved (MB/s)",
+    "device_mb_s": "device limit (MB/s)",
     "device_fraction": "achieved / device limit",
     "written_bytes": "bytes written",
     "data_bytes": "data size (bytes)",
@@ -168,11 +179,9 @@ def fmt(value: object) -> str:
     return str(value)
 
 
-def ibm_mb_label(mb_bytes: float | None) -> str:
-    """The MB of a calibration, named: IBM's unless the file says otherwise."""
-    if mb_bytes is None or mb_bytes == MB_IBM_BYTES:
-        return MB_IBM
-    return f"MB = {fmt(int(mb_bytes))} B"
+def page_mb(value: float, mb_bytes: float) -> float:
+    """A figure in MB of ``mb_bytes`` bytes (a calibration's MB/s), in the page's MB."""
+    return float(value) * float(mb_bytes) / MB_BYTES
 
 
 _SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")

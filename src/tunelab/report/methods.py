@@ -19,7 +19,7 @@ from tunelab.report import checks
 from tunelab.report.appendix import host_lines
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note, reps_per_point, unique
-from tunelab.report.labels import fmt, fmt_percent, ibm_mb_label
+from tunelab.report.labels import MB_BYTES, fmt, fmt_percent, page_mb
 
 FETCH_MODES = {
     "all": "every result row was fetched to the client through the driver's own C path",
@@ -363,10 +363,17 @@ def _calibration_text(data: ReportData, calibration_json: str) -> str:
         return f"Device calibration: {calibration_json} (not readable)." + cost
     mode = "direct I/O" if getattr(cal, "direct_io", False) else "buffered I/O"
     where = getattr(cal, "device", "") or getattr(cal, "filesystem", "")
+    # A calibration's MB is its own (DB2's, of 1,024,000 bytes): converted to the page's.
+    rate, mb = cal.device_read_rate_mb_s, cal.mb_bytes
+    converted = (
+        ""
+        if mb == MB_BYTES
+        else f" (the calibration file's {fmt(rate)} MB/s of {fmt(int(mb))} bytes to the MB, "
+        "converted, as are the device limits on this page)"
+    )
     text = (
         f"The device was calibrated with fio ({mode}) on {where}: device read rate "
-        f"{fmt(cal.device_read_rate_mb_s)} MB/s ({ibm_mb_label(getattr(cal, 'mb_bytes', None))}),"
-        f" overhead {fmt(cal.overhead_ms)} ms"
+        f"{fmt(page_mb(rate, mb))} MB/s{converted}, overhead {fmt(cal.overhead_ms)} ms"
     )
     if getattr(cal, "created_at", ""):
         text += f", measured {cal.created_at}"

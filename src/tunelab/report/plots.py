@@ -50,7 +50,8 @@ MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 LINESTYLES = ("-", "--", ":", "-.")
 LOG_SPAN = 20.0  # a positive axis spanning this ratio or more is drawn in log scale
 PERFORMANCE = ("elapsed_s", "throughput_rows_s")
-IO_COUNTS = ("c_physical_reads", "physical_reads_per_s", "c_dev_read_requests", "dev_read_mb_s")
+IO_COUNTS = ("c_physical_reads", "physical_reads_per_s", "os_read_mb_s", "c_dev_read_requests",
+             "dev_read_mb_s")  # fmt: skip
 HIT_RATIOS = {"hit_ratio_app": "application", "hit_ratio_sys": "system"}
 CLOCKS = {"elapsed_s": "response time (client clock)", "engine_elapsed_s": "engine time"}
 FIRST_REST = {"q_first_s": "first query", "q_rest_median_s": "later queries (median)"}
@@ -398,8 +399,8 @@ def _finish_y(ax: Axes, values: np.ndarray, metric: str) -> None:
     ax.yaxis.set_major_formatter(FuncFormatter(short_number))
 
 
-def _title(metric: str) -> str:
-    text = label(metric).split(" (")[0]
+def _title(metric: str, name: str | None = None) -> str:
+    text = (name or label(metric)).split(" (")[0]
     return text[:1].upper() + text[1:]
 
 
@@ -448,9 +449,12 @@ def knob_figure(data: ReportData, x: str) -> Figure:
     return fig
 
 
-def io_figure(data: ReportData, x: str) -> Figure | None:
-    """Physical reads, their rate per second and the hit ratios side by side, so that a hit
-    ratio is never read alone; None when the engine gave none of these counters."""
+def io_figure(data: ReportData, x: str, names: dict[str, str] | None = None) -> Figure | None:
+    """The engine's reads, their rate per second, the rates of what reached the device and
+    the hit ratios side by side, so that a hit ratio is never read alone; None when the
+    engine gave none of these counters. ``names``: labels of columns whose words depend on
+    the rows (``reads.words``)."""
+    names = names or {}
     frame = data.results
     metrics = [m for m in IO_COUNTS if _has(frame, m)]
     ratios = [c for c in HIT_RATIOS if _has(frame, c)]
@@ -461,7 +465,9 @@ def io_figure(data: ReportData, x: str) -> Figure | None:
         fig, axes = _figure(len(metrics) + bool(ratios))
         for ax, metric in zip(axes, metrics, strict=False):
             draw_metric(ax, frame, x, metric, hue, engine=data.engine, orders=data.orders)
-            ax.set_title(_title(metric))
+            ax.set_title(_title(metric, names.get(metric)))
+            if metric in names:
+                ax.set_ylabel(names[metric])
         if ratios:
             ax = axes[len(metrics)]
             long = frame.melt(

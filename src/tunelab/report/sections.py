@@ -20,19 +20,18 @@ import pandas as pd
 from tunelab import claimspec, spec
 from tunelab.analysis import stats
 from tunelab.analysis.claims import css_class, word_of
-from tunelab.report import checks, marks, plots, tables
+from tunelab.report import checks, marks, plots, reads, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
 from tunelab.report.labels import (
-    MB_DECIMAL,
-    MB_IBM_ORIGIN,
+    MB_TEXT,
     figures_text,
     fmt,
     fmt_bytes,
     fmt_percent,
     fmt_selectivity_percent,
-    ibm_mb_label,
     label,
+    page_mb,
     unit_text,
 )
 from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
@@ -557,20 +556,35 @@ def prefetch_on(data: ReportData) -> bool:
     return False
 
 
+def io_rows(data: ReportData) -> tuple[ReportData, dict[str, str]]:
+    """The rows the I/O section shows (with the rate of their device bytes) and the words of
+    their read counter (``reads.words``)."""
+    data = dataclasses.replace(data, results=reads.with_device_rate(data.results))
+    return data, reads.words(data.results, data.engine)
+
+
 def io_html(data: ReportData) -> str:
+    """The engine's reads in the words its declaration earns (``reads``), their rates and
+    the hit ratios, beside the bytes that reached the device; the page's MB, said once."""
+    data, names = io_rows(data)
+    frame = data.results
+    counted = names["c_physical_reads"].split(" (")[0]
     parts = [
         note(
             "A hit ratio is the share of page requests the pool served; it says nothing about "
             "how many reads reached the device or how fast they came. It is shown here only "
-            "beside the physical reads and their rate per second."
+            f"beside the {counted} and their rate per second. "
+            + html.escape(reads.counter_text(frame, data.engine))
+            + f" Rates are in MB/s of a million bytes ({MB_TEXT}), the one megabyte of this "
+            "page."
         )
     ]
-    frame = data.results
     if "hit_ratio_sys" in frame:
         parts.append(
             note(
-                "Application hit ratio: 1 − (physical − prefetch reads) / logical reads; system "
-                "hit ratio: 1 − physical / logical reads, counting the pages prefetch read too. "
+                f"Application hit ratio: 1 − ({counted} − prefetch reads) / logical reads; "
+                f"system hit ratio: 1 − {counted} / logical reads, counting the pages prefetch "
+                "read too. "
                 "The system ratio goes negative when more pages are read into the pool than "
                 "the application asks for, prefetch reading pages it never uses: the axes are "
                 "not clipped, and a line marks 0 %."
@@ -581,19 +595,19 @@ def io_html(data: ReportData) -> str:
             note("Prefetch is on but the engine gave no system hit ratio for these rows.", "warn")
         )
     if "c_physical_reads" not in frame and "physical_reads_per_s" not in frame:
-        parts.append(note("The engine gave no physical-read counters for these rows.", "warn"))
+        parts.append(note("The engine gave no read counters for these rows.", "warn"))
     caption = html.escape(figure_caption(data))
     for x in data.dims:
-        fig = plots.io_figure(data, x)
+        fig = plots.io_figure(data, x, names)
         if fig is not None:
             name = label(x, data.engine)
             parts.append(f"<h3>I/O versus {html.escape(name)}</h3>")
             parts.append(
                 plots.figure_html(
-                    fig, f"physical reads and hit ratios vs {name}", caption + axis_notes(data, x)
+                    fig, f"{counted} and hit ratios vs {name}", caption + axis_notes(data, x)
                 )
             )
-    table = tables.io_html(data)
+    table = tables.io_html(data, names)
     if table:
         parts.append("<h3>Medians per point</h3>" + table)
     return "".join(parts)
@@ -630,18 +644,18 @@ def device_html(data: ReportData, calibration_json: str) -> str | None:
     parts = [head, note(_calibration_source(cal, calibration_json))]
     if not isinstance(rows, pd.DataFrame) or "device_fraction" not in rows:
         return "".join(parts) + _helper_output(rows, "device", "achieved vs device limits")
+    # The calibration's MB/s, in its own MB, in the page's (the Methods say so once).
+    for col in ("achieved_mb_s", "device_mb_s"):
+        rows[col] = page_mb(1.0, cal.mb_bytes) * pd.to_numeric(rows[col], errors="coerce")
     with_device = dataclasses.replace(data, results=rows)
     if not pd.to_numeric(rows["device_fraction"], errors="coerce").notna().any():
         parts.append(note("No workload of this sweep has a device limit to compare with."))
         return "".join(parts)
-    mb = html.escape(ibm_mb_label(getattr(cal, "mb_bytes", None)))
     parts.append(
         note(
             "Achieved MB/s is the data the workload had to read (or wrote) per second of "
             "response time. Above 100 % of the device's rate, the pages came from memory "
-            "(the engine's pool or the OS cache), not from the device. MB/s here are the "
-            f"calibration's ({mb}, {MB_IBM_ORIGIN}); the rows' own "
-            f"rates (read rate, data rate) use {MB_DECIMAL}."
+            "(the engine's pool or the OS cache), not from the device."
         )
     )
     caption = html.escape(figure_caption(data))
@@ -660,8 +674,7 @@ def _calibration_source(cal: Any, path: str) -> str:
     bits = [text]
     rate = getattr(cal, "device_read_rate_mb_s", None)
     if rate is not None:
-        unit = html.escape(ibm_mb_label(getattr(cal, "mb_bytes", None)))
-        bits.append(f"device read rate {html.escape(fmt(rate))} MB/s ({unit})")
+        bits.append(f"device read rate {html.escape(fmt(page_mb(rate, cal.mb_bytes)))} MB/s")
     if getattr(cal, "created_at", ""):
         quick = ", quick plan" if getattr(cal, "quick", False) else ""
         bits.append(f"measured {html.escape(str(cal.created_at))}{quick}")
@@ -670,7 +683,8 @@ def _calibration_source(cal: Any, path: str) -> str:
 
 
 def _measured_reads(rows: pd.DataFrame) -> pd.DataFrame:
-    """Physical reads per pool size of the cold runs: the simulator starts from an empty pool."""
+    """Reads into the pool per pool size of the cold runs: the simulator starts from an empty
+    pool."""
     pool = "applied_buffer_pool" if "applied_buffer_pool" in rows else "knob_buffer_pool"
     if "cache_requested" in rows:
         rows = rows[rows["cache_requested"] == "cold"]

@@ -16,16 +16,18 @@ from tunelab.report import checks, marks
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import binary_unit, fmt, fmt_percent, is_ratio, label, unit_text
 
+# The engine's reads and their rates, then what reached the device beside them.
 IO_COLUMNS = (
     "c_logical_reads",
     "c_physical_reads",
     "c_prefetch_reads",
     "c_read_wait_ms",
     "physical_reads_per_s",
+    "read_mb_s",
     "hit_ratio_app",
     "hit_ratio_sys",
     "c_os_read_bytes",
-    "read_mb_s",
+    "os_read_mb_s",
     "c_dev_read_requests",
     "dev_read_request_kib",
     "dev_read_mb_s",
@@ -229,7 +231,10 @@ def lookups_html(data: ReportData) -> str | None:
     return _query_table(data, t, columns, "lookups")
 
 
-def io_html(data: ReportData) -> str | None:
+def io_html(data: ReportData, names: dict[str, str] | None = None) -> str | None:
+    """Per point, the medians of the I/O columns; ``names``: labels of columns whose words
+    depend on the rows (``reads.words``)."""
+    names = names or {}
     cols = [c for c in IO_COLUMNS if c in data.results]
     if any(c.startswith(("c_dev_", "dev_")) for c in cols):
         cols.insert(0, "elapsed_s")  # read requests and their size beside the time they took
@@ -241,7 +246,7 @@ def io_html(data: ReportData) -> str | None:
     for c in cols:
         if c in m:
             fmt_c = fmt_percent if is_ratio(c) else fmt
-            table[f"{label(c)}: median"] = m[c].map(fmt_c)
+            table[f"{names.get(c) or label(c)}: median"] = m[c].map(fmt_c)
     return html_table(table, "io")
 
 
