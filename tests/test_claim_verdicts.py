@@ -447,3 +447,14 @@ def test_than_only_on_lower_or_higher_and_only_replacing_where_keys():
     errors = claimspec.validate(wrong, points, "mariadb")
     fields = [e[1] for e in errors]
     assert fields.count("expect.than") == 2, errors
+
+
+@pytest.mark.parametrize(
+    ("unit", "words"), [("round", "6 rounds paired"), ("pass", "6 passes paired")]
+)
+def test_the_paired_units_are_named_in_plain_plural(unit, words):
+    from tunelab.analysis import claims, stats
+
+    t = stats.RatioTest(n_old=6, n_new=6, old_median=1.0, new_median=0.9, ratio=0.9, low=0.8,
+                        high=0.95, p=0.03, min_p=0.031, paired=True, n=6, unit=unit)  # fmt: skip
+    assert claims._n_text(t).startswith(words)

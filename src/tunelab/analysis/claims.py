@@ -269,7 +269,8 @@ def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.
 
 
 def _n_text(t: stats.RatioTest) -> str:
-    n = f"{t.n} {t.unit}s paired" if t.paired else f"n={t.n_new}/{t.n_old}"
+    units = "passes" if t.unit == "pass" else f"{t.unit}s"
+    n = f"{t.n} {units} paired" if t.paired else f"n={t.n_new}/{t.n_old}"
     return f"{n}, smallest possible p {t.min_p:.2g}"
 
 
