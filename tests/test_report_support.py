@@ -361,7 +361,7 @@ def test_engine_rows_come_from_the_runner_with_plans_and_engine_time(tmp_path_fa
     assert frame.loc[~wide, "access_matches"].all()
     assert (frame["engine_elapsed_s"] > 0).all()
     assert (frame["engine_elapsed_s"] <= frame["elapsed_s"]).all()
-    assert frame.loc[frame["workload"] == "point", "queries"].eq(200).all()
+    assert frame.loc[frame["workload"] == "point", "queries"].eq(20).all()
     assert frame.loc[frame["workload"] == "range", "queries"].eq(3).all()
 
 
