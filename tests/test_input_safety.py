@@ -375,7 +375,10 @@ def test_the_run_resolves_config_files_directory_and_config_as_snakemake_does(tm
     # The default glob is read in the run's directory, as the workflow reads it.
     proc = subprocess.run(command, capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr == "config sweeps: no sweep files match 'workflows/sweeps/*.yaml'\n"
+    assert proc.stderr == (
+        "config sweeps: no sweep files match 'workflows/sweeps/*.yaml' under --directory "
+        f"{tmp_path / 'work'} (a relative glob is read there)\n"
+    )
     command += ["--config", "sweeps=sweeps/*.yaml"]
     out = subprocess.run(command, capture_output=True, check=True).stdout
     engine, calibration, directory, workdir, size, index, results, logs, *files = out.split(b"\0")[

@@ -406,7 +406,12 @@ def resolve_run(argv: list[str]) -> Run:
                              "(allowed: a glob or a list of globs)")  # fmt: skip
     files = sweep_files(pattern, workdir)
     if not files:
-        raise RunArgsInvalid(f"config sweeps: no sweep files match {pattern!r}")
+        where = (
+            ""
+            if workdir == Path(".")
+            else f" under --directory {workdir} (a relative glob is read there)"
+        )
+        raise RunArgsInvalid(f"config sweeps: no sweep files match {pattern!r}{where}")
     calibration = workdir / calibration_config.output_path(config)
     data = workdir / str(config.get("workdir", ".tunelab"))
     return Run(engine, files, calibration if calibration.is_file() else None, workdir, data, size)
