@@ -240,13 +240,15 @@ def test_locking_section_gives_the_ratio_its_interval_and_what_it_means(
     assert "95% percentile bootstrap interval for the ratio" in caption
     header, *body = tables_of(page)["locking"]
     assert header[:2] == ["workload", "client threads"]
-    at, interval = header.index("row / table"), header.index("95% interval")
+    at, interval = header.index("row / table"), header.index("interval (its level)")
     expected = expected_lock_ratios(rows)
     assert len(body) == len(expected) == 4
     for cells in body:
         want = expected[(cells[0], int(cells[1]))]
         assert float(cells[at]) == pytest.approx(want, abs=5e-4)
-        low, high = (float(v) for v in cells[interval].strip("[]").split(", "))
+        bounds, level = cells[interval].split(" (")
+        low, high = (float(v) for v in bounds.strip("[]").split(", "))
+        assert 95 <= float(level.split(" %")[0]) < 100  # its real level, at least the 95 % asked
         assert low <= float(cells[at]) <= high
         assert cells[-1] == "3, 3"
 
