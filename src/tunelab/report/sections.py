@@ -401,16 +401,17 @@ def lock_caption() -> str:
     return (
         "Marker: the ratio of the median throughput (rows per second) with row locks to the "
         "median throughput with a table lock, per workload and number of client threads; bar: "
-        f"{stats.LEVEL:.0%} percentile bootstrap interval for the ratio "
-        f"({stats.DEFAULT_RESAMPLES:,} resamples of each side's repetitions; where the rows "
-        "record the round each repetition was measured in, the marker and bar are the "
-        "Hodges–Lehmann estimate and signed-rank interval of the per-round ratios, so that "
-        "drift between rounds cancels out); the same comparison as a claim on these points "
-        "makes; dashed line: 1, the same throughput either way. Above 1, row locks gave more "
-        "rows per second than a table lock (for instance clients that a table lock makes wait "
-        "for each other); below 1, the table lock gave more (for instance a lock per row "
-        "costing more than it saves when nothing runs beside it). An interval that contains 1 "
-        "shows no difference these repetitions can tell."
+        "the ratio's interval, at the level the table gives beside it: a "
+        f"{stats.LEVEL:.0%} percentile bootstrap interval "
+        f"({stats.DEFAULT_RESAMPLES:,} resamples of each side's repetitions), or, where the rows "
+        "record the round each repetition was measured in, the signed-rank interval of the "
+        "per-round ratios around their Hodges–Lehmann estimate, so that drift between rounds "
+        "cancels out (its exact level: three rounds reach only 75 %); the same comparison as "
+        "a claim on these points makes; dashed line: 1, the same throughput either way. "
+        "Above 1, row locks gave more rows per second than a table lock (for instance clients "
+        "that a table lock makes wait for each other); below 1, the table lock gave more (for "
+        "instance a lock per row costing more than it saves when nothing runs beside it). An "
+        "interval that contains 1 shows no difference these repetitions can tell."
     )
 
 
