@@ -12,6 +12,7 @@ import pytest
 from test_report_render import tables_of
 from test_report_support import measured, rendered
 
+from tunelab.analysis import figures
 from tunelab.report import methods, plots, sections
 from tunelab.report.data import effective_knobs, load
 from tunelab.report.labels import fmt
@@ -237,16 +238,20 @@ def test_locking_section_gives_the_ratio_its_interval_and_what_it_means(
     caption = re.search(r"<figcaption>(.*?)</figcaption>", page, re.S)[1]
     assert "Above 1, row locks gave more rows per second than a table lock" in caption
     assert "below 1, the table lock gave more" in caption
-    assert "95% percentile bootstrap interval for the ratio" in caption
+    assert "interval, at the level the table gives beside it" in caption
     header, *body = tables_of(page)["locking"]
     assert header[:2] == ["workload", "client threads"]
-    at, interval = header.index("row / table"), header.index("95% interval")
-    expected = expected_lock_ratios(rows)
+    at, interval = header.index("row / table"), header.index("interval (its level)")
+    # the table gives the ratio the verdicts compare: throughput at one CPU speed
+    expected = expected_lock_ratios(figures.at_one_speed(rows))
     assert len(body) == len(expected) == 4
     for cells in body:
         want = expected[(cells[0], int(cells[1]))]
         assert float(cells[at]) == pytest.approx(want, abs=5e-4)
-        low, high = (float(v) for v in cells[interval].strip("[]").split(", "))
+        bounds, level = cells[interval].split(" (")
+        low, high = (float(v) for v in bounds.strip("[]").split(", "))
+        # its real level: three rounds give [min, max] of the Walsh averages, 1 - 2 / 2^3
+        assert float(level.split(" %")[0]) == pytest.approx(100 * (1 - 2 / 2**3), abs=0.05)
         assert low <= float(cells[at]) <= high
         assert cells[-1] == "3, 3"
 

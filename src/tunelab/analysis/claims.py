@@ -71,7 +71,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab import results
-from tunelab.analysis import decisions, hostspeed, sequential, stats
+from tunelab.analysis import decisions, figures, hostspeed, sequential, stats
 from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE, SHORT
 from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
 from tunelab.findings import FINDING
@@ -126,6 +126,10 @@ class Verdict:
     contexts: list[dict[str, Any]] = field(default_factory=list)
     # rows measured under another version of the findings file than the one judging them
     other_version: str = ""
+    # the look of a sequential procedure that gave the verdict (look, looks, rounds, alpha)
+    look: dict[str, Any] | None = None
+    # the weight of the CPU-speed correction of its times (None: times as measured)
+    weight: float | None = None
 
     @property
     def decided(self) -> bool:
@@ -153,6 +157,7 @@ class Verdict:
         return {
             "claim": c.says,
             "kind": c.kind,
+            "metric": metric_column(c.metric) if c.metric != "uses_index" else c.metric,
             "role": c.role,
             "finding": c.finding,
             "source": c.source,
@@ -172,6 +177,8 @@ class Verdict:
             "needed": self.needed,
             "contexts": self.contexts,
             "other_version": self.other_version,
+            "look": self.look,
+            "weight": self.weight,
         }
 
 
@@ -247,6 +254,10 @@ class Outcome:
     # the one figure of this context: a/b's ratio and interval, or where the curves cross
     ratio: tuple[float, float, float] | None = None
     crossing: float | None = None
+    # the compared sides' own figures (``figures``: the figure every page quotes for them)
+    # and the test behind the ratio, for the page's plain sentence and its detail
+    sides: list[dict[str, Any]] = field(default_factory=list)
+    test: dict[str, Any] | None = None
 
 
 def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.RatioTest | None:
@@ -274,13 +285,39 @@ def _n_text(t: stats.RatioTest) -> str:
     return f"{n}, smallest possible p {t.min_p:.2g}"
 
 
-def _compare_text(t: stats.RatioTest | None, metric: str, a: str, b: str) -> str:
+def _compare_text(
+    t: stats.RatioTest | None, metric: str, a: str, b: str, sides: Sequence[dict] = ()
+) -> str:
+    """ "a 41 ms vs b 69 ms: ratio ...": each side's median its figure (``_side``) where it
+    has one, the test's medians otherwise."""
     if t is None:
         return f"{a} vs {b}: no finite values on one side"
+    med = [s.get("median", math.nan) for s in sides] or [math.nan, math.nan]
+    new = med[0] if math.isfinite(med[0]) else t.new_median
+    old = med[1] if math.isfinite(med[1]) else t.old_median
     return (
-        f"{a} {_fmt(t.new_median, metric)} vs {b} {_fmt(t.old_median, metric)}: ratio "
+        f"{a} {_fmt(new, metric)} vs {b} {_fmt(old, metric)}: ratio "
         f"{t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, {_n_text(t)}"
     )
+
+
+def _side(shown: pd.DataFrame, label: str, rows: pd.DataFrame, metric: str) -> dict[str, Any]:
+    """One compared side as the pages quote it: its label, points and figure (median, its
+    interval and that interval's real coverage), from every row of the sweep (``shown``)."""
+    points = sorted({str(p) for p in rows.get("point_id", [])})
+    f = figures.of_points(shown, points, metric_column(metric))
+    if f.n == 0 and metric == "uses_index":
+        f = stats.median_interval(_values(rows, metric))
+    return {"label": label, "points": points, "median": f.median, "low": f.low,
+            "high": f.high, "level": f.coverage, "n": f.n}  # fmt: skip
+
+
+def _test_detail(t: stats.RatioTest | None) -> dict[str, Any] | None:
+    """What a page folds beneath a ratio: its test, rounds and the interval's real level."""
+    if t is None:
+        return None
+    return {"n": t.n, "unit": t.unit, "paired": t.paired, "n_old": t.n_old, "n_new": t.n_new,
+            "p": t.p, "min_p": t.min_p, "level": t.real_level, "method": t.method}  # fmt: skip
 
 
 def _evidence_causes(
@@ -345,11 +382,12 @@ def _outcome(
     extra: Sequence[str] = (),
 ) -> Outcome:  # fmt: skip
     ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
+    detail = _test_detail(t)
     if verdict == HOLDS:
-        return Outcome(verdict, text, ratio=ratio)
+        return Outcome(verdict, text, ratio=ratio, test=detail)
     evidence, needed = _evidence_causes(verdict, t, claim)
     causes = [*extra, *evidence, *_row_causes(rows, claim.metric)]
-    return Outcome(verdict, text, causes, needed, ratio=ratio)
+    return Outcome(verdict, text, causes, needed, ratio=ratio, test=detail)
 
 
 def _uses_index(path: Any) -> float:
@@ -429,9 +467,12 @@ def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outco
     return _outcome(verdict, text, t, claim, pd.concat(sides))
 
 
-def _evaluate_one(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None = None) -> Outcome:
+def _evaluate_one(
+    claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None, shown: pd.DataFrame
+) -> Outcome:
     """The verdict on one context's rows (``other``: the same context where ``than``
-    holds, for a claim that has one)."""
+    holds, for a claim that has one; ``shown``: every row of the sweep, whose figures the
+    evidence quotes)."""
     metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
     if claim.than:
         return _interaction(claim, rows, other if other is not None else rows.iloc[0:0])
@@ -443,8 +484,11 @@ def _evaluate_one(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None =
         else:
             claimed = decisions.LOWER if claim.kind == "lower" else decisions.HIGHER
             verdict = decisions.directional(t, claimed, alpha, m)
-        text = _compare_text(t, metric, kv(claim.a), kv(claim.b))
-        return _outcome(verdict, text, t, claim, pd.concat([a, b]))
+        sides = [_side(shown, kv(claim.a), a, metric), _side(shown, kv(claim.b), b, metric)]
+        text = _compare_text(t, metric, kv(claim.a), kv(claim.b), sides)
+        return dataclasses.replace(
+            _outcome(verdict, text, t, claim, pd.concat([a, b])), sides=sides
+        )
     col = _column(rows, claim.along or "")
     if col is None:
         return Outcome(INCONCLUSIVE, f"no column for {claim.along}")
@@ -452,11 +496,13 @@ def _evaluate_one(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None =
     if len(along) < 2:
         return Outcome(INCONCLUSIVE, f"fewer than two values of {claim.along}")
     if claim.kind in ("falls", "rises"):
-        return _trend(claim, rows, col, along)
-    return _crossover(claim, rows, col, along)
+        return _trend(claim, rows, col, along, shown)
+    return _crossover(claim, rows, col, along, shown)
 
 
-def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outcome:
+def _trend(
+    claim: Claim, rows: pd.DataFrame, col: str, along: list[Any], shown: pd.DataFrame
+) -> Outcome:
     """``falls``/``rises``: the largest value of ``along`` against the smallest gives the size
     and direction; a trend test over every value (``decisions.trend``: blocked by round where
     the rows carry one) tests the trend; each step between neighbouring values that goes
@@ -468,7 +514,9 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     t = _test(last, first, metric, alpha)
     verdict = decisions.directional(t, claimed, alpha, m)
     name = claim.along
-    text = _compare_text(t, metric, f"{name} {along[-1]}", f"{name} {along[0]}")
+    ends = [(f"{name} {along[-1]}", last), (f"{name} {along[0]}", first)]
+    sides = [_side(shown, label, r, metric) for label, r in ends]
+    text = _compare_text(t, metric, ends[0][0], ends[1][0], sides)
     rank = rows[col].map(lambda c: next((i for i, v in enumerate(along) if same(c, v)), np.nan))
     scaled = hostspeed.values([rows], metric_column(metric))
     values = scaled[0] if scaled else _values(rows, metric)
@@ -491,10 +539,13 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     elif verdict == HOLDS and not (trend.p < alpha and trend.sign * claimed > 0):
         verdict = INCONCLUSIVE
         extra.append(f"the trend over every value is not significant (p={trend.p:.2g})")
-    return _outcome(verdict, text, t, claim, pd.concat([first, last]), extra)
+    out = _outcome(verdict, text, t, claim, pd.concat([first, last]), extra)
+    return dataclasses.replace(out, sides=sides)
 
 
-def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outcome:
+def _crossover(
+    claim: Claim, rows: pd.DataFrame, col: str, along: list[Any], shown: pd.DataFrame
+) -> Outcome:
     """``a`` lower than ``b`` at small values of ``along``, higher at large ones, crossing
     within the claimed window: the crossing lies between the last value where ``a`` is
     clearly lower (the comparison holds for ``lower``) and the first after it where it is
@@ -519,7 +570,9 @@ def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> 
     verdict, where, extra = _crossing(xs, signs, lo, hi)
     # Curves that cross back have no one crossing to place.
     once = _crossed_back(signs) is None
-    medians = [(x, _median(_at(a_rows, col, v), metric), _median(_at(b_rows, col, v), metric))
+    # where the figures' medians cross, as the page's figure draws them
+    medians = [(x, _side(shown, "", _at(a_rows, col, v), metric)["median"],
+                _side(shown, "", _at(b_rows, col, v), metric)["median"])
                for x, v in zip(xs, along)]  # fmt: skip
     estimate = _crossing_estimate(medians, _bracket(xs, signs)) if once else None
     est = f"≈{estimate:.3g} " if estimate is not None else ""
@@ -611,12 +664,6 @@ def _bracket(xs: list[float], signs: list[int]) -> tuple[float, float]:
     return xs[start], xs[min(above)] if above else xs[-1]
 
 
-def _median(rows: pd.DataFrame, metric: str) -> float:
-    values = _values(rows, metric)
-    values = values[np.isfinite(values)]
-    return float(np.median(values)) if values.size else math.nan
-
-
 def _crossing_estimate(
     medians: list[tuple[float, float, float]], bracket: tuple[float, float]
 ) -> float | None:
@@ -634,11 +681,17 @@ def _crossing_estimate(
     return (inside or found or [None])[0]
 
 
-def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> Verdict:
+def evaluate(
+    claim: Claim, frame: pd.DataFrame, alpha: float | None = None,
+    shown: pd.DataFrame | None = None,
+) -> Verdict:  # fmt: skip
     """The claim's verdict on a sweep's rows (one engine). ``alpha``, when given, replaces
-    the claim's own (a procedure that looks several times spends its alpha over the looks)."""
+    the claim's own (a procedure that looks several times spends its alpha over the looks).
+    ``shown``: every row of the sweep (``frame`` may be the rounds up to a look), whose
+    figures (``figures``) the evidence quotes for the compared points."""
     if alpha is not None:
         claim = dataclasses.replace(claim, alpha=float(alpha))
+    shown = figures.at_one_speed(frame if shown is None else shown)
     # The CPU reference's weight, from the whole sweep, within the unit its claims pair by
     (frame,) = hostspeed.annotate([frame], sequential.pairing(frame)[0])
     rows = _select(frame, claim.where)
@@ -650,13 +703,13 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
     parts, causes, outcomes, contexts = [], [], [], []
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
-        o = _evaluate_one(claim, g, None if other is None else _within(other, context, key))
+        o = _evaluate_one(claim, g, None if other is None else _within(other, context, key), shown)
         label = _context_text(key, context)
         parts.append(f"{label}: {o.text}" if label else o.text)
         outcomes.append(o)
         ratio = list(o.ratio) if o.ratio else None
         contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
-                         "crossing": o.crossing})  # fmt: skip
+                         "crossing": o.crossing, "sides": o.sides, "test": o.test})  # fmt: skip
     overall = decisions.combine([o.verdict for o in outcomes])
     # the causes of the contexts that gave the verdict, not of those that did otherwise
     for c, o in zip(contexts, outcomes):
@@ -665,11 +718,13 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
                      for w in o.causes]  # fmt: skip
             causes.extend(w for w in named if w not in causes)
     needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
+    weight = None
     if hostspeed.applies([rows], metric_column(claim.metric)):
-        parts.append(f"times {hostspeed.NOTE}, weight {hostspeed.weight_of(rows):.2f}")
+        weight = hostspeed.weight_of(rows)
+        parts.append(f"times {hostspeed.NOTE}, weight {weight:.2f}")
     return Verdict(
         claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
-        max(needed) if needed and overall == INCONCLUSIVE else None, contexts,
+        max(needed) if needed and overall == INCONCLUSIVE else None, contexts, weight=weight,
     )  # fmt: skip
 
 
@@ -720,7 +775,9 @@ def looks_of(frame: pd.DataFrame) -> list[int] | None:
     return sequential.looks_for(int(low), int(high), mode)
 
 
-def evaluate_in_looks(claim: Claim, frame: pd.DataFrame, looks: Sequence[int]) -> Verdict:
+def evaluate_in_looks(
+    claim: Claim, frame: pd.DataFrame, looks: Sequence[int], shown: pd.DataFrame | None = None
+) -> Verdict:
     """The verdict the sequential procedure reaches on rows measured in rounds: the claim is
     tested at each look the rows reach (on the rounds up to it, at the alpha that look
     spends); the first decided verdict stands, else the last look's. The same replay that
@@ -738,8 +795,11 @@ def evaluate_in_looks(claim: Claim, frame: pd.DataFrame, looks: Sequence[int]) -
     verdict = None
     for k in reached:
         alpha = sequential.look_alpha(claim.alpha, k, looks)
-        verdict = evaluate(claim, frame[rounds < looks[k]], alpha)
+        verdict = evaluate(
+            claim, frame[rounds < looks[k]], alpha, frame if shown is None else shown
+        )
         verdict.evidence += f"; look {k + 1} of {len(looks)} ({looks[k]} rounds, alpha {alpha:.3g})"
+        verdict.look = {"look": k + 1, "looks": len(looks), "rounds": looks[k], "alpha": alpha}
         if verdict.decided:
             break
     assert verdict is not None
@@ -756,10 +816,11 @@ def evaluate_sweep(
     the findings file says so (``Verdict.other_version``)."""
     looks = looks_of(frame) if alpha is None else None
     chosen = parse(expect)
+    shown = figures.at_one_speed(frame)  # once: every verdict quotes the same figures
     if looks:
-        verdicts = [evaluate_in_looks(c, frame, looks) for c in chosen]
+        verdicts = [evaluate_in_looks(c, frame, looks, shown) for c in chosen]
     else:
-        verdicts = [evaluate(c, frame, alpha) for c in chosen]
+        verdicts = [evaluate(c, frame, alpha, shown) for c in chosen]
     measured = _digests(frame)
     for v in verdicts:
         judged = v.claim.findings_digest
@@ -783,7 +844,7 @@ def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
     if not held:
         return None
     c = held[0].claim
-    rows = _select(frame, c.where)
+    rows = _select(figures.at_one_speed(frame), c.where)  # the figures every page quotes
     context = _context_columns(rows, c)
     label = ""
     if context:  # the first context only (e.g. cold before warm), named

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tunelab.analysis import figures
 from tunelab.report.data import ReportData
 from tunelab.report.labels import fmt, label
 
@@ -162,6 +163,7 @@ def point_times(data: ReportData) -> pd.DataFrame:
     whether the point is client-bound (median share above CLIENT_BOUND)."""
     frame = data.results
     share = row_client_share(frame)
+    shown = figures.at_one_speed(frame)  # the response time every page quotes
     out = []
     for key, group in _groups(data, frame):
         s = share.loc[group.index].dropna()
@@ -170,7 +172,7 @@ def point_times(data: ReportData) -> pd.DataFrame:
             {
                 **key,
                 "n": len(group),
-                "elapsed_s": float(_numeric(group, "elapsed_s").median()),
+                "elapsed_s": float(_numeric(shown.loc[group.index], "elapsed_s").median()),
                 "engine_elapsed_s": float(_numeric(group, "engine_elapsed_s").median()),
                 "client_share": median_share,
                 "client_bound": bool(median_share > CLIENT_BOUND),

@@ -33,9 +33,9 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from tunelab import atomic, claimspec, engines, findings, spec
-from tunelab.analysis import stats
+from tunelab.analysis import figures, stats
 from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
-from tunelab.report import plots
+from tunelab.report import evidence, plots
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, label
@@ -291,16 +291,19 @@ def _panels(exp: Experiment, cols: list[str]) -> list[tuple]:
 def curve(
     frame: pd.DataFrame, x: str, metric: str = METRIC, orders: dict | None = None
 ) -> pd.DataFrame:
-    """Per value of ``x``: the median of ``metric`` and its order-statistic interval; numbers
-    ascending, categories in the sweep's order (``orders``, as ``ReportData.orders``)."""
+    """Per value of ``x``: the median of ``metric`` and its order-statistic interval (a
+    point's figure, ``analysis.figures``, for the rows ``_panel_rows`` gives) and that
+    interval's level; numbers ascending, categories in the sweep's order (``orders``, as
+    ``ReportData.orders``)."""
     out = []
     for value, g in frame.groupby(x, sort=False):
         values = pd.to_numeric(g[metric], errors="coerce").dropna().to_numpy()
         if values.size == 0:
             continue
         iv = stats.median_interval(values)
-        out.append({"x": value, "median": iv.median, "low": iv.low, "high": iv.high})
-    table = pd.DataFrame(out, columns=["x", "median", "low", "high"])
+        out.append({"x": value, "median": iv.median, "low": iv.low, "high": iv.high,
+                    "coverage": iv.coverage})  # fmt: skip
+    table = pd.DataFrame(out, columns=["x", "median", "low", "high", "coverage"])
     numeric = pd.to_numeric(table["x"], errors="coerce")
     if numeric.notna().all():
         return table.assign(_n=numeric).sort_values("_n").drop(columns="_n").reset_index(drop=True)
@@ -310,9 +313,21 @@ def curve(
     )
 
 
+def interval_levels(exp: Experiment) -> str:
+    """The levels the figures' intervals have: "96.9 %", or each where points' repetitions
+    differ ("93.8 % / 96.9 %")."""
+    found = set()
+    for run in exp.runs:
+        frame = run.data.results
+        sizes = frame.groupby("point_id").size() if "point_id" in frame else [len(frame)]
+        found |= {stats.coverage(int(n), stats.order_ranks(int(n))[0]) for n in set(sizes)}
+    return " / ".join(fmt_percent(c) for c in sorted(found)) or "an"
+
+
 def _panel_rows(run: EngineRun, cols: list[str], key: tuple) -> pd.DataFrame:
-    """The engine's rows of a panel: a column its rows lack is no setting of it."""
-    frame = with_pool_bytes(run.data.results)
+    """The engine's rows of a panel, with the values of its points' figures (times at one CPU
+    speed where its verdicts compare them so): a column its rows lack is no setting of it."""
+    frame = with_pool_bytes(figures.at_one_speed(run.data.results))
     mask = pd.Series(True, index=frame.index)
     for c, v in zip(cols, key, strict=True):
         if c in frame and v is not NOT_SET:
@@ -358,7 +373,11 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
             xs_all: list[float] = []
             ys_all: list[float] = []
             for run, (ls, value) in _curves(exp.runs, styled, styles):
-                rows = _panel_rows(run, cols, key) if cols else with_pool_bytes(run.data.results)
+                rows = (
+                    _panel_rows(run, cols, key)
+                    if cols
+                    else with_pool_bytes(figures.at_one_speed(run.data.results))
+                )
                 if value is not None:
                     rows = rows[rows[styled].astype(str) == value]
                 if x not in rows or rows.empty:
@@ -500,12 +519,12 @@ def verdict_cell(v: dict[str, Any] | None, href: str = "", missing: str = "") ->
         return f'<div class="tl-cell">{badge}<div class="tl-ratio">{esc(missing)}</div></div>'
     said = word_of(v)
     figures = figures_text(v)
-    level = v.get("interval_level")
+    level = evidence.levels_text(v)  # the level the intervals really have
     if figures and level:
-        figures.append(f"{level * 100:.3g} % interval{'s' if len(figures) > 1 else ''}")
+        figures.append(level)
     ratio = "".join(f'<div class="tl-ratio">{esc(f)}</div>' for f in figures)
     badge = f'<span class="tl-verdict {css_class(said)}">{esc(said)}</span>'
-    title = esc(str(v.get("evidence", "")))
+    title = esc(evidence.sentence(v) or evidence.detail(v))
     inner = f'<a href="{esc(href)}" title="{title}">{badge}</a>' if href else badge
     return f'<div class="tl-cell">{inner}{ratio}</div>'
 
@@ -680,7 +699,9 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
                 "each engine's median divided by its own at the smallest value: the "
                 "shapes compare where the absolute times do not"
                 if normalised
-                else "median and 95 % interval of each engine's repetitions, shared axes"
+                else f"median and {interval_levels(exp)} interval for it (order statistics) "
+                "of each engine's repetitions, shared axes; times at one CPU speed where an "
+                "engine's verdicts compare them so"
             )
             parts.append(
                 plots.figure_html(

@@ -24,6 +24,7 @@ from typing import Any
 from tunelab import engines as registry
 from tunelab.analysis.claims import word_of
 from tunelab.report import engines as across
+from tunelab.report import evidence
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text
 
@@ -46,7 +47,7 @@ def numbers_from_run(results_dir: Path, reports_dir: Path) -> dict[str, Any]:
         for run in exp.runs:
             entry["engines"][run.engine] = [
                 {"claim": str(v.get("claim")), "word": word_of(v), "figures": figures_text(v),
-                 "level": v.get("interval_level")}
+                 "level": min(evidence.levels(v), default=None)}
                 for v in run.verdicts
             ]  # fmt: skip
             frame = run.data.results

@@ -22,7 +22,7 @@ from typing import Any
 
 from tunelab import atomic
 from tunelab.analysis.claims import WORDS, css_class, word_of
-from tunelab.report import engines
+from tunelab.report import engines, evidence
 from tunelab.report.fragments import esc
 from tunelab.report.sections import SUMMARY_ID
 
@@ -76,7 +76,8 @@ def read_verdicts(files: list[Path]) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def _claims_cell(entry: dict[str, Any] | None) -> str:
-    """Counts of verdicts as badges, each claim with its evidence behind a click."""
+    """Counts of verdicts as badges, each claim with its evidence behind a click: one plain
+    sentence, the test's detail folded beneath it (``evidence``)."""
     if not entry or not entry.get("verdicts"):
         return '<span class="tl-muted">—</span>'
     esc = html.escape
@@ -86,8 +87,8 @@ def _claims_cell(entry: dict[str, Any] | None) -> str:
                      for k, n in counts.items() if n)  # fmt: skip
     items = "".join(
         f'<li><span class="tl-verdict {css_class(word_of(v))}">{esc(word_of(v))}</span>'
-        f"{esc(v['claim'])}: {esc(v['evidence'])}"
-        + (f" — likely cause: {esc('; '.join(v['causes']))}" if v.get("causes") else "")
+        f"{esc(v['claim'])}"
+        + evidence.html_block(v, "tl-muted")
         + (
             f" — rows from {len(v['hosts'])} hosts compared: {esc(', '.join(v['hosts']))}"
             if len(v.get("hosts") or []) > 1

@@ -232,7 +232,7 @@ def figures_text(v: dict[str, Any]) -> list[str]:
         return [f"{found.group(1)}x [{found.group(2)}, {found.group(3)}]"] if found else []
     out = []
     for c in v.get("contexts") or []:
-        label = _percent_selectivity(str(c.get("label") or "").replace("cache ", ""))
+        label = context_label(str(c.get("label") or ""))
         if c.get("ratio"):
             r, lo, hi = c["ratio"]
             text = f"{r:.3g}x [{lo:.3g}, {hi:.3g}]"
@@ -242,6 +242,11 @@ def figures_text(v: dict[str, Any]) -> list[str]:
             continue
         out.append(f"{label} {text}".strip())
     return out
+
+
+def context_label(label: str) -> str:
+    """A verdict's context as the pages name it: "cold", "selectivity 10 %"."""
+    return _percent_selectivity(label.replace("cache ", ""))
 
 
 def fmt_selectivity_percent(value: float) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tunelab.analysis import figures
 from tunelab.analysis.stats import crossings
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import binary_unit, fmt, fmt_bytes, fmt_selectivity_percent
@@ -130,7 +131,7 @@ def crossovers(data: ReportData, x: str = SELECTIVITY, log: bool = True) -> list
     where its response-time medians cross the scan's."""
     if not crossover_applies(data, x):
         return []
-    frame = data.results.copy()
+    frame = figures.at_one_speed(data.results).copy()  # the medians the figures draw
     frame[CROSS_METRIC] = pd.to_numeric(frame[CROSS_METRIC], errors="coerce")
     others = [c for c in data.point_columns if c not in (x, INDEX)]
     medians = frame.groupby([*others, INDEX, x], dropna=False)[CROSS_METRIC].median()

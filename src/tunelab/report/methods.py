@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab import cache, engines, noise
-from tunelab.analysis import hostspeed, stats
+from tunelab.analysis import figures, hostspeed, stats
 from tunelab.cache import WARM_BY_PREVIOUS
 from tunelab.engines.base import EngineInfo
 from tunelab.report import checks
@@ -325,8 +325,28 @@ def _interference_text(frame: pd.DataFrame) -> str:
                 "by how far each sweep's repetitions follow that prediction (the weight is in "
                 "each claim's evidence)"
             )
+        moved = correction_moves(frame)
+        if moved is not None:
+            text += (
+                f". Every time this page gives (tables, figures, evidence) is taken so, with "
+                f"weight {figures.weight(frame):.2f} here; the points' medians as measured "
+                f"differ from them by {fmt_percent(moved[0])} at the median point and "
+                f"{fmt_percent(moved[1])} at most (the rows as measured are in the appendix)"
+            )
         text += "."
     return text
+
+
+def correction_moves(frame: pd.DataFrame) -> tuple[float, float] | None:
+    """How far the CPU-speed correction moved the points' median response times (median and
+    largest share over the points); None where the times are as measured."""
+    if "point_id" not in frame or not figures.corrected(frame):
+        return None
+    shown = figures.at_one_speed(frame)
+    raw = pd.to_numeric(frame["elapsed_s"], errors="coerce").groupby(frame["point_id"]).median()
+    one = pd.to_numeric(shown["elapsed_s"], errors="coerce").groupby(frame["point_id"]).median()
+    share = (one / raw - 1).abs().dropna()
+    return (float(share.median()), float(share.max())) if len(share) else None
 
 
 def _device_text(frame: pd.DataFrame) -> str:
@@ -448,8 +468,8 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
     analysis = [
         _calibration_text(data, calibration_json),
         "Per point, the report gives the median of the repetitions with a distribution-free "
-        f"order-statistic interval for it (coverage {fmt_percent(cov)} with n = "
-        f"{int(reps.min())}).",
+        f"order-statistic interval for it (a {fmt_percent(cov)} interval with n = "
+        f"{int(reps.min())}), the same figure in every table, figure and verdict.",
     ]
     return [" ".join(part) for part in (setup, protocol, analysis)]
 

@@ -613,7 +613,7 @@ def lock_ratios(data: ReportData) -> pd.DataFrame | None:
     per round where the rows carry rounds), with its bootstrap interval and p
     (``lock_test``); None unless the rows have both lock kinds.
     Columns: the keys, then table_median, row_median, ratio, low, high, p, n_table, n_row,
-    method."""
+    method, level (the interval's real level)."""
     frame = data.results
     if LOCK not in frame or not _has(frame, LOCK_METRIC):
         return None
@@ -637,7 +637,7 @@ def lock_ratios(data: ReportData) -> pd.DataFrame | None:
             **dict(zip(keys, key, strict=True)), "table_median": test.old_median,
             "row_median": test.new_median, "ratio": test.ratio, "low": test.low,
             "high": test.high, "p": test.p, "n_table": test.n_old, "n_row": test.n_new,
-            "method": test.method,
+            "method": test.method, "level": test.real_level,
         })  # fmt: skip
     if not rows:
         return None

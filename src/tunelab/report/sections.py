@@ -18,9 +18,9 @@ from typing import Any
 import pandas as pd
 
 from tunelab import claimspec, spec
-from tunelab.analysis import stats
+from tunelab.analysis import figures, hostspeed, stats
 from tunelab.analysis.claims import css_class, word_of
-from tunelab.report import checks, marks, plots, reads, tables
+from tunelab.report import checks, evidence, marks, plots, reads, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
 from tunelab.report.labels import (
@@ -140,7 +140,7 @@ def engine_time_html(data: ReportData) -> str:
         return "".join(parts)
     caption = html.escape(figure_caption(data))
     for x in data.dims:
-        fig = plots.engine_time_figure(data, x)
+        fig = plots.engine_time_figure(figure_rows(data), x)
         if fig is not None:
             name = label(x, data.engine)
             parts.append(f"<h3>Versus {html.escape(name)}</h3>")
@@ -318,21 +318,31 @@ def warnings(data: ReportData) -> list[str]:
     if reps.min() < 6:
         out.append(
             f"With {int(reps.min())} repetition(s) per point no interval for the median reaches "
-            "95 % coverage; the intervals shown are [min, max] and the tables give their true "
-            "coverage. Six or more repetitions give a real 95 % interval."
+            "95 % coverage; the intervals shown are [min, max] and each is labelled with its "
+            "true level. Six or more repetitions give an interval of at least 95 %."
         )
     return out
 
 
 # -- figures ---------------------------------------------------------------------------------
+def figure_rows(data: ReportData) -> ReportData:
+    """The report's rows with the values every figure of a point is made from
+    (``analysis.figures``: times at one CPU speed where the verdicts compare them so)."""
+    return dataclasses.replace(data, results=figures.at_one_speed(data.results))
+
+
 def figure_caption(data: ReportData) -> str:
     reps = reps_per_point(data)
-    cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
+    n = int(reps.min())
+    cov = stats.coverage(n, stats.order_ranks(n)[0])
+    fewest = "" if n == int(reps.max()) else ", the fewest of a point"
     text = (
-        "Line or marker: median over repetitions; band or bar: order-statistic interval "
-        f"for the median (coverage {fmt_percent(cov)} with n = {int(reps.min())}); "
+        f"Line or marker: median over repetitions; band or bar: the {fmt_percent(cov)} "
+        f"interval for the median (order statistics, n = {n}{fewest}); "
         "dots: every repetition (jittered sideways)."
     )
+    if figures.corrected(data.results):
+        text += f" Times {hostspeed.NOTE}, as the verdicts compare them."
     if checks.row_mismatch(data.results).any():
         text += (
             f" {checks.MISMATCH_MARK}: the plan differed from what the index knob built "
@@ -359,6 +369,7 @@ def figures_html(data: ReportData) -> str:
         return note("Nothing varies in this sweep: see the summary table.")
     parts = []
     caption = html.escape(figure_caption(data))
+    data = figure_rows(data)
     if len(data.dims) > 2:  # with one or two, the per-dimension figures say it all
         fig = plots.overview_figure(data, "elapsed_s")
         notes = "".join(axis_notes(data, x, crossover=True) for x in data.dims)
@@ -390,22 +401,24 @@ def lock_caption() -> str:
     return (
         "Marker: the ratio of the median throughput (rows per second) with row locks to the "
         "median throughput with a table lock, per workload and number of client threads; bar: "
-        f"{stats.LEVEL:.0%} percentile bootstrap interval for the ratio "
-        f"({stats.DEFAULT_RESAMPLES:,} resamples of each side's repetitions; where the rows "
-        "record the round each repetition was measured in, the marker and bar are the "
-        "Hodges–Lehmann estimate and signed-rank interval of the per-round ratios, so that "
-        "drift between rounds cancels out); the same comparison as a claim on these points "
-        "makes; dashed line: 1, the same throughput either way. Above 1, row locks gave more "
-        "rows per second than a table lock (for instance clients that a table lock makes wait "
-        "for each other); below 1, the table lock gave more (for instance a lock per row "
-        "costing more than it saves when nothing runs beside it). An interval that contains 1 "
-        "shows no difference these repetitions can tell."
+        "the ratio's interval, at the level the table gives beside it: a "
+        f"{stats.LEVEL:.0%} percentile bootstrap interval "
+        f"({stats.DEFAULT_RESAMPLES:,} resamples of each side's repetitions), or, where the rows "
+        "record the round each repetition was measured in, the signed-rank interval of the "
+        "per-round ratios around their Hodges–Lehmann estimate, so that drift between rounds "
+        "cancels out (its exact level: three rounds reach only 75 %); the same comparison as "
+        "a claim on these points makes; dashed line: 1, the same throughput either way. "
+        "Above 1, row locks gave more rows per second than a table lock (for instance clients "
+        "that a table lock makes wait for each other); below 1, the table lock gave more (for "
+        "instance a lock per row costing more than it saves when nothing runs beside it). An "
+        "interval that contains 1 shows no difference these repetitions can tell."
     )
 
 
 def locking_html(data: ReportData) -> str | None:
     """Throughput with row locks over throughput with a table lock, per write workload and
     thread count; None unless the sweep measured both (a lock_granularity of row and table)."""
+    data = figure_rows(data)
     ratios = plots.lock_ratios(data)
     if ratios is None:
         return None
@@ -416,8 +429,9 @@ def locking_html(data: ReportData) -> str | None:
     shown["throughput, row locks (rows/s): median"] = ratios["row_median"].map(fmt)
     shown["throughput, table lock (rows/s): median"] = ratios["table_median"].map(fmt)
     shown["row / table"] = ratios["ratio"].map(lambda v: f"{v:.3f}")
-    shown[f"{stats.LEVEL:.0%} interval"] = [
-        f"[{lo:.3f}, {hi:.3f}]" for lo, hi in zip(ratios["low"], ratios["high"], strict=True)
+    shown["interval (its level)"] = [
+        f"[{lo:.3f}, {hi:.3f}] ({fmt_percent(level)})"
+        for lo, hi, level in zip(ratios["low"], ratios["high"], ratios["level"], strict=True)
     ]
     shown["p"] = ratios["p"].map(lambda v: f"{v:.3g}")
     shown["test"] = ratios["method"]
@@ -499,11 +513,12 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
     items = ""
     for v in verdicts:
         said = word_of(v)
-        cause = "; ".join(v.get("causes") or [])
-        figures = "; ".join(figures_text(v))
-        level = v.get("interval_level")
-        at = f" ({level * 100:.3g} % interval{'s' if ';' in figures else ''})" if level else ""
-        here = f"here: {figures}{at}" if figures else ""
+        # one plain sentence, each side's median the page's figure of it (``evidence``)
+        figures = evidence.sentence(v)
+        if not figures and figures_text(v):  # a file from before sides were stored
+            level = evidence.levels_text(v)
+            figures = "; ".join(figures_text(v)) + (f" ({level})" if level else "")
+        here = f"here: {figures}" if figures else ""
         source = f"source ({v['source']}): {v['reported']}" if v.get("reported") else ""
         if v.get("source_ratio") is not None:
             source += f" — ratio {float(v['source_ratio']):.3g}"
@@ -521,10 +536,8 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
         items += (
             f'<li><span class="tl-verdict {css_class(said)}">{esc(said)}</span>{head}'
             + "".join(f'<div class="tl-evidence">{esc(x)}</div>' for x in lines)
-            + f'<details><summary class="tl-evidence">evidence</summary><div class="tl-evidence">'
-            f"{esc(str(v.get('evidence', '')))}"
-            + (f" — likely cause: {esc(cause)}" if cause else "")
-            + "</div></details></li>"
+            + f'<details><summary class="tl-evidence">test detail</summary>'
+            f'<div class="tl-evidence">{esc(evidence.detail(v))}</div></details></li>'
         )
     return f'<ul class="tl-claims">{items}</ul>'
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from tunelab.analysis import stats
+from tunelab.analysis import figures
 from tunelab.report import checks, marks
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import binary_unit, fmt, fmt_percent, is_ratio, label, unit_text
@@ -91,7 +91,8 @@ def point_medians(data: ReportData, columns: Sequence[str]) -> pd.DataFrame:
     for col in columns:
         if col not in frame or not pd.to_numeric(frame[col], errors="coerce").notna().any():
             continue
-        s = stats.summarize(frame, by, col)[[*by, "n", "median"]].rename(columns={"median": col})
+        s = figures.summarize(frame, by, col)[[*by, "n", "median"]]
+        s = s.rename(columns={"median": col})
         if out is None:
             out = s
         else:
@@ -100,11 +101,13 @@ def point_medians(data: ReportData, columns: Sequence[str]) -> pd.DataFrame:
 
 
 def summary_frame(data: ReportData) -> pd.DataFrame:
-    """Per point: n, median and interval of the response time; median throughput."""
+    """Per point: n, median and interval of the response time; median throughput (the
+    points' figures, ``analysis.figures``)."""
     by = data.point_columns
-    s = stats.summarize(data.results, by, "elapsed_s")
+    s = figures.summarize(data.results, by, "elapsed_s")
     if "throughput_rows_s" in data.results:
-        t = stats.summarize(data.results, by, "throughput_rows_s")[[*by, "median", "low", "high"]]
+        t = figures.summarize(data.results, by, "throughput_rows_s")
+        t = t[[*by, "median", "low", "high", "coverage"]].rename(columns={"coverage": "tp_cov"})
         t = t.rename(columns={"median": "tp_median", "low": "tp_low", "high": "tp_high"})
         s = s.merge(t, on=by, how="left") if by else s.join(t)
     return sort_points(s, by, data.orders)
@@ -156,17 +159,29 @@ def summary_html(data: ReportData) -> str:
         ]
     table["n"] = s["n"].map(fmt)
     table["response time (s): median"] = s["median"].map(fmt)
-    table["95 % interval for the median (order statistics)"] = [
+    table[interval_header(s["coverage"])] = [
         f"{fmt(lo)} – {fmt(hi)}" for lo, hi in zip(s["low"], s["high"], strict=True)
     ]
-    table["coverage of that interval"] = s["coverage"].map(fmt_percent)
+    if s["coverage"].nunique() > 1:  # each row's own level where they differ
+        table["level of that interval"] = s["coverage"].map(fmt_percent)
     if "tp_median" in s:
         table["throughput (rows/s): median"] = s["tp_median"].map(fmt)
-        table["throughput interval"] = [
+        table[interval_header(s["tp_cov"], "throughput")] = [
             f"{fmt(lo)} – {fmt(hi)}" for lo, hi in zip(s["tp_low"], s["tp_high"], strict=True)
         ]
     # Many swept dimensions can still make it wider than the page: it scrolls, not clips.
     return f'<div class="tl-wide">{html_table(table, "summary", wrap=wrap)}</div>'
+
+
+def interval_header(coverage: pd.Series, of: str = "") -> str:
+    """The header of a column of order-statistic intervals, with the level they really
+    have: "96.9 % interval for the median", or "interval ... (level beside it)" where the
+    points' repetitions, and so their levels, differ."""
+    of = f"{of}: " if of else ""
+    levels = pd.to_numeric(coverage, errors="coerce").dropna().unique()
+    if len(levels) == 1:
+        return f"{of}{fmt_percent(float(levels[0]))} interval for the median (order statistics)"
+    return f"{of}interval for the median (order statistics; its level beside it)"
 
 
 def engine_time_html(data: ReportData) -> str | None:
