@@ -67,6 +67,8 @@ class Claim:
     reported: str | None = None
     source_ratio: float | None = None
     findings_digest: str | None = None
+    # how the verdicts of several contexts make one (``decisions.combine``)
+    contexts: str = "all"
 
 
 def _claim_list(expect: Any) -> tuple[list[dict], float, float]:
@@ -109,6 +111,7 @@ def parse(expect: Any) -> list[Claim]:
                 reported=c.get("reported"),
                 source_ratio=None if ratio is None else float(ratio),
                 findings_digest=c.get("findings_digest"),
+                contexts=str(c.get("contexts", "all")),
             )
         )
     return claims

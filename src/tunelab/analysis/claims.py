@@ -50,8 +50,10 @@ Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache``
   them (``_flat_then_falls``).
 
 Rows that differ in a swept key a claim does not mention are compared within each value of
-that key (e.g. cold and warm apart); the claim holds when it holds in every one
-(``decisions.combine``).
+that key (e.g. cold and warm apart); one verdict follows from theirs by the findings file's
+``rules.contexts`` (``decisions.combine``; ``all``: the claim holds when it holds in every
+one). Each context's verdict is kept (``Verdict.contexts``), so a page shows how many
+reproduced, did not, or stayed undecided (``tally``).
 
 Metrics are row columns, counters by their short name, and ``uses_index``: 1 for a row whose
 plan (``access_path``) goes through an index, 0 otherwise, so that ``access: optimizer``
@@ -186,6 +188,8 @@ class Verdict:
             "decided": self.decided,
             "needed": self.needed,
             "contexts": self.contexts,
+            # how the contexts' verdicts made this one (``decisions.combine``)
+            "contexts_rule": c.contexts,
             "other_version": self.other_version,
         }
 
@@ -822,7 +826,7 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         ratio = list(o.ratio) if o.ratio else None
         contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
                          "crossing": o.crossing, "curve": o.curve})  # fmt: skip
-    overall = decisions.combine([o.verdict for o in outcomes])
+    overall = decisions.combine([o.verdict for o in outcomes], claim.contexts)
     # the causes of the contexts that gave the verdict, not of those that did otherwise
     for c, o in zip(contexts, outcomes):
         if o.verdict == overall:

@@ -35,7 +35,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from tunelab import atomic, claimspec, engines, findings, spec
 from tunelab.analysis import stats
 from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
-from tunelab.report import plots
+from tunelab.report import contexts, plots
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, label
@@ -503,7 +503,9 @@ def verdict_cell(v: dict[str, Any] | None, href: str = "", missing: str = "") ->
     level = v.get("interval_level")
     if figures and level:
         figures.append(f"{level * 100:.3g} % interval{'s' if len(figures) > 1 else ''}")
-    ratio = "".join(f'<div class="tl-ratio">{esc(f)}</div>' for f in figures)
+    # how its contexts came out and a curve's shape, before the figures they summarise
+    counted = [x for x in (contexts.tally(v), *contexts.shapes(v)) if x]
+    ratio = "".join(f'<div class="tl-ratio">{esc(f)}</div>' for f in (*counted, *figures))
     badge = f'<span class="tl-verdict {css_class(said)}">{esc(said)}</span>'
     title = esc(str(v.get("evidence", "")))
     inner = f'<a href="{esc(href)}" title="{title}">{badge}</a>' if href else badge

@@ -20,7 +20,7 @@ import pandas as pd
 from tunelab import claimspec, spec
 from tunelab.analysis import stats
 from tunelab.analysis.claims import css_class, word_of
-from tunelab.report import checks, marks, plots, reads, tables
+from tunelab.report import checks, contexts, marks, plots, reads, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
 from tunelab.report.labels import (
@@ -517,7 +517,9 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
             f'<span class="tl-explains">↳ why: {esc(str(v.get("claim", "")))}</span>'
             if explains else f"<strong>{esc(str(v.get('claim', '')))}</strong>"
         )  # fmt: skip
-        lines = [x for x in (source, here if figures else "", v.get("other_version")) if x]
+        counted = [contexts.tally(v), contexts.rule_text(v), *contexts.curves(v)]
+        lines = [x for x in (source, here if figures else "", *counted, v.get("other_version"))
+                 if x]  # fmt: skip
         items += (
             f'<li><span class="tl-verdict {css_class(said)}">{esc(said)}</span>{head}'
             + "".join(f'<div class="tl-evidence">{esc(x)}</div>' for x in lines)
