@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tunelab.analysis.claims import WORDS
+from tunelab.analysis.claims import REPRODUCED, WORDS, word_of
 from tunelab.report.labels import fmt_selectivity_percent
 
 # A context key in the plural, as a count of its values reads ("7 of 8 selectivities").
@@ -105,3 +105,20 @@ def shapes(v: dict[str, Any]) -> list[str]:
             several = label and len(contexts) > 1
             out.append(f"{label}: {curve['shape']}" if several else str(curve["shape"]))
     return out
+
+
+def reading(v: dict[str, Any], explains: list[dict[str, Any]]) -> str:
+    """What this run found for a finding, in one sentence made from its verdict alone (never
+    a fixed sentence beside it that could say otherwise): its word, how its contexts or its
+    curve came out, the first likely cause where it did not reproduce, and what its checked
+    explanations found on the same rows."""
+    said = word_of(v)
+    detail = tally(v) or "; ".join(shapes(v))
+    text = f"This run: {said}" + (f" ({detail})" if detail else "")
+    causes = [str(c) for c in v.get("causes") or []]
+    if causes and said != REPRODUCED:
+        text += f", {causes[0]}"
+    checked = [f"{x.get('claim')}: {word_of(x)}" for x in explains]
+    if checked:
+        text += f". Checked on the same rows: {'; '.join(checked)}"
+    return text + "."

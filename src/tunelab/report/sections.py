@@ -497,7 +497,7 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
         return note("No finding is stated for this sweep (workflows/findings.yaml) and the "
                     "sweep states no claims (`expect:`).")  # fmt: skip
     items = ""
-    for v in verdicts:
+    for i, v in enumerate(verdicts):
         said = word_of(v)
         cause = "; ".join(v.get("causes") or [])
         figures = "; ".join(figures_text(v))
@@ -518,8 +518,13 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
             if explains else f"<strong>{esc(str(v.get('claim', '')))}</strong>"
         )  # fmt: skip
         counted = [contexts.tally(v), contexts.rule_text(v), *contexts.curves(v)]
-        lines = [x for x in (source, here if figures else "", *counted, v.get("other_version"))
-                 if x]  # fmt: skip
+        read = ""
+        if not explains:  # its explanations follow it (``claims.evaluate_sweep``'s order)
+            below = [x for x in verdicts[i + 1 :] if x.get("finding") == v.get("finding")]
+            mine = [x for x in below if x.get("role") == "explains"] if v.get("finding") else []
+            read = contexts.reading(v, mine)
+        lines = [x for x in (read, source, here if figures else "", *counted,
+                             v.get("other_version")) if x]  # fmt: skip
         items += (
             f'<li><span class="tl-verdict {css_class(said)}">{esc(said)}</span>{head}'
             + "".join(f'<div class="tl-evidence">{esc(x)}</div>' for x in lines)
