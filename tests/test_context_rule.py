@@ -12,7 +12,7 @@ import pytest
 
 from tunelab import findings, runner, spec
 from tunelab.analysis import claims, decisions
-from tunelab.report import contexts
+from tunelab.report import contexts, engines, sections
 
 ROUNDS = 6
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
@@ -86,3 +86,14 @@ def test_every_finding_follows_the_rule_of_the_findings_file():
 def test_all_and_majority(verdicts, all_, majority):
     assert decisions.combine(verdicts, "all") == all_
     assert decisions.combine(verdicts, "majority") == majority
+
+
+def test_the_counts_are_on_the_matrix_cell_and_the_sweep_page(scans):
+    finding = {**reads_fall("all"), "role": "finding", "finding": "f", "says": "reads fall"}
+    (v,) = claims.evaluate_sweep([finding], scans, "sqlite")
+    stored = v.to_json()
+    cell = engines.verdict_cell(stored, "t.html#claims")
+    assert "not reproduced" in cell and "reproduced warm; not reproduced cold" in cell
+    page = sections.claims_html([stored])
+    assert "This run: not reproduced (reproduced warm; not reproduced cold)" in page
+    assert "rules.contexts: all" in page

@@ -517,7 +517,9 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
             f'<span class="tl-explains">↳ why: {esc(str(v.get("claim", "")))}</span>'
             if explains else f"<strong>{esc(str(v.get('claim', '')))}</strong>"
         )  # fmt: skip
-        counted = [contexts.tally(v), contexts.rule_text(v), *contexts.curves(v)]
+        # a finding's reading gives its contexts' counts; an explanation's are shown alone
+        counted = [contexts.tally(v) if explains else "", contexts.rule_text(v),
+                   *contexts.curves(v)]  # fmt: skip
         read = ""
         if not explains:  # its explanations follow it (``claims.evaluate_sweep``'s order)
             below = [x for x in verdicts[i + 1 :] if x.get("finding") == v.get("finding")]
