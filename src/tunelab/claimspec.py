@@ -18,9 +18,14 @@ import numpy as np
 from tunelab import findings
 from tunelab.units import parse_size
 
-KINDS = ("lower", "higher", "similar", "crossover", "falls", "rises")
+# flat_then_falls: no gain while the pool is smaller than the data, a gain once it holds them
+FLAT_THEN_FALLS = "flat_then_falls"
+KINDS = ("lower", "higher", "similar", "crossover", "falls", "rises", FLAT_THEN_FALLS)
 PAIR_KINDS = ("lower", "higher", "similar")
-ALONG_KINDS = ("crossover", "falls", "rises")
+ALONG_KINDS = ("crossover", "falls", "rises", FLAT_THEN_FALLS)
+# the one key along which "the pool holds the data" means something (rows: the pool as
+# applied, in pages, times the page size, against data_bytes)
+POOL_KEY = "buffer_pool"
 CLAIM = "claim"  # a sweep's own expect: (not a finding of the findings file)
 ALPHA = 0.05
 MIN_EFFECT = 0.05
@@ -62,6 +67,8 @@ class Claim:
     reported: str | None = None
     source_ratio: float | None = None
     findings_digest: str | None = None
+    # how the verdicts of several contexts make one (``decisions.combine``)
+    contexts: str = "all"
 
 
 def _claim_list(expect: Any) -> tuple[list[dict], float, float]:
@@ -104,6 +111,7 @@ def parse(expect: Any) -> list[Claim]:
                 reported=c.get("reported"),
                 source_ratio=None if ratio is None else float(ratio),
                 findings_digest=c.get("findings_digest"),
+                contexts=str(c.get("contexts", "all")),
             )
         )
     return claims
@@ -165,6 +173,9 @@ def describe(c: dict) -> str:
             f"{metric}: {kv(c.get('b', {}))} overtakes {kv(c.get('a', {}))} as "
             f"{c.get('along')} grows, between {lo:g} and {hi:g}{where}"
         )
+    if kind == FLAT_THEN_FALLS:
+        return (f"{metric} stays level as {c.get('along')} grows until it holds the data, then "
+                f"falls{where}")  # fmt: skip
     verb = "falls" if kind == "falls" else "rises"
     return f"{metric} {verb} as {c.get('along')} grows{where}"
 
@@ -227,6 +238,9 @@ def validate(claims: list[dict], points: Sequence[Any], engine: str) -> list[Cla
             if along not in swept:
                 err(f"{at}.along", f"{along!r} is not swept on {engine} (two or more values)",
                     ", ".join(sorted(swept)) or "none")  # fmt: skip
+        if kind == FLAT_THEN_FALLS and c.get("along") != POOL_KEY:
+            err(f"{at}.along", f"a '{kind}' claim is along the pool, whose size is compared with "
+                "the data's", POOL_KEY)  # fmt: skip
         if kind == "crossover" and c.get("within"):
             lo, hi = c["within"]
             if not lo < hi:

@@ -50,6 +50,8 @@ class Rules:
     margin: float
     similar_within: float
     crossover_factor: float
+    # how a finding judged in several contexts gets one word (``decisions.combine``)
+    contexts: str = "all"
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
                 raise FindingsError(file, at, f"unknown engine {x['engine']!r}", ", ".join(names))
     r = doc["rules"]
     rules = Rules(float(r["alpha"]), float(r["margin"]), float(r["similar_within"]),
-                  float(r["crossover_factor"]))  # fmt: skip
+                  float(r["crossover_factor"]), str(r["contexts"]))  # fmt: skip
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return Findings(file, rules, tuple(doc["findings"]), digest)
 
@@ -201,6 +203,7 @@ def _claim(check: dict[str, Any], rules: Rules, engine: str | None, field: str) 
                 return Translation({}, (f"{field}.{part}", missing))
             out[part] = value
     out["alpha"] = rules.alpha
+    out["contexts"] = rules.contexts
     out["min_effect"] = rules.similar_within if check["kind"] == "similar" else rules.margin
     if check["kind"] == "crossover":
         at = float(check["at"])

@@ -42,11 +42,18 @@ Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache``
   a trend test over every value (Page's L, blocked by round, where rows carry rounds;
   Kendall's tau otherwise: ``decisions.trend``), and each step between neighbouring values
   for points that break it (significantly, by more than ``min_effect``, the other way: the
-  claim is then contradicted).
+  claim is then contradicted). A verdict along a swept key shows the whole curve: the
+  median at every value and its shape, each step in words (``_curve``: "level, then
+  falls");
+- ``flat_then_falls`` (along ``buffer_pool``): no gain while the pool is smaller than the
+  data (the table with its indexes, from the rows' ``data_bytes``), a gain once it holds
+  them (``_flat_then_falls``).
 
 Rows that differ in a swept key a claim does not mention are compared within each value of
-that key (e.g. cold and warm apart); the claim holds when it holds in every one
-(``decisions.combine``).
+that key (e.g. cold and warm apart); one verdict follows from theirs by the findings file's
+``rules.contexts`` (``decisions.combine``; ``all``: the claim holds when it holds in every
+one). Each context's verdict is kept (``Verdict.contexts``), so a page shows how many
+reproduced, did not, or stayed undecided (``tally``).
 
 Metrics are row columns, counters by their short name, and ``uses_index``: 1 for a row whose
 plan (``access_path``) goes through an index, 0 otherwise, so that ``access: optimizer``
@@ -73,7 +80,16 @@ import pandas as pd
 from tunelab import results
 from tunelab.analysis import decisions, figures, hostspeed, sequential, stats
 from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE, SHORT
-from tunelab.claimspec import COUNTERS, PAIR_KINDS, Claim, as_number, kv, parse, same
+from tunelab.claimspec import (
+    COUNTERS,
+    FLAT_THEN_FALLS,
+    PAIR_KINDS,
+    Claim,
+    as_number,
+    kv,
+    parse,
+    same,
+)
 from tunelab.findings import FINDING
 
 VERDICTS = decisions.VERDICTS
@@ -110,6 +126,7 @@ def css_class(text: str) -> str:
 CLIENT_BOUND = 0.5  # as the report flags it
 # the direction a claim of each directional kind states (``decisions.directional``)
 DIRECTION = {"lower": decisions.LOWER, "falls": decisions.LOWER,
+             FLAT_THEN_FALLS: decisions.LOWER,
              "higher": decisions.HIGHER, "rises": decisions.HIGHER}  # fmt: skip
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
 
@@ -176,6 +193,8 @@ class Verdict:
             "decided": self.decided,
             "needed": self.needed,
             "contexts": self.contexts,
+            # how the contexts' verdicts made this one (``decisions.combine``)
+            "contexts_rule": c.contexts,
             "other_version": self.other_version,
             "look": self.look,
             "weight": self.weight,
@@ -258,6 +277,9 @@ class Outcome:
     # and the test behind the ratio, for the page's plain sentence and its detail
     sides: list[dict[str, Any]] = field(default_factory=list)
     test: dict[str, Any] | None = None
+    # along a swept key (falls, rises, flat_then_falls): the medians at every value and the
+    # curve's shape in words (``_curve``)
+    curve: dict[str, Any] | None = None
 
 
 def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.RatioTest | None:
@@ -321,19 +343,22 @@ def _test_detail(t: stats.RatioTest | None) -> dict[str, Any] | None:
 
 
 def _evidence_causes(
-    verdict: str, t: stats.RatioTest | None, claim: Claim
+    verdict: str, t: stats.RatioTest | None, claim: Claim, between: str = ""
 ) -> tuple[list[str], int | None]:
-    """Causes the comparison itself shows, and the repetitions an undecided one needs."""
+    """Causes the comparison itself shows, and the repetitions an undecided one needs.
+    ``between``: what the comparison compares where it is not the whole claim (a trend's
+    ends: "buffer_pool 16 and 65536"), so a cause never speaks for the whole curve."""
     if t is None or verdict == HOLDS or math.isnan(t.ratio):
         return [], None
     found, m = [], claim.min_effect
+    seen = f"no difference between {between} seen" if between else "no difference seen"
     if t.ratio == 1 and t.low == t.high == 1:
-        found.append("no difference seen (the same values on both sides)")
+        found.append(f"{seen} (the same values on both sides)")
     elif verdict == SHORT:
         found.append(f"found instead: ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], short "
                      f"of the claimed {m:.0%}")  # fmt: skip
     elif abs(t.ratio - 1) < m:
-        found.append(f"no difference seen (ratio {t.ratio:.3g}, within ±{m:.0%})")
+        found.append(f"{seen} (ratio {t.ratio:.3g}, within ±{m:.0%})")
     elif verdict == CONTRADICTED:
         found.append(f"found instead: ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}]")
     if verdict != INCONCLUSIVE:
@@ -379,15 +404,15 @@ def _row_causes(rows: pd.DataFrame, metric: str) -> list[str]:
 
 def _outcome(
     verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, rows: pd.DataFrame,
-    extra: Sequence[str] = (),
+    extra: Sequence[str] = (), between: str = "", curve: dict[str, Any] | None = None,
 ) -> Outcome:  # fmt: skip
     ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
     detail = _test_detail(t)
     if verdict == HOLDS:
-        return Outcome(verdict, text, ratio=ratio, test=detail)
-    evidence, needed = _evidence_causes(verdict, t, claim)
+        return Outcome(verdict, text, ratio=ratio, test=detail, curve=curve)
+    evidence, needed = _evidence_causes(verdict, t, claim, between)
     causes = [*extra, *evidence, *_row_causes(rows, claim.metric)]
-    return Outcome(verdict, text, causes, needed, ratio=ratio, test=detail)
+    return Outcome(verdict, text, causes, needed, ratio=ratio, test=detail, curve=curve)
 
 
 def _uses_index(path: Any) -> float:
@@ -497,6 +522,8 @@ def _evaluate_one(
         return Outcome(INCONCLUSIVE, f"fewer than two values of {claim.along}")
     if claim.kind in ("falls", "rises"):
         return _trend(claim, rows, col, along, shown)
+    if claim.kind == FLAT_THEN_FALLS:
+        return _flat_then_falls(claim, rows, col, along, shown)
     return _crossover(claim, rows, col, along, shown)
 
 
@@ -539,8 +566,160 @@ def _trend(
     elif verdict == HOLDS and not (trend.p < alpha and trend.sign * claimed > 0):
         verdict = INCONCLUSIVE
         extra.append(f"the trend over every value is not significant (p={trend.p:.2g})")
-    out = _outcome(verdict, text, t, claim, pd.concat([first, last]), extra)
+    curve = _curve(claim, rows, col, along, shown)
+    text += f"; curve: {curve['text']}"
+    ends = f"the ends ({name} {along[0]} and {along[-1]})"
+    out = _outcome(verdict, text, t, claim, pd.concat([first, last]), extra, ends, curve)
     return dataclasses.replace(out, sides=sides)
+
+
+# What a step between neighbouring values did, in a curve's shape (``_curve``).
+STEP_FALLS, STEP_RISES, STEP_LEVEL, STEP_UNCLEAR = "falls", "rises", "level", "no clear step"
+
+
+def _step_word(t: stats.RatioTest | None, alpha: float, m: float) -> str:
+    """A step's word: falls or rises where the comparison holds at the margin (as a claim
+    would), level where its whole interval lies within ±margin, else no clear step."""
+    if decisions.directional(t, decisions.LOWER, alpha, m) == HOLDS:
+        return STEP_FALLS
+    if decisions.directional(t, decisions.HIGHER, alpha, m) == HOLDS:
+        return STEP_RISES
+    if t is not None and decisions.usable(t, alpha) and decisions.short_of(
+        t, decisions.LOWER, m
+    ) and decisions.short_of(t, decisions.HIGHER, m):  # fmt: skip
+        return STEP_LEVEL
+    return STEP_UNCLEAR
+
+
+def _series_text(values: Sequence[float], metric: str) -> str:
+    """Medians in one unit: "65.0, 65.4, 42.7 ms" for times under a second."""
+    finite = [v for v in values if math.isfinite(v)]
+    is_time = metric.endswith("_s") and not metric.endswith(("rows_s", "per_s", "mb_s"))
+    if is_time and finite and max(finite) < 1:
+        return ", ".join(f"{v * 1e3:.3g}" if math.isfinite(v) else "n/a" for v in values) + " ms"
+    return ", ".join(_fmt(v, metric) for v in values)
+
+
+def _curve(
+    claim: Claim, rows: pd.DataFrame, col: str, along: list[Any], shown: pd.DataFrame
+) -> dict[str, Any]:
+    """The whole curve of a claim along a swept key: the median at every value (each value's
+    figure, ``_side``: the number every page quotes for it) and its shape, each step between
+    neighbours in words (``_step_word``), runs of one word merged: "65.0, 65.4, 64.1, 67.1,
+    42.7 ms at buffer_pool 64 … 16384: level, then falls"."""
+    metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
+    medians = [_side(shown, "", _at(rows, col, v), metric)["median"] for v in along]
+    words = [
+        _step_word(_test(_at(rows, col, high), _at(rows, col, low), metric, alpha), alpha, m)
+        for low, high in zip(along, along[1:])
+    ]
+    shape = [w for i, w in enumerate(words) if i == 0 or w != words[i - 1]]
+    at = f"{claim.along} {along[0]} … {along[-1]}" if len(along) > 2 else (
+        f"{claim.along} {along[0]}, {along[-1]}")  # fmt: skip
+    text = f"{_series_text(medians, metric)} at {at}: {', then '.join(shape)}"
+    return {"along": claim.along, "values": [_plain(v) for v in along], "medians": medians,
+            "shape": ", then ".join(shape), "text": text}  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A swept value as JSON keeps it (numpy numbers as Python's)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _pool_holds_data(rows: pd.DataFrame, col: str, along: list[Any]) -> list[bool] | None:
+    """Per value of the pool: whether it holds the data (the table with its indexes), by the
+    rows' medians: the pool as applied (pages) times the page size against ``data_bytes``.
+    None where the rows do not record them."""
+    need = {"applied_buffer_pool", "page_size_bytes", "data_bytes"}
+    if not need <= set(rows):
+        return None
+    out = []
+    for v in along:
+        r = _at(rows, col, v)
+        pool = pd.to_numeric(r["applied_buffer_pool"], errors="coerce") * pd.to_numeric(
+            r["page_size_bytes"], errors="coerce")  # fmt: skip
+        data = pd.to_numeric(r["data_bytes"], errors="coerce")
+        if not (pool.notna().any() and data.notna().any()):
+            return None
+        out.append(bool(pool.median() >= data.median()))
+    return out
+
+
+def _flat_then_falls(
+    claim: Claim, rows: pd.DataFrame, col: str, along: list[Any], shown: pd.DataFrame
+) -> Outcome:
+    """``flat_then_falls`` (along the pool): no gain while the pool is smaller than the data,
+    a gain once it holds them ("more memory often does not improve performance unless you
+    can make the pool(s) larger than the data", The Buffer Pool Hit Ratio is Dead).
+
+    Where the pool holds the data is read from the rows (``_pool_holds_data``), never given.
+    Two paired comparisons, each as any other claim's (paired by round or pass, at the
+    claim's alpha, which a sweep's looks spend): the largest pool below the data against
+    the smallest, whose whole interval must lie short of a gain of the margin (level, or
+    slower: ``decisions.short_of``); and the smallest pool that holds the data against the
+    largest below, a gain of at least the margin (``decisions.directional`` holds). The
+    claim holds only when both do (an intersection-union test: its chance to hold falsely
+    stays within alpha with no correction); a gain shown below the data contradicts it, and
+    no gain shown once the pool holds them (short, similar or the other way) does too."""
+    metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
+    name = claim.along
+    held = _pool_holds_data(rows, col, along)
+    curve = _curve(claim, rows, col, along, shown)
+    if held is None:
+        return Outcome(INCONCLUSIVE, f"curve: {curve['text']}",
+                       ["the rows record no pool or data size to tell where the pool holds "
+                        "the data"], curve=curve)  # fmt: skip
+    below = [v for v, h in zip(along, held) if not h]
+    holding = [v for v, h in zip(along, held) if h]
+    if len(below) < 2 or not holding:
+        why = ("no pool swept holds the data" if not holding else
+               "fewer than two pools swept below the data")  # fmt: skip
+        return Outcome(INCONCLUSIVE, f"{why}; curve: {curve['text']}", [why], curve=curve)
+    small, large, first = below[0], below[-1], holding[0]
+    t_flat = _test(_at(rows, col, large), _at(rows, col, small), metric, alpha)
+    t_gain = _test(_at(rows, col, first), _at(rows, col, large), metric, alpha)
+    gained_below = decisions.directional(t_flat, decisions.LOWER, alpha, m) == HOLDS
+    level_below = (t_flat is not None and decisions.usable(t_flat, alpha)
+                   and decisions.short_of(t_flat, decisions.LOWER, m))  # fmt: skip
+    gain = decisions.directional(t_gain, decisions.LOWER, alpha, m)
+    extra: list[str] = []
+    if gained_below:
+        verdict = CONTRADICTED
+        extra.append(f"a gain below the data: {name} {small} → {large} ratio "
+                     f"{t_flat.ratio:.3g} [{t_flat.low:.3g}, {t_flat.high:.3g}]")  # fmt: skip
+    elif gain in (SHORT, decisions.SIMILAR, CONTRADICTED):
+        verdict = gain
+        extra.append(f"no gain once the pool holds the data: {name} {large} → {first} ratio "
+                     f"{t_gain.ratio:.3g} [{t_gain.low:.3g}, {t_gain.high:.3g}]")  # fmt: skip
+    elif level_below and gain == HOLDS:
+        verdict = HOLDS
+    else:
+        verdict = INCONCLUSIVE
+        if not level_below:
+            extra.append(f"below the data ({name} {small} → {large}) neither level nor a gain "
+                         f"of {m:.0%} shown")  # fmt: skip
+
+    def side(v: Any) -> dict[str, Any]:
+        return _side(shown, f"{name} {v}", _at(rows, col, v), metric)
+
+    flat_sides, gain_sides = [side(large), side(small)], [side(first), side(large)]
+    text = (f"below the data: "
+            f"{_compare_text(t_flat, metric, f'{name} {large}', f'{name} {small}', flat_sides)}"
+            f"; once the pool holds the data: "
+            f"{_compare_text(t_gain, metric, f'{name} {first}', f'{name} {large}', gain_sides)}"
+            f"; curve: {curve['text']}")  # fmt: skip
+    rows_of_sides = pd.concat([_at(rows, col, v) for v in (small, large, first)])
+    if verdict in (HOLDS, INCONCLUSIVE):
+        between = f"{name} {large} and {first}"
+        out = _outcome(verdict, text, t_gain, claim, rows_of_sides, extra, between, curve)
+        return dataclasses.replace(out, sides=gain_sides)
+    # decided against: the comparison that decided is named in ``extra``, not repeated, and
+    # its ratio and sides are the figure the page quotes
+    t, sides = (t_flat, flat_sides) if gained_below else (t_gain, gain_sides)
+    ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
+    causes = [*extra, *_row_causes(rows_of_sides, metric)]
+    return Outcome(verdict, text, causes, ratio=ratio, sides=sides, test=_test_detail(t),
+                   curve=curve)  # fmt: skip
 
 
 def _crossover(
@@ -709,8 +888,9 @@ def evaluate(
         outcomes.append(o)
         ratio = list(o.ratio) if o.ratio else None
         contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
-                         "crossing": o.crossing, "sides": o.sides, "test": o.test})  # fmt: skip
-    overall = decisions.combine([o.verdict for o in outcomes])
+                         "crossing": o.crossing, "sides": o.sides, "test": o.test,
+                         "curve": o.curve})  # fmt: skip
+    overall = decisions.combine([o.verdict for o in outcomes], claim.contexts)
     # the causes of the contexts that gave the verdict, not of those that did otherwise
     for c, o in zip(contexts, outcomes):
         if o.verdict == overall:
@@ -858,7 +1038,7 @@ def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
     if c.kind == "crossover":
         est = held[0].evidence.split("crossing ", 1)[-1].split(" (", 1)[0]
         return f"{kv(c.b)} overtakes {kv(c.a)} at {c.along} {est}{where}"
-    if c.kind in ("falls", "rises"):
+    if c.kind in ("falls", "rises", FLAT_THEN_FALLS):
         along = _column(rows, c.along or "")
         medians = rows.groupby(along)[col].median()
         order = _sorted_along(rows, along)

@@ -93,14 +93,42 @@ def similarity(t: RatioTest | None, alpha: float, margin: float) -> str:
     return INCONCLUSIVE
 
 
-def combine(verdicts: list[str]) -> str:
-    """One verdict from those of a claim's contexts (cold and warm, ...): contradicted where
-    one is; else similar or short where the claimed effect is absent in one; else
-    inconclusive where one is undecided; holds when it holds in every one."""
+# How the verdicts of a claim's contexts make one (the findings file's ``rules.contexts``).
+ALL, MAJORITY = "all", "majority"
+CONTEXT_RULES = (ALL, MAJORITY)
+AGAINST = (CONTRADICTED, SIMILAR, SHORT)
+
+
+def combine(verdicts: list[str], rule: str = ALL) -> str:
+    """One verdict from those of a claim's contexts (cold and warm, the selectivities, ...).
+
+    ``all``: holds when it holds in every one; contradicted where one is; else similar or
+    short where the claimed effect is shown absent in one; else inconclusive. A finding
+    states its effect without exception over the contexts it is judged in, so it holds only
+    where each context shows it: an intersection-union test, whose chance to hold falsely
+    stays within one context's alpha however many there are; the price is power, and one
+    context shown against it is enough to refute it (``benchmarks/context_rule.py``
+    simulates both).
+
+    ``majority`` (for comparison): the verdict of more than half of the contexts, the
+    verdicts against it counted together (the most frequent of them named); inconclusive
+    where none has more than half."""
+    if rule not in CONTEXT_RULES:
+        raise ValueError(f"contexts rule {rule!r}: one of {', '.join(CONTEXT_RULES)}")
+    if not verdicts:
+        return INCONCLUSIVE
+    if rule == MAJORITY:
+        half = len(verdicts) / 2
+        against = [v for v in verdicts if v in AGAINST]
+        if verdicts.count(HOLDS) > half:
+            return HOLDS
+        if len(against) > half:
+            return max(AGAINST, key=against.count)
+        return INCONCLUSIVE
     for v in (CONTRADICTED, SIMILAR, SHORT, INCONCLUSIVE):
         if v in verdicts:
             return v
-    return HOLDS if verdicts else INCONCLUSIVE
+    return HOLDS
 
 
 @dataclass(frozen=True)

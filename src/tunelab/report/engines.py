@@ -35,7 +35,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from tunelab import atomic, claimspec, engines, findings, spec
 from tunelab.analysis import figures, stats
 from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
-from tunelab.report import evidence, plots
+from tunelab.report import contexts, evidence, plots
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, label
@@ -522,7 +522,9 @@ def verdict_cell(v: dict[str, Any] | None, href: str = "", missing: str = "") ->
     level = evidence.levels_text(v)  # the level the intervals really have
     if figures and level:
         figures.append(level)
-    ratio = "".join(f'<div class="tl-ratio">{esc(f)}</div>' for f in figures)
+    # how its contexts came out and a curve's shape, before the figures they summarise
+    counted = [x for x in (contexts.tally(v), *contexts.shapes(v)) if x]
+    ratio = "".join(f'<div class="tl-ratio">{esc(f)}</div>' for f in (*counted, *figures))
     badge = f'<span class="tl-verdict {css_class(said)}">{esc(said)}</span>'
     title = esc(evidence.sentence(v) or evidence.detail(v))
     inner = f'<a href="{esc(href)}" title="{title}">{badge}</a>' if href else badge

@@ -20,7 +20,7 @@ import pandas as pd
 from tunelab import claimspec, spec
 from tunelab.analysis import figures, hostspeed, stats
 from tunelab.analysis.claims import css_class, word_of
-from tunelab.report import checks, evidence, marks, plots, reads, tables
+from tunelab.report import checks, contexts, evidence, marks, plots, reads, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
 from tunelab.report.labels import (
@@ -511,7 +511,7 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
         return note("No finding is stated for this sweep (workflows/findings.yaml) and the "
                     "sweep states no claims (`expect:`).")  # fmt: skip
     items = ""
-    for v in verdicts:
+    for i, v in enumerate(verdicts):
         said = word_of(v)
         # one plain sentence, each side's median the page's figure of it (``evidence``)
         figures = evidence.sentence(v)
@@ -532,7 +532,16 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
             f'<span class="tl-explains">↳ why: {esc(str(v.get("claim", "")))}</span>'
             if explains else f"<strong>{esc(str(v.get('claim', '')))}</strong>"
         )  # fmt: skip
-        lines = [x for x in (source, here if figures else "", v.get("other_version")) if x]
+        # a finding's reading gives its contexts' counts; an explanation's are shown alone
+        counted = [contexts.tally(v) if explains else "", contexts.rule_text(v),
+                   *contexts.curves(v)]  # fmt: skip
+        read = ""
+        if not explains:  # its explanations follow it (``claims.evaluate_sweep``'s order)
+            below = [x for x in verdicts[i + 1 :] if x.get("finding") == v.get("finding")]
+            mine = [x for x in below if x.get("role") == "explains"] if v.get("finding") else []
+            read = contexts.reading(v, mine)
+        lines = [x for x in (read, source, here if figures else "", *counted,
+                             v.get("other_version")) if x]  # fmt: skip
         items += (
             f'<li><span class="tl-verdict {css_class(said)}">{esc(said)}</span>{head}'
             + "".join(f'<div class="tl-evidence">{esc(x)}</div>' for x in lines)

@@ -1,0 +1,99 @@
+"""A claim judged in several contexts: each context's verdict is kept and shown ("holds warm;
+does not hold cold"), and one word follows from them by the findings file's rule
+(``rules.contexts``, ``decisions.combine``), the same for every finding and engine. Real rows:
+SQLite scans, cold and warm, whose reads from the OS are a count (the same every run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tunelab import findings, runner, spec
+from tunelab.analysis import claims, decisions
+from tunelab.report import contexts, engines, sections
+
+ROUNDS = 6
+WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"
+
+
+@pytest.fixture(scope="module")
+def scans(tmp_path_factory) -> pd.DataFrame:
+    """A scan of a 20,000-row table with a 16-page cache and one that holds it, cold and
+    warm, measured in rounds: warm, the large cache reads nothing from the OS; cold, both
+    read the whole table."""
+    tmp = tmp_path_factory.mktemp("ctx")
+    path = tmp / "t.yaml"
+    path.write_text(
+        "name: t\nengines: [sqlite]\ndataset: {rows: 20000, seed: 7}\n"
+        "knobs: {buffer_pool: [16, 4096]}\nworkloads: [{type: scan}]\ncache: both\n"
+        f"repetitions: {ROUNDS}\n"
+    )
+    points, errors = spec.expand(path)
+    assert not errors, errors
+    rows = []
+    for i, point in enumerate(points):
+        with runner.PointSession(point, tmp / f"w{i}", tmp / "data") as session:
+            for r in range(ROUNDS):
+                rows.append(session.repetition(r, {"round": r, "order_mode": "rounds"}))
+    return pd.DataFrame(rows)
+
+
+def reads_fall(rule: str) -> dict:
+    return {"kind": "lower", "metric": "physical_reads", "a": {"buffer_pool": 4096},
+            "b": {"buffer_pool": 16}, "contexts": rule}  # fmt: skip
+
+
+def test_each_context_keeps_its_verdict_and_the_page_counts_them(scans):
+    (v,) = claims.evaluate_sweep([reads_fall("all")], scans, "sqlite")
+    by_cache = {c["label"]: c["word"] for c in v.contexts}
+    assert by_cache == {"cache warm": claims.HOLDS_WORD, "cache cold": claims.FAILS_WORD}
+    assert v.verdict != claims.HOLDS  # all: one context against it is enough
+    stored = v.to_json()
+    assert stored["contexts_rule"] == "all"
+    assert contexts.tally(stored) == "holds warm; does not hold cold"
+    assert "rules.contexts: all" in contexts.rule_text(stored)
+
+
+def test_the_rule_decides_the_one_word(scans):
+    (v,) = claims.evaluate_sweep([reads_fall("majority")], scans, "sqlite")
+    assert v.verdict == decisions.INCONCLUSIVE  # one of two is no majority
+    warm_only = scans[scans["cache_requested"] == "warm"]
+    (v,) = claims.evaluate_sweep([reads_fall("all")], warm_only, "sqlite")
+    assert v.verdict == claims.HOLDS and contexts.tally(v.to_json()) == ""
+
+
+def test_every_finding_follows_the_rule_of_the_findings_file():
+    book = findings.load(WORKFLOWS / "findings.yaml")
+    assert book.rules.contexts in decisions.CONTEXT_RULES
+    for sweep in {f["sweep"] for f in book.entries}:
+        for t in findings.claims_for(book, sweep, "sqlite"):
+            assert t.missing is not None or t.claim["contexts"] == book.rules.contexts
+
+
+@pytest.mark.parametrize(
+    ("verdicts", "all_", "majority"),
+    [
+        (["holds"] * 7 + ["inconclusive"], "inconclusive", "holds"),
+        (["holds", "short", "holds"], "short", "holds"),
+        (["holds", "contradicted", "short", "short"], "contradicted", "short"),
+        (["holds", "holds", "short", "inconclusive"], "short", "inconclusive"),
+        (["short", "short", "contradicted"], "contradicted", "short"),
+        (["holds", "holds"], "holds", "holds"),
+    ],
+)
+def test_all_and_majority(verdicts, all_, majority):
+    assert decisions.combine(verdicts, "all") == all_
+    assert decisions.combine(verdicts, "majority") == majority
+
+
+def test_the_counts_are_on_the_matrix_cell_and_the_sweep_page(scans):
+    finding = {**reads_fall("all"), "role": "finding", "finding": "f", "says": "reads fall"}
+    (v,) = claims.evaluate_sweep([finding], scans, "sqlite")
+    stored = v.to_json()
+    cell = engines.verdict_cell(stored, "t.html#claims")
+    assert "not reproduced" in cell and "reproduced warm; not reproduced cold" in cell
+    page = sections.claims_html([stored])
+    assert "This run: not reproduced (reproduced warm; not reproduced cold)" in page
+    assert "rules.contexts: all" in page
