@@ -202,3 +202,11 @@ def test_the_build_scripts_check_asks_the_mirror_for_the_release(tmp_path, mirro
     bad = subprocess.run([str(script), "--suite", "Trixie", "--check"], capture_output=True,
                          text=True, env=env)  # fmt: skip
     assert bad.returncode == 2 and "is not a Debian release name" in bad.stderr
+
+
+def test_the_example_sweep_of_two_postgres_versions_is_valid(mirror):
+    mirror("bookworm", "trixie")
+    path = REPO / "examples" / "sweeps" / "postgres-versions.yaml"
+    points, errors = spec.expand(path, "postgres")
+    assert errors == []
+    assert sorted({p.knobs["engine_version"] for p in points}) == ["15", "17"]

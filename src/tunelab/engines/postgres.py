@@ -1,4 +1,5 @@
 """PostgreSQL 15 (Debian's package) in a container: the open engine whose planner can be steered.
+The knob ``engine_version`` runs 17 instead (Debian 13's package), a server of its own.
 
 Knobs: ``page_size`` is PostgreSQL's block size, fixed when the server is compiled (BLCKSZ,
 8 KiB for Debian's and the official builds): only that value is accepted. ``buffer_pool`` is
@@ -116,8 +117,8 @@ IMAGE = ImageSource(
 
 INFO = EngineInfo(
     name="postgres",
-    summary="PostgreSQL 15 in a container (Docker, psycopg 3); planner switches force the "
-    "access path",
+    summary="PostgreSQL 15 (or 17: engine_version) in a container (Docker, psycopg 3); planner "
+    "switches force the access path",
     knobs={
         "page_size": _BlockSize(
             "page_size", "integer",
