@@ -673,8 +673,11 @@ def _version_refusals(file: str, engine: str, points: list[Point], where: str) -
     if not refused:
         return []
     knob = engines.info(engine).knobs[VERSION_KNOB]
-    here = [v for v in knob.values or () if v not in refused and not (
-        v not in asked and engine_cls.version_refusal(v))]  # fmt: skip
+    here = [
+        v
+        for v in knob.values or ()
+        if v not in refused and (v in asked or not engine_cls.version_refusal(v))
+    ]
     return [SpecError(file, where, f"{engine} {v} cannot run here: {why}",
                       ", ".join(here) or "none here")
             for v, why in refused.items()]  # fmt: skip

@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import errno
 import fcntl
-import functools
 import os
 import re
 import subprocess
@@ -28,7 +27,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunelab.containers import ContainerError, client
+from tunelab.containers import ContainerError, client, docker_unavailable_reason
 from tunelab.engines.base import ImageSource, ImageVersion
 
 CONTAINERS_DIR = Path(__file__).resolve().parents[3] / "containers"
@@ -130,16 +129,22 @@ def for_version(src: ImageSource, version: str | None) -> tuple[ImageSource, str
     return dataclasses.replace(src, official=v.official, local=local), v.suite
 
 
-@functools.cache
+# (script, release, mirror) the mirror served: asked once per process. A refusal is asked
+# again, so that a process that outlives a mirror's outage (the warm job server) sees it end.
+_served: set[tuple[str, str, str]] = set()
+
+
 def _mirror_refusal(script: str, suite: str, mirror: str) -> str | None:
-    """Why the apt mirror does not serve ``suite`` (the build script's ``--check``), or None;
-    once per process for each (script, release, mirror)."""
+    """Why the apt mirror does not serve ``suite`` (the build script's ``--check``), or None."""
+    if (script, suite, mirror) in _served:
+        return None
     try:
         proc = subprocess.run([script, "--suite", suite, "--check"], capture_output=True,
                               text=True, timeout=60)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{script} --check did not answer: {exc}"
     if proc.returncode == 0:
+        _served.add((script, suite, mirror))
         return None
     lines = (proc.stderr or proc.stdout).strip().splitlines()
     return lines[-1].removeprefix("build.sh: ") if lines else f"exit {proc.returncode}"
@@ -157,7 +162,7 @@ def version_refusal(engine: str, src: ImageSource, version: str) -> str | None:
         why = _mirror_refusal(str(script), suite, os.environ.get(MIRROR_ENV, ""))
         if why is None:
             return None
-    if not containers_reachable():
+    if docker_unavailable_reason() is not None:
         return f"it is built from Debian {suite}: {why}"
     local = local_tag(one.local) if one.local else None
     if (one.official and _present(one.official) is not None) or (
@@ -165,12 +170,6 @@ def version_refusal(engine: str, src: ImageSource, version: str) -> str | None:
     ):
         return None
     return f"it is built from Debian {suite}: {why}; no image of it is in the local Docker engine"
-
-
-def containers_reachable() -> bool:
-    from tunelab.containers import docker_unavailable_reason
-
-    return docker_unavailable_reason() is None
 
 
 def ensure_image(
