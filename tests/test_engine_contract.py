@@ -79,7 +79,7 @@ KNOB_SWEEPS = {
     "random_read_ahead: true, direct_io: false, index: covering, lock_granularity: table, "
     "os_read_ahead: 256}\n",
     "postgres": "fixed: {page_size: 8192, buffer_pool: '16MiB', io_concurrency: 4, "
-    "index: covering, lock_granularity: table, os_read_ahead: 256}\n",
+    "index: covering, lock_granularity: table, engine_version: 15, os_read_ahead: 256}\n",
 }
 
 

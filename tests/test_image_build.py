@@ -155,3 +155,52 @@ def test_the_chroot_sees_a_clean_environment_with_the_hosts_apt_proxy(tmp_path):
         "http_proxy=http://env.invalid:1",
         "https_proxy=http://apt.invalid:3142",
     ]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_second_postgres_version_builds_from_the_next_release_and_runs(tmp_path, prefix):
+    """``engine_version: 17``: the image of the Debian release that packages it (trixie),
+    beside the default one's names, and a server whose version string reads back as 17 (a
+    point that asked 15 of it fails its knob check). About two minutes."""
+    _docker_or_skip()
+    if os.geteuid() != 0 or not shutil.which("debootstrap"):
+        pytest.skip("building an image needs root and debootstrap (./lab setup test)")
+    from tunelab import runner, spec
+    from tunelab.engines.base import EngineError
+    from tunelab.engines.postgres import PostgresEngine
+
+    src = engines.info("postgres").image
+    if images.version_refusal("postgres", src, "17") is not None:
+        pytest.skip("the apt mirror does not serve Debian trixie")
+    eng = PostgresEngine(tmp_path / "points" / "pt" / "engine", f"test-{uuid.uuid4().hex[:8]}")
+    # Without the official image, whether or not this host has it: the build is the point.
+    one, _ = images.for_version(src, "17")
+    if containers.client().images.list(name=one.official):
+        pytest.skip(f"{one.official} is here: the lab would run it rather than build")
+    try:
+        eng.provision({"engine_version": "17", "buffer_pool": 1024})  # builds on first use
+        assert eng.image is not None and eng.image.startswith(f"{prefix}/postgres:trixie-17."), (
+            eng.image
+        )
+        image = containers.client().images.get(f"{prefix}/postgres:local-trixie")
+        assert eng.image in image.tags
+        assert image.labels[images.FILES_LABEL] == images.files_hash("postgres")
+        assert image.labels["org.tunelab.debian-suite"] == "trixie"
+        assert eng.version().startswith("PostgreSQL 17.")
+        applied = eng.applied_knobs()
+        assert applied["engine_version"] == "17"
+        sweep = tmp_path / "sweep.yaml"
+        sweep.write_text(
+            "name: v\nengines: [postgres]\ndataset: {rows: 1000}\n"
+            "knobs: {engine_version: [15, 17]}\nworkloads: [{type: scan}]\n"
+        )
+        points, errors = spec.expand(sweep)
+        assert errors == []
+        runner.check_applied(points[1], applied, complete=False)
+        with pytest.raises(EngineError, match="engine_version: asked '15', engine reports '17'"):
+            runner.check_applied(points[0], applied, complete=False)
+        # The default version keeps its own names: no 15 image was built for this.
+        assert not containers.client().images.list(name=f"{prefix}/postgres:local")
+    finally:
+        eng.teardown()

@@ -13,18 +13,28 @@
 #   entrypoint       optional, default /usr/local/bin/tunelab-entrypoint
 #   image_files      optional function, called with the rootfs: copy config files in, remove
 #                    what the packages created at install time (data directories ...)
+#   installed        optional function, called with the rootfs once the packages are in and
+#                    before their version is read: may set version_package and env from
+#                    what the release installed (its own major version)
 #   restart_signal   optional: the signal on which the entrypoint restarts the server in the
 #                    running container (label org.tunelab.restart-signal)
 #
-# Tags: <repo>:<suite>-<upstream version> and <repo>:local. Idempotent unless --force, or
-# unless the image was built from other files (label org.tunelab.files).
-# The apt mirror is read from the host's sources at run time (or --mirror/TUNELAB_APT_MIRROR).
+# Tags: <repo>:<suite>-<upstream version> and the alias <repo>:local (the default suite) or
+# <repo>:local-<suite> (another Debian release: another version of the engine, beside it).
+# Idempotent unless --force, or unless the image was built from other files (label
+# org.tunelab.files).
+# The apt mirror is read from the host's sources at run time (or --mirror/TUNELAB_APT_MIRROR);
+# a release the host does not list is read from the mirrors of the host's own release.
+# --check only says whether the mirror serves the suite (its dists/<suite>/Release): exit 0,
+# else one line and exit 1; no root, no Docker.
 # debootstrap and the chroot's commands see only $clean_env (and the host's apt proxy): the
 # caller's TMPDIR, locale and the like name what the chroot does not have.
 
-suite=bookworm
+default_suite=bookworm  # tunelab.engines.images.DEFAULT_SUITE is the same
+suite=$default_suite
 mirror=${TUNELAB_APT_MIRROR:-}
 force=0
+check=0
 entrypoint=/usr/local/bin/tunelab-entrypoint
 clean_env=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
            LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive)
@@ -43,14 +53,20 @@ debian_image_build() {
     fi
     [ -n "${env+x}" ] || env=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
     parse_args "$@"
+    if [ "$check" = 1 ]; then
+        check_mirror
+        exit 0
+    fi
+    alias=local
+    [ "$suite" = "$default_suite" ] || alias=local-$suite
     files=$(files_hash)
-    if [ "$force" = 0 ] && docker image inspect "$repo:local" >/dev/null 2>&1; then
-        built=$(docker image inspect -f '{{index .Config.Labels "org.tunelab.files"}}' "$repo:local")
+    if [ "$force" = 0 ] && docker image inspect "$repo:$alias" >/dev/null 2>&1; then
+        built=$(docker image inspect -f '{{index .Config.Labels "org.tunelab.files"}}' "$repo:$alias")
         if [ "$built" = "$files" ]; then
-            echo "image $repo:local exists ($(docker image inspect -f '{{join .RepoTags " "}}' "$repo:local")); use --force to rebuild"
+            echo "image $repo:$alias exists ($(docker image inspect -f '{{join .RepoTags " "}}' "$repo:$alias")); use --force to rebuild"
             exit 0
         fi
-        echo "image $repo:local was built from other files than $here's: building it again"
+        echo "image $repo:$alias was built from other files than $here's: building it again"
     fi
     if [ "$(id -u)" != 0 ]; then
         echo "build.sh: must run as root (debootstrap and chroot need it)" >&2
@@ -91,16 +107,22 @@ parse_args() {
     while [ $# -gt 0 ]; do
         case "$1" in
             --force) force=1 ;;
+            --check) check=1 ;;
             --suite) suite=$2; shift ;;
             --suite=*) suite=${1#*=} ;;
             --mirror) mirror=$2; shift ;;
             --mirror=*) mirror=${1#*=} ;;
             -h|--help) usage; exit 0 ;;
-            *) echo "build.sh: unknown argument '$1' (allowed: --force, --suite S, --mirror URI)" >&2
+            *) echo "build.sh: unknown argument '$1' (allowed: --force, --check, --suite S, --mirror URI)" >&2
                exit 2 ;;
         esac
         shift
     done
+    if ! [[ $suite =~ ^[a-z][a-z0-9-]*$ ]]; then
+        echo "build.sh: --suite '$suite' is not a Debian release name (allowed: lowercase" \
+            "letters, digits and '-', e.g. bookworm)" >&2
+        exit 2
+    fi
 }
 
 # apt entries of the host as "URI SUITE" lines, from one-line .list files and deb822
@@ -134,17 +156,54 @@ host_apt_entries() {
     done
 }
 
-# Debootstrap a minbase rootfs into $work/rootfs (removed on exit) with /proc mounted.
-make_rootfs() {
-    local entries
+# The "URI SUITE" entries the image's apt uses: the host's for $suite and its -updates and
+# -security suites; for a release the host does not list, those of the host's own release
+# (the first suite it lists without a '-') with the release's name replaced: the same
+# mirrors, another release.
+suite_entries() {
+    local entries base
     entries=$(host_apt_entries)
+    if ! awk -v s="$suite" '$2 == s { found = 1 } END { exit !found }' <<<"$entries"; then
+        base=$(awk '$2 !~ /-/ { print $2; exit }' <<<"$entries")
+        [ -n "$base" ] || return 0
+        entries=$(awk -v b="$base" -v s="$suite" '
+            $2 == b || $2 == b "-updates" || $2 == b "-security" {
+                print $1, s substr($2, length(b) + 1) }' <<<"$entries")
+    fi
+    awk -v s="$suite" '$2 == s || $2 == s "-updates" || $2 == s "-security"' <<<"$entries"
+}
+
+# $mirror: --mirror, TUNELAB_APT_MIRROR, else the URI of the suite's own entry.
+resolve_mirror() {
+    entries=$(suite_entries)
     if [ -z "$mirror" ]; then
         mirror=$(awk -v s="$suite" '$2 == s { print $1; exit }' <<<"$entries")
     fi
     if [ -z "$mirror" ]; then
-        echo "build.sh: no 'deb' entry for suite '$suite' in /etc/apt/sources.list*; pass --mirror URI" >&2
+        echo "build.sh: no 'deb' entry in /etc/apt/sources.list* to read suite '$suite' from; pass --mirror URI" >&2
         exit 1
     fi
+}
+
+# Whether the mirror serves $suite: its Release file, fetched through the host's apt proxy.
+check_mirror() {
+    local url
+    resolve_mirror
+    host_proxy
+    url=${mirror%/}/dists/$suite/Release
+    if command -v curl >/dev/null; then
+        "${clean_env[@]}" curl -fsS --max-time 30 -o /dev/null "$url" 2>/dev/null && return 0
+    else
+        "${clean_env[@]}" wget -q -T 30 -O /dev/null "$url" && return 0
+    fi
+    echo "build.sh: the apt mirror does not serve Debian '$suite' (no dists/$suite/Release)" >&2
+    exit 1
+}
+
+# Debootstrap a minbase rootfs into $work/rootfs (removed on exit) with /proc mounted.
+make_rootfs() {
+    local entries
+    resolve_mirror
     if ! command -v debootstrap >/dev/null; then
         echo "installing debootstrap on the host"
         apt-get install -y debootstrap >/dev/null
@@ -162,9 +221,12 @@ make_rootfs() {
         tail -20 "$work/debootstrap.log" >&2
         exit 1
     }
-    # The rootfs uses the host's entries for this suite and its updates/security suites.
-    awk -v s="$suite" '$2 == s || $2 == s "-updates" || $2 == s "-security" {
-        print "deb", $1, $2, "main" }' <<<"$entries" | sort -u >"$rootfs/etc/apt/sources.list"
+    # The rootfs reads the suite from the mirror it was made from, its updates and security
+    # suites from the host's entries (or those derived from the host's own release).
+    {
+        echo "deb $mirror $suite main"
+        awk -v s="$suite" '$2 != s { print "deb", $1, $2, "main" }' <<<"$entries" | sort -u
+    } >"$rootfs/etc/apt/sources.list"
     # No service may start inside the chroot while packages are installed.
     printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
     chmod 755 "$rootfs/usr/sbin/policy-rc.d"
@@ -198,6 +260,7 @@ install_packages() {
         apt-get update -qq
         apt-get install -y -qq --no-install-recommends "$@" >/dev/null
     ' install "$@" >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log" >&2; exit 1; }
+    if declare -F installed >/dev/null; then installed "$rootfs"; fi
 
     # shellcheck disable=SC2016  # ${Version} is dpkg-query's field, not a shell variable
     pkg_version=$("${clean_env[@]}" chroot "$rootfs" dpkg-query -W -f='${Version}' "$version_package")
@@ -230,8 +293,8 @@ import_image() {
 
     echo "importing $tag"
     tar -C "$rootfs" --numeric-owner -c . | docker import "${changes[@]}" - "$tag" >/dev/null
-    docker tag "$tag" "$repo:local"
+    docker tag "$tag" "$repo:$alias"
 
     size=$(docker image inspect -f '{{.Size}}' "$tag")
-    echo "built $tag (also $repo:local), $version_package $pkg_version, $((size / 1048576)) MiB, in $(($(date +%s) - start)) s"
+    echo "built $tag (also $repo:$alias), $version_package $pkg_version, $((size / 1048576)) MiB, in $(($(date +%s) - start)) s"
 }

@@ -298,22 +298,29 @@ def preflight(engine: str) -> int:
 
 
 def cmd_image(args: argparse.Namespace) -> int:
-    return max(image(engine) for engine in args.engines)
+    return max(image(engine, args.version) for engine in args.engines)
 
 
-def image(engine: str) -> int:
-    """``tunelab image``: the image the engine runs with here, built first where the lab builds
+def image(engine: str, version: str | None = None) -> int:
+    """``tunelab image``: the image the engine runs with here (at ``version``, one of those it
+    declares: knob ``engine_version``; None: its default), built first where the lab builds
     it (``tunelab.engines.images.ensure_image``, as a run's points ask); one line. 0, 2 for a
-    bad ``TUNELAB_IMAGE_PREFIX``, 1 when there is no image."""
+    bad ``TUNELAB_IMAGE_PREFIX`` or a version the engine does not have, 1 when there is no
+    image."""
     from tunelab.containers import ContainerError
     from tunelab.engines.images import ensure_image
 
     src = engines.info(engine).image
+    names = [v.version for v in src.versions] if src is not None else []
+    if version is not None and version not in names:
+        _err(f"engine {engine}: --version {version} not allowed (allowed: "
+             f"{', '.join(names) or 'none: it has one version'})")  # fmt: skip
+        return EXIT_USAGE
     if src is None:
         print(f"engine {engine}: runs without a container image")
         return 0
     try:
-        tag = ensure_image(engine, src)
+        tag = ensure_image(engine, src, version=version)
     except ValueError as exc:
         _err(f"engine {engine}: {exc}")
         return EXIT_USAGE
@@ -434,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("image", help="the container image an engine runs with here, built "
                         "first where the lab builds it (containers/ENGINE/build.sh)")  # fmt: skip
     sp.add_argument("engines", nargs="+", choices=engines.names(), metavar="ENGINE")
+    sp.add_argument("--version", help="one of the engine's versions (knob engine_version, "
+                    "`tunelab engines`); default: its default one")  # fmt: skip
     sp.set_defaults(func=cmd_image)
 
     sp = sub.add_parser("datagen", help="generate and cache a data set by its key")

@@ -26,7 +26,7 @@ import jsonschema
 
 from tunelab import claimspec, dataset, engines, findings, provenance, workloads, yamlfile
 from tunelab.dataset import Dataset
-from tunelab.engines.base import EngineInfo
+from tunelab.engines.base import VERSION_KNOB, EngineInfo, version_text
 from tunelab.units import parse_size
 from tunelab.yamlfile import clip as _clip
 from tunelab.yamlfile import show as _show
@@ -401,6 +401,8 @@ def _normalise(
     for name, value in knobs.items():
         path = where[name]
         knob = info.knobs.get(name)
+        if name == VERSION_KNOB:  # 15 or 10.11 as YAML reads them: the declared text
+            value = version_text(value)
         if knob is None:
             note = info.notes.get(name)
             msg = f"{info.name} cannot express knob '{name}'" + (f": {note}" if note else "")
@@ -640,6 +642,8 @@ def expand(
                                     access, reps_min))  # fmt: skip
     if warnings is not None:
         warnings.extend(warned)
+    if not errors:
+        errors.extend(_version_refusals(file, engine, points, where.get(VERSION_KNOB, "")))
     if not errors and "expect" not in broken:
         found, claim_errors = claimspec.sweep_claims(doc, file, engine)
         claim_errors += claimspec.validate(found, points, engine)
@@ -655,6 +659,28 @@ def expand(
             SpecError(file, "knobs", "two points would have the same id; remove duplicates")
         ]
     return points, []
+
+
+def _version_refusals(file: str, engine: str, points: list[Point], where: str) -> list[SpecError]:
+    """An engine version the sweep asks that this host cannot run (the apt mirror lacks the
+    Debian release it is built from, and no image of it is here): one line, before anything
+    starts; allowed, the versions it can run."""
+    asked = dict.fromkeys(str(p.knobs[VERSION_KNOB]) for p in points if VERSION_KNOB in p.knobs)
+    if not asked:
+        return []
+    engine_cls = engines.engine_class(engine)
+    refused = {v: why for v in asked if (why := engine_cls.version_refusal(v))}
+    if not refused:
+        return []
+    knob = engines.info(engine).knobs[VERSION_KNOB]
+    here = [
+        v
+        for v in knob.values or ()
+        if v not in refused and (v in asked or not engine_cls.version_refusal(v))
+    ]
+    return [SpecError(file, where, f"{engine} {v} cannot run here: {why}",
+                      ", ".join(here) or "none here")
+            for v, why in refused.items()]  # fmt: skip
 
 
 @dataclass

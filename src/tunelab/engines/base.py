@@ -156,13 +156,65 @@ class AccessPath:
 
 
 @dataclass(frozen=True)
+class ImageVersion:
+    """A version of a container engine the lab can run: the Debian release whose own package
+    it is (the build script builds it from there) and the official image of it, pinned."""
+
+    version: str  # as a sweep names it (the knob ``engine_version``): "15", "10.11"
+    suite: str  # the Debian release that packages it
+    official: str | None = None
+
+
+@dataclass(frozen=True)
 class ImageSource:
     """Where a container engine's image comes from: the official image, pinned by tag, when
-    the local Docker engine has it, else the image ``containers/<engine>/build.sh`` builds."""
+    the local Docker engine has it, else the image ``containers/<engine>/build.sh`` builds.
+    ``versions``: the versions it can build, the default (the one ``official`` and ``local``
+    are) first; empty: the one version only."""
 
     official: str | None  # pinned tag of the official image
     local: str | None  # tag the local build script produces (a stable alias)
     build_script: str | None  # relative to containers/
+    versions: tuple[ImageVersion, ...] = ()
+
+    def version(self, name: str) -> ImageVersion:
+        """The declared version ``name``; KeyError names the allowed ones."""
+        for v in self.versions:
+            if v.version == name:
+                return v
+        raise KeyError(f"{name} (allowed: {', '.join(v.version for v in self.versions)})")
+
+
+# The knob that picks which of an engine's versions (ImageSource.versions) a point runs.
+VERSION_KNOB = "engine_version"
+
+
+def version_text(value: Any) -> Any:
+    """A version as a sweep wrote it (15, 10.11, "17") as the text the engine declares it
+    in; anything else as it is, for the knob's check to refuse."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return value
+    return str(value).strip()
+
+
+def version_knob(image: ImageSource, meaning: str) -> Knob:
+    """The ``engine_version`` knob of an engine whose image comes in several versions: each
+    version a server of its own (fresh), read back from the server's own version string."""
+    return Knob(
+        VERSION_KNOB, "string", meaning, values=tuple(v.version for v in image.versions),
+        fresh=True, readback="the server's version string: its number must be the version "
+        "asked or a release of it (17.12 for 17)",
+    )  # fmt: skip
+
+
+def version_applied(info: EngineInfo, number: str) -> str:
+    """The declared version a server's version ``number`` (17.12, 10.11.19) is a release of,
+    else the number itself (a point that asked another version then fails its check)."""
+    versions = info.image.versions if info.image is not None else ()
+    for v in versions:
+        if number == v.version or number.startswith(v.version + "."):
+            return v.version
+    return number
 
 
 @dataclass(frozen=True)
@@ -291,6 +343,12 @@ class Engine(abc.ABC):
         """Knobs this host cannot give the point (e.g. a device of its own without root):
         (field, message naming the engine and the reason), asked at validation."""
         return []
+
+    @classmethod
+    def version_refusal(cls, version: str) -> str | None:
+        """Why this host cannot run the engine at ``version`` (one of its declared versions:
+        ``engine_version``), asked at validation before anything starts, or None."""
+        return None
 
     @classmethod
     def full_knobs(cls, knobs: dict[str, Any]) -> dict[str, Any]:

@@ -348,7 +348,7 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         key = super().keep_key(knobs)
         return key + "r" if db2_hadr.wants_standby(knobs) else key
 
-    def image_tag(self) -> str:
+    def image_tag(self, knobs: dict[str, Any] | None = None) -> str:
         require_image(self.image)
         return self.image
 

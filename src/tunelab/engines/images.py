@@ -5,11 +5,18 @@ from the distribution's packages by ``containers/<engine>/build.sh``, built on f
 ``TUNELAB_IMAGE_PREFIX`` replaces the local image's first part (``tunelab/postgres:local``
 becomes ``PREFIX/postgres:local``), here and in the build scripts alike: a build under other
 names beside the lab's own images.
+
+An engine that declares versions (``ImageSource.versions``, the knob ``engine_version``)
+builds each from the Debian release that packages it; the image of a release other than the
+default is ``<repo>:local-<release>`` beside ``<repo>:local``. Whether the apt mirror serves
+that release is asked of the build script (``--check``) before a sweep that names the
+version starts (``version_refusal``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import os
@@ -20,8 +27,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunelab.containers import ContainerError, client
-from tunelab.engines.base import ImageSource
+from tunelab.containers import ContainerError, client, docker_unavailable_reason
+from tunelab.engines.base import ImageSource, ImageVersion
 
 CONTAINERS_DIR = Path(__file__).resolve().parents[3] / "containers"
 # The checkout's own state folder (.gitignore'd): the build locks, out of the shared /tmp.
@@ -33,6 +40,9 @@ _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 REPOSITORY = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
 
 FILES_LABEL = "org.tunelab.files"
+# The release the build scripts build from unless told another (containers/lib/debian-image.sh).
+DEFAULT_SUITE = "bookworm"
+MIRROR_ENV = "TUNELAB_APT_MIRROR"
 
 
 def files_hash(engine: str) -> str:
@@ -103,11 +113,76 @@ def _build_lock(engine: str) -> Iterator[None]:
         os.close(fd)
 
 
-def ensure_image(engine: str, src: ImageSource | None, build: bool = True) -> str:
-    """The image tag to run ``engine`` with, from its declared image (``EngineInfo.image``);
-    builds the local image once if neither is there."""
+def for_version(src: ImageSource, version: str | None) -> tuple[ImageSource, str]:
+    """The image source of one of the engine's versions (None: the default) and the Debian
+    release it is built from: its own official image, and the alias the build script gives
+    that release (``local`` for the default one, ``local-<release>`` for another).
+    KeyError names the allowed versions."""
+    if version is None or not src.versions:
+        if version is not None:
+            raise KeyError(f"{version} (the engine has one version only)")
+        return src, DEFAULT_SUITE
+    v: ImageVersion = src.version(version)
+    if v.suite == DEFAULT_SUITE:
+        return src, v.suite
+    local = f"{src.local.rsplit(':', 1)[0]}:local-{v.suite}" if src.local else None
+    return dataclasses.replace(src, official=v.official, local=local), v.suite
+
+
+# (script, release, mirror) the mirror served: asked once per process. A refusal is asked
+# again, so that a process that outlives a mirror's outage (the warm job server) sees it end.
+_served: set[tuple[str, str, str]] = set()
+
+
+def _mirror_refusal(script: str, suite: str, mirror: str) -> str | None:
+    """Why the apt mirror does not serve ``suite`` (the build script's ``--check``), or None."""
+    if (script, suite, mirror) in _served:
+        return None
+    try:
+        proc = subprocess.run([script, "--suite", suite, "--check"], capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{script} --check did not answer: {exc}"
+    if proc.returncode == 0:
+        _served.add((script, suite, mirror))
+        return None
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return lines[-1].removeprefix("build.sh: ") if lines else f"exit {proc.returncode}"
+
+
+def version_refusal(engine: str, src: ImageSource, version: str) -> str | None:
+    """Why this host cannot run ``engine`` at ``version``, one of its declared versions: None
+    when the apt mirror serves the release it is built from, or its image (official or built)
+    is in the local Docker engine already; else what is missing. Asks the mirror, and Docker
+    only where the mirror says no; nothing is built."""
+    one, suite = for_version(src, version)
+    script = CONTAINERS_DIR / one.build_script if one.build_script else None
+    why = "the lab does not build its image"
+    if script is not None and script.exists():
+        why = _mirror_refusal(str(script), suite, os.environ.get(MIRROR_ENV, ""))
+        if why is None:
+            return None
+    if docker_unavailable_reason() is not None:
+        return f"it is built from Debian {suite}: {why}"
+    local = local_tag(one.local) if one.local else None
+    if (one.official and _present(one.official) is not None) or (
+        local and _present(local, engine) is not None
+    ):
+        return None
+    return f"it is built from Debian {suite}: {why}; no image of it is in the local Docker engine"
+
+
+def ensure_image(
+    engine: str, src: ImageSource | None, build: bool = True, version: str | None = None
+) -> str:
+    """The image tag to run ``engine`` with, from its declared image (``EngineInfo.image``) at
+    ``version`` (None: the default); builds the local image once if neither is there."""
     if src is None:
         raise ContainerError(f"no container image is defined for engine '{engine}'")
+    try:
+        src, suite = for_version(src, version)
+    except KeyError as exc:
+        raise ContainerError(f"{engine} has no version {exc.args[0]}") from None
     local = local_tag(src.local) if src.local else None
     if src.official and _present(src.official) is not None:
         return src.official
@@ -120,16 +195,17 @@ def ensure_image(engine: str, src: ImageSource | None, build: bool = True) -> st
             + (f" and {local} is not built ({script} missing)" if local else "")
             + "; see containers/README.md"
         )
+    command = [str(script)] + (["--suite", suite] if suite != DEFAULT_SUITE else [])
     # Two points may ask at once: one builds, the other waits and then finds the image.
     with _build_lock(engine):
         if (tags := _present(local, engine)) is None:
             print(
-                f"tunelab: building {local} with {script} (once, and again when its files"
-                " change; a minute or two)",
+                f"tunelab: building {local} with {' '.join(command)} (once, and again when its"
+                " files change; a minute or two)",
                 file=sys.stderr,
             )
             t0 = time.monotonic()
-            proc = subprocess.run([str(script)], capture_output=True, text=True)
+            proc = subprocess.run(command, capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
                 raise ContainerError(f"{script} failed (exit {proc.returncode}):\n{tail}")

@@ -1,4 +1,5 @@
 """PostgreSQL 15 (Debian's package) in a container: the open engine whose planner can be steered.
+The knob ``engine_version`` runs 17 instead (Debian 13's package), a server of its own.
 
 Knobs: ``page_size`` is PostgreSQL's block size, fixed when the server is compiled (BLCKSZ,
 8 KiB for Debian's and the official builds): only that value is accepted. ``buffer_pool`` is
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -50,14 +52,18 @@ from tunelab.engines import postgres_standby as standby
 from tunelab.engines import readahead, server
 from tunelab.engines.base import (
     KEYS_ALIAS,
+    VERSION_KNOB,
     AccessPath,
     CacheState,
     EngineError,
     EngineInfo,
     ImageSource,
+    ImageVersion,
     IndexPlan,
     Knob,
     ReadCounter,
+    version_applied,
+    version_knob,
 )
 from tunelab.engines.server import ServerEngine
 from tunelab.hadr.model import Ack, Mode, Ordering
@@ -102,10 +108,17 @@ class _BlockSize(Knob):
         )
 
 
+# PostgreSQL 15 by default; 17 (knob engine_version) from the next Debian release's package.
+IMAGE = ImageSource(
+    "postgres:15", "tunelab/postgres:local", "postgres/build.sh",
+    versions=(ImageVersion("15", "bookworm", "postgres:15"),
+              ImageVersion("17", "trixie", "postgres:17")),
+)  # fmt: skip
+
 INFO = EngineInfo(
     name="postgres",
-    summary="PostgreSQL 15 in a container (Docker, psycopg 3); planner switches force the "
-    "access path",
+    summary="PostgreSQL 15 (or 17: engine_version) in a container (Docker, psycopg 3); planner "
+    "switches force the access path",
     knobs={
         "page_size": _BlockSize(
             "page_size", "integer",
@@ -178,6 +191,12 @@ INFO = EngineInfo(
             values=INDEX_KINDS, default="none",
             readback="pg_index: key and INCLUDE columns, unique, indisclustered",
         ),
+        "engine_version": version_knob(
+            IMAGE,
+            "the server's major version, each a server of its own: 15 (the default, Debian "
+            "12's postgresql-15) or 17 (Debian 13's postgresql-17), the image of the Debian "
+            "release that packages it; the lab's settings and counters are the same in both",
+        ),
     },
     notes={
         "direct_io": "PostgreSQL 15 always reads through the OS page cache (debug_io_direct "
@@ -197,7 +216,7 @@ INFO = EngineInfo(
         "relative costs rather than the lab's times",
     },
     needs_container=True,
-    image=ImageSource("postgres:15", "tunelab/postgres:local", "postgres/build.sh"),
+    image=IMAGE,
     cold_steps={"restart": "the server was restarted, with no buffer-pool dump or load"},
     cold_reads="PostgreSQL reads each 8 KiB block it misses with read(2) through the OS page "
     "cache, and the kernel reads ahead of it: blocks read forward close to those read before "
@@ -969,6 +988,9 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         }
         if self.knobs.get("buffer_pool") is None:
             applied.pop("buffer_pool")  # not asked: the server's default stays unchecked
+        if VERSION_KNOB in self.knobs:  # "17.12 (Debian 17.12-0+deb13u1)": 17
+            number = re.match(r"[0-9.]*", self._setting("server_version")).group(0)
+            applied[VERSION_KNOB] = version_applied(INFO, number.rstrip("."))
         return applied | self._applied_replication() | self.disk_applied()
 
     def _applied_replication(self) -> dict[str, Any]:

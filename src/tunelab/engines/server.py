@@ -31,8 +31,8 @@ from typing import Any
 
 from tunelab import blockdev, containers, noise
 from tunelab.engines import readahead
-from tunelab.engines.base import Engine, EngineError
-from tunelab.engines.images import ensure_image
+from tunelab.engines.base import VERSION_KNOB, Engine, EngineError
+from tunelab.engines.images import ensure_image, version_refusal
 
 DEVICE_DIR = "device"  # below a server's home: its os_read_ahead device's file and record
 
@@ -220,6 +220,11 @@ class ServerEngine(Engine):
                                  readahead.SERVER_BYTES)  # fmt: skip
 
     @classmethod
+    def version_refusal(cls, version: str) -> str | None:
+        assert cls.info.image is not None
+        return version_refusal(cls.info.name, cls.info.image, version)
+
+    @classmethod
     def host_refusals(cls, knobs: dict[str, Any]) -> list[tuple[str, str]]:
         return readahead.refusals(cls.info.name, knobs) if readahead.NAME in cls.info.knobs else []
 
@@ -231,8 +236,12 @@ class ServerEngine(Engine):
         """The device's read requests, bytes and milliseconds ({}: no device)."""
         return self.disk.counters() if self.disk is not None else {}
 
-    def image_tag(self) -> str:
-        return ensure_image(self.info.name, self.info.image)
+    def image_tag(self, knobs: dict[str, Any] | None = None) -> str:
+        """The image of the engine's version the knobs ask (``engine_version``; else its
+        default), built first where the lab builds it."""
+        version = (knobs or {}).get(VERSION_KNOB)
+        return ensure_image(self.info.name, self.info.image,
+                            version=None if version is None else str(version))  # fmt: skip
 
     # -- the lifecycle ----------------------------------------------------------------------
     def keep_key(self, knobs: dict[str, Any]) -> str:
@@ -270,7 +279,7 @@ class ServerEngine(Engine):
         key = self.keep_key(full)
         self.home = host_dir(self.run_dir) / f"{self.info.name}-{key}"
         self.password = containers.run_secret(self.run_dir)
-        self.image = self.image or self.image_tag()
+        self.image = self.image or self.image_tag(full)
         found = containers.attach(self.placed_spec(), self.run_id, key)
         disk = self._new_disk() if readahead.wanted(full) else None
         if (found is not None and (self.home / "knobs.json").exists()
@@ -294,7 +303,7 @@ class ServerEngine(Engine):
             self.disk.apply(full[readahead.NAME])  # before the server opens any file
         self.write_settings(full)
         try:
-            self.image = self.image or self.image_tag()
+            self.image = self.image or self.image_tag(full)
             keep = self.keep_key(full) if self.run_dir is not None else None
             self.container = containers.start(
                 self.placed_spec(), self.run_id, self.point_id, keep_key=keep,
