@@ -60,7 +60,7 @@ CLOCKS = {"elapsed_s": "response time (client clock)", "engine_elapsed_s": "engi
 FIRST_REST = {"q_first_s": "first query", "q_rest_median_s": "later queries (median)"}
 PERCENTILES = {"q_p50_s": "p50", "q_p95_s": "p95", "q_p99_s": "p99"}
 MISMATCH_COLOR = "#1a1a1a"
-_TEXT_BOX = {"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
+TEXT_BOX = {"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
 MISMATCH_LABEL = "plan ≠ what the index knob built"
 
 
@@ -351,7 +351,7 @@ def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
             ax.annotate(
                 text, (t.pages, 1.0), xycoords=("data", "axes fraction"), xytext=(-3, -4),
                 textcoords="offset points", rotation=90, ha="right", va="top",
-                fontsize="x-small", color="#444444", bbox=_TEXT_BOX, zorder=6,
+                fontsize="x-small", color="#444444", bbox=TEXT_BOX, zorder=6,
             )  # fmt: skip
         else:
             right = t.pages > hi
@@ -359,7 +359,7 @@ def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
                 f"{text} →" if right else f"← {text}",
                 (1.0 if right else 0.0, 0.98), xycoords="axes fraction",
                 ha="right" if right else "left", va="top", fontsize="x-small",
-                color="#444444", gid=f"table|{t.page_size}|{t.pages}", bbox=_TEXT_BOX,
+                color="#444444", gid=f"table|{t.page_size}|{t.pages}", bbox=TEXT_BOX,
             )  # fmt: skip
 
 
@@ -377,7 +377,7 @@ def mark_crossovers(ax: Axes, data: ReportData, x: str) -> list[marks.Crossover]
                 f"{who + ': ' if who else ''}index = scan at {marks.fmt_selectivity(at)}",
                 (at, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
                 textcoords="offset points", rotation=90, ha="left", va="bottom",
-                fontsize="x-small", color="#1a1a1a", bbox=_TEXT_BOX, zorder=6,
+                fontsize="x-small", color="#1a1a1a", bbox=TEXT_BOX, zorder=6,
             )  # fmt: skip
     return found
 
@@ -394,7 +394,7 @@ def mark_sources(ax: Axes, data: ReportData, x: str, metric: str) -> None:
         ax.annotate(
             s.text, (s.x, 0.98), xycoords=("data", "axes fraction"), xytext=(-3, 0),
             textcoords="offset points", rotation=90, ha="right", va="top",
-            fontsize="x-small", color=SOURCE_COLOR, bbox=_TEXT_BOX, zorder=6,
+            fontsize="x-small", color=SOURCE_COLOR, bbox=TEXT_BOX, zorder=6,
         )  # fmt: skip
     marks_ = sources.ratios(data, x, metric)
     if not marks_:
@@ -786,7 +786,7 @@ def lock_figure(data: ReportData, ratios: pd.DataFrame | None = None) -> Figure 
             bars.lines[2][0].set_gid(f"interval|{h}")
             for at, r in zip(px, ratio, strict=True):
                 ax.annotate(f"{r:.2f}×", (at, r), xytext=(6, 0), textcoords="offset points",
-                            va="center", fontsize="x-small", bbox=_TEXT_BOX, zorder=6)  # fmt: skip
+                            va="center", fontsize="x-small", bbox=TEXT_BOX, zorder=6)  # fmt: skip
         ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
         ax.set_xlim(-0.6, len(xs) - 0.4)
         ax.grid(False, axis="x")
