@@ -638,6 +638,7 @@ def engine_time_figure(data: ReportData, x: str) -> Figure | None:
                          xycoords=("axes fraction", "data"), ha="right", va="bottom",
                          fontsize="small", color="#555555")  # fmt: skip
         axes[1].set_title("Client share of the response time")
+        axes[1].set_ylabel("client share (%)")  # the title says of what: the long label was cut
         _legend(fig, axes, hue_title(hue, data.engine))
     return fig
 
