@@ -31,7 +31,16 @@ from tunelab import engines, yamlfile
 
 FILE_NAME = "findings.yaml"
 # Claim keys that say what a finding is rather than what it compares.
-ABOUT = ("id", "sweep", "source", "reported", "source_ratio", "explains", "at", "engine")
+ABOUT = ("id", "sweep", "source", "reported", "source_ratio", "reported_value", "explains", "at",
+         "engine")  # fmt: skip
+# The units a figure's axis shows, per metric: a ``reported_value`` gives its a and b in one.
+_TIMES = ("s", "ms")
+AXIS_UNITS = {
+    **{m: _TIMES for m in ("elapsed_s", "engine_elapsed_s", "q_first_s", "q_rest_median_s",
+                           "q_p50_s", "q_p95_s", "q_p99_s", "q_max_s")},
+    "throughput_rows_s": ("rows/s",),
+}  # fmt: skip
+RATIO_AGREES = 0.05  # a reported_value's a/b and the finding's source_ratio: within 5 %
 FINDING, EXPLAINS = "finding", "explains"
 
 
@@ -128,6 +137,8 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
         if f["id"] in seen:
             raise FindingsError(file, f"findings[{i}].id", f"{f['id']!r} is used twice")
         seen.add(f["id"])
+        if "reported_value" in f:
+            _check_reported_value(file, f"findings[{i}]", f)
         for j, x in enumerate(f.get("explains") or []):
             if "engine" in x and x["engine"] not in names:
                 at = f"findings[{i}].explains[{j}].engine"
@@ -139,8 +150,33 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
     return Findings(file, rules, tuple(doc["findings"]), digest)
 
 
+def _check_reported_value(file: str, at: str, f: dict[str, Any]) -> None:
+    """A source's a and b in a unit the axis of the finding's metric shows, of a finding
+    that compares two points (or a trend's last with its first), agreeing with its ratio."""
+    value = f["reported_value"]
+    metric = f.get("metric", "elapsed_s")
+    units = AXIS_UNITS.get(metric)
+    if units is None:
+        shown = ", ".join(sorted(AXIS_UNITS))
+        raise FindingsError(file, f"{at}.reported_value", f"no axis draws {metric!r} with a "
+                            "source's figure", f"metrics {shown}")  # fmt: skip
+    if value["unit"] not in units:
+        raise FindingsError(file, f"{at}.reported_value.unit", f"{value['unit']!r} is no unit "
+                            f"the axis of {metric} shows", ", ".join(units))  # fmt: skip
+    if f["kind"] == "crossover":
+        raise FindingsError(file, f"{at}.reported_value", "a crossover's figure is its 'at'",
+                            "kind: lower, higher, similar, falls or rises")  # fmt: skip
+    ratio = f.get("source_ratio")
+    said = value["a"] / value["b"]
+    if ratio is not None and abs(said / float(ratio) - 1) > RATIO_AGREES:
+        raise FindingsError(file, f"{at}.reported_value", f"a/b = {said:.3g} but source_ratio "
+                            f"is {ratio}", "the same ratio within 5 %")  # fmt: skip
+
+
 _CHECK_KEYS = {"kind", "says", "metric", "a", "b", "where", "than", "along", "at"}
-_FINDING_KEYS = _CHECK_KEYS | {"id", "sweep", "source", "reported", "source_ratio", "explains"}
+_FINDING_KEYS = _CHECK_KEYS | {
+    "id", "sweep", "source", "reported", "source_ratio", "reported_value", "explains",
+}  # fmt: skip
 
 
 def _known_keys(path: Any) -> set[str]:
@@ -224,6 +260,10 @@ def claims_for(findings: Findings, sweep: str, engine: str | None) -> list[Trans
                  "reported": f["reported"], "findings_digest": findings.digest}  # fmt: skip
         if "source_ratio" in f:
             about["source_ratio"] = float(f["source_ratio"])
+        if "reported_value" in f:
+            about["reported_value"] = dict(f["reported_value"])
+        if "at" in f:  # a crossover's figure, drawn on the axis
+            about["source_at"] = float(f["at"])
         t = _claim(f, findings.rules, engine, field)
         out.append(Translation({**t.claim, **about, "_field": field, "role": FINDING}, t.missing))
         for j, x in enumerate(f.get("explains") or []):

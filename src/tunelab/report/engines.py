@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from tunelab import atomic, claimspec, engines, findings, spec
 from tunelab.analysis import figures, stats
 from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
-from tunelab.report import contexts, evidence, plots
+from tunelab.report import contexts, evidence, plots, sources
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, label
@@ -350,6 +350,27 @@ def compared_column(exp: Experiment, cols: list[str]) -> str | None:
 
 
 STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "D", "^")  # with STYLES: categories drawn as points keep them apart
+
+
+def _source_lines(ax: Any, exp: Experiment, x: str, panel: dict[str, Any]) -> None:
+    """The source's crossovers on ``x`` (``sources.lines``) in the panels their context
+    names (a cold crossover in the cold panel)."""
+    if not exp.runs:
+        return
+    data = exp.runs[0].data
+    for s in sources.lines(data, x):
+        context = {sources.column(data.results, k): v for k, v in s.where.items()}
+        if any(c in context and v is not NOT_SET and not claimspec.same(v, context[c])
+               for c, v in panel.items()):  # fmt: skip
+            continue
+        ax.axvline(s.x, color=plots.SOURCE_COLOR, ls=":", lw=1.6, zorder=2,
+                   gid=f"source|{s.x:.6g}")  # fmt: skip
+        ax.annotate(
+            s.text, (s.x, 0.98), xycoords=("data", "axes fraction"), xytext=(-3, 0),
+            textcoords="offset points", rotation=90, ha="right", va="top",
+            fontsize="x-small", color=plots.SOURCE_COLOR, bbox=plots.TEXT_BOX, zorder=6,
+        )  # fmt: skip
 
 
 def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
@@ -369,10 +390,12 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
     with plots.style():
         fig, axes = plots._figure(len(keys))
         drawn = False
+        curves = _curves(exp.runs, styled, styles)
+        categories = _categories(exp, x)
         for ax, key in zip(axes, keys, strict=True):
             xs_all: list[float] = []
             ys_all: list[float] = []
-            for run, (ls, value) in _curves(exp.runs, styled, styles):
+            for i, (run, (ls, value)) in enumerate(curves):
                 rows = (
                     _panel_rows(run, cols, key)
                     if cols
@@ -390,16 +413,30 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                     base = float(c["median"].iloc[0])
                     y, lo, hi = y / base, lo / base, hi / base
                 xv = pd.to_numeric(c["x"], errors="coerce")
-                xs = xv if xv.notna().all() else c["x"].astype(str)
+                numeric = bool(xv.notna().all())
+                # Categories: each curve beside the others at a category, never on them.
+                dodge = (i - (len(curves) - 1) / 2) * min(0.5 / len(curves), 0.15)
+                xs = xv if numeric else c["x"].astype(str).map(categories.index) + dodge
                 name = run.engine if value is None else f"{run.engine} · {value}"
-                ax.errorbar(xs, y, yerr=[y - lo, hi - y], color=colours[run.engine], ls=STYLES[ls],
-                            marker="o", capsize=3, lw=1.6, label=name)  # fmt: skip
+                # Categories (index types) are points: a line between them would read as a
+                # trend from one to the next. Numbers are joined.
+                ax.errorbar(xs, y, yerr=[y - lo, hi - y], color=colours[run.engine],
+                            ls=STYLES[ls] if numeric else "none", marker=MARKERS[ls], capsize=3,
+                            lw=1.6, label=name)  # fmt: skip
                 drawn = True
                 ys_all += [float(v) for v in hi] + [float(v) for v in lo]
                 if xv.notna().all():
                     xs_all += list(xv)
-            if xs_all and plots.wants_log(xs_all):
-                ax.set_xscale("log")
+            if xs_all:
+                plots.set_x_scale(ax, xs_all)
+            values = sorted(set(xs_all))
+            if x != POOL_BYTES and 0 < len(values) <= 12:  # ticks at the values swept, in %
+                at = ax.xaxis.get_transform().transform(np.asarray(values, float))
+                texts = plots._thin_labels(list(at), [plots.value_text(x, v) for v in values])
+                ax.set_xticks(values, texts)
+                ax.xaxis.set_minor_locator(NullLocator())
+            if xs_all:
+                _source_lines(ax, exp, x, dict(zip(cols, key, strict=True)))
             if x == POOL_BYTES and xs_all:  # binary sizes: ticks at 64 KiB, 1 MiB, 16 MiB...
                 lo, hi = math.log2(min(xs_all)), math.log2(max(xs_all))
                 ax.set_xticks([2.0**k for k in range(math.floor(lo), math.ceil(hi) + 1)
@@ -407,12 +444,16 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                 ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: fmt_bytes(v)))
                 ax.xaxis.set_minor_formatter(NullFormatter())
             if not xs_all:
+                ax.set_xticks(range(len(categories)), [fmt(v) for v in categories])
+                ax.set_xlim(-0.6, len(categories) - 0.4)
                 plots._slant(ax, 20)  # categories: long names
             if not normalised and ys_all:
                 plots._finish_y(ax, np.asarray(ys_all, dtype=float), METRIC)  # log past 100x
-            ax.set_title(" · ".join(f"{label(c)} {fmt(v)}" for c, v in zip(cols, key, strict=True)
+            ax.set_title(" · ".join(f"{plots.axis_label(c).split(' (')[0]} {plots.value_text(c, v)}"
+                                    for c, v in zip(cols, key, strict=True)
                                     if v is not NOT_SET))  # fmt: skip
             ax.set_xlabel(_x_label(x))
+            ax.grid(bool(xs_all), axis="x")  # no grid line through a category's points
             ax.set_ylabel("time ÷ own first point" if normalised else label(METRIC))
             if normalised:
                 ax.axhline(1, color="#999", lw=0.8, ls=":")
@@ -420,6 +461,14 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
             return None
         plots._legend(fig, axes, f"engine · {label(styled)}" if styled else "engine")
     return fig
+
+
+def _categories(exp: Experiment, x: str) -> list[str]:
+    """The values of a categorical ``x`` over every engine, in the sweep's order."""
+    seen = [str(v) for r in exp.runs if x in r.data.results
+            for v in r.data.results[x].dropna().unique()]  # fmt: skip
+    key = order_key(exp.runs[0].data.orders if exp.runs else {}, x)
+    return sorted(dict.fromkeys(seen), key=key)
 
 
 def _curves(runs: list[EngineRun], styled: str | None, styles: list) -> list[tuple]:
@@ -430,7 +479,7 @@ def _curves(runs: list[EngineRun], styled: str | None, styles: list) -> list[tup
 
 
 def _x_label(x: str) -> str:
-    return "buffer pool (bytes, as applied)" if x == POOL_BYTES else label(x)
+    return "buffer pool (bytes, as applied)" if x == POOL_BYTES else plots.axis_label(x)
 
 
 # -- settings, claims, plans ----------------------------------------------------------------

@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.path import Path
 from matplotlib.ticker import (
     FuncFormatter,
+    LogLocator,
     MaxNLocator,
     NullFormatter,
     NullLocator,
@@ -35,7 +36,7 @@ from matplotlib.ticker import (
 )
 
 from tunelab.analysis import stats
-from tunelab.report import checks, marks
+from tunelab.report import checks, marks, sources
 from tunelab.report.data import ReportData, order_key
 from tunelab.report.labels import fmt, fmt_bytes, is_ratio, label, unit_text
 
@@ -48,7 +49,9 @@ PANEL_W, PANEL_H = 5.6, 3.5  # inches; several panels share PAGE_W
 BAND_MAX = 3  # up to this many lines per panel get shaded bands, more get error bars
 MARKERS = ("o", "s", "D", "^", "v", "P", "X")
 LINESTYLES = ("-", "--", ":", "-.")
-LOG_SPAN = 20.0  # a positive axis spanning this ratio or more is drawn in log scale
+LOG_SPAN = 10.0  # an axis whose positive values span more than this ratio is drawn in log scale
+# Columns stored as fractions that the findings state in percent: drawn in % on every axis.
+PERCENT_COLUMNS = {marks.SELECTIVITY: "selectivity (% of rows)"}
 PERFORMANCE = ("elapsed_s", "throughput_rows_s")
 IO_COUNTS = ("c_physical_reads", "physical_reads_per_s", "os_read_mb_s", "c_dev_read_requests",
              "dev_read_mb_s")  # fmt: skip
@@ -57,7 +60,7 @@ CLOCKS = {"elapsed_s": "response time (client clock)", "engine_elapsed_s": "engi
 FIRST_REST = {"q_first_s": "first query", "q_rest_median_s": "later queries (median)"}
 PERCENTILES = {"q_p50_s": "p50", "q_p95_s": "p95", "q_p99_s": "p99"}
 MISMATCH_COLOR = "#1a1a1a"
-_TEXT_BOX = {"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
+TEXT_BOX = {"boxstyle": "square,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
 MISMATCH_LABEL = "plan ≠ what the index knob built"
 
 
@@ -98,7 +101,46 @@ def palette_for(levels: Sequence[str]) -> dict[str, Any]:
 def wants_log(values: Sequence[float] | np.ndarray) -> bool:
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
-    return v.size > 1 and bool((v > 0).all()) and v.max() / v.min() >= LOG_SPAN
+    return v.size > 1 and bool((v > 0).all()) and v.max() / v.min() > LOG_SPAN
+
+
+def x_scale(values: Sequence[float] | np.ndarray) -> str:
+    """ "log" where the values span more than LOG_SPAN; "symlog" where they would but for a
+    zero among them (read-ahead 0, 16, ..., 1024 KiB: linear would squeeze 16 onto 0);
+    else "linear"."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if wants_log(v):
+        return "log"
+    positive = v[v > 0]
+    if (v >= 0).all() and (v == 0).any() and positive.size > 1 and wants_log(positive):
+        return "symlog"
+    return "linear"
+
+
+def set_x_scale(ax: Axes, values: Sequence[float] | np.ndarray) -> str:
+    """Set ``ax``'s x scale by ``x_scale``; symlog is linear below its smallest positive
+    value, so a zero sits one decade left of it."""
+    scale = x_scale(values)
+    if scale == "log":
+        ax.set_xscale("log")
+    elif scale == "symlog":
+        v = np.asarray(values, dtype=float)
+        ax.set_xscale("symlog", linthresh=float(v[v > 0].min()), linscale=0.5)
+    return scale
+
+
+def value_text(column: str, value: Any) -> str:
+    """A value as an axis or a legend shows it: a selectivity in % (as the findings say it)."""
+    if column in PERCENT_COLUMNS and isinstance(value, int | float | np.number) and not (
+        isinstance(value, bool)
+    ):  # fmt: skip
+        return f"{float(value) * 100:.4g} %"
+    return fmt(value)
+
+
+def axis_label(column: str, engine: str | None = None) -> str:
+    return PERCENT_COLUMNS.get(column) or label(column, engine)
 
 
 def is_numeric(series: pd.Series) -> bool:
@@ -120,14 +162,14 @@ def hue_levels(
     )
 
     def text(t: tuple) -> str:
-        return " · ".join(fmt(v) for v in t)
+        return " · ".join(value_text(c, v) for c, v in zip(cols, t, strict=True))
 
     labels = frame[cols].apply(lambda r: text(tuple(r)), axis=1)
     return labels, list(dict.fromkeys(text(t) for t in tuples))
 
 
 def hue_title(cols: Sequence[str], engine: str | None = None) -> str:
-    return " · ".join(label(c, engine) for c in cols)
+    return " · ".join(axis_label(c, engine) for c in cols)
 
 
 def draw_metric(
@@ -152,7 +194,7 @@ def draw_metric(
     d[metric] = pd.to_numeric(d[metric])
     if d.empty:
         ax.text(0.5, 0.5, "no measurements", ha="center", va="center", transform=ax.transAxes)
-        ax.set_xlabel(label(x, engine))
+        ax.set_xlabel(axis_label(x, engine))
         return stats.summarize(d, [x], metric)
     d["_hue"], levels = hue_levels(d, hue, orders)
     d["_style"] = d[style_col].astype(str) if style_col else ""
@@ -184,18 +226,19 @@ def draw_metric(
         return h if len(levels) > 1 and s == styles[0] else "_nolegend_"
 
     if numeric:
-        logx = wants_log(xs)
-        if logx:
-            ax.set_xscale("log")
-        lo, hi = float(min(xs)), float(max(xs))
-        span = (math.log10(hi / lo) if logx else (hi - lo)) or 1.0
+        set_x_scale(ax, [float(v) for v in xs])
+        # Offsets (dodge, jitter) are taken on the drawn scale, so log and symlog alike.
+        forward = ax.xaxis.get_transform()
+        backward = forward.inverted()
+        drawn_at = forward.transform(np.asarray(xs, float))
+        span = float(drawn_at.max() - drawn_at.min()) or 1.0
         # Few lines: shaded bands. Many: error bars dodged sideways so they stay apart.
         banded = len(combos) <= BAND_MAX
         slot = 0.0 if banded else 0.05 * span / len(combos)
         offset = {c: (i - (len(combos) - 1) / 2) * slot for i, c in enumerate(combos)}
 
         def shifted(values: np.ndarray, by: np.ndarray | float) -> np.ndarray:
-            return values * 10.0**by if logx else values + by
+            return backward.transform(forward.transform(values) + by)
 
         for h, s in combos:
             g = summary[(summary["_hue"] == h) & (summary["_style"] == s)].sort_values(x)
@@ -215,7 +258,7 @@ def draw_metric(
         spread = 0.3 * slot if slot else 0.012 * span
         raw_x = shifted(d[x].to_numpy(float), shift + rng.uniform(-1.0, 1.0, len(d)) * spread)
         if len(xs) <= 12:
-            ticks = _thin_labels([float(v) for v in xs], [fmt(v) for v in xs], logx)
+            ticks = _thin_labels(list(drawn_at), [value_text(x, v) for v in xs])
             ax.set_xticks([float(v) for v in xs], ticks)
             ax.xaxis.set_minor_locator(NullLocator())
             if len(xs) > 6 or (len(xs) > 3 and max(map(len, ticks)) > 4):
@@ -239,7 +282,7 @@ def draw_metric(
         base = d[x].map(position).to_numpy(float)
         shift = np.array([offset[(h, s)] for h, s in zip(d["_hue"], d["_style"], strict=True)])
         raw_x = base + shift + rng.uniform(-1.0, 1.0, len(d)) * 0.28 * slot
-        ticks = [fmt(v) for v in xs]
+        ticks = [value_text(x, v) for v in xs]
         ax.set_xticks(range(len(xs)), ticks)
         if sum(map(len, ticks)) > 28:  # long category names would run into each other
             _slant(ax)
@@ -260,7 +303,7 @@ def draw_metric(
         hue_order=levels, palette=colors, ax=ax, legend=False, s=16, alpha=0.55, lw=0, zorder=3,
     )  # fmt: skip
     _finish_y(ax, d[metric].to_numpy(float), metric)
-    ax.set_xlabel(label(x, engine))
+    ax.set_xlabel(axis_label(x, engine))
     ax.set_ylabel(label(metric, engine) + (" (%)" if is_ratio(metric) else ""))
     if numeric and marks.is_pool(x):
         _pool_axis(ax, d, [float(v) for v in xs])
@@ -308,7 +351,7 @@ def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
             ax.annotate(
                 text, (t.pages, 1.0), xycoords=("data", "axes fraction"), xytext=(-3, -4),
                 textcoords="offset points", rotation=90, ha="right", va="top",
-                fontsize="x-small", color="#444444", bbox=_TEXT_BOX, zorder=6,
+                fontsize="x-small", color="#444444", bbox=TEXT_BOX, zorder=6,
             )  # fmt: skip
         else:
             right = t.pages > hi
@@ -316,7 +359,7 @@ def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
                 f"{text} →" if right else f"← {text}",
                 (1.0 if right else 0.0, 0.98), xycoords="axes fraction",
                 ha="right" if right else "left", va="top", fontsize="x-small",
-                color="#444444", gid=f"table|{t.page_size}|{t.pages}", bbox=_TEXT_BOX,
+                color="#444444", gid=f"table|{t.page_size}|{t.pages}", bbox=TEXT_BOX,
             )  # fmt: skip
 
 
@@ -334,9 +377,43 @@ def mark_crossovers(ax: Axes, data: ReportData, x: str) -> list[marks.Crossover]
                 f"{who + ': ' if who else ''}index = scan at {marks.fmt_selectivity(at)}",
                 (at, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
                 textcoords="offset points", rotation=90, ha="left", va="bottom",
-                fontsize="x-small", color="#1a1a1a", bbox=_TEXT_BOX, zorder=6,
+                fontsize="x-small", color="#1a1a1a", bbox=TEXT_BOX, zorder=6,
             )  # fmt: skip
     return found
+
+
+SOURCE_COLOR = "#7a4a00"
+
+
+def mark_sources(ax: Axes, data: ReportData, x: str, metric: str) -> None:
+    """The source's figures on the axis (``sources``): a dotted line at each crossover it
+    reported, and at a point a finding compares, a hollow diamond where that point would sit
+    at the source's ratio to the other (drawn in the colour of its curve)."""
+    for s in sources.lines(data, x):
+        ax.axvline(s.x, color=SOURCE_COLOR, ls=":", lw=1.6, zorder=2, gid=f"source|{s.x:.6g}")
+        ax.annotate(
+            s.text, (s.x, 0.98), xycoords=("data", "axes fraction"), xytext=(-3, 0),
+            textcoords="offset points", rotation=90, ha="right", va="top",
+            fontsize="x-small", color=SOURCE_COLOR, bbox=TEXT_BOX, zorder=6,
+        )  # fmt: skip
+    marks_ = sources.ratios(data, x, metric)
+    if not marks_:
+        return
+    frame = data.results
+    groups, levels = hue_levels(frame, data.hue_for(x), data.orders)
+    colors = palette_for(levels)
+    for m in marks_:  # its words in the legend: a text in the panel would cross the curves'
+        named = False
+        for level in levels:
+            y = sources.expected(frame[groups == level], x, metric, m)
+            if y is None:
+                continue
+            ax.plot(
+                [m.a_x], [y], ls="none", marker="D", ms=8, mfc="white", mec=colors[level],
+                mew=1.8, zorder=6, gid=f"source-ratio|{level}|{m.a_x:.6g}",
+                label="_nolegend_" if named else m.text,
+            )  # fmt: skip
+            named = True
 
 
 def _slant(ax: Axes, degrees: float = 30) -> None:
@@ -347,19 +424,20 @@ def _slant(ax: Axes, degrees: float = 30) -> None:
         text.set_rotation_mode("anchor")
 
 
-def _thin_labels(values: list[float], texts: list[str], logx: bool, gap: float = 0.09) -> list[str]:
+def _thin_labels(drawn_at: list[float], texts: list[str], gap: float = 0.09) -> list[str]:
     """Blank the labels of ticks closer than ``gap`` (axis fraction) to a labelled one, so
-    0.2, 0.35, 0.5 on a log axis do not print over each other; the last value keeps its."""
-    pos = np.log10(values) if logx else np.asarray(values, float)
+    0.2, 0.35, 0.5 on a log axis do not print over each other; the last value keeps its.
+    ``drawn_at``: the ticks on the axis's drawn scale (log10 of them on a log axis)."""
+    pos = np.asarray(drawn_at, float)
     span = (pos.max() - pos.min()) or 1.0
     frac = (pos - pos.min()) / span
-    keep = [False] * len(values)
+    keep = [False] * len(pos)
     last = -1.0
-    for i in range(len(values)):
+    for i in range(len(pos)):
         if frac[i] - last >= gap:
             keep[i], last = True, frac[i]
-    if len(values) > 1 and not keep[-1]:  # label the last value instead of its neighbour
-        keep[max(i for i in range(len(values) - 1) if keep[i])] = len(values) == 2
+    if len(pos) > 1 and not keep[-1]:  # label the last value instead of its neighbour
+        keep[max(i for i in range(len(pos) - 1) if keep[i])] = len(pos) == 2
         keep[-1] = True
     return [t if k else "" for t, k in zip(texts, keep, strict=True)]
 
@@ -386,8 +464,10 @@ def _finish_y(ax: Axes, values: np.ndarray, metric: str) -> None:
         ax.set_ylim(low - pad, high + pad)
         ax.axhline(0.0, color="#555555", lw=0.9, zorder=2, gid="zero")
         return
-    if wants_log(values) and values.max() / values.min() >= 100:
+    if wants_log(values):
         ax.set_yscale("log")
+        if values.max() / values.min() < 1000:  # few decades: 1-2-5 ticks, not one or two
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(FuncFormatter(short_number))
         ax.yaxis.set_minor_formatter(NullFormatter())
         return
@@ -444,6 +524,7 @@ def knob_figure(data: ReportData, x: str) -> Figure:
         for ax, metric in zip(axes, metrics, strict=True):
             draw_metric(ax, data.results, x, metric, hue, engine=data.engine, orders=data.orders)
             mark_crossovers(ax, data, x)
+            mark_sources(ax, data, x, metric)
             ax.set_title(_title(metric))
         _legend(fig, axes, hue_title(hue, data.engine))
     return fig
@@ -496,6 +577,7 @@ def overview_figure(data: ReportData, metric: str = "elapsed_s") -> Figure:
             )  # fmt: skip
             if metric in PERFORMANCE:
                 mark_crossovers(ax, data, x)
+                mark_sources(ax, data, x, metric)
             ax.set_title(f"{_title(metric)} vs {label(x, data.engine).split(' (')[0]}")
             if ax.get_legend_handles_labels()[1]:
                 ax.legend(title=hue_title(data.hue_for(x), data.engine), fontsize="small")
@@ -556,6 +638,7 @@ def engine_time_figure(data: ReportData, x: str) -> Figure | None:
                          xycoords=("axes fraction", "data"), ha="right", va="bottom",
                          fontsize="small", color="#555555")  # fmt: skip
         axes[1].set_title("Client share of the response time")
+        axes[1].set_ylabel("client share (%)")  # the title says of what: the long label was cut
         _legend(fig, axes, hue_title(hue, data.engine))
     return fig
 
@@ -704,7 +787,7 @@ def lock_figure(data: ReportData, ratios: pd.DataFrame | None = None) -> Figure 
             bars.lines[2][0].set_gid(f"interval|{h}")
             for at, r in zip(px, ratio, strict=True):
                 ax.annotate(f"{r:.2f}×", (at, r), xytext=(6, 0), textcoords="offset points",
-                            va="center", fontsize="x-small", bbox=_TEXT_BOX, zorder=6)  # fmt: skip
+                            va="center", fontsize="x-small", bbox=TEXT_BOX, zorder=6)  # fmt: skip
         ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
         ax.set_xlim(-0.6, len(xs) - 0.4)
         ax.grid(False, axis="x")

@@ -93,7 +93,8 @@ figure.tl-figure figcaption {
 }
 .jp-RenderedHTMLCommon table.tl-kv td { text-align: left; white-space: normal; }
 .jp-RenderedHTMLCommon table.tl-kv table.tl-table { margin: 0; }
-.tl-wrap { display: block; white-space: normal; max-width: 11rem; text-align: left; }
+.tl-wrap { display: block; white-space: normal; max-width: 11rem; text-align: left;
+  overflow-wrap: anywhere; }  /* a long index name breaks, never runs into the next cell */
 .tl-wide { overflow-x: auto; }
 .tl-scroll { overflow: auto; max-height: 520px; border: 1px solid #eceef1; border-radius: 4px; }
 .jp-RenderedHTMLCommon table.tl-raw td { font-family: monospace; font-size: 11px;

@@ -20,7 +20,7 @@ import pandas as pd
 from tunelab import claimspec, spec
 from tunelab.analysis import figures, hostspeed, stats
 from tunelab.analysis.claims import css_class, word_of
-from tunelab.report import checks, contexts, evidence, marks, plots, reads, tables
+from tunelab.report import checks, contexts, evidence, marks, plots, reads, sources, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
 from tunelab.report.labels import (
@@ -139,7 +139,10 @@ def engine_time_html(data: ReportData) -> str:
     if not checks.engine_time_recorded(frame):
         return "".join(parts)
     caption = html.escape(figure_caption(data))
-    for x in data.dims:
+    for x in figure_order(data):
+        if (skipped := not_drawn(data, x)) is not None:
+            parts.append(skipped)
+            continue
         fig = plots.engine_time_figure(figure_rows(data), x)
         if fig is not None:
             name = label(x, data.engine)
@@ -363,6 +366,21 @@ def figure_order(data: ReportData) -> list[str]:
     return sorted(data.dims, key=lambda d: (d not in along, data.dims.index(d)))
 
 
+def not_drawn(data: ReportData, x: str) -> str | None:
+    """Why no figure versus ``x`` is drawn (a note), or None: every section follows this one
+    rule. The dimension the findings ask along is always drawn; another only when its other
+    dimensions make at most MAX_SERIES series, colours a reader can still tell apart."""
+    first = figure_order(data)[0]
+    series = len(plots.hue_levels(data.results, data.hue_for(x), data.orders)[1])
+    if x == first or series <= MAX_SERIES:
+        return None
+    shown = label(first, data.engine)
+    return note(f"Not drawn versus {html.escape(label(x, data.engine))}: {series} series would "
+                "share one panel, too many to tell apart; the figure against "
+                f"{html.escape(shown)} shows the same points, and the table gives each "
+                "one.")  # fmt: skip
+
+
 def figures_html(data: ReportData) -> str:
     """One figure per swept dimension: response time and throughput."""
     if not data.dims:
@@ -381,13 +399,9 @@ def figures_html(data: ReportData) -> str:
     for x in first:
         name = label(x, data.engine)
         parts.append(f"<h3>{html.escape(name[:1].upper() + name[1:])}</h3>")
-        series = len(plots.hue_levels(data.results, data.hue_for(x), data.orders)[1])
-        if x != first[0] and series > MAX_SERIES:
-            shown = label(first[0], data.engine)
-            parts.append(note(f"Not drawn: {series} series would share one panel, too many to "
-                              f"tell apart; the figure against {html.escape(shown)} above "
-                              "shows the same points, and the summary table below gives each "
-                              "one."))  # fmt: skip
+        skipped = not_drawn(data, x)
+        if skipped:
+            parts.append(skipped)
             continue
         fig = plots.knob_figure(data, x)
         notes = axis_notes(data, x, crossover=True)
@@ -491,6 +505,9 @@ def axis_notes(data: ReportData, x: str, crossover: bool = False) -> str:
     text = crossover_text(data, x) if crossover else ""
     if text:
         out.append(text + " Dash-dotted lines mark it.")
+    source = sources.caption(data, x, plots.PERFORMANCE) if crossover else ""
+    if source:
+        out.append(source)
     return "".join(" " + html.escape(t) for t in out)
 
 
@@ -619,7 +636,10 @@ def io_html(data: ReportData) -> str:
     if "c_physical_reads" not in frame and "physical_reads_per_s" not in frame:
         parts.append(note("The engine gave no read counters for these rows.", "warn"))
     caption = html.escape(figure_caption(data))
-    for x in data.dims:
+    for x in figure_order(data):
+        if (skipped := not_drawn(data, x)) is not None:
+            parts.append(skipped)
+            continue
         fig = plots.io_figure(data, x, names)
         if fig is not None:
             name = label(x, data.engine)
