@@ -382,6 +382,20 @@ def test_bad_input_is_one_line_naming_the_file_and_exit_2(packs, tmp_path, capsy
     code, out, err = run(capsys, old, corrupt)
     assert (code, out) == (2, []) and len(err) == 1 and err[0].startswith(f"{bad}: ")
 
+    page = tmp_path / "page.html"
+    for option, value in (("--fdr", "0"), ("--fdr", "1"), ("--min-effect", "1.5"),
+                          ("--min-effect", "-5%"), ("--fdr", "often")):  # fmt: skip
+        code, out, err = run(capsys, old, old, f"{option}={value}", "--html", page)
+        assert (code, out) == (2, []) and len(err) == 1, (option, value, err)
+        assert option in err[0] and "allowed: above 0 and below 1" in err[0], err
+        assert not page.exists()
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"mine": true}\n')
+    code, out, err = run(capsys, old, old, "--json", mine, "--html", page)
+    assert (code, out) == (2, []) and len(err) == 1 and err[0].startswith(f"--json {mine}: ")
+    assert mine.read_text() == '{"mine": true}\n' and not page.exists()
+
     history = tmp_path / "h.json"
     history.write_text('{"format": 1, "hosts": {"h": {"sqlite:elapsed_s": [{"points": 1}]}}}')
     code, out, err = run(capsys, old, old, "--history", history)

@@ -81,8 +81,8 @@ def confirm(result: Comparison, old: pd.DataFrame, measure: Callable[[], pd.Data
     seconds = time.monotonic() - t0
     wanted = set(zip(again["engine"].astype(str), again["sweep"].astype(str),
                      again["point_id"].astype(str)))  # fmt: skip
-    keys = zip(old["engine"].astype(str), old["sweep"].astype(str), old["point_id"].astype(str))
-    mine = [k in wanted for k in keys]
+    rows = zip(old["engine"].astype(str), old["sweep"].astype(str), old["point_id"].astype(str))
+    mine = [k in wanted for k in rows]
     second = compare_frames(old[mine], again, result.level, result.min_effect, None,
                             result.old, "measured again", result.procedure)  # fmt: skip
     flagged, _ = alarms(second)
