@@ -270,8 +270,8 @@ def test_bad_input_is_one_line_and_exit_2(lab, tmp_path, run):
     code, _, err = run(empty, lab["old"])
     assert code == 2 and len(err) == 1 and err[0].startswith(f"{empty}: no result CSVs")
 
-    code, _, err = run(lab["old"], lab["old"], "--threshold", "ten")
-    assert code == 2 and len(err) == 1 and "--threshold" in err[0]
+    code, _, err = run(lab["old"], lab["old"], "--fdr", "ten")
+    assert code == 2 and len(err) == 1 and "--fdr" in err[0]
 
 
 @pytest.mark.slow

@@ -141,12 +141,14 @@ def test_noisy_points_are_reported_with_what_they_could_have_detected(packs):
         assert math.isfinite(c.judged.detectable) and c.judged.detectable > 0
         if c.verdict == compare.NOISY:
             assert math.expm1(c.judged.detectable) >= change.NOISY
-    noisy = [x for x in lines if "too noisy to tell a smaller change" in x]
-    assert len(noisy) == sum(
+    noisy = [x for x in lines if x.endswith("too noisy to tell a smaller change")]
+    assert noisy and len(noisy) == sum(
         c.verdict == compare.NOISY and c.metric in ("elapsed_s", "c_physical_reads")
         for _, _, c in result.changes()
     )
-    assert all("could have detected >= " in x for x in noisy)
+    for line in noisy:  # its row of the sweep's table: what it could have detected
+        detect = float(line.split("≥ ")[1].split(" %")[0])
+        assert detect >= 100 * change.NOISY, line
 
 
 def no_device(frame: pd.DataFrame) -> pd.DataFrame:
@@ -182,6 +184,13 @@ def test_a_whole_run_slower_with_its_cpu_reference_is_the_host(packs):
 def test_holm_adjusts_step_down():
     adjusted = change.holm([0.01, 0.04, 0.03, 0.005])
     assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_benjamini_hochberg_steps_up():
+    # p * m / rank, then the smallest from each rank up: 0.005*4/1, 0.01*4/2, 0.03*4/3, 0.04
+    adjusted = change.bh([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.02, 0.04, 0.04, 0.02])
+    assert change.bh([0.2, 0.9]) == pytest.approx([0.4, 0.9])
 
 
 def test_the_median_s_uncertainty_is_taken_at_the_unit_values_vary_at():
@@ -372,6 +381,20 @@ def test_bad_input_is_one_line_naming_the_file_and_exit_2(packs, tmp_path, capsy
     bad.write_bytes(bytes(range(256)) * 8)
     code, out, err = run(capsys, old, corrupt)
     assert (code, out) == (2, []) and len(err) == 1 and err[0].startswith(f"{bad}: ")
+
+    page = tmp_path / "page.html"
+    for option, value in (("--fdr", "0"), ("--fdr", "1"), ("--min-effect", "1.5"),
+                          ("--min-effect", "-5%"), ("--fdr", "often")):  # fmt: skip
+        code, out, err = run(capsys, old, old, f"{option}={value}", "--html", page)
+        assert (code, out) == (2, []) and len(err) == 1, (option, value, err)
+        assert option in err[0] and "allowed: above 0 and below 1" in err[0], err
+        assert not page.exists()
+
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"mine": true}\n')
+    code, out, err = run(capsys, old, old, "--json", mine, "--html", page)
+    assert (code, out) == (2, []) and len(err) == 1 and err[0].startswith(f"--json {mine}: ")
+    assert mine.read_text() == '{"mine": true}\n' and not page.exists()
 
     history = tmp_path / "h.json"
     history.write_text('{"format": 1, "hosts": {"h": {"sqlite:elapsed_s": [{"points": 1}]}}}')

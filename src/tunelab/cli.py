@@ -36,7 +36,7 @@ DELEGATED = {
     "index": "tunelab.report.cli:index_main",
     "report-all": "tunelab.report_all:main",
     "guide": "tunelab.report.guide:guide_main",
-    "compare": "tunelab.report.compare:compare_main",
+    "compare": "tunelab.cli:compare_main",
     "check": "tunelab.check:check_main",
     "clean": "tunelab.recovery:clean_main",
     "recover": "tunelab.recovery:recover_main",
@@ -72,6 +72,21 @@ def hadr_calc_main(argv: list[str]) -> int:
         return cal.write_rate_mb_s * cal.mb_bytes / 2**20, cal.write_overhead_ms / 1000
 
     return hadr_cli.main(argv, engines.names(), modes, disk)
+
+
+def compare_main(argv: list[str]) -> int:
+    """`tunelab compare`, able to measure flagged points again (``--confirm``)."""
+    from tunelab.report.compare import compare_main as compare
+
+    def prepare(rows, workdir: Path, data_dir: Path):
+        from tunelab import sweeprun
+
+        sweeps = sweeprun.points_again(rows, data_dir)  # bad input: before measuring
+        return lambda: sweeprun.measure_again(
+            sweeps, workdir, data_dir, log=lambda line: print(line, file=sys.stderr, flush=True)
+        )
+
+    return compare(argv, prepare)
 
 
 def _err(msg: str) -> None:

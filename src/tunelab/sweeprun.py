@@ -406,3 +406,52 @@ def run_sweep(
                                        lambda: devprobe.measure(workdir))  # fmt: skip
     write_sweep(frame, reason, out, Journal(out, points))
     return out
+
+
+def points_again(rows: pd.DataFrame, data_dir: Path) -> list[list[Point]]:
+    """The points of these result rows as their sweep files (``sweep_file``, named from the
+    current directory) give them now, per sweep: what `tunelab compare --confirm` measures
+    again. Raises ValueError (one line naming the file) when a file is missing or invalid or
+    no longer has one of the points."""
+    from tunelab import spec
+
+    out = []
+    for (file, engine), part in rows.groupby(["sweep_file", "engine"], sort=True):
+        path = Path(str(file))
+        if not path.is_file():
+            raise ValueError(f"{path}: sweep file not found (named by the rows' sweep_file)")
+        points, errors = spec.expand(path, str(engine), data_dir=data_dir)
+        if errors:
+            raise ValueError(str(errors[0]))
+        wanted = sorted({str(p) for p in part["point_id"]})
+        by_id = {p.point_id: p for p in points}
+        gone = [w for w in wanted if w not in by_id]
+        if gone:
+            raise ValueError(f"{path}: no point {gone[0]} in it now (see `tunelab plan {path}`)")
+        out.append([by_id[w] for w in wanted])
+    return out
+
+
+def measure_again(
+    sweeps: Sequence[Sequence[Point]],
+    workdir: Path,
+    data_dir: Path,
+    log: Callable[[str], None] = print,
+) -> pd.DataFrame:
+    """Each sweep's points measured again in new rounds (each point's repetitions, the
+    points interleaved as a sweep's are), under the bench lock: every row. Nothing is kept
+    in the results."""
+    workdir = Path(workdir).resolve()
+    frames = []
+    with runner.bench_slot(workdir):
+        for points in sweeps:
+            where = workdir / "confirm" / points[0].sweep
+            out = where / "rounds.csv"
+            try:
+                frame, _ = measure_rounds(points, out, where, data_dir, None,
+                                          fixed_budget(points), log,
+                                          lambda: devprobe.measure(workdir))  # fmt: skip
+            finally:
+                shutil.rmtree(where, ignore_errors=True)
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True, sort=False)

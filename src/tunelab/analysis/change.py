@@ -21,21 +21,35 @@ The model. A point's log change between two runs of one commit on one host is th
   run as part of their noise. A shift over points of different sweeps would mix stretches of
   the run that do not drift together.
 
-Each point's change is tested beyond its block's shift; the decision "some point got worse" is
-one family over every point and metric compared, Holm's step-down procedure at ``alpha``
-(``holm``), half of it for the points and half for the run-wide shifts, so that the
-false-alarm rate of exit 1 is at most ``alpha`` whatever the number of points. A run-wide
-shift (a block's, and the engine's over all its points) is not taken for the host when the
-CPU reference did not move with it: a change that every point shows alike and the host's CPU
-does not is the system's (``judge_shifts``).
+Each point's change is tested beyond its block's shift, one-sided for worse and for better.
+The decision "some point got worse" is two families: every point and metric compared, at
+half of ``level``, and every run-wide shift, at the other half; by default each by the
+Benjamini-Hochberg procedure (``bh``): when nothing changed, the chance of any flag is at
+most ``level``, however many points; when several changed, as a regression usually touches
+several, each is tested at a level that grows with how many others stand out. ``strict``
+keeps Holm's step-down procedure (``holm``): a family-wise rate whatever changed. Either way
+a change is flagged only when its estimate is also past ``min_effect`` (the ratio beyond the
+shift above 1 + min_effect for worse, below 1 / (1 + min_effect) for better), as benchmark
+tools do: a real but smaller change is not a regression worth a failed job. A run-wide shift
+(a block's, and the engine's over all its points) is not taken for the host when the CPU
+reference did not move with it: a change that every point shows alike and the host's CPU
+does not is the system's (``flag_shift``).
+
+A point whose timed section is shorter than ``MIN_SECTION_S`` is not tested for its times:
+sections that short move between two processes by far more than their rounds vary within
+one (memory layout, CPU placement, caches); they are reported as too short to compare.
+Above it a between-run floor that grows as the section shrinks (``section_floor``) bounds
+the between-run SD from below.
 
 Per point the change comes with its interval and the smallest change that point could have
 shown (``detectable``): the change its test would flag with probability ``POWER`` if it
-were the only one, at the family's strictest level.
+were the only one (at the family's strictest level, ``level`` over the number of
+hypotheses), and past ``min_effect``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,12 +80,33 @@ MIN_VALUES = 3  # a side's values below which a point is not tested
 # the median of the others, which must hold 3 values to stay robust to one changed point
 # (the median of 2 is their mean).
 MIN_SHIFT_POINTS = 4
-SHIFT_SHARE = 0.5  # the share of alpha the points get; the run-wide shifts the rest
+SHIFT_SHARE = 0.5  # strict (Holm): the share of alpha the points get; the shifts the rest
+BH, HOLM = "bh", "holm"
+DEFAULT_LEVEL = 0.05  # BH's false-discovery rate (strict: Holm's family-wise rate)
+DEFAULT_MIN_EFFECT = 0.05  # a flagged change's estimate must be past 5 % as well
+# Timed sections shorter than this are not compared: a two-point sweep's 0.4 ms repetitions
+# came out 1.56x between two runs of one commit on one host (p = 8e-4 under the model),
+# and the stored A/A packs' two sub-millisecond points moved 7-23 % beyond their blocks
+# where their rounds said 2-4 %.
+MIN_SECTION_S = 0.001
+# Above it, the between-run SD is at least SECTION_FLOOR_SD * sqrt(1 ms / section): 10 % at
+# 1 ms, 5 % at 4 ms, 3 % (the prior) at 11 ms. The stored A/A packs' points of 3-10 ms moved
+# 7 % (RMS) beyond their blocks, within what the model gave them (z RMS 0.87): the floor
+# bounds what points just past the cut-off are judged against, where no rows tell.
+SECTION_FLOOR_SD = 0.10
 # A reference (the CPU's, the device's) that ran this much slower (log) explains a run-wide
 # shift the same way: the host changed, and a shift of the system cannot be told from it.
 REFERENCE_MOVED = math.log(1.10)
 
 WORSE, BETTER, SAME, TOO_FEW = "worse", "better", "same", "too-few"
+
+
+def section_floor(seconds: float) -> float:
+    """The least between-run SD (log) of a point whose timed section takes ``seconds``
+    (0 when it is not known)."""
+    if not (math.isfinite(seconds) and seconds > 0):
+        return 0.0
+    return SECTION_FLOOR_SD * math.sqrt(MIN_SECTION_S / seconds)
 
 
 @dataclass(frozen=True)
@@ -103,6 +138,12 @@ class Estimate:
     new: Side
     family: str = ""  # points whose estimates are one hypothesis (a time and its throughput)
     kind: str = ""  # the block measured together (sweep, workload, cache state): one shift
+    section: float = math.nan  # the timed section's median seconds (times only; NaN: none)
+
+    @property
+    def floor(self) -> float:
+        """The least between-run SD of this point's metric (``section_floor``)."""
+        return section_floor(self.section)
 
     @property
     def change(self) -> float:
@@ -157,6 +198,7 @@ class Shift:
     cpu: float = math.nan  # the CPU reference's log change over the run (NaN: not recorded)
     device: float = math.nan  # the device probe's log change over these points' rounds
     p_worse: float = 1.0
+    q: float = 1.0  # adjusted: BH's q (strict: Holm's)
     verdict: str = SAME
     host: bool = False  # the CPU or device reference moved with it: the host's, not flagged
 
@@ -175,7 +217,7 @@ class Judged:
     z: float = math.nan
     p_worse: float = 1.0
     p_better: float = 1.0
-    p_adjusted: float = 1.0  # Holm-adjusted, for the direction it moved
+    p_adjusted: float = 1.0  # BH's q (strict: Holm-adjusted p), for the direction it moved
     detectable: float = math.nan  # smallest log change it could have shown
     dof: float = math.inf  # of its test's statistic (Welch–Satterthwaite)
     verdict: str = TOO_FEW
@@ -203,8 +245,9 @@ class Judgement:
     points: list[Judged]
     shifts: list[Shift]
     between: dict[str, Between]
-    alpha: float
-    threshold: float
+    level: float  # BH's false-discovery rate (strict: Holm's family-wise rate)
+    min_effect: float
+    procedure: str = BH
     hypotheses: int = 0  # points' hypotheses in the family
     detectable_z: float = math.nan
     notes: list[str] = field(default_factory=list)
@@ -302,6 +345,22 @@ def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     return out
 
 
+def bh(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg's step-up adjusted p-values (q-values): reject where q < level
+    keeps the false-discovery rate at level, and when no hypothesis is false the chance of
+    any rejection at level too."""
+    p = np.asarray(pvalues, dtype=float)
+    m = p.size
+    if m == 0:
+        return p
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum(np.minimum.accumulate(scaled[::-1])[::-1], 1.0)
+    out = np.empty(m)
+    out[order] = adjusted
+    return out
+
+
 # m times the variance of the median of m normal values of variance 1 (Monte Carlo, 4e5
 # draws; an even m's median is the mean of the middle two): pi/2 only for large m.
 MEDIAN_VARIANCE = (1.0, 1.0, 1.34, 1.20, 1.43, 1.29, 1.47, 1.35, 1.49, 1.38, 1.52, 1.41)
@@ -324,18 +383,20 @@ def blocks(members: Sequence[Judged]) -> dict[str, list[Judged]]:
 
 def judge(
     estimates: Sequence[Estimate],
-    alpha: float = 0.05,
-    threshold: float = 0.0,
+    level: float = DEFAULT_LEVEL,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     history: dict[str, Sequence[tuple[float, int]]] | None = None,
     run_history: dict[str, Sequence[float]] | None = None,
     cpu: dict[str, float] | None = None,
     device: dict[str, float] | None = None,
     shifted: Sequence[str] = ("elapsed_s", "throughput_rows_s"),
+    procedure: str = BH,
 ) -> Judgement:
     """Judge every estimate: the run's shift per block of points and over the whole group
     (for the metrics in ``shifted``; a counter's host does not change what it counts), the
-    group's between-run SD, each point's test beyond its block's shift and ``threshold``,
-    Holm over the family.
+    group's between-run SD, each point's test beyond its block's shift, then the family's
+    decision (``decide``): BH at ``level`` (``procedure`` HOLM: Holm), a flag's estimate past
+    ``min_effect`` as well.
     ``history`` gives per group the earlier A/A comparisons' (between-run variance, points),
     ``run_history`` their run shifts, ``cpu`` per group the CPU reference's log change between
     the runs, ``device`` per ``engine/kind`` the device probe's."""
@@ -346,7 +407,6 @@ def judge(
         groups.setdefault(j.estimate.group, []).append(j)
     shifts: list[Shift] = []
     betweens: dict[str, Between] = {}
-    margin = math.log1p(threshold)
     for group, members in groups.items():
         e0 = members[0].estimate
         runs = list(run_history.get(group, ()))
@@ -386,7 +446,7 @@ def judge(
                 key = j.estimate.key
                 kind = own[key]
                 j.residual = j.estimate.change - base[key]
-                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2
+                j.sd = math.sqrt(j.estimate.se**2 + max(b.sd, j.estimate.floor)**2
                                  + noise[kind] * median_variance(others[key])
                                  + (0.0 if kind else run_var))  # fmt: skip
         else:
@@ -395,60 +455,91 @@ def judge(
             extra0 = run_var if e0.metric in shifted else 0.0
             for j in members:
                 j.residual = j.estimate.change
-                j.sd = math.sqrt(j.estimate.se**2 + b.sd**2 + extra0)
+                j.sd = math.sqrt(j.estimate.se**2 + max(b.sd, j.estimate.floor) ** 2 + extra0)
         betweens[group] = b
         for j in members:
             j.z = j.residual / j.sd
             j.dof = j.estimate.dof(j.sd**2 - j.estimate.se**2)
             signed = j.estimate.direction * j.residual
-            j.p_worse = float(sst.t.sf((signed - margin) / j.sd, j.dof))
-            j.p_better = float(sst.t.sf((-signed - margin) / j.sd, j.dof))
-    # One hypothesis per family (a time and its throughput are one change), the smaller p.
+            j.p_worse = float(sst.t.sf(signed / j.sd, j.dof))
+            j.p_better = float(sst.t.sf(-signed / j.sd, j.dof))
+    judged_shifts = test_shifts(shifts)
+    m = decide(judged, judged_shifts, level, min_effect, procedure)
+    strictest = level * SHIFT_SHARE if shifts else level
+    margin = math.log1p(min_effect)
+    z_detect = float(max(sst.norm.isf(strictest / max(m, 1)), 0.0) + sst.norm.ppf(POWER))
+    for j in judged:
+        # flagged with probability POWER as the only change: its test at the strictest level
+        # and its estimate past min_effect, each the weaker of the two needs
+        t_level = max(float(sst.t.isf(strictest / max(m, 1), j.dof)) * j.sd, margin)
+        j.detectable = t_level + float(sst.t.ppf(POWER, j.dof)) * j.sd
+        if j.verdict == TOO_FEW:
+            j.verdict = SAME
+    return Judgement(judged, judged_shifts, betweens, level, min_effect, procedure, m, z_detect)
+
+
+def _flag_points(judged: Sequence[Judged]) -> dict[str, list[Judged]]:
+    """The family's point hypotheses: one per point's time and throughput (rows over time),
+    one per other metric."""
     families: dict[str, list[Judged]] = {}
     for j in judged:
         families.setdefault(j.estimate.family or j.estimate.key, []).append(j)
-    m = len(families)
-    point_alpha = alpha * SHIFT_SHARE if shifts else alpha
-    for attr in ("p_worse", "p_better"):
-        names = list(families)
-        p = np.array([min(getattr(j, attr) for j in families[f]) for f in names])
-        adjusted = holm(p)
+    return families
+
+
+def decide(judged: Sequence[Judged], shifts: list[Shift], level: float, min_effect: float,
+           procedure: str = BH) -> int:  # fmt: skip
+    """Set each point's and shift's verdict and adjusted p; the number of the points'
+    hypotheses. The points are one family at ``SHIFT_SHARE`` of ``level``, the shifts
+    another at the rest (so that a block-wide change, many shifts flagged, does not loosen
+    the points' tests), each by BH (``procedure`` HOLM: Holm's); a flag's estimate is past
+    ``min_effect`` as well. Better is decided over the points alone, at their level."""
+    margin = math.log1p(min_effect)
+    families = _flag_points(judged)
+    names = list(families)
+    m = len(names)
+    shift_families: dict[str, list[int]] = {}
+    for i, s in enumerate(shifts):
+        shift_families.setdefault(s.family, []).append(i)
+    shift_names = list(shift_families)
+
+    def moved(j: Judged, worse: bool) -> bool:
+        signed = j.estimate.direction * j.residual
+        return (signed if worse else -signed) > margin
+
+    for worse in (True, False):
+        attr = "p_worse" if worse else "p_better"
+        p = [min(getattr(j, attr) for j in families[f]) for f in names]
+        q = [min(shifts[i].p_worse for i in shift_families[f]) for f in shift_names]
+        adjust = holm if procedure == HOLM else bh
+        point_level = level * SHIFT_SHARE if shifts else level
+        shift_level = level * (1 - SHIFT_SHARE)
+        adjusted, adjusted_shifts = list(adjust(p)), list(adjust(q))
         for f, a in zip(names, adjusted):
             for j in families[f]:
-                if a < point_alpha:
-                    j.verdict = WORSE if attr == "p_worse" else BETTER
-                if (attr == "p_worse") == (j.estimate.direction * j.residual > 0):
+                if a < point_level and moved(j, worse):
+                    j.verdict = WORSE if worse else BETTER
+                if worse == (j.estimate.direction * j.residual > 0):
                     j.p_adjusted = float(a)
-    z_detect = float(sst.norm.isf(point_alpha / max(m, 1)) + sst.norm.ppf(POWER))
-    for j in judged:
-        t_detect = sst.t.isf(point_alpha / max(m, 1), j.dof) + sst.t.ppf(POWER, j.dof)
-        j.detectable = margin + float(t_detect) * j.sd
-        if j.verdict == TOO_FEW:
-            j.verdict = SAME
-    judged_shifts = judge_shifts(shifts, alpha * (1 - SHIFT_SHARE))
-    return Judgement(judged, judged_shifts, betweens, alpha, threshold, m, z_detect)
+        if worse:
+            for f, a in zip(shift_names, adjusted_shifts):
+                for i in shift_families[f]:
+                    shifts[i] = flag_shift(shifts[i], float(a), shift_level, margin)
+    return m
 
 
-def judge_shifts(shifts: list[Shift], alpha: float) -> list[Shift]:
-    """Each run-wide shift tested against the run-to-run SD of a whole run; Holm over them
-    (a kind's time and its throughput are one hypothesis, as they are for a point). A worse
-    shift while the CPU reference or the device probe ran slower (by ``REFERENCE_MOVED``) is
-    the host's: reported, not flagged."""
-    p = [float(sst.norm.sf(s.direction * s.shift / s.sd)) for s in shifts]
-    families: dict[str, list[int]] = {}
-    for i, s in enumerate(shifts):
-        families.setdefault(s.family, []).append(i)
-    names = list(families)
-    adjusted = holm([min(p[i] for i in families[f]) for f in names])
-    out: list[Shift | None] = [None] * len(shifts)
-    for f, a in zip(names, adjusted):
-        for i in families[f]:
-            s = shifts[i]
-            verdict = WORSE if a < alpha and s.direction * s.shift > 0 else SAME
-            # a slower reference (> 0) is the worse way for a time and a rate alike
-            shared = [r for r in (s.cpu, s.device) if math.isfinite(r)]
-            host = verdict == WORSE and any(r >= REFERENCE_MOVED for r in shared)
-            out[i] = Shift(s.group, s.kind, s.metric, s.direction, s.shift, s.se, s.sd,
-                           s.points, s.runs, s.cpu, s.device, p[i],
-                           SAME if host else verdict, host)  # fmt: skip
-    return [s for s in out if s is not None]
+def test_shifts(shifts: list[Shift]) -> list[Shift]:
+    """Each run-wide shift's p (worse) against the run-to-run SD of a whole run."""
+    return [dataclasses.replace(s, p_worse=float(sst.norm.sf(s.direction * s.shift / s.sd)))
+            for s in shifts]  # fmt: skip
+
+
+def flag_shift(s: Shift, adjusted: float, level: float, margin: float) -> Shift:
+    """The shift judged: worse when its adjusted p is below ``level`` and it moved past
+    ``margin`` (log) the worse way. A worse shift while the CPU reference or the device
+    probe ran slower (by ``REFERENCE_MOVED``) is the host's: reported, not flagged."""
+    verdict = WORSE if adjusted < level and s.direction * s.shift > margin else SAME
+    # a slower reference (> 0) is the worse way for a time and a rate alike
+    shared = [r for r in (s.cpu, s.device) if math.isfinite(r)]
+    host = verdict == WORSE and any(r >= REFERENCE_MOVED for r in shared)
+    return dataclasses.replace(s, q=adjusted, verdict=SAME if host else verdict, host=host)

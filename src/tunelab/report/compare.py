@@ -1,11 +1,13 @@
 """`tunelab compare OLD NEW`: what changed between two runs of the same sweeps.
 
 The comparison is ``report.comparison`` (matching in ``report.compare_match``, judging in
-``analysis.change``), its text ``report.compare_text``, its page ``report.compare_html``.
-This module is the command, and the names callers use.
+``analysis.change``), its text and tables ``report.compare_text`` and
+``report.compare_table``, its page ``report.compare_html``, the alarms measured again
+``report.compare_confirm``. This module is the command, and the names callers use.
 
-Exit codes: 1 when a point (or a whole run) got worse, 0 otherwise, 2 for bad input (one
-line ``file: message`` on stderr).
+Exit codes: 1 when a point (or a whole run) got worse (with ``--confirm``: and did again),
+0 otherwise, 2 for bad input (one line ``file: message`` on stderr, before anything is
+measured or written).
 """
 
 from __future__ import annotations
@@ -16,24 +18,23 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tunelab.report import compare_history
+from tunelab.report import compare_confirm, compare_files, compare_history
 from tunelab.report.compare_html import html_page
 from tunelab.report.compare_match import CompareInputError, load_side, result_files
-from tunelab.report.compare_text import (
-    change_line,
-    main_shifts,
-    shift_line,
-    summary_line,
-    text_lines,
-)
+from tunelab.report.compare_table import json_doc, markdown, text_lines
+from tunelab.report.compare_text import change_line, main_shifts, shift_line, summary_line
 from tunelab.report.comparison import (
     BETTER,
-    DEFAULT_ALPHA,
-    DEFAULT_THRESHOLD,
+    BH,
+    DEFAULT_LEVEL,
+    DEFAULT_MIN_EFFECT,
+    HOLM,
     NOISY,
+    NOT_REPEATED,
     RANK,
     SAME,
     TOO_FEW,
+    TOO_SHORT,
     WORSE,
     Comparison,
     MetricChange,
@@ -44,10 +45,11 @@ from tunelab.report.comparison import (
 )
 
 __all__ = [
-    "BETTER", "DEFAULT_ALPHA", "DEFAULT_THRESHOLD", "NOISY", "RANK", "SAME", "TOO_FEW",
-    "WORSE", "CompareInputError", "Comparison", "MetricChange", "change_line", "compare",
-    "compare_frames", "compare_main", "load_side", "main_shifts", "read_history", "record",
-    "result_files", "shift_line", "summary_line", "text_lines",
+    "BETTER", "BH", "DEFAULT_LEVEL", "DEFAULT_MIN_EFFECT", "HOLM", "NOISY", "NOT_REPEATED",
+    "RANK", "SAME", "TOO_FEW", "TOO_SHORT", "WORSE", "CompareInputError", "Comparison",
+    "MetricChange", "change_line", "compare", "compare_frames", "compare_main", "load_side",
+    "main_shifts", "read_history", "record", "result_files", "shift_line", "summary_line",
+    "text_lines",
 ]  # fmt: skip
 
 
@@ -60,15 +62,23 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.prog}: {message}")
 
 
-def _fraction(text: str, zero: bool = False) -> float:
-    """0.1 or 10 % (a percentage needs its sign, so 1 stays 100 %)."""
-    try:
-        value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number or a percentage") from None
-    if not (value >= 0 if zero else value > 0) or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} must be {'0 or ' if zero else ''}above 0")
-    return value
+def _share(option: str) -> object:
+    """A share strictly between 0 and 1: 0.05 or 5 % (a percentage needs its sign)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text[:-1]) / 100 if text.strip().endswith("%") else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a number or a percentage (allowed: above 0 and below 1)"
+            ) from None
+        if not (0 < value < 1) or not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is outside (0, 1) (allowed: above 0 "
+                                             "and below 1, e.g. 0.05 or 5%)")  # fmt: skip
+        return value
+
+    parse.__name__ = option  # argparse names the option's type in its message
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -76,19 +86,34 @@ def _parser() -> argparse.ArgumentParser:
         prog="tunelab compare",
         description="What changed between two runs: per matched point, its change beyond the "
         "run's host shift, tested against the uncertainty of both runs' medians and the "
-        "between-run variance of the engine's points, Holm over every point and metric (a "
-        "family-wise false-alarm rate of --alpha). Exit 1 when a point or a whole run got "
-        "worse, 2 for bad input.",
+        "between-run variance of the engine's points; the Benjamini-Hochberg procedure over "
+        "every point, metric and shift (--strict: Holm's), a flagged change past "
+        "--min-effect too. Exit 1 when a point or a whole run got worse, 2 for bad input.",
     )
     p.add_argument("old", type=Path, metavar="OLD", help="results directory or result CSV")
     p.add_argument("new", type=Path, metavar="NEW", help="results directory or result CSV")
+    p.add_argument("--fdr", type=_share("--fdr"), default=DEFAULT_LEVEL,
+                   help="false-discovery rate of the flags (default 0.05; under --strict the "
+                   "family-wise rate)")  # fmt: skip
+    p.add_argument("--min-effect", type=_share("--min-effect"), default=DEFAULT_MIN_EFFECT,
+                   help="a flagged change's estimate beyond its block's shift must be past "
+                   "this too (default 0.05: NEW/OLD above 1.05 worse, below 1/1.05 "
+                   "better)")  # fmt: skip
+    p.add_argument("--strict", action="store_true",
+                   help="Holm's procedure instead: a family-wise false-alarm rate of --fdr "
+                   "whatever changed, and less power when several points changed")  # fmt: skip
     p.add_argument("--html", type=Path, default=Path("compare.html"),
-                   help="comparison report to write (default: compare.html)")  # fmt: skip
-    p.add_argument("--threshold", type=lambda t: _fraction(t, zero=True),
-                   default=DEFAULT_THRESHOLD,
-                   help="flag only changes shown past this (0.1 or 10%%; default 0)")  # fmt: skip
-    p.add_argument("--alpha", type=_fraction, default=DEFAULT_ALPHA,
-                   help="family-wise false-alarm rate (default 0.05)")  # fmt: skip
+                   help="comparison page to write (default: compare.html)")  # fmt: skip
+    p.add_argument("--markdown", type=Path, metavar="FILE",
+                   help="the tables as Markdown, for a CI job's summary")  # fmt: skip
+    p.add_argument("--json", type=Path, metavar="FILE", help="the tables as JSON")
+    p.add_argument("--confirm", action="store_true",
+                   help="measure the flagged points' blocks again on this checkout, in new "
+                   "rounds, and keep only the alarms that repeat")  # fmt: skip
+    p.add_argument("--workdir", type=Path, default=Path(".tunelab"),
+                   help="engine data directories for --confirm (default .tunelab)")  # fmt: skip
+    p.add_argument("--data-dir", type=Path, default=Path("data"),
+                   help="cached generated data sets for --confirm (default data)")  # fmt: skip
     p.add_argument("--history", type=Path, metavar="FILE",
                    help="A/A history to read and update (default: compare-history.json in "
                    "NEW's results directory, with OLD's carried over)")  # fmt: skip
@@ -110,30 +135,72 @@ def _save(history: compare_history.History, result: Comparison) -> None:
           f"recorded in {history.path}", file=sys.stderr)  # fmt: skip
 
 
-def compare_main(argv: Sequence[str] | None = None) -> int:
+def compare_main(
+    argv: Sequence[str] | None = None, prepare: compare_confirm.Prepare | None = None
+) -> int:
+    """The command; ``prepare`` measures points again for ``--confirm`` (the measuring
+    layer's, given by ``tunelab.cli``)."""
     from tunelab import atomic
 
     try:
         args = _parser().parse_args(argv)
-        if args.alpha >= 1:
-            raise _UsageError("tunelab compare: --alpha must be below 1")
+        if args.confirm and prepare is None:
+            raise _UsageError("tunelab compare: --confirm: nothing here can measure")
+        outputs = {"--html": args.html, "--markdown": args.markdown, "--json": args.json}
+        compare_files.check_outputs(outputs)
         history = read_history(args.old, args.new, args.history)
-        result = compare(args.old, args.new, args.alpha, args.threshold, history)
-        if not args.no_record:
-            record(result, history)
-            _save(history, result)
-        out = atomic.write_text(args.html, html_page(result))
+        old, new = load_side(args.old), load_side(args.new)
+        procedure = HOLM if args.strict else BH
+        result = compare_frames(old, new, args.fdr, args.min_effect, history, str(args.old),
+                                str(args.new), procedure)  # fmt: skip
+        measure = None
+        if args.confirm:
+            try:
+                measure = compare_confirm.prepared(
+                    result, new, prepare, args.workdir, args.data_dir
+                )
+            except ValueError as exc:
+                raise CompareInputError(f"--confirm: {exc}") from None
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     except (_UsageError, CompareInputError) as exc:
         print(exc, file=sys.stderr)
         return 2
     except OSError as exc:
+        print(f"{exc.filename or args.old}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if not args.no_record:  # judged on the rows compared, before any measuring again
+        record(result, history)
+        _save(history, result)
+    if measure is not None:
+        compare_confirm.confirm(result, old, measure)
+    summary = summary_line(result)
+    shifts = [shift_line(s) for s in main_shifts(result) if s.verdict == WORSE or s.host]
+    written = []
+    try:
+        written.append(atomic.write_text(args.html, html_page(result)))
+        if args.markdown:
+            body = markdown(result, summary, shifts)
+            confirmed = compare_confirm.confirmation_line(result)
+            if confirmed:
+                body += f"\n{confirmed}\n"
+            written.append(atomic.write_text(args.markdown, compare_files.markdown_text(body)))
+        if args.json:
+            doc = json_doc(result, summary, result.shifts)
+            if result.confirmation is not None:
+                c = result.confirmation
+                doc["confirmation"] = {"points": c.points, "repetitions": c.repetitions,
+                                       "seconds": round(c.seconds, 1), "alarms": c.alarms,
+                                       "repeated": sorted(c.repeated)}  # fmt: skip
+            written.append(atomic.write_text(args.json, compare_files.json_text(doc)))
+    except OSError as exc:
         print(f"{exc.filename or args.html}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     for line in text_lines(result):
         print(line)
-    print(f"tunelab compare: wrote {out}", file=sys.stderr)
+    if result.confirmation is not None:
+        print(compare_confirm.confirmation_line(result))
+    print(f"tunelab compare: wrote {', '.join(map(str, written))}", file=sys.stderr)
     return 1 if result.worse else 0
 
 

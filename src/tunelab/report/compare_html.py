@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 
 from tunelab.analysis import change, hostspeed
+from tunelab.report.compare_files import HTML_MARK
+from tunelab.report.compare_table import decision_text, q_name, short_note
 from tunelab.report.compare_text import (
     SCALED_MARK,
     VERDICT_TEXT,
@@ -23,7 +25,6 @@ from tunelab.report.compare_text import (
     ratio_text,
     shift_line,
     summary_line,
-    threshold_text,
     times_text,
 )
 from tunelab.report.comparison import (
@@ -78,12 +79,13 @@ def _point_notes(p: PointComparison) -> str:
 def sweep_table(s: SweepComparison, result: Comparison, table_id: str) -> str:
     head = ["point", "metric", "n OLD / NEW", "median OLD", "median NEW", "NEW / OLD",
             "beyond its block's shift", f"{change.LEVEL:.0%} interval", "could have detected",
-            "p (Holm)", "verdict", "provenance"]  # fmt: skip
+            f"p ({q_name(result)})", "verdict", "provenance"]  # fmt: skip
     rows = []
     for p in s.points:
         notes = _point_notes(p)
         if p.incomparable or not p.changes:
-            verdict_cell = "incomparable" if p.incomparable else "too few repetitions to tell"
+            verdict_cell = ("incomparable" if p.incomparable else short_note(p.too_short)
+                            if p.short else "too few repetitions to tell")  # fmt: skip
             cells = [f'<td class="tl-point">{_e(p.point)}</td>', *["<td>—</td>"] * 9,
                      f"<td>{verdict_cell}</td>", f'<td class="tl-why">{notes}</td>']  # fmt: skip
             rows.append("<tr>" + "".join(cells) + "</tr>")
@@ -140,7 +142,27 @@ def _aggregate(s: SweepComparison) -> list[tuple[str, str]]:
 
 def method_text(result: Comparison) -> str:
     j = result.judgement
-    threshold = f" and past {threshold_text(result.threshold)}" if result.threshold > 0 else ""
+    if result.procedure == change.HOLM:
+        decision = (
+            f"Holm's procedure over all {j.hypotheses} hypotheses of the points (a point's "
+            f"time and its throughput are one: rows over time) at {change.SHIFT_SHARE * j.level:g}"
+            " keeps the chance that two runs of one commit flag any point at most that; the "
+            "blocks' shifts and each engine's over all its points are tested at the other "
+            f"{(1 - change.SHIFT_SHARE) * j.level:g} against how far a block moves from run to "
+            f"run, so exit 1 has a family-wise false-alarm rate of {j.level:g}"
+        )
+    else:
+        decision = (
+            f"the Benjamini-Hochberg procedure at {change.SHIFT_SHARE * j.level:g} over all "
+            f"{j.hypotheses} hypotheses of the points (a point's time and its throughput are "
+            "one: rows over time), and over the blocks' shifts and each engine's over all its "
+            f"points at the other {(1 - change.SHIFT_SHARE) * j.level:g} (each tested against "
+            "how far a block moves from run to run): two runs of one commit flag anything in "
+            f"at most {j.level:g} of comparisons, and when several points changed each is "
+            "tested at a level that grows with how many others stand out"
+        )
+    decision += (f"; a flagged change is also past {100 * j.min_effect:g} % (the ratio beyond "
+                 "the shift, or the shift itself)")  # fmt: skip
     return (
         "Per point and metric: the log change of the median NEW / OLD. Its uncertainty is "
         "each run's median's (from the point's values at the unit they vary at: the round, or "
@@ -153,17 +175,16 @@ def method_text(result: Comparison) -> str:
         f"{change.MIN_SHIFT_POINTS} points: the median change over all of the engine's "
         "points, with a block's drift from run to run as part of the noise). Each point is "
         "tested beyond the median change of its block's other points (its own value would "
-        f"pull the shift toward it){threshold}, one-sided for worse and for better, and "
-        "Holm's procedure over "
-        f"all {j.hypotheses} hypotheses (a point's time and its throughput are one: rows over "
-        f"time) at {change.SHIFT_SHARE * j.alpha:g} keeps the chance that two runs of one "
-        f"commit flag any point at most that; the blocks' shifts and each engine's over all "
-        f"its points are tested at the other {(1 - change.SHIFT_SHARE) * j.alpha:g} against "
-        "how far a block moves from run to run, so exit 1 has a family-wise false-alarm rate "
-        "of "
-        f"{j.alpha:g}. 'Could have detected' is the change that point's test flags with "
-        f"probability {change.POWER:.0%} at the family's strictest level; a point that could "
-        f"not have detected {pct(math.log1p(change.NOISY))} is reported as too noisy. Points "
+        "pull the shift toward it), one-sided for worse and for better, and "
+        f"{decision}. A point whose timed section is shorter than "
+        f"{1000 * change.MIN_SECTION_S:g} ms is not compared for its times (too short: such "
+        "sections move between two runs by far more than their rounds vary); above it the "
+        "between-run SD is at least "
+        f"{pct(change.SECTION_FLOOR_SD)} × √(1 ms / section). 'Could have detected' is the "
+        f"change that point's test flags with probability {change.POWER:.0%} as the only "
+        "change (the family's strictest level) and past the minimum effect; a point that "
+        f"could not have detected {pct(math.log1p(change.NOISY))} is reported as too noisy. "
+        "Points "
         "match on engine, sweep, every knob as asked, workload and its parameters, cache "
         "state asked, access mode and data set; one measured with another engine version, on "
         "another host, or whose cache state was achieved another way is incomparable. Times "
@@ -191,8 +212,7 @@ def html_page(result: Comparison) -> str:
 
     facts = (
         f"<b>OLD</b> <code>{_e(result.old)}</code> → <b>NEW</b> <code>{_e(result.new)}</code>"
-        f" · family-wise α = {result.alpha:g}"
-        + (f" · threshold {threshold_text(result.threshold)}" if result.threshold else "")
+        f" · {_e(decision_text(result))}"
     )
     parts = [
         '<header class="tl-header"><h1>What changed between two runs</h1>'
@@ -241,7 +261,7 @@ def html_page(result: Comparison) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>tunelab compare</title>\n<style>{CSS}{PAGE_CSS}</style>\n</head>\n"
+        f"{HTML_MARK}\n<title>tunelab compare</title>\n<style>{CSS}{PAGE_CSS}</style>\n</head>\n"
         f'<body class="jp-Notebook">\n<main><div class="jp-RenderedHTMLCommon">\n{body}\n'
         "</div></main>\n</body>\n</html>\n"
     )

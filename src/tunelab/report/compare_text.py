@@ -1,5 +1,6 @@
-"""The text of `tunelab compare`: one line per run-wide shift, per flagged change, per
-noisy point and per incomparable point, then the counts."""
+"""The text of `tunelab compare`: one line per run-wide shift, a table per sweep
+(``report.compare_table``), one line per flagged change and per incomparable point, then the
+counts."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import numpy as np
 from tunelab.analysis import change
 from tunelab.report.comparison import (
     BETTER,
+    HOLM,
     NOISY,
-    RANK,
+    NOT_REPEATED,
     SAME,
     TIMED,
     TOO_FEW,
+    TOO_SHORT,
     WORSE,
     Comparison,
     MetricChange,
@@ -46,16 +49,14 @@ def pct(log_change: float) -> str:
     return f"{v:.0f} %" if abs(v) >= 9.5 else f"{v:.1f} %".replace(".0 %", " %")
 
 
-def threshold_text(threshold: float) -> str:
-    return f"{100 * threshold:g} %"
-
-
 SCALED_MARK = " (1 CPU speed)"
 VERDICT_TEXT = {
     WORSE: "worse",
+    NOT_REPEATED: "worse once, not when measured again",
     BETTER: "better",
     NOISY: "too noisy to tell a smaller change",
     SAME: "no change it could have detected",
+    TOO_SHORT: "too short to compare",
     TOO_FEW: "too few repetitions to tell",
 }
 
@@ -66,7 +67,7 @@ def detect_text(c: MetricChange) -> str:
 
 def change_line(sweep: str, point: str, c: MetricChange, result: Comparison) -> str:
     """E.g. "sqlite/s p: elapsed_s (1 CPU speed) 1.15x, 1.16x beyond its block's shift [1.09,
-    1.23], could have detected >= 8 %: worse (p=2.1e-05, Holm 0.006 over 150)"."""
+    1.23], could have detected >= 8 %: worse (p=2.1e-05, q=0.006 over 150)"."""
     j = c.judged
     low, high = j.interval()
     text = (
@@ -76,7 +77,9 @@ def change_line(sweep: str, point: str, c: MetricChange, result: Comparison) -> 
     )
     if c.verdict in (WORSE, BETTER):
         p = j.p_worse if c.verdict == WORSE else j.p_better
-        text += f" (p={p_text(p)}, Holm {p_text(j.p_adjusted)} over {result.judgement.hypotheses})"
+        adjusted = "Holm " if result.procedure == HOLM else "q="
+        text += (f" (p={p_text(p)}, {adjusted}{p_text(j.p_adjusted)} over "
+                 f"{result.judgement.hypotheses})")  # fmt: skip
     elif c.verdict == NOISY:
         text += f" ({c.source} spread ±{pct(max(j.estimate.old.sd, j.estimate.new.sd))})"
     return text
@@ -165,44 +168,20 @@ def detectable_summary(result: Comparison) -> str:
 def summary_line(result: Comparison) -> str:
     points = result.points()
     compared = sum(not p.incomparable for _, p in points)
-    too_few = sum(bool(p.too_few) and not p.changes for _, p in points)
+    too_few = sum(bool(p.too_few) and not p.changes and not p.short for _, p in points)
+    short = sum(p.short and not p.incomparable for _, p in points)
     only_old = sum(len(s.only_old) for s in result.sweeps)
     only_new = sum(len(s.only_new) for s in result.sweeps)
     j = result.judgement
     detect = detectable_summary(result)
+    how = (f"Holm at family-wise {j.level:g}" if result.procedure == HOLM
+           else f"Benjamini-Hochberg at FDR {j.level:g}")  # fmt: skip
     return (
         f"{compared} point(s) compared ({len(result.changes())} metrics, {j.hypotheses} "
-        f"hypotheses, family-wise alpha {j.alpha:g}): {result.count(WORSE)} worse, "
-        f"{result.count(BETTER)} better, {result.count(SAME)} unchanged"
+        f"hypotheses, {how}, flagged past {100 * j.min_effect:g} %): {result.count(WORSE)} "
+        f"worse, {result.count(BETTER)} better, {result.count(SAME)} unchanged"
         f"{' (' + detect + ')' if detect else ''}, {result.count(NOISY)} too noisy to tell "
-        f"{pct(math.log1p(change.NOISY))}, {too_few} too few repetitions; "
-        f"{len(points) - compared} incomparable; {only_old} only in OLD, {only_new} only in NEW"
+        f"{pct(math.log1p(change.NOISY))}, {short} too short to compare, {too_few} too few "
+        f"repetitions; {len(points) - compared} incomparable; {only_old} only in OLD, "
+        f"{only_new} only in NEW"
     )
-
-
-def text_lines(result: Comparison) -> list[str]:
-    """The run-wide shifts, one line per flagged change, per noisy point (its time), per
-    incomparable point, then the counts."""
-    engines = sorted({s.engine for s in result.sweeps})
-    lines = [x for x in (overall_line(result, e) for e in engines) if x]
-    lines += [
-        shift_line(s) for s in main_shifts(result) if not s.kind or s.verdict == WORSE or s.host
-    ]
-    lines += [x for x in (quiet_blocks_line(result, e) for e in engines) if x]
-    flagged, noisy = [], []
-    for s, p, c in result.changes():
-        if c.verdict in (WORSE, BETTER):
-            flagged.append((RANK[c.verdict], s.name, p.point, c.metric, c))
-        elif c.verdict == NOISY and (c.metric == "elapsed_s" or c.metric not in TIMED):
-            noisy.append((s.name, p.point, c.metric, c))
-    lines += [change_line(name, point, c, result) for *_, name, point, _, c in sorted(
-        flagged, key=lambda t: t[:4])]  # fmt: skip
-    lines += [change_line(name, point, c, result) for name, point, _, c in sorted(
-        noisy, key=lambda t: t[:3])]  # fmt: skip
-    for s, p in result.points():
-        if p.incomparable:
-            lines.append(
-                f"{s.name} {p.point}: incomparable ({'; '.join(d.text() for d in p.incomparable)})"
-            )
-    lines.append(summary_line(result))
-    return lines

@@ -4,10 +4,13 @@ OLD and NEW are results directories (``<engine>/<sweep>.csv`` merged files) or r
 Their points are matched (``report.compare_match``), each matched point's metrics are taken
 (times and rates at one CPU speed, ``analysis.hostspeed``) and judged together
 (``analysis.change``): each point's change beyond the run's host shift, against the
-uncertainty of both runs' medians and the between-run variance of the engine's points, with
-Holm's procedure over every point and metric so that the false-alarm rate of exit 1 is
-``alpha``; and each engine's run-wide shift, flagged when the CPU reference did not move with
-it. Printing is ``report.compare_html`` (the page) and the text functions here.
+uncertainty of both runs' medians and the between-run variance of the engine's points, the
+Benjamini-Hochberg procedure over the points and over the shifts (strict: Holm's) so that
+two runs of one commit exit 1 in at most ``level`` of comparisons, a flag's change past
+``min_effect`` as well; and each engine's run-wide shift, flagged when the CPU reference did
+not move with it. A point whose timed section is too short to compare
+(``change.MIN_SECTION_S``) is reported as such, its times not tested. Printing is
+``report.compare_text``, ``report.compare_table`` and ``report.compare_html``.
 
 Comparing two runs of one clean commit on one host records what they measured of the host's
 noise in its A/A history (``report.compare_history``), after judging them.
@@ -47,11 +50,15 @@ __all__ = ["CompareInputError", "canon", "compare", "load_side", "result_files"]
 # Metric -> +1 when a higher value is worse, -1 when a lower one is.
 METRICS: dict[str, int] = {"elapsed_s": 1, "throughput_rows_s": -1, "c_physical_reads": 1}
 TIMED = ("elapsed_s", "throughput_rows_s")
-DEFAULT_ALPHA = 0.05
-DEFAULT_THRESHOLD = 0.0
+DEFAULT_LEVEL = change.DEFAULT_LEVEL
+DEFAULT_MIN_EFFECT = change.DEFAULT_MIN_EFFECT
+BH, HOLM = change.BH, change.HOLM
 
-WORSE, BETTER, NOISY, SAME, TOO_FEW = "worse", "better", "noisy", "same", "too-few"
-RANK = {v: i for i, v in enumerate((WORSE, BETTER, NOISY, SAME, TOO_FEW))}
+WORSE, BETTER, NOISY, SAME = "worse", "better", "noisy", "same"
+NOT_REPEATED = "not-repeated"  # flagged worse, not again when measured again (--confirm)
+TOO_SHORT, TOO_FEW = "too-short", "too-few"
+RANK = {v: i for i, v in enumerate((WORSE, NOT_REPEATED, BETTER, NOISY, SAME, TOO_SHORT,
+                                    TOO_FEW))}  # fmt: skip
 INCOMPARABLE_RANK = len(RANK)
 ROUNDS, PASSES, REPETITIONS = "rounds", "passes", "repetitions"
 
@@ -66,10 +73,13 @@ class MetricChange:
     new_median: float
     source: str  # the unit the medians' uncertainty was taken at
     scaled: bool = False  # compared at one CPU speed
+    repeated: bool | None = None  # flagged worse again when measured again (None: not asked)
 
     @property
     def verdict(self) -> str:
         v = self.judged.verdict
+        if v == change.WORSE and self.repeated is False:
+            return NOT_REPEATED
         if v in (change.WORSE, change.BETTER):
             return v
         return NOISY if self.judged.noisy else SAME
@@ -88,13 +98,18 @@ class PointComparison:
     incomparable: list[Difference] = field(default_factory=list)
     differences: dict[str, tuple[str, str]] = field(default_factory=dict)
     too_few: list[str] = field(default_factory=list)  # metrics with too few values to test
+    too_short: float = math.nan  # its timed section's seconds when too short to compare
+
+    @property
+    def short(self) -> bool:
+        return math.isfinite(self.too_short)
 
     @property
     def rank(self) -> int:
         if self.incomparable:
             return INCOMPARABLE_RANK
         if not self.changes:
-            return RANK[TOO_FEW]
+            return RANK[TOO_SHORT if self.short else TOO_FEW]
         return min(RANK[c.verdict] for c in self.changes)
 
 
@@ -113,11 +128,24 @@ class SweepComparison:
 
 
 @dataclass
+class Confirmation:
+    """The flagged points measured again (`--confirm`) and which alarms repeated."""
+
+    points: int  # measured again
+    repetitions: int  # rows measured
+    seconds: float  # wall time of the measuring
+    alarms: int  # worse flags (points' hypotheses and shifts) before
+    repeated: set[str] = field(default_factory=set)  # their keys flagged worse again
+    lines: list[str] = field(default_factory=list)  # what the second comparison flagged
+
+
+@dataclass
 class Comparison:
     old: str
     new: str
-    alpha: float
-    threshold: float
+    level: float
+    min_effect: float
+    procedure: str
     sweeps: list[SweepComparison]
     sweeps_only_old: list[str]
     sweeps_only_new: list[str]
@@ -130,6 +158,7 @@ class Comparison:
     recorded: int = 0
     cpu: dict[str, float] = field(default_factory=dict)  # engine:metric -> CPU probe's log change
     device: dict[str, float] = field(default_factory=dict)  # engine/kind -> device probe's
+    confirmation: Confirmation | None = None
 
     def points(self) -> list[tuple[SweepComparison, PointComparison]]:
         return [(s, p) for s in self.sweeps for p in s.points]
@@ -146,6 +175,8 @@ class Comparison:
 
     @property
     def worse(self) -> bool:
+        if self.confirmation is not None:
+            return bool(self.confirmation.repeated)
         return self.judgement.worse
 
 
@@ -206,7 +237,12 @@ def _point_estimates(engine: str, sweep: str, name: str, o: pd.DataFrame, n: pd.
     out = []
     mirrored = _mirrored(o, n)
     source = _unit_source(o)[1] if _unit_source(o)[1] == _unit_source(n)[1] else REPETITIONS
+    section = min(_section(o), _section(n))
+    if section < change.MIN_SECTION_S:
+        pc.too_short = section
     for metric, direction in METRICS.items():
+        if metric in TIMED and pc.short:
+            continue
         scaled = hostspeed.values([o, n], metric)
         x, y = (scaled if scaled is not None else [
             pd.to_numeric(f[metric], errors="coerce").to_numpy(dtype=float)
@@ -220,12 +256,28 @@ def _point_estimates(engine: str, sweep: str, name: str, o: pd.DataFrame, n: pd.
         key = f"{engine}/{sweep}/{name}/{metric}"
         family = f"{engine}/{sweep}/{name}/time" if mirrored and metric in TIMED else key
         est = change.Estimate(
-            key, f"{engine}:{metric}", metric, direction, a, b, family, block(sweep, n)
+            key,
+            f"{engine}:{metric}",
+            metric,
+            direction,
+            a,
+            b,
+            family,
+            block(sweep, n),
+            section if metric in TIMED else math.nan,
         )
         xf, yf = x[np.isfinite(x)], y[np.isfinite(y)]
         out.append(_Pending(index, pc, metric, est, (float(np.median(xf)), float(np.median(yf))),
                             (int(xf.size), int(yf.size)), source, scaled is not None))  # fmt: skip
     return out
+
+
+def _section(rows: pd.DataFrame) -> float:
+    """The median seconds of a point's timed section (its repetitions' ``elapsed_s`` as
+    measured; NaN when not recorded)."""
+    values = column(rows, "elapsed_s")
+    values = values[values > 0]
+    return float(np.median(values)) if values.size else math.nan
 
 
 def block(sweep: str, rows: pd.DataFrame) -> str:
@@ -278,11 +330,12 @@ def _fingerprint(frame: pd.DataFrame) -> str:
 def compare_frames(
     old: pd.DataFrame,
     new: pd.DataFrame,
-    alpha: float = DEFAULT_ALPHA,
-    threshold: float = DEFAULT_THRESHOLD,
+    level: float = DEFAULT_LEVEL,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     history: history_mod.History | None = None,
     old_name: str = "OLD",
     new_name: str = "NEW",
+    procedure: str = BH,
 ) -> Comparison:
     """Compare two runs' rows (``load_side``'s frames)."""
     keys_old, keys_new = groups(old, ["engine", "sweep"]), groups(new, ["engine", "sweep"])
@@ -335,14 +388,14 @@ def compare_frames(
                 group = f"{engine}:{metric}"
                 between[group] = history.between(host, group, runs[engine])
                 run_shifts[group] = history.shifts(host, group, runs[engine])
-    judgement = change.judge([p.estimate for p in pending], alpha, threshold, between,
-                             run_shifts, cpu, device)  # fmt: skip
+    judgement = change.judge([p.estimate for p in pending], level, min_effect, between,
+                             run_shifts, cpu, device, procedure=procedure)  # fmt: skip
     for p, j in zip(pending, judgement.points):
         p.point.changes.append(MetricChange(p.metric, j, *p.n, *p.medians, p.source, p.scaled))
     for s in sweeps:
         s.points.sort(key=lambda p: (p.rank, p.point))
     result = Comparison(
-        old_name, new_name, alpha, threshold, sweeps,
+        old_name, new_name, level, min_effect, procedure, sweeps,
         [f"{e}/{s}" for e, s in sorted(set(keys_old) - set(keys_new))],
         [f"{e}/{s}" for e, s in sorted(set(keys_new) - set(keys_old))],
         judgement,
@@ -371,15 +424,16 @@ def compare_frames(
 def compare(
     old_path: Path,
     new_path: Path,
-    alpha: float = DEFAULT_ALPHA,
-    threshold: float = DEFAULT_THRESHOLD,
+    level: float = DEFAULT_LEVEL,
+    min_effect: float = DEFAULT_MIN_EFFECT,
     history: history_mod.History | None = None,
+    procedure: str = BH,
 ) -> Comparison:
     """Compare two runs' results; ``history`` (``read_history``) pools the host's A/A
     comparisons into the noise, none when None (the prior then)."""
     old_path, new_path = Path(old_path), Path(new_path)
-    return compare_frames(load_side(old_path), load_side(new_path), alpha, threshold, history,
-                          str(old_path), str(new_path))  # fmt: skip
+    return compare_frames(load_side(old_path), load_side(new_path), level, min_effect, history,
+                          str(old_path), str(new_path), procedure)  # fmt: skip
 
 
 def read_history(old_path: Path, new_path: Path, path: Path | None = None) -> history_mod.History:
