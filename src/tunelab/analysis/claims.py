@@ -227,6 +227,7 @@ def _context_text(key: tuple, cols: Sequence[str]) -> str:
 
 
 def _fmt(value: float, metric: str) -> str:
+    """A figure of ``metric`` as the evidence quotes it: a time in ms or s, else a number."""
     if not math.isfinite(value):
         return "n/a"
     if metric.endswith("_s") and not metric.endswith(("rows_s", "per_s", "mb_s")):  # a time
@@ -247,6 +248,9 @@ class Outcome:
     # the one figure of this context: a/b's ratio and interval, or where the curves cross
     ratio: tuple[float, float, float] | None = None
     crossing: float | None = None
+    # the compared sides, each {"at": which, "median": its median as the test took it}
+    sides: list[dict[str, Any]] | None = None
+    metric: str = ""  # the medians' metric ("" for a ratio of ratios)
 
 
 def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.RatioTest | None:
@@ -342,14 +346,18 @@ def _row_causes(rows: pd.DataFrame, metric: str) -> list[str]:
 
 def _outcome(
     verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, rows: pd.DataFrame,
-    extra: Sequence[str] = (),
+    extra: Sequence[str] = (), sides: tuple[str, str] = ("a", "b"), metric: str | None = None,
 ) -> Outcome:  # fmt: skip
     ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
+    shown = None
+    if ratio is not None:
+        shown = [{"at": sides[0], "median": t.new_median}, {"at": sides[1], "median": t.old_median}]
+    metric = claim.metric if metric is None else metric
     if verdict == HOLDS:
-        return Outcome(verdict, text, ratio=ratio)
+        return Outcome(verdict, text, ratio=ratio, sides=shown, metric=metric)
     evidence, needed = _evidence_causes(verdict, t, claim)
     causes = [*extra, *evidence, *_row_causes(rows, claim.metric)]
-    return Outcome(verdict, text, causes, needed, ratio=ratio)
+    return Outcome(verdict, text, causes, needed, ratio=ratio, sides=shown, metric=metric)
 
 
 def _uses_index(path: Any) -> float:
@@ -426,7 +434,8 @@ def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outco
         text = (f"{label} {float(np.median(here)):.3g} ({where}) vs {float(np.median(there)):.3g}"
                 f" ({than}): ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, "
                 f"{_n_text(t)}")  # fmt: skip
-    return _outcome(verdict, text, t, claim, pd.concat(sides))
+    return _outcome(verdict, text, t, claim, pd.concat(sides), sides=(f"{label} ({where})",
+                    f"{label} ({than})"), metric="")  # fmt: skip
 
 
 def _evaluate_one(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None = None) -> Outcome:
@@ -444,7 +453,9 @@ def _evaluate_one(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None =
             claimed = decisions.LOWER if claim.kind == "lower" else decisions.HIGHER
             verdict = decisions.directional(t, claimed, alpha, m)
         text = _compare_text(t, metric, kv(claim.a), kv(claim.b))
-        return _outcome(verdict, text, t, claim, pd.concat([a, b]))
+        return _outcome(
+            verdict, text, t, claim, pd.concat([a, b]), sides=(kv(claim.a), kv(claim.b))
+        )
     col = _column(rows, claim.along or "")
     if col is None:
         return Outcome(INCONCLUSIVE, f"no column for {claim.along}")
@@ -491,7 +502,8 @@ def _trend(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outc
     elif verdict == HOLDS and not (trend.p < alpha and trend.sign * claimed > 0):
         verdict = INCONCLUSIVE
         extra.append(f"the trend over every value is not significant (p={trend.p:.2g})")
-    return _outcome(verdict, text, t, claim, pd.concat([first, last]), extra)
+    ends = (f"{name} {along[-1]}", f"{name} {along[0]}")
+    return _outcome(verdict, text, t, claim, pd.concat([first, last]), extra, sides=ends)
 
 
 def _crossover(claim: Claim, rows: pd.DataFrame, col: str, along: list[Any]) -> Outcome:
@@ -656,7 +668,7 @@ def evaluate(claim: Claim, frame: pd.DataFrame, alpha: float | None = None) -> V
         outcomes.append(o)
         ratio = list(o.ratio) if o.ratio else None
         contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
-                         "crossing": o.crossing})  # fmt: skip
+                         "crossing": o.crossing, "sides": o.sides, "metric": o.metric})  # fmt: skip
     overall = decisions.combine([o.verdict for o in outcomes])
     # the causes of the contexts that gave the verdict, not of those that did otherwise
     for c, o in zip(contexts, outcomes):
@@ -821,3 +833,8 @@ def summarize(verdicts: Iterable[Verdict]) -> dict[str, int]:
     for v in verdicts:
         counts[v.verdict] += 1
     return counts
+
+
+def figure_text(value: float, metric: str) -> str:
+    """A side's median as the evidence quotes it (a stored context's ``sides``)."""
+    return _fmt(value, metric)
