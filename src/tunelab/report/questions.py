@@ -24,12 +24,12 @@ from tunelab.report.labels import fmt_selectivity_percent, label
 
 CSS = """
 table.tl-answers { border-collapse: collapse; width: 100%; font-size: 13.5px; margin: 10px 0;
-  font-variant-numeric: tabular-nums; }
+  font-variant-numeric: tabular-nums; table-layout: fixed; overflow-wrap: anywhere; }
 table.tl-answers th { text-align: left; font-weight: 600; color: #444c56; background: #f6f8fa;
   border-bottom: 1px solid #d8dce1; padding: 6px 8px; }
 table.tl-answers td { border-bottom: 1px solid #eceef1; padding: 5px 8px; vertical-align: top; }
-table.tl-answers td.tl-question { background: #f6f8fa; border-bottom: 2px solid #d8dce1;
-  max-width: 16rem; }
+table.tl-answers td.tl-question { background: #f6f8fa; border-bottom: 2px solid #d8dce1; }
+.tl-figure-ratio { font-size: 12px; color: #57606a; }
 .tl-asks { color: #57606a; font-size: 12.5px; }
 .tl-source { color: #57606a; font-size: 12.5px; }
 .tl-why { color: #444c56; font-size: 12.5px; }
@@ -137,11 +137,24 @@ GLOSSARY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("similar",),
     ),
     (
-        "trend, Page's L",
+        "trend, Page's L, Kendall τ",
         "a falls/rises finding: the largest value of the knob against the "
         "smallest, and a trend test over every value (Page's L, ranking the values in each "
-        "round); a step that goes the other way breaks it.",
-        ("trend", "page's", "l", "values", "value", "monotonic", "step", "steps", "go", "way"),
+        "round; Kendall's τ where the rows have no complete rounds or fewer than three "
+        "values); a step that goes the other way breaks it.",
+        (
+            "trend",
+            "page's",
+            "l",
+            "kendall",
+            "values",
+            "value",
+            "monotonic",
+            "step",
+            "steps",
+            "go",
+            "way",
+        ),
     ),
     (
         "crossover, crossing",
@@ -328,6 +341,9 @@ def unit_of(v: dict[str, Any], run: EngineRun | None) -> str:
     return label(column)
 
 
+# question, finding, engine, this run's figure, verdict, why
+WIDTHS = "<colgroup>" + "".join(f'<col style="width:{w}%">' for w in (16, 20, 7, 20, 15, 22))
+WIDTHS += "</colgroup>"
 SHOWN_CONTEXTS = 3  # beyond these, the first and the last, the rest on the sweep's page
 
 
@@ -374,14 +390,15 @@ def _engine_cells(exp: Experiment | None, engine: str, f: dict, index_dir: Path)
     if run is None:
         missing = exp.missing.get(engine, "") if exp else "no sweep file of it here"
         if missing.startswith("not run yet"):
-            return ["", '<span class="tl-muted">not run</span>', esc(missing)]
+            return ["", '<span class="tl-muted">not run</span>',
+                    f'<span class="tl-why">{esc(missing)}</span>']  # fmt: skip
         return ["", _badge(CANNOT_RUN), f'<span class="tl-why">{esc(missing)}</span>']
     v, explained = _verdicts_of(run, f)
     if v is None:
         return ["", '<span class="tl-muted">no verdict stored</span>', ""]
     href = _rel(run.report, index_dir) if run.report else ""
     ratio = _ratio_line(v)
-    verdict = _badge(word_of(v), href) + (f'<div class="tl-ratio">{esc(ratio)}</div>'
+    verdict = _badge(word_of(v), href) + (f'<div class="tl-figure-ratio">{esc(ratio)}</div>'
                                           if ratio else "")  # fmt: skip
     why = _readable(why_line(v, explained, ""))
     return [esc(run_figure(v, unit_of(v, run))), verdict, f'<span class="tl-why">{esc(why)}</span>']
@@ -414,7 +431,7 @@ def answers_html(experiments: list[Experiment], index_dir: Path) -> str:
             f'<td class="tl-question" rowspan="{span}" id="q-{esc(str(q["id"]))}">'
             f"<strong>{esc(str(q.get('name') or q['id']))}</strong>"
             f'<div class="tl-asks">{esc(str(q["asks"]))}</div>'
-            f'<div class="tl-ratio">sweeps: {links}</div></td>'
+            f'<div class="tl-asks">sweeps: {links}</div></td>'
         )
         for f in answered:
             exp = by_sweep.get(str(f["sweep"]))
@@ -450,5 +467,6 @@ def answers_html(experiments: list[Experiment], index_dir: Path) -> str:
         "the verdict on each engine and why (the explanations checked on the same rows, the "
         'verdict\'s cause, or why the engine cannot run it). The words: <a href="#glossary">'
         "glossary</a>.</p>"
-        f'<table class="tl-answers"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        f'<table class="tl-answers">{WIDTHS}<thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+        "</table>"
     )
