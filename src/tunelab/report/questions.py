@@ -63,8 +63,9 @@ GLOSSARY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     (
         "cannot run here",
-        "the engine cannot vary the sweep's knob (SQLite has no row locks, "
-        "PostgreSQL's page size is fixed when it is built): the reason is given.",
+        "the engine cannot vary the sweep's knob (an engine that locks the whole "
+        "database has no row locks; a page size fixed when the server is built): the reason "
+        "is given.",
         ("cannot", "run", "here"),
     ),
     (
@@ -226,8 +227,8 @@ GLOSSARY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "physical reads vs reads from the OS",
         "physical reads reached the device (the row's "
-        "device bytes) or an engine's own counter documented as such; SQLite's cache misses "
-        "are reads from the OS: from its page cache or the device.",
+        "device bytes) or an engine's own counter documented as such; other cache misses "
+        "counted by an engine are reads from the OS: from its page cache or the device.",
         ("physical", "reads", "os"),
     ),
     (
