@@ -434,8 +434,8 @@ def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outco
         text = (f"{label} {float(np.median(here)):.3g} ({where}) vs {float(np.median(there)):.3g}"
                 f" ({than}): ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, "
                 f"{_n_text(t)}")  # fmt: skip
-    return _outcome(verdict, text, t, claim, pd.concat(sides), sides=(f"{label} ({where})",
-                    f"{label} ({than})"), metric="")  # fmt: skip
+    # the sides: a/b's ratio where ``where`` holds and where ``than`` replaces it
+    return _outcome(verdict, text, t, claim, pd.concat(sides), sides=(where, than), metric="")
 
 
 def _evaluate_one(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame | None = None) -> Outcome:

@@ -296,7 +296,8 @@ def _verdicts_of(run: EngineRun, finding: dict[str, Any]) -> tuple[dict | None, 
 
 
 def _items(at: str) -> list[str]:
-    return [i.strip() for i in str(at).split(", ") if i.strip()]
+    """A side's settings ("index covering, cache cold"), a parenthesis kept whole."""
+    return [i.strip() for i in re.split(r", (?![^(]*\))", str(at)) if i.strip()]
 
 
 def _readable(text: str) -> str:
@@ -329,10 +330,13 @@ def _context_figure(c: dict[str, Any], unit: str) -> str:
 
 
 def unit_of(v: dict[str, Any], run: EngineRun | None) -> str:
-    """The words of a count or a rate the medians are in ("" for a time, shown in ms or s,
-    and for a ratio): an engine's read counter as its page names it."""
+    """The words of a count or a rate the medians are in ("" for a time, shown in ms or s;
+    "(a/b)" for the ratios a finding with ``than`` compares): an engine's read counter as
+    its page names it."""
     metric = next((str(c.get("metric") or "") for c in v.get("contexts") or []), "")
-    if not metric or metric == "elapsed_s":
+    if not metric:  # a ratio of ratios: a/b on each side
+        return "(a/b)" if any(c.get("sides") for c in v.get("contexts") or []) else ""
+    if metric == "elapsed_s":
         return ""
     column = metric_column(metric)
     if run is not None:
