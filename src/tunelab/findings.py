@@ -31,8 +31,8 @@ from tunelab import engines, yamlfile
 
 FILE_NAME = "findings.yaml"
 # Claim keys that say what a finding is rather than what it compares.
-ABOUT = ("id", "sweep", "source", "reported", "source_ratio", "reported_value", "explains", "at",
-         "engine")  # fmt: skip
+ABOUT = ("id", "sweep", "source", "question", "reported", "source_ratio", "reported_value",
+         "explains", "at", "engine")  # fmt: skip
 # The units a figure's axis shows, per metric: a ``reported_value`` gives its a and b in one.
 _TIMES = ("s", "ms")
 AXIS_UNITS = {
@@ -69,6 +69,12 @@ class Findings:
     rules: Rules
     entries: tuple[dict[str, Any], ...]
     digest: str  # the first 16 hex digits of the file's sha256
+    # the questions of the sources, in the order the index answers them (``questions:``)
+    questions: tuple[dict[str, Any], ...] = ()
+
+    def of_question(self, question: str) -> list[dict[str, Any]]:
+        """The findings that answer ``question`` (their ``question:``), in the file's order."""
+        return [f for f in self.entries if f.get("question") == question]
 
     def of_sweep(self, sweep: str) -> list[tuple[int, dict[str, Any]]]:
         """(index in the file, finding) of every finding of ``sweep``, in the file's order."""
@@ -132,6 +138,10 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
             )
         raise FindingsError(file, _field(e.absolute_path), " ".join(e.message.split())[:200])
     names = engines.names()
+    questions = [str(q["id"]) for q in doc.get("questions") or []]
+    for i, q in enumerate(questions):
+        if q in questions[:i]:
+            raise FindingsError(file, f"questions[{i}].id", f"{q!r} is used twice")
     seen: set[str] = set()
     for i, f in enumerate(doc["findings"]):
         if f["id"] in seen:
@@ -139,6 +149,10 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
         seen.add(f["id"])
         if "reported_value" in f:
             _check_reported_value(file, f"findings[{i}]", f)
+        if "question" in f and f["question"] not in questions:
+            allowed = ", ".join(questions) or "none: the file lists no questions"
+            wrong = f"no question {f['question']!r} in questions:"
+            raise FindingsError(file, f"findings[{i}].question", wrong, allowed)
         for j, x in enumerate(f.get("explains") or []):
             if "engine" in x and x["engine"] not in names:
                 at = f"findings[{i}].explains[{j}].engine"
@@ -147,7 +161,8 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
     rules = Rules(float(r["alpha"]), float(r["margin"]), float(r["similar_within"]),
                   float(r["crossover_factor"]), str(r["contexts"]))  # fmt: skip
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return Findings(file, rules, tuple(doc["findings"]), digest)
+    asked = tuple(doc.get("questions") or ())
+    return Findings(file, rules, tuple(doc["findings"]), digest, asked)
 
 
 def _check_reported_value(file: str, at: str, f: dict[str, Any]) -> None:
@@ -175,7 +190,7 @@ def _check_reported_value(file: str, at: str, f: dict[str, Any]) -> None:
 
 _CHECK_KEYS = {"kind", "says", "metric", "a", "b", "where", "than", "along", "at"}
 _FINDING_KEYS = _CHECK_KEYS | {
-    "id", "sweep", "source", "reported", "source_ratio", "reported_value", "explains",
+    "id", "sweep", "source", "question", "reported", "source_ratio", "reported_value", "explains",
 }  # fmt: skip
 
 

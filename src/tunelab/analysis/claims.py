@@ -253,6 +253,7 @@ def _context_text(key: tuple, cols: Sequence[str]) -> str:
 
 
 def _fmt(value: float, metric: str) -> str:
+    """A figure of ``metric`` as the evidence quotes it: a time in ms or s, else a number."""
     if not math.isfinite(value):
         return "n/a"
     if metric.endswith("_s") and not metric.endswith(("rows_s", "per_s", "mb_s")):  # a time
@@ -280,6 +281,7 @@ class Outcome:
     # along a swept key (falls, rises, flat_then_falls): the medians at every value and the
     # curve's shape in words (``_curve``)
     curve: dict[str, Any] | None = None
+    metric: str = ""  # the sides' metric ("" for a ratio of ratios)
 
 
 def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.RatioTest | None:
@@ -405,14 +407,17 @@ def _row_causes(rows: pd.DataFrame, metric: str) -> list[str]:
 def _outcome(
     verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, rows: pd.DataFrame,
     extra: Sequence[str] = (), between: str = "", curve: dict[str, Any] | None = None,
+    metric: str | None = None,
 ) -> Outcome:  # fmt: skip
     ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
     detail = _test_detail(t)
+    metric = claim.metric if metric is None else metric
     if verdict == HOLDS:
-        return Outcome(verdict, text, ratio=ratio, test=detail, curve=curve)
+        return Outcome(verdict, text, ratio=ratio, test=detail, curve=curve, metric=metric)
     evidence, needed = _evidence_causes(verdict, t, claim, between)
     causes = [*extra, *evidence, *_row_causes(rows, claim.metric)]
-    return Outcome(verdict, text, causes, needed, ratio=ratio, test=detail, curve=curve)
+    return Outcome(verdict, text, causes, needed, ratio=ratio, test=detail, curve=curve,
+                   metric=metric)  # fmt: skip
 
 
 def _uses_index(path: Any) -> float:
@@ -489,7 +494,12 @@ def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outco
         text = (f"{label} {float(np.median(here)):.3g} ({where}) vs {float(np.median(there)):.3g}"
                 f" ({than}): ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, "
                 f"{_n_text(t)}")  # fmt: skip
-    return _outcome(verdict, text, t, claim, pd.concat(sides))
+    out = _outcome(verdict, text, t, claim, pd.concat(sides), metric="")
+    if t is None or not math.isfinite(t.ratio):
+        return out
+    # the sides: a/b's ratio where ``where`` holds and where ``than`` replaces it
+    ratios = [{"label": where, "median": t.new_median}, {"label": than, "median": t.old_median}]
+    return dataclasses.replace(out, sides=ratios)
 
 
 def _evaluate_one(
@@ -889,7 +899,7 @@ def evaluate(
         ratio = list(o.ratio) if o.ratio else None
         contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
                          "crossing": o.crossing, "sides": o.sides, "test": o.test,
-                         "curve": o.curve})  # fmt: skip
+                         "curve": o.curve, "metric": o.metric})  # fmt: skip
     overall = decisions.combine([o.verdict for o in outcomes], claim.contexts)
     # the causes of the contexts that gave the verdict, not of those that did otherwise
     for c, o in zip(contexts, outcomes):
@@ -1062,3 +1072,8 @@ def summarize(verdicts: Iterable[Verdict]) -> dict[str, int]:
     for v in verdicts:
         counts[v.verdict] += 1
     return counts
+
+
+def figure_text(value: float, metric: str) -> str:
+    """A side's median as the evidence quotes it (a stored context's ``sides``)."""
+    return _fmt(value, metric)

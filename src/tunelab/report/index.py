@@ -22,7 +22,7 @@ from typing import Any
 
 from tunelab import atomic
 from tunelab.analysis.claims import WORDS, css_class, word_of
-from tunelab.report import engines, evidence
+from tunelab.report import engines, evidence, questions
 from tunelab.report.fragments import esc
 from tunelab.report.sections import SUMMARY_ID
 
@@ -188,7 +188,7 @@ def write_index(
     # Every engine's verdicts beside its reports, not only this run's engine.
     found = sorted(out.parent.glob("*/*.verdicts.json"))
     verdicts = read_verdicts(found + list(verdict_files or []))
-    matrix, side, failed = _cross_engine(Path(results_dir), out)
+    answers, matrix, side, failed = _cross_engine(Path(results_dir), out)
     matrix = _engines_run(out.parent / ENGINES_RUN_FILE, Path(results_dir)) + matrix
     stability = read_stability(stability_file or out.parent / STABILITY_FILE)
     rows = sorted(
@@ -213,17 +213,18 @@ def write_index(
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>tunelab reports</title>\n<style>{INDEX_CSS}{engines.GRID_CSS}"
-        f"{STABILITY_CSS}</style>\n"
+        f"{questions.CSS}{STABILITY_CSS}</style>\n"
         "</head>\n<body>\n<main>\n"
         f'<h1>tunelab reports</h1>\n<p class="tl-muted">{count}. Each report shows the median '
         "and an interval for every point, every raw repetition, the engine's reads beside "
         "hit ratios (physical reads only where they reached the device), and where the "
         "numbers came from.</p>\n"
-        f"{matrix}{side}"
+        f"{answers}{matrix}{side}"
         f"{_stability_note(*stability)}"
         f"{_simulations(out)}"
         '<h2 id="reports">Each engine\'s reports</h2>'
         f'<table class="tl-index"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n'
+        f"{questions.glossary_html()}\n"
         "</main>\n</body>\n</html>\n"
     )
     written = atomic.write_text(out, page)
@@ -298,10 +299,11 @@ def _when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.PagesError | None]:
-    """The claim × engine matrix and links to the pages that put each sweep's engines side
-    by side (written here, under ``engines/`` beside the index), and the error naming the
-    pages that could not be made (their sweeps listed as not made, never a stale page)."""
+def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, str, engines.PagesError | None]:
+    """The questions answered (``questions.answers_html``), the claim × engine matrix and
+    links to the pages that put each sweep's engines side by side (written here, under
+    ``engines/`` beside the index), and the error naming the pages that could not be made
+    (their sweeps listed as not made, never a stale page)."""
     experiments = engines.gather(results_dir, out.parent)
     experiments += engines.sweeps_not_run(experiments)
     failed = None
@@ -310,7 +312,7 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.Pages
     except engines.PagesError as exc:
         failed = exc
     if not experiments:
-        return "", "", failed
+        return "", "", "", failed
     esc = html.escape
     links = " · ".join(
         (f"{esc(e.sweep)} <strong>not made</strong>" if failed and e.sweep in failed.failed
@@ -322,7 +324,8 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, engines.Pages
     side = f'<h2 id="side-by-side">Each experiment, engines side by side</h2><p>{links}</p>'
     if failed:
         side += f'<p class="tl-hosts">{esc(str(failed))}</p>'
-    return engines.matrix_html(experiments, out.parent), side, failed
+    answers = questions.answers_html(experiments, out.parent)
+    return answers, engines.matrix_html(experiments, out.parent), side, failed
 
 
 # -- stability over runs (``tunelab check RUN... --stability-out``) ---------------------------
