@@ -234,6 +234,7 @@ def main_x(exp: Experiment) -> str | None:
 
 def with_pool_bytes(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows with ``pool_bytes``: the pool as applied (pages) times the page size."""
+    frame = frame.copy()  # one block: rows built column by column warn on every assign
     pages = pd.to_numeric(frame.get("applied_buffer_pool"), errors="coerce")
     size = pd.to_numeric(frame.get("page_size_bytes"), errors="coerce")
     if isinstance(pages, pd.Series) and isinstance(size, pd.Series):
