@@ -272,17 +272,17 @@ def test_a_crossing_below_the_tested_range_is_reported_as_such():
     data = selectivity(ALREADY_SLOWER, 0.1)
     v = verdict(cross(0.0001, 0.5), data)  # the window reaches below what was swept
     assert v.verdict == "inconclusive", v.evidence
-    assert "below the tested range: b already lower at the smallest value swept (0.001)" in (
+    assert "below the tested range: b already lower at the smallest value swept (0.1 %)" in (
         v.evidence
     )
     assert v.evidence.startswith("crossing (below the tested range")
-    assert any("sweep down to 0.0001" in c for c in v.causes)
+    assert any("sweep down to 0.01 %" in c for c in v.causes)
     edge = verdict(cross(0.001, 0.5), data)  # the window starts where the sweep does
     assert edge.verdict == "contradicted"
     assert "below the tested range" in edge.evidence
     assert edge.causes == [
         "found instead: the crossing below the tested range: b already lower at the smallest "
-        "value swept (0.001), below the window [0.001, 0.5]"
+        "value swept (0.1 %), below the window [0.1 %, 50 %]"
     ]
 
 
@@ -290,14 +290,14 @@ def test_a_crossing_above_the_tested_range_is_reported_as_such():
     data = selectivity([0.01, 0.02, 0.03, 0.05, 0.08], 0.1)  # the index wins everywhere
     v = verdict(cross(0.001, 0.9), data)
     assert v.verdict == "inconclusive"
-    assert "above the tested range: a still lower at the largest value swept (0.5)" in v.evidence
+    assert "above the tested range: a still lower at the largest value swept (50 %)" in v.evidence
     assert verdict(cross(0.001, 0.5), data).verdict == "contradicted"
 
 
 def test_a_crossing_between_the_first_two_values_says_it_lies_at_the_range_edge():
     v = verdict(cross(0.001, 0.5), selectivity([0.05, 0.2, 0.4, 0.8, 2.0], 0.1))
     assert v.verdict == "holds"
-    assert "between 0.001 and 0.01, at the tested range's low edge" in v.evidence
+    assert "between 0.1 % and 1 %, at the tested range's low edge" in v.evidence
 
 
 # -- causes that match the evidence ----------------------------------------------------------

@@ -117,8 +117,9 @@ def test_a_crossover_inside_the_window_holds_and_is_located():
     data = selectivity_frame([0.01, 0.05, 0.09, 0.2, 0.4, 1.0], [0.12] * 6)
     v = verdict(CROSS, data)
     assert v.verdict == "holds", v.evidence
-    estimate = float(v.evidence.split("crossing ≈")[1].split()[0])
-    assert 0.05 < estimate < 0.1
+    number, unit = v.evidence.split("crossing ≈")[1].split()[:2]
+    assert unit == "%"  # a selectivity is written as the findings speak of it
+    assert 5 < float(number) < 10
 
 
 def test_no_crossover_at_all_or_one_outside_the_window_is_contradicted():
@@ -136,7 +137,7 @@ def test_curves_that_cross_back_have_no_one_crossing():
     v = verdict(CROSS, back)
     assert v.verdict == "inconclusive", v.evidence
     assert v.causes == [
-        "the curves cross more than once (b clearly lower at 0.01, a clearly lower again at 0.05)"
+        "the curves cross more than once (b clearly lower at 1 %, a clearly lower again at 5 %)"
     ]
     assert "crossing ≈" not in v.evidence
 
@@ -147,8 +148,8 @@ def test_the_crossing_estimate_lies_where_the_tests_place_the_crossing():
     data = selectivity_frame([0.118, 0.123, 0.1, 0.12, 0.12, 0.2], [0.12] * 6)
     v = verdict({**CROSS, "within": [0.001, 0.5]}, data)
     assert v.verdict == "holds", v.evidence
-    estimate = float(v.evidence.split("crossing ≈")[1].split()[0])
-    assert "between 0.05 and 0.5" in v.evidence and 0.05 <= estimate <= 0.5
+    estimate = float(v.evidence.split("crossing ≈")[1].split()[0])  # in %
+    assert "between 5 % and 50 %" in v.evidence and 5 <= estimate <= 50
 
 
 def test_falls_compares_the_largest_value_of_along_with_the_smallest():

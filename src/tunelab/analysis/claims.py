@@ -70,7 +70,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -249,7 +249,8 @@ def _context_columns(frame: pd.DataFrame, claim: Claim) -> list[str]:
 def _context_text(key: tuple, cols: Sequence[str]) -> str:
     names = [c.removeprefix(results.KNOB_PREFIX).removeprefix(results.WORKLOAD_PREFIX)
              .replace("cache_requested", "cache") for c in cols]  # fmt: skip
-    return ", ".join(f"{n} {v}" for n, v in zip(names, key))
+    # a workload that has no value of a key (a multipoint's selectivity) is not named by it
+    return ", ".join(f"{n} {v}" for n, v in zip(names, key) if not pd.isna(v))
 
 
 def _fmt(value: float, metric: str) -> str:
@@ -678,13 +679,14 @@ def _flat_then_falls(
     if held is None:
         return Outcome(INCONCLUSIVE, f"curve: {curve['text']}",
                        ["the rows record no pool or data size to tell where the pool holds "
-                        "the data"], curve=curve)  # fmt: skip
+                        "the data"], curve=curve, metric=metric)  # fmt: skip
     below = [v for v, h in zip(along, held) if not h]
     holding = [v for v, h in zip(along, held) if h]
     if len(below) < 2 or not holding:
         why = ("no pool swept holds the data" if not holding else
                "fewer than two pools swept below the data")  # fmt: skip
-        return Outcome(INCONCLUSIVE, f"{why}; curve: {curve['text']}", [why], curve=curve)
+        return Outcome(INCONCLUSIVE, f"{why}; curve: {curve['text']}", [why], curve=curve,
+                       metric=metric)  # fmt: skip
     small, large, first = below[0], below[-1], holding[0]
     t_flat = _test(_at(rows, col, large), _at(rows, col, small), metric, alpha)
     t_gain = _test(_at(rows, col, first), _at(rows, col, large), metric, alpha)
@@ -729,7 +731,7 @@ def _flat_then_falls(
     ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
     causes = [*extra, *_row_causes(rows_of_sides, metric)]
     return Outcome(verdict, text, causes, ratio=ratio, sides=sides, test=_test_detail(t),
-                   curve=curve)  # fmt: skip
+                   curve=curve, metric=metric)  # fmt: skip
 
 
 def _crossover(
@@ -756,7 +758,8 @@ def _crossover(
         signs.append(sign)
         tests.append(t)
     lo, hi = claim.within or (-math.inf, math.inf)
-    verdict, where, extra = _crossing(xs, signs, lo, hi)
+    show = _along_text(claim.along)
+    verdict, where, extra = _crossing(xs, signs, lo, hi, show)
     # Curves that cross back have no one crossing to place.
     once = _crossed_back(signs) is None
     # where the figures' medians cross, as the page's figure draws them
@@ -764,8 +767,8 @@ def _crossover(
                 _side(shown, "", _at(b_rows, col, v), metric)["median"])
                for x, v in zip(xs, along)]  # fmt: skip
     estimate = _crossing_estimate(medians, _bracket(xs, signs)) if once else None
-    est = f"≈{estimate:.3g} " if estimate is not None else ""
-    ratios = ", ".join(f"{x:g}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
+    est = f"≈{show(estimate)} " if estimate is not None else ""
+    ratios = ", ".join(f"{show(x)}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
     shown = next((t for t in tests if t is not None), None)
     n = f"; {_n_text(shown)} per value" if shown is not None else ""
     text = f"crossing {est}({where}; a/b by {claim.along}: {ratios}{n})"
@@ -775,15 +778,25 @@ def _crossover(
     return Outcome(verdict, text, causes, crossing=estimate)
 
 
+def _along_text(along: str | None) -> Callable[[float], str]:
+    """How a value along the swept key is written: a selectivity in % (as the findings and
+    the figures speak of it), anything else as it is."""
+    if along == "selectivity":
+        return lambda x: f"{x * 100:.3g} %" if math.isfinite(x) else f"{x:g}"
+    return lambda x: f"{x:g}"
+
+
 def _crossing(
-    xs: list[float], signs: list[int], lo: float, hi: float
+    xs: list[float], signs: list[int], lo: float, hi: float, show: Callable[[float], str]
 ) -> tuple[str, str, list[str]]:
     """(verdict, where the crossing lies, causes) from the sign at each value swept: -1 where
     ``a`` is clearly lower, +1 where ``b`` is, 0 where neither."""
     first, last = xs[0], xs[-1]
     back = _crossed_back(signs)
     if back is not None:
-        where = f"b clearly lower at {xs[back[0]]:g}, a clearly lower again at {xs[back[1]]:g}"
+        where = (
+            f"b clearly lower at {show(xs[back[0]])}, a clearly lower again at {show(xs[back[1]])}"
+        )
         return INCONCLUSIVE, where, [f"the curves cross more than once ({where})"]
     below = [i for i, s in enumerate(signs) if s < 0]
     lower_end = max(below) if below else None
@@ -791,7 +804,7 @@ def _crossing(
     upper_end = min(above) if above else None
     if lower_end is not None and upper_end is not None:
         left, right = xs[lower_end], xs[upper_end]
-        where = f"between {left:g} and {right:g}"
+        where = f"between {show(left)} and {show(right)}"
         ends = [e for e, at in (("low", lower_end == 0), ("high", upper_end == len(xs) - 1)) if at]
         edge = [f"the crossing lies at the {e} edge of the tested range" for e in ends]
         where += f", at the tested range's {' and '.join(ends)} edge" if ends else ""
@@ -799,39 +812,42 @@ def _crossing(
             return HOLDS, where, []
         if right <= lo or left >= hi:
             return CONTRADICTED, where, [f"found instead: the crossing {where}, outside "
-                                         f"[{lo:.3g}, {hi:.3g}]"]  # fmt: skip
-        return INCONCLUSIVE, where, [f"the crossing ({left:g}–{right:g}) straddles an end "
-                                     f"of [{lo:g}, {hi:g}]", *edge]  # fmt: skip
+                                         f"[{show(lo)}, {show(hi)}]"]  # fmt: skip
+        return INCONCLUSIVE, where, [f"the crossing ({show(left)}–{show(right)}) straddles an end "
+                                     f"of [{show(lo)}, {show(hi)}]", *edge]  # fmt: skip
     if upper_end is not None:  # a never clearly lower: the crossing lies before upper_end
         right = xs[upper_end]
         if upper_end == 0:
             where = (
-                f"below the tested range: b already lower at the smallest value swept ({first:g})"
+                "below the tested range: b already lower at the smallest value swept "
+                f"({show(first)})"
             )
         else:
-            where = f"below {right:g}, where b is first clearly lower"
+            where = f"below {show(right)}, where b is first clearly lower"
         if right <= lo:
             return CONTRADICTED, where, [f"found instead: the crossing {where}, below the "
-                                         f"window [{lo:.3g}, {hi:.3g}]"]  # fmt: skip
+                                         f"window [{show(lo)}, {show(hi)}]"]  # fmt: skip
         if upper_end == 0:
-            to = f"down to {lo:g}" if math.isfinite(lo) else "smaller values"
+            to = f"down to {show(lo)}" if math.isfinite(lo) else "smaller values"
             return INCONCLUSIVE, where, [f"the crossing lies below the tested range; sweep {to} "
                                          "to place it"]  # fmt: skip
-        return INCONCLUSIVE, where, [f"no value before {right:g} where a is clearly lower"]
+        return INCONCLUSIVE, where, [f"no value before {show(right)} where a is clearly lower"]
     if lower_end is not None:  # b never clearly lower: the crossing lies after lower_end
         left = xs[lower_end]
         if lower_end == len(xs) - 1:
-            where = f"above the tested range: a still lower at the largest value swept ({last:g})"
+            where = (
+                f"above the tested range: a still lower at the largest value swept ({show(last)})"
+            )
         else:
-            where = f"above {left:g}, where a is last clearly lower"
+            where = f"above {show(left)}, where a is last clearly lower"
         if left >= hi:
             return CONTRADICTED, where, [f"found instead: the crossing {where}, above the "
-                                         f"window [{lo:.3g}, {hi:.3g}]"]  # fmt: skip
+                                         f"window [{show(lo)}, {show(hi)}]"]  # fmt: skip
         if lower_end == len(xs) - 1:
-            to = f"up to {hi:g}" if math.isfinite(hi) else "larger values"
+            to = f"up to {show(hi)}" if math.isfinite(hi) else "larger values"
             return INCONCLUSIVE, where, [f"the crossing lies above the tested range; sweep {to} "
                                          "to place it"]  # fmt: skip
-        return INCONCLUSIVE, where, [f"no value after {left:g} where b is clearly lower"]
+        return INCONCLUSIVE, where, [f"no value after {show(left)} where b is clearly lower"]
     return INCONCLUSIVE, "no clear difference at any value", ["no clear difference at any value"]
 
 

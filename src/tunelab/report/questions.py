@@ -18,7 +18,7 @@ from typing import Any
 
 from tunelab import engines, findings
 from tunelab.analysis.claims import CANNOT_RUN, css_class, figure_text, metric_column, word_of
-from tunelab.report import reads
+from tunelab.report import evidence, reads
 from tunelab.report.engines import PAGES_DIR, EngineRun, Experiment
 from tunelab.report.labels import fmt_selectivity_percent, label
 
@@ -367,8 +367,8 @@ def _ratio_line(v: dict[str, Any]) -> str:
     if len(contexts) != 1 or not contexts[0].get("ratio"):
         return ""
     r, lo, hi = contexts[0]["ratio"]
-    level = v.get("interval_level")
-    at = f", {level * 100:.3g} % interval" if level else ""
+    level = evidence.levels_text(v)  # the level the interval really has
+    at = f", {level}" if level else ""
     return f"ratio a/b {r:.3g}x [{lo:.3g}, {hi:.3g}]{at}"
 
 
