@@ -124,7 +124,7 @@ def table(contexts: Sequence[int], packs: int, rules: Sequence[str] = RULES,
             null = shares(k, 1 - MARGIN, rule, packs, noise, own_blocks)
             effect = shares(k, 1 - 2 * MARGIN, rule, packs, noise, own_blocks)
             out.append({"rule": rule, "k": k, "margin": null, "twice": effect})
-            print(f"{rule:8} k={k}: at the margin reproduced {null['holds']:6.1%}, not "
+            print(f"{rule:14} k={k}: at the margin reproduced {null['holds']:6.1%}, not "
                   f"reproduced {null['against']:6.1%}; at twice it reproduced "
                   f"{effect['holds']:6.1%}, not reproduced {effect['against']:6.1%}, undecided "
                   f"{effect['undecided']:6.1%} (±{mc_error(0.5, packs):.1%} at most)",
