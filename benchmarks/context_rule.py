@@ -4,7 +4,7 @@ one word of the contexts' verdicts (``analysis.decisions.combine``; the findings
 ``rules.contexts``), by simulation of the lab's own decision code.
 
     python benchmarks/context_rule.py                     # 200 packs per k, truth and rule
-    python benchmarks/context_rule.py --packs 50 --contexts 1 8
+    python benchmarks/context_rule.py --packs 50 --contexts 1 8 --rules all-bonferroni all
 
 Each pack is one sweep of a server engine as ``benchmarks/verdict_error_rates.py`` draws it
 (blocked order, run, pass and round effects on the log time; ``sweeprun.claims_rule`` stops
@@ -12,7 +12,10 @@ it at the looks of ``repetitions: {min: 6, max: 12}``), with a ``lower`` claim a
 swept key the claim does not name, with k values: the claim is judged within each value (a
 context) and ``claims.evaluate_sweep`` gives the one word under the rule. Truths, the same
 in every context: a/b at the margin (0.95: "reproduced" is a false positive) and at twice it
-(0.90: "reproduced" is power, "not reproduced" a false refutation).
+(0.90: "reproduced" is power, "not reproduced" a false refutation). The lab's rule,
+``all-bonferroni``, beside ``all`` (one context against the claim at alpha refutes it) shows
+what refuting at alpha over the contexts costs and gains; the rows of a pack are the same
+under every rule.
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ def table(contexts: Sequence[int], packs: int, rules: Sequence[str] = RULES,
             null = shares(k, 1 - MARGIN, rule, packs, noise, own_blocks)
             effect = shares(k, 1 - 2 * MARGIN, rule, packs, noise, own_blocks)
             out.append({"rule": rule, "k": k, "margin": null, "twice": effect})
-            print(f"{rule:8} k={k}: at the margin reproduced {null['holds']:6.1%}, not "
+            print(f"{rule:14} k={k}: at the margin reproduced {null['holds']:6.1%}, not "
                   f"reproduced {null['against']:6.1%}; at twice it reproduced "
                   f"{effect['holds']:6.1%}, not reproduced {effect['against']:6.1%}, undecided "
                   f"{effect['undecided']:6.1%} (±{mc_error(0.5, packs):.1%} at most)",

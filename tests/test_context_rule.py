@@ -1,6 +1,7 @@
 """A claim judged in several contexts: each context's verdict is kept and shown ("holds warm;
 does not hold cold"), and one word follows from them by the findings file's rule
-(``rules.contexts``, ``decisions.combine``), the same for every finding and engine. Real rows:
+(``rules.contexts``, ``decisions.combine``), the same for every finding and engine: under
+``all-bonferroni`` a context refutes only at alpha over the contexts. Real rows:
 SQLite scans, cold and warm, whose reads from the OS are a count (the same every run)."""
 
 from __future__ import annotations
@@ -56,6 +57,37 @@ def test_each_context_keeps_its_verdict_and_the_page_counts_them(scans):
     assert "rules.contexts: all" in contexts.rule_text(stored)
 
 
+def test_a_context_refutes_only_at_alpha_over_the_contexts(scans):
+    """Cold, both pools read the whole table: the claim is shown absent at alpha 0.05 by six
+    rounds (smallest p 0.031), but not at 0.025, alpha over the two contexts, which six
+    rounds cannot reach: under ``all-bonferroni`` that context is undecided, and so is the
+    word; ``all`` refutes the claim with it."""
+    (old,) = claims.evaluate_sweep([reads_fall("all")], scans, "sqlite")
+    (new,) = claims.evaluate_sweep([reads_fall("all-bonferroni")], scans, "sqlite")
+    assert old.verdict in decisions.AGAINST
+    assert new.verdict == decisions.INCONCLUSIVE
+    by_cache = {c["label"]: c["word"] for c in new.contexts}
+    assert by_cache == {"cache warm": claims.HOLDS_WORD, "cache cold": claims.UNDECIDED}
+    assert any("at alpha 0.05 only, not at alpha 0.025" in c for c in new.causes), new.causes
+    stored = new.to_json()
+    assert stored["contexts_rule"] == "all-bonferroni"
+    assert contexts.tally(stored) == "undecided cold; holds warm"
+    assert "at alpha / k" in contexts.rule_text(stored)
+    # one context: the refuting level is alpha itself
+    cold = scans[scans["cache_requested"] == "cold"]
+    (one,) = claims.evaluate_sweep([reads_fall("all-bonferroni")], cold, "sqlite")
+    assert one.verdict in decisions.AGAINST
+
+
+def test_the_refuting_level_and_a_context_against_only_at_alpha():
+    assert decisions.refuting_alpha(0.05, 8, "all-bonferroni") == pytest.approx(0.00625)
+    assert decisions.refuting_alpha(0.05, 1, "all-bonferroni") == 0.05
+    assert decisions.refuting_alpha(0.05, 8, "all") == 0.05
+    assert decisions.strict("short", "inconclusive") == "inconclusive"
+    assert decisions.strict("contradicted", "short") == "contradicted"
+    assert decisions.strict("holds", None) == "holds"
+
+
 def test_the_rule_decides_the_one_word(scans):
     (v,) = claims.evaluate_sweep([reads_fall("majority")], scans, "sqlite")
     assert v.verdict == decisions.INCONCLUSIVE  # one of two is no majority
@@ -85,6 +117,8 @@ def test_every_finding_follows_the_rule_of_the_findings_file():
 )
 def test_all_and_majority(verdicts, all_, majority):
     assert decisions.combine(verdicts, "all") == all_
+    # the verdicts against at alpha / k already: combined as by ``all``
+    assert decisions.combine(verdicts, "all-bonferroni") == all_
     assert decisions.combine(verdicts, "majority") == majority
 
 

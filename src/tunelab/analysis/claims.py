@@ -51,9 +51,14 @@ Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache``
 
 Rows that differ in a swept key a claim does not mention are compared within each value of
 that key (e.g. cold and warm apart); one verdict follows from theirs by the findings file's
-``rules.contexts`` (``decisions.combine``; ``all``: the claim holds when it holds in every
-one). Each context's verdict is kept (``Verdict.contexts``), so a page shows how many
-reproduced, did not, or stayed undecided (``tally``).
+``rules.contexts`` (``decisions.combine``; ``all-bonferroni``: the claim holds when it holds
+in every one, each at alpha, and is refuted by one context against it at alpha over the
+contexts: a context against it at alpha but not at that level is tested again by the same
+comparison and stays undecided, ``_refuted``). A sweep's looks spend alpha over the looks
+first (``evaluate_in_looks``), so the refuting level of a look is the look's alpha over the
+contexts, and these add up to alpha over every look and context. Each context's verdict is
+kept (``Verdict.contexts``), so a page shows how many reproduced, did not, or stayed
+undecided (``report.contexts.tally``).
 
 Metrics are row columns, counters by their short name, and ``uses_index``: 1 for a row whose
 plan (``access_path``) goes through an index, 0 otherwise, so that ``access: optimizer``
@@ -906,9 +911,13 @@ def evaluate(
     groups = [((), rows)] if not context else list(rows.groupby(context, dropna=False, sort=True))
     other = _select(frame, {**claim.where, **claim.than}) if claim.than else None
     parts, causes, outcomes, contexts = [], [], [], []
+    refuting = decisions.refuting_alpha(claim.alpha, len(groups), claim.contexts)
     for key, g in groups:
         key = key if isinstance(key, tuple) else (key,)
-        o = _evaluate_one(claim, g, None if other is None else _within(other, context, key), shown)
+        others = None if other is None else _within(other, context, key)
+        o = _evaluate_one(claim, g, others, shown)
+        if refuting < claim.alpha and o.verdict in decisions.AGAINST:
+            o = _refuted(claim, o, g, others, shown, refuting, len(groups))
         label = _context_text(key, context)
         parts.append(f"{label}: {o.text}" if label else o.text)
         outcomes.append(o)
@@ -932,6 +941,24 @@ def evaluate(
         claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
         max(needed) if needed and overall == INCONCLUSIVE else None, contexts, weight=weight,
     )  # fmt: skip
+
+
+def _refuted(
+    claim: Claim, o: Outcome, rows: pd.DataFrame, other: pd.DataFrame | None,
+    shown: pd.DataFrame, refuting: float, k: int,
+) -> Outcome:  # fmt: skip
+    """A context against the claim at alpha, tested again by the same comparison at the
+    refuting level (``decisions.refuting_alpha``: alpha over the ``k`` contexts): against
+    there too, it stays so; else it is undecided (``decisions.strict``), saying why."""
+    again = _evaluate_one(dataclasses.replace(claim, alpha=refuting), rows, other, shown)
+    verdict = decisions.strict(o.verdict, again.verdict)
+    level = f"alpha {refuting:.2g}, alpha over {k} contexts"
+    if verdict == o.verdict:
+        return dataclasses.replace(o, text=f"{o.text}; against the claim at {level} too")
+    why = (f"against the claim at alpha {claim.alpha:.2g} only, not at {level}, the level "
+           f"that refutes it")  # fmt: skip
+    return dataclasses.replace(o, verdict=verdict, text=f"{o.text}; {why}",
+                               causes=[why, *o.causes], needed=None)  # fmt: skip
 
 
 def _within(frame: pd.DataFrame, cols: Sequence[str], key: tuple) -> pd.DataFrame:

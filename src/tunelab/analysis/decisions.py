@@ -94,21 +94,46 @@ def similarity(t: RatioTest | None, alpha: float, margin: float) -> str:
 
 
 # How the verdicts of a claim's contexts make one (the findings file's ``rules.contexts``).
-ALL, MAJORITY = "all", "majority"
-CONTEXT_RULES = (ALL, MAJORITY)
+ALL_BONFERRONI, ALL, MAJORITY = "all-bonferroni", "all", "majority"
+CONTEXT_RULES = (ALL_BONFERRONI, ALL, MAJORITY)
 AGAINST = (CONTRADICTED, SIMILAR, SHORT)
 
 
-def combine(verdicts: list[str], rule: str = ALL) -> str:
+def refuting_alpha(alpha: float, contexts: int, rule: str) -> float:
+    """The level at which one of a claim's ``contexts`` must show the claimed effect absent
+    or reversed for the claim to be refuted: ``alpha`` over the contexts under
+    ``all-bonferroni`` (its chance to refute falsely then stays within ``alpha`` over all of
+    them), ``alpha`` itself under the other rules."""
+    if rule == ALL_BONFERRONI and contexts > 1:
+        return alpha / contexts
+    return alpha
+
+
+def strict(at_alpha: str, at_refuting: str | None) -> str:
+    """A context's verdict for the combination: its verdict at alpha, except that one
+    against the claim there must be against it at the refuting level too (``at_refuting``,
+    the same comparison at ``refuting_alpha``), else it is inconclusive."""
+    if at_alpha in AGAINST and at_refuting not in AGAINST:
+        return INCONCLUSIVE
+    return at_alpha
+
+
+def combine(verdicts: list[str], rule: str = ALL_BONFERRONI) -> str:
     """One verdict from those of a claim's contexts (cold and warm, the selectivities, ...).
 
-    ``all``: holds when it holds in every one; contradicted where one is; else similar or
-    short where the claimed effect is shown absent in one; else inconclusive. A finding
-    states its effect without exception over the contexts it is judged in, so it holds only
-    where each context shows it: an intersection-union test, whose chance to hold falsely
-    stays within one context's alpha however many there are; the price is power, and one
-    context shown against it is enough to refute it (``benchmarks/context_rule.py``
-    simulates both).
+    ``all-bonferroni`` (the lab's): holds when it holds in every one, each at alpha;
+    contradicted where one is; else similar or short where the claimed effect is shown absent
+    in one; else inconclusive, with the contexts' verdicts against the claim already taken at
+    ``refuting_alpha``, alpha over the contexts (``strict``). A finding states its effect
+    without exception over the contexts it is judged in, so it holds only where each context
+    shows it: an intersection-union test, whose chance to hold falsely stays within one
+    context's alpha however many there are. To refute it one context is enough, so each of
+    k contexts is a chance to refute falsely: at alpha / k each (Bonferroni), the chance that
+    any does stays within alpha too (``benchmarks/context_rule.py`` simulates both).
+
+    ``all``: the same with every context against the claim taken at alpha (for comparison:
+    over k contexts it refutes a claim whose effect sits at the margin up to k times as
+    often).
 
     ``majority`` (for comparison): the verdict of more than half of the contexts, the
     verdicts against it counted together (the most frequent of them named); inconclusive

@@ -16,6 +16,9 @@ from tunelab.report.labels import fmt_selectivity_percent
 PLURAL = {"selectivity": "selectivities", "cache": "cache states", "workload": "workloads"}
 # The rules a verdict's word follows over its contexts (``decisions.combine``), in words.
 RULE_TEXT = {
+    "all-bonferroni": "reproduced only where every context reproduces; not reproduced where "
+    "one of its k contexts shows the effect absent or reversed at alpha / k (a context that "
+    "does so at alpha only is undecided)",
     "all": "reproduced only where every context reproduces; not reproduced where one shows "
     "the effect absent or reversed",
     "majority": "the word of more than half of the contexts",
@@ -69,6 +72,7 @@ def rule_text(v: dict[str, Any]) -> str:
     """The rule that made one word of several contexts, "" for one context."""
     if len(v.get("contexts") or []) < 2:
         return ""
+    # a verdict stored without its rule was combined by "all", the one rule there was then
     rule = str(v.get("contexts_rule") or "all")
     return f"the word over its contexts: {RULE_TEXT.get(rule, rule)} (rules.contexts: {rule})"
 
