@@ -22,7 +22,8 @@ from tunelab.report import plots, sections
 from tunelab.report.data import load
 
 FINDINGS = """
-rules: {alpha: 0.05, margin: 0.05, similar_within: 0.15, crossover_factor: 3}
+rules: {alpha: 0.05, margin: 0.05, similar_within: 0.15, crossover_factor: 3,
+        contexts: all-bonferroni}
 findings:
   - id: cross
     sweep: sqlite-index-range

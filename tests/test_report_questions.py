@@ -24,7 +24,8 @@ from tunelab.report.labels import figures_text
 pytestmark = pytest.mark.slow
 
 FINDINGS = """\
-rules: {alpha: 0.05, margin: 0.05, similar_within: 0.15, crossover_factor: 3}
+rules: {alpha: 0.05, margin: 0.05, similar_within: 0.15, crossover_factor: 3,
+        contexts: all-bonferroni}
 questions:
   - id: 2A
     name: "2A: scans"

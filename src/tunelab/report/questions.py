@@ -251,6 +251,21 @@ GLOSSARY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
         ("too", "few", "needs", "observed", "variance", "give", "no", "difference", "seen", "same"),
     ),
     (
+        "curve: falls, rises, level, no clear step",
+        "a trend's medians at every value swept, and each step between neighbours in "
+        "words: falls or rises where the step is past the margin, level where it lies within "
+        "±margin, no clear step where the rounds did not decide (runs of one word merged).",
+        ("curve", "falls", "rises", "level", "clear", "step", "then"),
+    ),
+    (
+        "several contexts",
+        "a finding judged at several settings (each selectivity, cold and warm) is "
+        "reproduced where every context reproduces it, and not reproduced where one context "
+        "shows it absent or reversed at alpha divided by the number of contexts; the counts "
+        'say how each came out ("reproduced at 7 of 8 selectivities").',
+        ("contexts", "context", "against", "only", "over"),
+    ),
+    (
         "rows from several hosts",
         "rows measured on different machines: times compared in shape only.",
         ("hosts", "host", "rows", "compared", "warning"),
