@@ -87,15 +87,19 @@ GLOSSARY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ),
     (
         "ratio a/b",
-        "a's median over b's: for a time, below 1 means a is faster; for a "
-        'throughput, above 1 means a does more. "1.3x" is a ratio of 1.3.',
+        "how many times b's value a's is: for a time, below 1 means a is faster; for "
+        'a throughput, above 1 means a does more. "1.3x" is a ratio of 1.3. Where the '
+        "rounds pair the sides, it is estimated from each round's own a/b (their "
+        "Hodges–Lehmann estimate), so drift of the host between rounds cancels: it can "
+        "differ from the ratio of the two medians quoted beside it.",
         ("ratio", "x"),
     ),
     (
         "interval and its level",
-        "the range the ratio lies in with the stated probability (its "
-        "level, e.g. 96.5 %: one minus the alpha of the look that decided); a bootstrap "
-        "interval over the paired rounds.",
+        "the range the ratio lies in with the stated probability, its level: at "
+        "least one minus the alpha of the look that decided, and stated as the level the "
+        "interval really has (a signed-rank interval over paired rounds reaches 96.9 % with "
+        "six rounds); a median's interval is of order statistics, at its own level.",
         ("interval", "intervals", "level"),
     ),
     (
