@@ -68,7 +68,7 @@ class Claim:
     source_ratio: float | None = None
     findings_digest: str | None = None
     # how the verdicts of several contexts make one (``decisions.combine``)
-    contexts: str = "all-bonferroni"
+    contexts: str = "all"
 
 
 def _claim_list(expect: Any) -> tuple[list[dict], float, float]:
@@ -111,7 +111,7 @@ def parse(expect: Any) -> list[Claim]:
                 reported=c.get("reported"),
                 source_ratio=None if ratio is None else float(ratio),
                 findings_digest=c.get("findings_digest"),
-                contexts=str(c.get("contexts", "all-bonferroni")),
+                contexts=str(c.get("contexts", "all")),
             )
         )
     return claims

@@ -60,7 +60,7 @@ class Rules:
     similar_within: float
     crossover_factor: float
     # how a finding judged in several contexts gets one word (``decisions.combine``)
-    contexts: str = "all-bonferroni"
+    contexts: str = "all"
 
 
 @dataclass(frozen=True)

@@ -51,14 +51,14 @@ Kinds (``a``/``b``/``where`` map keys -- a knob, a workload parameter, ``cache``
 
 Rows that differ in a swept key a claim does not mention are compared within each value of
 that key (e.g. cold and warm apart); one verdict follows from theirs by the findings file's
-``rules.contexts`` (``decisions.combine``; ``all-bonferroni``: the claim holds when it holds
-in every one, each at alpha, and is refuted by one context against it at alpha over the
-contexts: a context against it at alpha but not at that level is tested again by the same
-comparison and stays undecided, ``_refuted``). A sweep's looks spend alpha over the looks
-first (``evaluate_in_looks``), so the refuting level of a look is the look's alpha over the
-contexts, and these add up to alpha over every look and context. Each context's verdict is
-kept (``Verdict.contexts``), so a page shows how many reproduced, did not, or stayed
-undecided (``report.contexts.tally``).
+``rules.contexts`` (``decisions.combine``; ``all``: the claim holds when it holds in every
+one, each at alpha, and is refuted by one context against it at alpha; ``all-bonferroni``:
+refuted only by one against it at alpha over the contexts, a context against it at alpha but
+not at that level tested again by the same comparison and left undecided, ``_refuted``). A
+sweep's looks spend alpha over the looks first (``evaluate_in_looks``), so the refuting
+level of a look is the look's alpha (over the contexts, under ``all-bonferroni``). Each
+context's verdict is kept (``Verdict.contexts``), so a page shows how many reproduced, did
+not, or stayed undecided (``report.contexts.tally``).
 
 Metrics are row columns, counters by their short name, and ``uses_index``: 1 for a row whose
 plan (``access_path``) goes through an index, 0 otherwise, so that ``access: optimizer``

@@ -118,10 +118,10 @@ def strict(at_alpha: str, at_refuting: str | None) -> str:
     return at_alpha
 
 
-def combine(verdicts: list[str], rule: str = ALL_BONFERRONI) -> str:
+def combine(verdicts: list[str], rule: str = ALL) -> str:
     """One verdict from those of a claim's contexts (cold and warm, the selectivities, ...).
 
-    ``all-bonferroni`` (the lab's): holds when it holds in every one, each at alpha;
+    ``all-bonferroni``: holds when it holds in every one, each at alpha;
     contradicted where one is; else similar or short where the claimed effect is shown absent
     in one; else inconclusive, with the contexts' verdicts against the claim already taken at
     ``refuting_alpha``, alpha over the contexts (``strict``). A finding states its effect
@@ -131,9 +131,9 @@ def combine(verdicts: list[str], rule: str = ALL_BONFERRONI) -> str:
     k contexts is a chance to refute falsely: at alpha / k each (Bonferroni), the chance that
     any does stays within alpha too (``benchmarks/context_rule.py`` simulates both).
 
-    ``all``: the same with every context against the claim taken at alpha (for comparison:
-    over k contexts it refutes a claim whose effect sits at the margin up to k times as
-    often).
+    ``all`` (the lab's findings file's): the same with every context against the claim taken
+    at alpha: over k contexts it refutes a claim whose effect sits at the margin up to k times
+    as often, but it can refute at a sweep's first look (docs/measurement.md).
 
     ``majority`` (for comparison): the verdict of more than half of the contexts, the
     verdicts against it counted together (the most frequent of them named); inconclusive
