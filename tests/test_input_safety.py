@@ -341,7 +341,10 @@ def test_lab_run_validates_the_files_the_config_names_not_the_default_pack(tmp_p
     assert line.startswith(f"{tmp_path}/other/bad.yaml: knobs.buffer_pool: 0 out of range")
     proc = lab(*args, "sweeps=nothing/*.yaml", work=tmp_path)
     assert proc.returncode == 2
-    assert errors_of(proc) == ["config sweeps: no sweep files match 'nothing/*.yaml'"]
+    assert errors_of(proc) == [
+        f"config sweeps: no sweep files match 'nothing/*.yaml' under --directory {tmp_path} "
+        "(a relative glob is read there)"
+    ]
     proc = lab("--no-such-option", work=tmp_path)
     assert proc.returncode == 2
     assert errors_of(proc) == ["snakemake: error: unrecognized arguments: --no-such-option"]
