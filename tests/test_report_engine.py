@@ -314,9 +314,12 @@ def test_an_older_result_file_says_what_was_not_recorded(engine, tmp_path):
 
 # -- the rendered page ---------------------------------------------------------------------
 def _figures_of(data) -> list[bytes]:
-    """Every figure of the page, in page order, drawn again from the rows."""
-    figs = [plots.knob_figure(data, x) for x in data.dims]
-    figs += [plots.engine_time_figure(data, x) for x in data.dims]
+    """Every figure of the page, in page order, drawn again from the rows (times at one CPU
+    speed where the page's figures are: ``sections.figure_rows``)."""
+    shown = sections.figure_rows(data)
+    order = sections.figure_order(data)
+    figs = [plots.knob_figure(shown, x) for x in order]
+    figs += [plots.engine_time_figure(shown, x) for x in order]
     figs += [plots.first_query_figure(data), plots.lookup_figure(data)]
     io, names = sections.io_rows(data)
     figs += [plots.io_figure(io, x, names) for x in data.dims]
