@@ -211,7 +211,8 @@ def metric_column(name: str) -> str:
     return f"{results.COUNTER_PREFIX}{name}" if name in COUNTERS else name
 
 
-def _column(frame: pd.DataFrame, key: str) -> str | None:
+def column(frame: pd.DataFrame, key: str) -> str | None:
+    """The rows' column a claim's key names (``index`` → ``knob_index``)."""
     for col in (SPECIAL_KEYS.get(key), f"{results.KNOB_PREFIX}{key}",
                 f"{results.WORKLOAD_PREFIX}{key}"):  # fmt: skip
         if col and col in frame:
@@ -222,7 +223,7 @@ def _column(frame: pd.DataFrame, key: str) -> str | None:
 def _select(frame: pd.DataFrame, conditions: dict[str, Any]) -> pd.DataFrame:
     mask = pd.Series(True, index=frame.index)
     for key, value in conditions.items():
-        col = _column(frame, key)
+        col = column(frame, key)
         if col is None:
             return frame.iloc[0:0]
         mask &= frame[col].map(lambda cell, v=value: same(cell, v))
@@ -231,15 +232,15 @@ def _select(frame: pd.DataFrame, conditions: dict[str, Any]) -> pd.DataFrame:
 
 def _context_columns(frame: pd.DataFrame, claim: Claim) -> list[str]:
     """Swept columns the claim does not mention: compared within each of their values."""
-    named = {_column(frame, k) for k in (*claim.a, *claim.b, *claim.where, *claim.than)}
+    named = {column(frame, k) for k in (*claim.a, *claim.b, *claim.where, *claim.than)}
     if claim.along:
-        named.add(_column(frame, claim.along))
+        named.add(column(frame, claim.along))
     cols = results.swept_columns(frame)
     for extra in ("cache_requested", "workload"):
         if extra in frame and frame[extra].nunique(dropna=False) > 1:
             cols.append(extra)
     keys = [c for c in named if c is not None and c in frame]
-    keys = [c for c in keys if c not in {_column(frame, k) for k in claim.where}]
+    keys = [c for c in keys if c not in {column(frame, k) for k in claim.where}]
 
     def follows_from_keys(col: str) -> bool:
         # e.g. a pool given in bytes is a different page count at each page size: it moves
@@ -530,7 +531,7 @@ def _evaluate_one(
         return dataclasses.replace(
             _outcome(verdict, text, t, claim, pd.concat([a, b])), sides=sides
         )
-    col = _column(rows, claim.along or "")
+    col = column(rows, claim.along or "")
     if col is None:
         return Outcome(INCONCLUSIVE, f"no column for {claim.along}")
     along = _sorted_along(rows, col)
@@ -1092,14 +1093,14 @@ def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
         est = held[0].evidence.split("crossing ", 1)[-1].split(" (", 1)[0]
         return f"{kv(c.b)} overtakes {kv(c.a)} at {c.along} {est}{where}"
     if c.kind in ("falls", "rises", FLAT_THEN_FALLS):
-        along = _column(rows, c.along or "")
+        along = column(rows, c.along or "")
         medians = rows.groupby(along)[col].median()
         order = _sorted_along(rows, along)
         first, last = medians[order[0]], medians[order[-1]]
         return (f"{c.metric} {_fmt(first, c.metric)} → {_fmt(last, c.metric)} as {c.along} "
                 f"goes {order[0]} → {order[-1]}{where}")  # fmt: skip
     keys = set(c.a) | set(c.b)
-    key_col = _column(rows, next(iter(keys))) if len(keys) == 1 else None
+    key_col = column(rows, next(iter(keys))) if len(keys) == 1 else None
     if key_col and rows["point_id"].nunique() == rows[key_col].nunique():
         medians = rows.groupby(key_col)[col].median().sort_values()
         name = next(iter(keys))

@@ -18,11 +18,9 @@ import numpy as np
 import pandas as pd
 
 from tunelab import claimspec, findings
+from tunelab.analysis.claims import column
 from tunelab.report.data import ReportData
 from tunelab.report.labels import fmt, fmt_selectivity_percent
-from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
-
-SPECIAL = {"cache": "cache_requested", "workload": "workload"}
 
 
 @dataclass(frozen=True)
@@ -49,14 +47,6 @@ class SourceRatio:
     where: dict[str, Any] = field(default_factory=dict)
     source: str = ""
     said: str = ""  # the source's own figures, "14 s vs 8 s"
-
-
-def column(frame: pd.DataFrame, key: str) -> str | None:
-    """The rows' column a finding's key names (``index`` → ``knob_index``)."""
-    for col in (SPECIAL.get(key), f"{KNOB_PREFIX}{key}", f"{WORKLOAD_PREFIX}{key}"):
-        if col and col in frame:
-            return col
-    return None
 
 
 def select(frame: pd.DataFrame, where: dict[str, Any]) -> pd.DataFrame:
