@@ -227,3 +227,50 @@ def test_the_labs_line_after_a_run_output_starts_a_line_of_its_own(before, blank
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0 and "stopped" in done.stderr, done.stderr
     assert done.stderr.startswith("\n") == blank, repr(done.stderr)
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_run_of_every_engine_stops_the_engine_running_in_one_line(tmp_path):
+    """`./lab run --config engine=all` runs each engine's `./lab run` in turn. A SIGTERM to
+    the lab alone (`kill PID`, a CI runner's stop) stops the engine it is running too: 143,
+    that run's one line, no next engine, nothing of the run left running."""
+    from test_input_safety import REPO, lab_installed
+
+    if reason := lab_installed():
+        pytest.skip(reason)
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "started.yaml").write_text(
+        SWEEP.replace("repetitions: 1", "repetitions: 30")
+    )
+    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
+            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=all", "calibrate=off"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # fmt: skip
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if "Building DAG of jobs" in line:  # the SQLite run's Snakemake has begun
+                break
+        proc.send_signal(signal.SIGTERM)
+        out = "".join(seen) + proc.communicate(timeout=180)[0]
+    finally:
+        deadline = time.monotonic() + 10  # a job's last process may take a moment to end
+        while (left := [p for p in ownership.processes() if _session(p.pid) == proc.pid]) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
+        if left:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, out[-3000:]
+    assert left == [], [p.names() for p in left]
+    last = re.sub(r"\x1b\[[0-9;]*m", "", out.strip().splitlines()[-1])
+    assert last.startswith("[lab] stopped by SIGTERM"), out[-3000:]
+    assert "engine mariadb" not in out
+
+
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:  # it ended meanwhile
+        return None
