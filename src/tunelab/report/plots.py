@@ -579,8 +579,15 @@ def overview_figure(data: ReportData, metric: str = "elapsed_s") -> Figure:
                 mark_crossovers(ax, data, x)
                 mark_sources(ax, data, x, metric)
             ax.set_title(f"{_title(metric)} vs {label(x, data.engine).split(' (')[0]}")
-            if ax.get_legend_handles_labels()[1]:
-                ax.legend(title=hue_title(data.hue_for(x), data.engine), fontsize="small")
+            if ax.get_legend_handles_labels()[1]:  # beside the panel: inside, it would
+                # cover a crossover's words or a curve, wherever the data put them
+                ax.legend(
+                    title=hue_title(data.hue_for(x), data.engine),
+                    fontsize="small",
+                    loc="upper left",
+                    bbox_to_anchor=(1.01, 1.0),
+                    borderaxespad=0.0,
+                )
     return fig
 
 
