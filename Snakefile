@@ -3,9 +3,9 @@
 #   snakemake --profile workflows/profile [--config engine=mariadb]
 from snakemake.utils import min_version, validate
 
-from tunelab import pipeline  # the rules' helpers (workflows/*.smk)
+from tunelab.run import pipeline  # the rules' helpers (workflows/*.smk)
 from tunelab.jobserver import control as job_server
-from tunelab.workflow import ENVVARS, setup_run
+from tunelab.run.workflow import ENVVARS, setup_run
 
 min_version("8.20")
 
@@ -15,7 +15,7 @@ configfile: f"{workflow.basedir}/workflows/config.yaml"
 
 validate(config, f"{workflow.basedir}/workflows/schemas/config.schema.yaml")
 
-# The run (tunelab.workflow): its jobs' environment, its plan (invalid sweep files end it
+# The run (tunelab.run.workflow): its jobs' environment, its plan (invalid sweep files end it
 # here), its id. The job server's imports begin beside the plan, the parse and the DAG.
 RUN = setup_run(
     config,

@@ -48,7 +48,7 @@ import pandas as pd
 
 from tunelab.analysis import change
 from tunelab.report import compare
-from tunelab.results import read_csv as read_rows_csv
+from tunelab.store.results import read_csv as read_rows_csv
 
 PROCEDURES = (compare.BH, compare.HOLM)
 NAMES = {compare.BH: "BH", compare.HOLM: "Holm"}

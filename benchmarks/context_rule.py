@@ -32,8 +32,8 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from tunelab import sweeprun  # noqa: E402
 from tunelab.analysis import claims, decisions  # noqa: E402
+from tunelab.measure import sweeprun  # noqa: E402
 
 
 def _load_sim():

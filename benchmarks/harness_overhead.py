@@ -22,7 +22,8 @@ from pathlib import Path
 
 import apsw
 
-from tunelab import runner, spec, workloads
+from tunelab.measure import runner
+from tunelab.sweep import spec, workloads
 
 
 def point_of(tmp: Path, rows: int, reps: int, fetch: str) -> spec.Point:

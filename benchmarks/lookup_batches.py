@@ -3,7 +3,7 @@
     python benchmarks/lookup_batches.py --engine mariadb               # the sweep's own budget
     python benchmarks/lookup_batches.py --engine postgres --rounds 2   # two rounds each, quick
 
-Measures the sweep on this host as the workflow does (`tunelab.sweeprun.run_sweep`: rounds,
+Measures the sweep on this host as the workflow does (`tunelab.measure.sweeprun.run_sweep`: rounds,
 the bench lock, the findings' stopping rule), twice: its points as the sweep file gives them
 (`batch: 1000`, `access: forced`), and the same points with `batch: 1`, a statement per key,
 and the optimizer's own plan, as the sweep was measured before. `--rounds R` gives both a
@@ -23,7 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunelab import claimspec, recovery, spec, sweeprun, workloads
+from tunelab.measure import sweeprun
+from tunelab.run import recovery
+from tunelab.sweep import claimspec, spec, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "workflows" / "sweeps" / "buffer-pool-io-rate.yaml"

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tunelab.results import read_csv as read_rows_csv
+from tunelab.store.results import read_csv as read_rows_csv
 
 MIN_UNITS = 4  # fewer shared units say nothing of a pair's spread
 

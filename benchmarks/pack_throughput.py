@@ -34,8 +34,8 @@ from pathlib import Path
 import pandas as pd
 
 from tunelab import engines
-from tunelab.jobs import AROUND_MEASUREMENT, EXCLUSIVE, JOB_COMMANDS
-from tunelab.results import read_csv as read_rows_csv
+from tunelab.host.jobs import AROUND_MEASUREMENT, EXCLUSIVE, JOB_COMMANDS
+from tunelab.store.results import read_csv as read_rows_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 GOALS_MIN = {"sqlite": 4, "mariadb": 20}
@@ -71,7 +71,9 @@ def least_starts(engine: str, frame: pd.DataFrame) -> int:
 def least_builds(engine: str, frame: pd.DataFrame) -> int:
     """Distinct tables the reading points use: data set and index layout, per combination of
     the fresh knobs (a page size makes other files)."""
-    from tunelab import dataset, pipeline, workloads
+    from tunelab.run import pipeline
+    from tunelab.store import dataset
+    from tunelab.sweep import workloads
 
     info = engines.info(engine)
     keys = set()

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tunelab import noise
+from tunelab.host import noise
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = """name: start

@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tunelab.analysis import claims  # noqa: E402
-from tunelab.findings import FINDING  # noqa: E402
+from tunelab.sweep.findings import FINDING  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import verdict_error_rates as sim  # noqa: E402

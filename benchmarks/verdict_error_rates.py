@@ -11,7 +11,7 @@ kind, truth and case takes hours on one core; the figures in docs/measurement.md
 
 Each simulated pack is one sweep of a server engine (``blocked`` order) with one claim,
 measured with ``repetitions: {min: 6, max: 12}``: its rows are drawn round by round as
-``tunelab.sweeprun`` measures them (the blocks' order is ``sweeprun.schedule``'s, every row
+``tunelab.measure.sweeprun`` measures them (the blocks' order is ``sweeprun.schedule``'s, every row
 records its ``round``, ``pass`` and ``block``), the stop rule ``sweeprun.claims_rule``
 decides after each pass whether measuring goes on and which points it measures, and the
 verdict is what ``analysis.claims.evaluate_sweep`` reaches on the rows kept. The compared
@@ -55,8 +55,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tunelab import sweeprun  # noqa: E402
 from tunelab.analysis import claims, sequential  # noqa: E402
+from tunelab.measure import sweeprun  # noqa: E402
 
 # "ratio": ``lower`` with ``than``: the a/b ratio at mix x below the a/b ratio at mix y
 KINDS = ("lower", "higher", "similar", "crossover", "falls", "rises", "ratio")

@@ -41,9 +41,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunelab import check, engines
+from tunelab import engines
 from tunelab.report import compare, compare_history
-from tunelab.results import read_csv as read_rows_csv
+from tunelab.run import check
+from tunelab.store.results import read_csv as read_rows_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 WALL_GOAL_MIN = {"sqlite": 3, "mariadb": 15, "postgres": 10}  # tables kept from a run before

@@ -11,7 +11,7 @@
 # ---
 
 # %% tags=["parameters"]
-results_csv = "results/example.csv"  # result rows (tunelab.results columns)
+results_csv = "results/example.csv"  # result rows (tunelab.store.results columns)
 sweep_name = ""  # rows of this sweep only; "" = the sweep file's name
 sweep_file = "workflows/sweeps/example.yaml"
 calibration_json = ""  # fio calibration of the device, or ""
@@ -22,7 +22,7 @@ title = ""
 # %%
 # One sweep's report, rendered with inputs hidden by `tunelab report`. All plotting and table
 # logic lives in tunelab.report; this file only says what goes where.
-from tunelab import claimspec
+from tunelab.sweep import claimspec
 from tunelab.analysis import claims
 from tunelab.report import appendix, callouts, logship, methods
 from tunelab.report import data as report_data

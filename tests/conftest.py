@@ -26,12 +26,13 @@ SESSION_CPUS = frozenset(os.sched_getaffinity(0))
 @pytest.fixture(autouse=True)
 def _session_cpus_after_each_test():
     """A test measuring a server engine in this process pins it to the client's CPU (once per
-    measuring process: tunelab.runner), and every later test, with every `./lab run` it
+    measuring process: tunelab.measure.runner), and every later test, with every `./lab run` it
     starts, inherited one CPU of two: the fault matrix's runs took 1.4x as long in the suite
     as alone. The CPUs go back after each test, and the next one pins anew."""
     yield
     if frozenset(os.sched_getaffinity(0)) != SESSION_CPUS:
-        from tunelab import noise, runner
+        from tunelab.host import noise
+        from tunelab.measure import runner
 
         noise.unpin_client(noise.Placement(tuple(sorted(SESSION_CPUS))))
         runner._PLACEMENT.clear()
@@ -65,7 +66,7 @@ def write_sweep(tmp_path: Path):
 def image() -> str:
     """The lab's MariaDB image (built from Debian's packages when missing); skips with the
     reason when no Docker engine is reachable."""
-    from tunelab import containers
+    from tunelab.host import containers
 
     reason = containers.docker_unavailable_reason()
     if reason:
@@ -91,7 +92,7 @@ def tiny_fio_plan():
 
 
 def _server_run(rc, program: str) -> tuple[str, set[str]]:
-    from tunelab import containers
+    from tunelab.host import containers
 
     started = containers.client().containers.get(rc.id).attrs["State"]["StartedAt"]
     code, out = rc.exec(["sh", "-c", "grep -lx '" + program + "' /proc/[0-9]*/comm || true"])

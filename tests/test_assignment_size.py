@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tunelab import pipeline, spec
+from tunelab.run import pipeline
+from tunelab.sweep import spec
 
 SWEEP = """\
 name: sized
@@ -93,7 +94,7 @@ def test_the_front_door_refuses_a_bad_size_in_one_line(tmp_path):
         pipeline.resolve_run([*base, "size=huge"])
     assert pipeline.resolve_run([*base, "size=assignment"]).size == "assignment"
     assert pipeline.resolve_run(base).size == "quick"
-    proc = subprocess.run([sys.executable, "-m", "tunelab.pipeline", *base, "size=huge"],
+    proc = subprocess.run([sys.executable, "-m", "tunelab.run.pipeline", *base, "size=huge"],
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr == "config size: 'huge' not allowed (allowed: quick, assignment)\n"

@@ -1,4 +1,4 @@
-"""Atomic writes (tunelab.atomic): a reader sees the old file or the whole new one, and what a
+"""Atomic writes (tunelab.host.atomic): a reader sees the old file or the whole new one, and what a
 writer killed mid-write left is told from what a live writer is writing."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from tunelab import atomic
+from tunelab.host import atomic
 
 
 def test_a_write_leaves_only_the_file(tmp_path):
@@ -22,7 +22,7 @@ def test_a_writer_killed_mid_write_leaves_an_orphan_a_live_one_does_not(tmp_path
     """A child writes, is killed inside the write: its temporary file is an orphan once it is
     gone; this process's own temporary file, and one of another name's shape, are not."""
     code = (
-        "import sys, time; from tunelab import atomic\n"
+        "import sys, time; from tunelab.host import atomic\n"
         "atomic.write(sys.argv[1], lambda f: (f.write(b'part'), f.flush(), print('in', flush=True),"
         " time.sleep(60)))"
     )

@@ -1,4 +1,4 @@
-"""Nothing runs beside a timed section: the host-wide bench lock (tunelab.benchlock) with real
+"""Nothing runs beside a timed section: the host-wide bench lock (tunelab.host.benchlock) with real
 processes, then a whole SQLite pack through Snakemake with two cores and its job log."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import benchlock, ownership, recovery
+from tunelab.host import benchlock, ownership
+from tunelab.run import recovery
 
 # A clean child (no lock state copied by fork) that imports this module: the workflow's
 # helpers are imported where they are used, so that stays quick.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import blockdev
+from tunelab.host import blockdev
 
 no_device = blockdev.unavailable_reason()
 needs_device = pytest.mark.skipif(no_device is not None, reason=f"no device here: {no_device}")

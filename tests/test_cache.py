@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tunelab import cache
+from tunelab.host import cache
 
 
 def _file(path, mib=8):

@@ -18,9 +18,10 @@ from tunelab.calibrate import (
     device_fraction,
     load,
     model,
-    report,
     save,
+    tables,
 )
+from tunelab.report import device
 
 
 def make(drr: float = 200.0, overhead: float = 0.25, **extra) -> Calibration:
@@ -139,16 +140,16 @@ def test_statements_carry_the_measured_values():
 
 
 def test_measured_vs_default_table():
-    frame = report.measured_vs_default(make(drr=400.0, overhead=0.5))
+    frame = tables.measured_vs_default(make(drr=400.0, overhead=0.5))
     row = frame.set_index("figure")
     assert row.loc["OVERHEAD", "default"] == 6.725
     assert row.loc["DEVICE READ RATE", "measured_over_default"] == pytest.approx(4.0)
     assert row.loc["TRANSFERRATE 32K", "default"] == pytest.approx(0.32)
     assert row.loc["TRANSFERRATE 32K", "measured"] == pytest.approx(0.08)
     assert row.loc["random_page_cost (seq_page_cost = 1, 90% cached)", "default"] == 4.0
-    table, sql = report.section(make())
+    table, sql = tables.section(make())
     assert "ALTER STOGROUP" in sql and len(table) == len(frame)
-    assert "ALTER STOGROUP" in report.text(make())
+    assert "ALTER STOGROUP" in tables.text(make())
 
 
 def test_achieved_vs_device_scans_and_inserts():
@@ -164,7 +165,7 @@ def test_achieved_vs_device_scans_and_inserts():
             "wl_commit_every": [math.nan, 1, 10_000, math.nan],
         }
     )
-    out = report.achieved_vs_device(rows, cal)
+    out = device.achieved_vs_device(rows, cal)
     scan, small, big, point = out.to_dict("records")
     assert scan["achieved_mb_s"] == pytest.approx(5.5)
     assert scan["device_fraction"] == pytest.approx(0.0275)
@@ -185,7 +186,7 @@ def test_achieved_vs_device_scans_and_inserts():
 def test_achieved_vs_device_without_written_bytes_or_batch_columns():
     rows = pd.DataFrame({"workload": ["insert", "scan"], "elapsed_s": [1.0, 1.0],
                          "data_bytes": [1.0, 2 * MB_BYTES]})  # fmt: skip
-    out = report.achieved_vs_device(rows, make(drr=4.0))
+    out = device.achieved_vs_device(rows, make(drr=4.0))
     assert math.isnan(out.loc[0, "achieved_mb_s"])
     assert out.loc[0, "device_mb_s"] == 100.0  # the model's transfer rate
     assert out.loc[1, "device_fraction"] == pytest.approx(0.5)

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import check
 from tunelab.report.index import write_index
+from tunelab.run import check
 
 SWEEP = """\
 name: tiny

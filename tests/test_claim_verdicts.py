@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import results
 from tunelab.analysis import claims, decisions, stats
-from tunelab.claimspec import parse
+from tunelab.store import results
+from tunelab.sweep.claimspec import parse
 
 BASE = {"cache_requested": "warm", "cache_achieved": "warm", "access_matches": True,
         "access_path": "scan", "access_expected": "scan", "client_share": 0.1}  # fmt: skip
@@ -433,7 +433,7 @@ def test_a_ratio_of_ratios_is_judged_within_each_context():
 
 
 def test_than_only_on_lower_or_higher_and_only_replacing_where_keys():
-    from tunelab import claimspec
+    from tunelab.sweep import claimspec
 
     class P:  # a point as claimspec.validate reads one
         def __init__(self, lock, workload):

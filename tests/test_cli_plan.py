@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tunelab import cli
-from tunelab.dataset import Dataset
 from tunelab.engines import db2, db2_sql, mariadb
 from tunelab.engines.base import IndexPlan
+from tunelab.store.dataset import Dataset
 
 SWEEP = """
 name: plan-order

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from tunelab import clockstep, workflow
+from tunelab.host import clockstep
+from tunelab.run import workflow
 
 NOW = 1_800_000_000.0
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import runner, spec, workloads
+from tunelab.measure import runner
+from tunelab.sweep import spec, workloads
 
 ROWS = 50_000
 QUERIES = 5

@@ -289,7 +289,7 @@ def test_warmed_by_the_previous_repetition_compares_with_a_warm_up_run(
     """A run whose later warm repetitions were warmed by the one before (same workload, same
     connections) compares with one that warmed every repetition with a run of its own: the
     same state, not an incomparable cache method."""
-    from tunelab import cache
+    from tunelab.host import cache
 
     monkeypatch.chdir(tmp_path)  # where compare.html goes
     old = lab["rows"].assign(cache_method=cache.WARM_UP)

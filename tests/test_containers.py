@@ -16,8 +16,9 @@ import uuid
 
 import pytest
 
-from tunelab import containers, ownership, recovery
-from tunelab.containers import ContainerError, ContainerSpec
+from tunelab.host import containers, ownership
+from tunelab.host.containers import ContainerError, ContainerSpec
+from tunelab.run import recovery
 
 pytestmark = pytest.mark.docker
 
@@ -170,7 +171,7 @@ def test_image_missing_is_one_clear_error(run_id):
 
 _CHILD = """
 import os, signal, sys, time
-from tunelab import containers
+from tunelab.host import containers
 spec = containers.ContainerSpec(image={image!r}, port=3306,
     command=["sh", "-c", "echo up; sleep 300"], ready_log="^up$")
 rc = containers.start(spec, {run_id!r}, "child")
@@ -369,7 +370,7 @@ def test_two_containers_of_a_run_meet_only_through_a_proxy_on_its_gateway(image,
     """The path a standby's log takes on Db2 (engines.db2_hadr): no traffic between the run's
     containers, but each reaches a delay proxy the host runs on the network's gateway, which
     forwards to the other's address on the network."""
-    from tunelab import delayproxy
+    from tunelab.host import delayproxy
 
     a = containers.start(_shell(image, _LISTEN, ready_log=_LISTENING), run_id, "a")
     b = containers.start(_shell(image, _LISTEN, ready_log=_LISTENING), run_id, "b")

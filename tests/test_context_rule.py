@@ -11,9 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import findings, runner, spec
 from tunelab.analysis import claims, decisions
+from tunelab.measure import runner
 from tunelab.report import contexts, engines, sections
+from tunelab.sweep import findings, spec
 
 ROUNDS = 6
 WORKFLOWS = Path(__file__).resolve().parents[1] / "workflows"

@@ -12,7 +12,7 @@ import math
 import sys
 from pathlib import Path
 
-from tunelab import findings
+from tunelab.sweep import findings
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "context_rule.py"

@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from tunelab import dataset
-from tunelab.dataset import Dataset
+from tunelab.store import dataset
+from tunelab.store.dataset import Dataset
 
 
 def test_same_seed_gives_byte_identical_files(tmp_path):

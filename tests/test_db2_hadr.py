@@ -18,11 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import containers, runner, spec
-from tunelab.dataset import Dataset
 from tunelab.engines import db2, db2_hadr, db2_sql
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.hadr.model import CALCULATOR_MODES
+from tunelab.host import containers
+from tunelab.measure import runner
+from tunelab.store.dataset import Dataset
+from tunelab.sweep import spec
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = REPO / "workflows" / "sweeps" / "log-shipping.yaml"
@@ -467,7 +469,7 @@ def test_the_log_shipping_sweep_runs_db2_in_its_own_modes():
     assert errors == [] and {p.knobs["sync_mode"] for p in pg} == {
         "local", "remote_write", "on", "remote_apply"}  # fmt: skip
     # the same findings on every engine, each in that engine's names for the modes
-    from tunelab import claimspec
+    from tunelab.sweep import claimspec
 
     doc = spec.load_yaml(SWEEP)[0]
     modes = {}

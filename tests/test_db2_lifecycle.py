@@ -14,9 +14,13 @@ import time
 
 import pytest
 
-from tunelab import containers, dataset, recovery, runner, spec, workloads
-from tunelab.dataset import Dataset
 from tunelab.engines import db2, db2_sql
+from tunelab.host import containers
+from tunelab.measure import runner
+from tunelab.run import recovery
+from tunelab.store import dataset
+from tunelab.store.dataset import Dataset
+from tunelab.sweep import spec, workloads
 
 ROWS = 20_000
 SEED = 7

@@ -32,10 +32,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tunelab import spec, workloads
-from tunelab.dataset import COLUMNS, Dataset
 from tunelab.engines import db2, db2_sql
 from tunelab.engines.base import EngineError, IndexPlan
+from tunelab.store.dataset import COLUMNS, Dataset
+from tunelab.sweep import spec, workloads
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = workloads.TABLE
@@ -518,7 +518,7 @@ def test_pinned_tag_is_the_one_the_container_readme_documents():
 
 
 def test_missing_image_stops_before_any_container_with_the_pull_command(tmp_path, monkeypatch):
-    from tunelab import containers
+    from tunelab.host import containers
 
     if containers.docker_unavailable_reason():
         pytest.skip(containers.docker_unavailable_reason())
@@ -652,7 +652,7 @@ def _standin_tar() -> bytes:
 
 @pytest.fixture(scope="module")
 def standin_image():
-    from tunelab import containers
+    from tunelab.host import containers
 
     if reason := containers.docker_unavailable_reason():
         pytest.skip(reason)
@@ -669,7 +669,7 @@ def standin_image():
 
 @pytest.mark.docker
 def test_container_part_of_the_lifecycle_in_a_standin_image(standin_image, tmp_path, monkeypatch):
-    from tunelab import cache, containers
+    from tunelab.host import cache, containers
 
     monkeypatch.setenv(db2.IMAGE_ENV, standin_image)
     monkeypatch.setattr(db2, "CONNECT_ATTEMPTS_S", 1)
@@ -1337,8 +1337,8 @@ def io_cost_rows(index_when) -> pd.DataFrame:
 
 
 def test_uses_index_claims_follow_the_plans_the_rows_record():
-    from tunelab import claimspec
     from tunelab.analysis import claims
+    from tunelab.sweep import claimspec
 
     doc, _ = spec.load_yaml(IO_COSTS)
     found, errors = claimspec.sweep_claims(doc, IO_COSTS, "db2")
@@ -1372,7 +1372,7 @@ def test_bulk_load_gives_load_a_headerless_file_below_the_mount_and_counts_rows(
 ):
     """LOAD (ADMIN_CMD) reads a file the server sees: the data set's CSV without its header,
     below the data mount, readable by the instance owner; a short table fails the point."""
-    from tunelab import dataset
+    from tunelab.store import dataset
 
     eng = db2.DB2Engine(tmp_path / "engine", "r")
     source = dataset.Source(Dataset(300, 2), tmp_path / "data")

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tunelab import delayproxy
+from tunelab.host import delayproxy
 
 
 def echo_server() -> tuple[socket.socket, int]:
@@ -137,7 +137,7 @@ def test_bytes_arrive_whole_and_in_order_at_full_rate():
 def test_the_proxy_ends_with_its_parent(tmp_path):
     listener, port = echo_server()
     code = (
-        "import time; from tunelab import delayproxy; "
+        "import time; from tunelab.host import delayproxy; "
         f"p = delayproxy.Proxy({port}, 1.0); print(p.port, p._process.pid, flush=True); "
         "time.sleep(60)"
     )

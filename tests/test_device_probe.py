@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 
-from tunelab import devprobe
+from tunelab.host import devprobe
 
 
 def test_the_probe_measures_the_device_and_keeps_its_reference_file(tmp_path):

@@ -9,8 +9,9 @@ import json
 import pandas as pd
 import pytest
 
-from tunelab import runner, spec, workloads
 from tunelab.engines.base import AccessPath, EngineError
+from tunelab.measure import runner
+from tunelab.sweep import spec, workloads
 
 ROWS = 20_000
 

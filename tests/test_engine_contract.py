@@ -10,11 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import blockdev, cache, containers, engines, recovery, runner, spec
+from tunelab import engines
 from tunelab.engines import readahead
 from tunelab.engines.base import Engine, EngineError, IndexPlan
 from tunelab.engines.server import ServerEngine
+from tunelab.host import blockdev, cache, containers
+from tunelab.measure import runner
 from tunelab.report import labels
+from tunelab.run import recovery
+from tunelab.sweep import spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -184,7 +188,7 @@ def test_a_sweep_for_every_engine_skips_one_that_cannot_vary_its_knob(tmp_path):
 def test_points_that_share_a_server_are_measured_one_after_the_other():
     """The measurement priority orders a pack by server (fresh knobs), then by restart knobs:
     each combination's points form one run of consecutive jobs."""
-    from tunelab import pipeline
+    from tunelab.run import pipeline
 
     plan = pipeline.plan(str(REPO / "workflows/sweeps/*.yaml"), "mariadb")
     info = engines.info("mariadb")
@@ -211,7 +215,7 @@ def test_the_reports_that_draw_most_start_first():
     """Reports run two at a time after the measurements: the ones with more swept dimensions
     (a figure each), then more points, start first, so the two slots end close together;
     every report's priority lies below the checks' and the short jobs' (which run first)."""
-    from tunelab import pipeline
+    from tunelab.run import pipeline
 
     plan = pipeline.plan(str(REPO / "workflows/sweeps/*.yaml"), "sqlite")
     priorities = {s: plan.report_priority(s) for s in plan.sweeps}
@@ -228,7 +232,7 @@ def test_a_pack_builds_each_table_once_per_server(engine):
     a point that reads another table, or writes, replaces it. In the measurement order each
     table a pack reads is built once per server (fresh-knob combination), also where several
     restart combinations read it (PostgreSQL's buffer-pool sweeps) and inserts fall between."""
-    from tunelab import pipeline
+    from tunelab.run import pipeline
 
     plan = pipeline.plan(str(REPO / "workflows/sweeps/*.yaml"), engine)
     info = engines.info(engine)

@@ -143,7 +143,7 @@ def _tunelab_without_drivers(tmp_path: Path, *args: str) -> subprocess.Completed
 
 @pytest.mark.slow
 def test_a_sqlite_run_imports_no_other_engines_driver(write_sweep, tmp_path):
-    from tunelab import spec
+    from tunelab.sweep import spec
 
     sweep = write_sweep(
         """

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import containers, runner, spec, sweeprun
 from tunelab.engines import images
 from tunelab.engines.base import EngineError, version_applied, version_text
 from tunelab.engines.postgres import INFO
+from tunelab.host import containers
+from tunelab.measure import runner, sweeprun
+from tunelab.sweep import spec
 
 REPO = Path(__file__).resolve().parents[1]
 LIB = REPO / "containers" / "lib" / "debian-image.sh"

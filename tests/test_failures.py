@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tunelab import spec
+from tunelab.sweep import spec
 
 TUNELAB = [sys.executable, "-m", "tunelab.cli"]
 
@@ -283,8 +283,9 @@ def test_bpsim_out_on_a_full_disk_is_a_failure_not_bad_input(tmp_path, small_dis
 # -- Ctrl-C during a MariaDB point ------------------------------------------------------------
 @pytest.fixture
 def mariadb_image():
-    from tunelab import containers, engines
+    from tunelab import engines
     from tunelab.engines.images import ensure_image
+    from tunelab.host import containers
 
     reason = containers.docker_unavailable_reason()
     if reason:
@@ -313,7 +314,7 @@ def _mariadb_sweep(write_sweep, cache: str) -> tuple[Path, str]:
 
 
 def _start_point(tmp_path: Path, sweep: Path, point: str, *extra: str) -> subprocess.Popen:
-    from tunelab import dataset
+    from tunelab.store import dataset
 
     dataset.materialise(_only_point(sweep).dataset, tmp_path / "data")  # no wait for data
     return subprocess.Popen(
@@ -340,7 +341,7 @@ def _interrupted(proc: subprocess.Popen) -> tuple[float, str]:
 def test_sigint_while_the_server_starts(write_sweep, tmp_path, mariadb_image):
     from docker.errors import NotFound
 
-    from tunelab import containers
+    from tunelab.host import containers
 
     sweep, point = _mariadb_sweep(write_sweep, "warm")
     api = containers.client()
@@ -369,7 +370,8 @@ def test_sigint_while_the_server_starts(write_sweep, tmp_path, mariadb_image):
 def test_sigint_while_a_kept_server_restarts(write_sweep, tmp_path, mariadb_image):
     """The kept server of a workflow run is stopped for a cold repetition: an interrupt
     then must not wait for it to answer (it used to, 15 s, and report "Connection refused")."""
-    from tunelab import containers, recovery
+    from tunelab.host import containers
+    from tunelab.run import recovery
 
     sweep, point = _mariadb_sweep(write_sweep, "cold")
     run_id = f"test-{uuid.uuid4().hex[:8]}"

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from faults.harness import commands_in, kill_session
 
-from tunelab import ownership, results
+from tunelab.host import ownership
+from tunelab.store import results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -107,7 +108,7 @@ def assert_nothing_left(work: Path) -> None:
         except OSError:
             continue
         assert str(work).encode() not in cmd or b"pytest" in cmd, cmd
-    from tunelab import containers
+    from tunelab.host import containers
 
     if containers.docker_unavailable_reason() is None:
         c = containers.client()

@@ -33,7 +33,9 @@ import pytest
 from faults import harness
 from faults.harness import Lab
 
-from tunelab import ownership, results, spec
+from tunelab.host import ownership
+from tunelab.store import results
+from tunelab.sweep import spec
 
 MODE = os.environ.get("TUNELAB_FAULT_MATRIX", "quick")
 if MODE not in ("quick", "full", "off"):
@@ -67,7 +69,7 @@ def ready(engine: str) -> None:
     if reason := lab_installed():
         pytest.skip(reason)
     if engine != "sqlite":
-        from tunelab import containers
+        from tunelab.host import containers
 
         if reason := containers.docker_unavailable_reason():
             pytest.skip(reason)
@@ -465,7 +467,7 @@ SERVERS = [e for e in ENGINES if e != "sqlite"]
 
 
 def lab_containers(lab: Lab) -> list:
-    from tunelab import containers
+    from tunelab.host import containers
 
     c = containers.client()
     return [x for x in c.containers.list(filters={"label": "tunelab=1"})

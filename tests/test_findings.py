@@ -1,4 +1,4 @@
-"""The findings file (tunelab.findings): each finding stated once and judged alike on every
+"""The findings file (tunelab.sweep.findings): each finding stated once and judged alike on every
 engine that can run its sweep; bad findings refused before anything starts, one line each."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import claimspec, engines, findings, spec
+from tunelab import engines
+from tunelab.sweep import claimspec, findings, spec
 
 REPO = Path(__file__).resolve().parents[1]
 FINDINGS = REPO / "workflows" / "findings.yaml"

@@ -16,9 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import claimspec, runner, spec
 from tunelab.analysis import claims
-from tunelab.claimspec import FLAT_THEN_FALLS
+from tunelab.measure import runner
+from tunelab.sweep import claimspec, spec
+from tunelab.sweep.claimspec import FLAT_THEN_FALLS
 
 ROWS = 20_000
 ROUNDS = 6

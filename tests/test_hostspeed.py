@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import noise
 from tunelab.analysis import claims, hostspeed
+from tunelab.host import noise
 from tunelab.report import compare as cmp
 from tunelab.report import compare_text
 from tunelab.report.methods import _interference_text

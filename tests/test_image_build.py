@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import containers, engines
+from tunelab import engines
 from tunelab.engines import images
+from tunelab.host import containers
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX_ENV = "TUNELAB_IMAGE_PREFIX"
@@ -166,9 +167,10 @@ def test_a_second_postgres_version_builds_from_the_next_release_and_runs(tmp_pat
     _docker_or_skip()
     if os.geteuid() != 0 or not shutil.which("debootstrap"):
         pytest.skip("building an image needs root and debootstrap (./lab setup test)")
-    from tunelab import runner, spec
     from tunelab.engines.base import EngineError
     from tunelab.engines.postgres import PostgresEngine
+    from tunelab.measure import runner
+    from tunelab.sweep import spec
 
     src = engines.info("postgres").image
     if images.version_refusal("postgres", src, "17") is not None:

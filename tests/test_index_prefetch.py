@@ -10,8 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import containers, recovery, runner, spec
 from tunelab.engines.postgres import PostgresEngine, settings
+from tunelab.host import containers
+from tunelab.measure import runner
+from tunelab.run import recovery
+from tunelab.sweep import spec
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = REPO / "workflows" / "sweeps" / "index-prefetch.yaml"

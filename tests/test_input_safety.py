@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, workflow_failure
-from tunelab import pipeline, spec, yamlfile
+from tunelab.host import yamlfile
+from tunelab.run import pipeline
+from tunelab.sweep import spec
 
 # Shell commands hidden in file names; each would leave a file of this name where it ran.
 MARKERS = ("pwned-semi", "pwned-pipe", "pwned-subst", "pwned-tick")
@@ -374,7 +376,7 @@ def test_the_run_resolves_config_files_directory_and_config_as_snakemake_does(tm
     run = pipeline.resolve_run([*base, "--configfile", str(extra), "--config", "engine=mariadb",
                                 "sweeps=sweeps/*.yaml"])  # fmt: skip
     assert run.engine == "mariadb" and [f.name for f in run.files] == ["a b.yaml", "c.yaml"]
-    command = [sys.executable, "-m", "tunelab.pipeline", *base]
+    command = [sys.executable, "-m", "tunelab.run.pipeline", *base]
     # The default glob is read in the run's directory, as the workflow reads it.
     proc = subprocess.run(command, capture_output=True, text=True)
     assert proc.returncode == 2

@@ -1,5 +1,5 @@
 """A stop while a command starts (Python still importing): Snakemake as `./lab run` starts it
-(tunelab.snakemake_cli) and the `tunelab` command end with 130 and no traceback; the wrapper
+(tunelab.run.snakemake_cli) and the `tunelab` command end with 130 and no traceback; the wrapper
 is Snakemake's own command line, and `tunelab recover` knows it as Snakemake."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import ownership, recovery
-from tunelab.ownership import Proc
+from tunelab.host import ownership
+from tunelab.host.ownership import Proc
+from tunelab.run import recovery
 
-WRAPPER = [sys.executable, "-m", "tunelab.snakemake_cli"]
+WRAPPER = [sys.executable, "-m", "tunelab.run.snakemake_cli"]
 
 
 def test_it_is_snakemakes_command_line():
@@ -56,7 +57,7 @@ def test_a_stop_while_it_starts_ends_it_with_130_and_no_traceback(command):
     assert hit, "every start finished before its stop"
 
 
-@pytest.mark.parametrize("module", ["tunelab.labstart", "tunelab.snakemake_cli"])
+@pytest.mark.parametrize("module", ["tunelab.run.labstart", "tunelab.run.snakemake_cli"])
 def test_recover_knows_it_as_snakemake(module, tmp_path):
     started = Proc(1, (sys.executable, "-m", module, "--", "--profile", "p"), tmp_path)
     assert recovery.is_snakemake(started)
@@ -70,7 +71,7 @@ def test_recover_knows_it_as_snakemake(module, tmp_path):
 HELD_LOCK = """
 import os, signal, threading
 from snakemake.scheduling.job_scheduler import JobScheduler
-from tunelab import snakemake_cli
+from tunelab.run import snakemake_cli
 if PATCHED:
     snakemake_cli.patch_scheduler()
 s = object.__new__(JobScheduler)
@@ -180,7 +181,7 @@ def _sigint_ignored(pid: int) -> bool:
 @pytest.mark.slow
 @pytest.mark.parametrize("ignored", [False, True], ids=["terminal", "sigint-ignored"])
 def test_snakemake_takes_sigint_back_unless_the_lab_was_started_without_it(ignored, tmp_path):
-    """The checks before the sweeps run with SIGINT ignored (tunelab.labstart); Snakemake,
+    """The checks before the sweeps run with SIGINT ignored (tunelab.run.labstart); Snakemake,
     in the same process, gets it back where the lab was started from a terminal, and not
     where it was started with SIGINT ignored (cron, a script's `./lab run &`)."""
     from test_input_safety import REPO, lab_installed
@@ -202,7 +203,7 @@ def test_snakemake_takes_sigint_back_unless_the_lab_was_started_without_it(ignor
             seen.append(line)
             if "Building DAG of jobs" in line:  # Snakemake's own work has begun
                 break
-        (snakemake,) = [p for p in ownership.processes() if "tunelab.labstart" in p.names()
+        (snakemake,) = [p for p in ownership.processes() if "tunelab.run.labstart" in p.names()
                         and os.getsid(p.pid) == proc.pid]  # fmt: skip
         assert _sigint_ignored(snakemake.pid) == ignored, "".join(seen)[-3000:]
     finally:

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import jobs, ownership, pipeline, spec
+from tunelab.host import jobs, ownership
 from tunelab.jobserver import client, control
+from tunelab.run import pipeline
+from tunelab.sweep import spec
 
 TUNELAB = shutil.which("tunelab", path=str(Path(sys.executable).parent))
 SWEEP = """
@@ -420,7 +422,7 @@ def test_a_job_holds_none_of_the_servers_descriptors(write_sweep, tmp_path, serv
 def test_the_runs_clean_up_at_its_end_runs_in_its_job_server(tmp_path, server, monkeypatch):
     """At the workflow's end (no job runs) the run's clean-up is one more served command,
     not a new interpreter."""
-    from tunelab import containers
+    from tunelab.host import containers
 
     try:
         containers.client()

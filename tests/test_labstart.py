@@ -1,4 +1,4 @@
-"""The run's start in one process (tunelab.labstart): a check that fails ends it before
+"""The run's start in one process (tunelab.run.labstart): a check that fails ends it before
 Snakemake, with the check's own exit status and lines, and the file that says the sweeps
 started is never made."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_interrupts import SWEEP  # a one-point SQLite sweep
 
-from tunelab import labstart
+from tunelab.run import labstart
 
 REPO = Path(__file__).resolve().parents[1]
 

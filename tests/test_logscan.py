@@ -9,9 +9,12 @@ import uuid
 import pandas as pd
 import pytest
 
-from tunelab import engines, recovery, runner, spec, workloads
+from tunelab import engines
 from tunelab.hadr import scan
+from tunelab.measure import runner
 from tunelab.report import logscan
+from tunelab.run import recovery
+from tunelab.sweep import spec, workloads
 
 
 def rows(**over) -> pd.DataFrame:
@@ -73,8 +76,8 @@ def test_transactions_count_the_commits_the_write_plan_makes():
 # -- real servers ----------------------------------------------------------------------------
 @pytest.fixture(params=["postgres", "mariadb"])
 def server_engine(request) -> str:
-    from tunelab import containers
     from tunelab.engines.images import ensure_image
+    from tunelab.host import containers
 
     reason = containers.docker_unavailable_reason()
     if reason:

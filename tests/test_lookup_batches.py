@@ -10,10 +10,13 @@ import uuid
 import pandas as pd
 import pytest
 
-from tunelab import containers, recovery, runner, spec, workloads
 from tunelab.engines import mariadb, postgres, sqlite
 from tunelab.engines.db2_sql import PlanOperator, normalise_plan
 from tunelab.engines.sqlite import SQLiteEngine
+from tunelab.host import containers
+from tunelab.measure import runner
+from tunelab.run import recovery
+from tunelab.sweep import spec, workloads
 
 ROWS, SEED = 20_000, 5
 POINT = workloads.Workload("point", {"lookups": 250, "fetch": "all", "batch": 100})

@@ -11,9 +11,13 @@ import MySQLdb
 import pandas as pd
 import pytest
 
-from tunelab import containers, dataset, recovery, runner, spec, workloads
 from tunelab.engines.base import AccessPath, EngineError, IndexPlan
 from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine, _normalise_plan
+from tunelab.host import containers
+from tunelab.measure import runner
+from tunelab.run import recovery
+from tunelab.store import dataset
+from tunelab.sweep import spec, workloads
 
 pytestmark = pytest.mark.docker
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab import containers, ownership, spec
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines import standby
 from tunelab.engines.base import EngineError, IndexPlan
@@ -22,6 +21,8 @@ from tunelab.engines.mariadb import DATABASE, MariaDBEngine
 from tunelab.engines.server import host_dir
 from tunelab.hadr import cli as hadr_cli
 from tunelab.hadr import model
+from tunelab.host import containers, ownership
+from tunelab.sweep import spec
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET = "s3cretPassw0rdForTests"
@@ -152,7 +153,7 @@ def test_mode_statements():
 
 
 def test_planned_sql_shows_the_replica_and_no_password(tmp_path):
-    from tunelab import dataset
+    from tunelab.store import dataset
 
     eng = MariaDBEngine(tmp_path / "e", "r")
     knobs = {"sync_mode": "AFTER_SYNC", "network_rtt_ms": 5}

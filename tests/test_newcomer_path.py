@@ -39,7 +39,7 @@ BUILT = sorted(p.parent.name for p in (REPO / "containers").glob("*/build.sh"))
 
 
 def _skip_reason() -> str | None:
-    from tunelab import containers
+    from tunelab.host import containers
 
     if reason := containers.docker_unavailable_reason():
         return reason
@@ -51,7 +51,7 @@ def _skip_reason() -> str | None:
 
 
 def _remove_images(prefix: str) -> None:
-    from tunelab import containers
+    from tunelab.host import containers
 
     client = containers.client()
     for image in client.images.list():

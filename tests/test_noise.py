@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import noise
+from tunelab.host import noise
 from tunelab.report import methods
 from tunelab.report.data import ReportData
 
@@ -80,9 +80,9 @@ def test_pin_client_binds_every_thread_and_records_it():
 
 @needs_two_cpus
 def test_a_server_engine_measured_in_the_tests_process_pins_it(tmp_path):
-    """As a sweep's measuring process does (tunelab.runner), for good: the next test must
+    """As a sweep's measuring process does (tunelab.measure.runner), for good: the next test must
     find the CPUs given back (conftest)."""
-    from tunelab import runner
+    from tunelab.measure import runner
 
     placement = runner.placement("mariadb")
     assert os.sched_getaffinity(0) == set(placement.client) != set(USABLE)
@@ -243,7 +243,8 @@ def test_an_embedded_engine_has_no_processes_of_its_own(tmp_path):
 @pytest.mark.docker
 @needs_two_cpus
 def test_container_runs_on_the_engine_cpus_and_its_processes_are_found(image):
-    from tunelab import containers, recovery
+    from tunelab.host import containers
+    from tunelab.run import recovery
 
     run_id = f"test-{uuid.uuid4().hex[:8]}"
     engine_cpus = noise.plan_cpus().engine_cpuset

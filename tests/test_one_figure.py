@@ -49,8 +49,9 @@ QUOTE = re.compile(r"(?P<label>(?:index|selectivity) [^:;,()]+?(?:, selectivity 
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> str:
-    from tunelab import runner, spec
+    from tunelab.measure import runner
     from tunelab.report.render import render
+    from tunelab.sweep import spec
 
     work = tmp_path_factory.mktemp("one-figure")
     sweep_file = work / "sqlite-one-figure.yaml"

@@ -9,7 +9,6 @@ import uuid
 import pandas as pd
 import pytest
 
-from tunelab import containers, dataset, recovery, runner, spec, workloads
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.engines.postgres import (
     INDEX_KINDS,
@@ -22,6 +21,11 @@ from tunelab.engines.postgres import (
     settings_text,
     table_ddl,
 )
+from tunelab.host import containers
+from tunelab.measure import runner
+from tunelab.run import recovery
+from tunelab.store import dataset
+from tunelab.sweep import spec, workloads
 
 docker = pytest.mark.docker  # the tests below that start servers (the rest need nothing)
 

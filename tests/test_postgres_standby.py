@@ -11,12 +11,13 @@ import uuid
 
 import pytest
 
-from tunelab import containers, ownership, spec
 from tunelab.engines import postgres_standby as standby
 from tunelab.engines import standby as common
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.engines.postgres import PostgresEngine, settings_text
 from tunelab.engines.server import host_dir
+from tunelab.host import containers, ownership
+from tunelab.sweep import spec
 
 docker = pytest.mark.docker
 

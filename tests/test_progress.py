@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO
-from tunelab import pipeline, progress
+from tunelab.run import pipeline, progress
 
 SWEEP = """\
 name: tiny
@@ -86,7 +86,7 @@ def run(tmp_path_factory):
     # as a stopped `./lab run` counts, from the fields it kept (here in another directory)
     fields = work / "fields"
     fields.write_bytes("".join(f"{f}\0" for f in pipeline.run_fields(args)).encode())
-    counted = subprocess.run([sys.executable, "-m", "tunelab.pipeline", "--count-pending-from",
+    counted = subprocess.run([sys.executable, "-m", "tunelab.run.pipeline", "--count-pending-from",
                               str(fields)], capture_output=True, text=True, env=_env(),
                              cwd=REPO, check=True)  # fmt: skip
     assert counted.stdout == "4\n", counted.stderr
@@ -96,7 +96,7 @@ def run(tmp_path_factory):
     log = work / "logs" / "jobs.jsonl"
     assert f"point-results results/sqlite/tiny/{earlier}.csv" in log.read_text()
     helper = subprocess.run(
-        [sys.executable, "-m", "tunelab.pipeline", "--for-run", *args],
+        [sys.executable, "-m", "tunelab.run.pipeline", "--for-run", *args],
         capture_output=True, text=True, env=_env(), check=True,
     )  # fmt: skip
     options = helper.stdout.split("\0")[:-1]
@@ -112,7 +112,7 @@ def run(tmp_path_factory):
 
 
 def _points(work: Path):
-    from tunelab import spec
+    from tunelab.sweep import spec
 
     points, errors = spec.expand(work / "sweeps" / "tiny.yaml", "sqlite")
     assert not errors
@@ -267,7 +267,7 @@ def test_the_workflow_writes_the_options_its_plan_gives(tmp_path):
     cmd = [sys.executable, "-m", "snakemake", *_args(tmp_path), "-n"]
     subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=600)
     helper = subprocess.run(
-        [sys.executable, "-m", "tunelab.pipeline", "--for-run", *_args(tmp_path)],
+        [sys.executable, "-m", "tunelab.run.pipeline", "--for-run", *_args(tmp_path)],
         capture_output=True, text=True, env=_env(), check=True,
     )  # fmt: skip
     written = json.loads(run_file.read_text())

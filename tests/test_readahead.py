@@ -21,9 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import blockdev, containers, dataset, ownership, recovery, spec
 from tunelab.engines.base import IndexPlan
 from tunelab.engines.readahead import NAME
+from tunelab.host import blockdev, containers, ownership
+from tunelab.run import recovery
+from tunelab.store import dataset
+from tunelab.sweep import spec
 
 REPO = Path(__file__).resolve().parents[1]
 PREFETCH = REPO / "workflows" / "sweeps" / "scan-vs-prefetch.yaml"
@@ -286,7 +289,7 @@ def test_a_device_left_by_a_reboot_is_only_files_and_recover_deletes_them(tmp_pa
 
 
 def test_rows_derive_request_size_and_rate_from_the_devices_counters():
-    from tunelab import runner
+    from tunelab.measure import runner
 
     c = {"logical_reads": 100.0, "physical_reads": 100.0, "dev_read_requests": 25.0,
          "dev_read_bytes": 25 * 65536.0, "dev_read_ms": 3.0}  # fmt: skip

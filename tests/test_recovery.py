@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tunelab import containers, ownership, recovery
-from tunelab.ownership import Owner
+from tunelab.host import containers, ownership
+from tunelab.host.ownership import Owner
+from tunelab.run import recovery
 
 
 @pytest.fixture(autouse=True)
@@ -185,9 +186,9 @@ def test_a_live_runs_job_server_keeps_the_lock(tmp_path):
 
 
 def test_the_job_server_lab_started_for_its_run_does_not_keep_the_lock(tmp_path, monkeypatch):
-    """`./lab run` starts its run's job server before it recovers (tunelab.jobs's
+    """`./lab run` starts its run's job server before it recovers (tunelab.host.jobs's
     STANDBY_ENV names it): that server is no killed run's, and holds nothing yet."""
-    from tunelab import jobs
+    from tunelab.host import jobs
 
     checkout = _locked_checkout(tmp_path)
     server = _job_server_stand_in(checkout, os.getpid())
@@ -283,7 +284,7 @@ def test_a_run_whose_job_still_runs_is_left_alone_though_its_owner_is_gone(tmp_p
 _OWNER = """
 import sys, time
 from pathlib import Path
-from tunelab import ownership
+from tunelab.host import ownership
 from tunelab.engines.mariadb import MariaDBEngine
 workdir, run_id, image = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 ownership.make_dir(workdir / "points" / "p1" / "engine")
@@ -353,7 +354,7 @@ def test_killed_run_with_a_kept_mariadb_server_recovers(image, tmp_path):
 _TWO_CHECKOUTS = """
 import os, signal, sys
 from pathlib import Path
-from tunelab import containers
+from tunelab.host import containers
 spec = containers.ContainerSpec(image=sys.argv[1], port=3306,
     command=["sh", "-c", "echo up; exec sleep 300"], ready_log="^up$")
 for workdir, run_id in zip(sys.argv[2::2], sys.argv[3::2]):

@@ -1,5 +1,5 @@
 """Does each number measure the engine? The report's plan, engine-time and per-query parts,
-on rows measured through tunelab.runner on SQLite (the engine sweep of test_report_support):
+on rows measured through tunelab.measure.runner on SQLite (the engine sweep of test_report_support):
 the planner's real choice of a scan where the index knob built an index is listed and
 marked, engine time stands beside the client's clock, the first cold query apart from the
 rest. Client-bound points and result files from before these columns are derived from the

@@ -7,7 +7,7 @@ the three open engines, and all three, must give the matrix, the side-by-side pa
 index command that succeeds; a page that cannot be made fails the command in one line and
 leaves no page of the lab's standing as if current.
 
-The rows: SQLite's, measured here (a tiny cold scan through tunelab.runner, about a second),
+The rows: SQLite's, measured here (a tiny cold scan through tunelab.measure.runner, about a second),
 made into each engine's rows of the prefetch sweep by giving them that engine's name and
 knob columns (its defaults, the sweep's fixed knobs and two values of each knob the sweep
 varies for it, by the sweep's own rule, spec.knob_lists). The page code under test reads
@@ -25,9 +25,10 @@ import pandas as pd
 import pytest
 
 from tunelab import engines as registry
-from tunelab import runner, spec
-from tunelab.check import check_main
+from tunelab.measure import runner
 from tunelab.report import cli, engines, index
+from tunelab.run.check import check_main
+from tunelab.sweep import spec
 
 REPO = Path(__file__).resolve().parents[1]
 PREFETCH = REPO / "workflows" / "sweeps" / "scan-vs-prefetch.yaml"

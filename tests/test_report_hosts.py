@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 from test_report_support import measured
 
-from tunelab import cluster, containers, ownership, provenance
 from tunelab.analysis import claims
 from tunelab.engines import server
+from tunelab.host import containers, ownership, provenance
 from tunelab.report import appendix, callouts, checks, index, methods, sections
 from tunelab.report.data import load
+from tunelab.run import cluster
 
 
 def two_hosts(tmp_path_factory, tmp_path, pooled: bool = False):

@@ -270,7 +270,8 @@ _LOCKING: dict[str, tuple] = {}
 
 
 def _measure_points(sweep, engine: str, out_dir, run_id: str | None = None) -> pd.DataFrame:
-    from tunelab import runner, spec
+    from tunelab.measure import runner
+    from tunelab.sweep import spec
 
     points, errors = spec.expand(sweep, engine)
     assert not errors, errors
@@ -377,7 +378,7 @@ def test_no_lock_figure_without_both_lock_kinds(tmp_path_factory, tmp_path, scan
 def test_lock_figure_of_a_real_mariadb_locking_sweep(tmp_path_factory, image):
     import uuid
 
-    from tunelab import recovery
+    from tunelab.run import recovery
 
     work = tmp_path_factory.mktemp("mdb-locking")
     sweep = work / "locking.yaml"

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tunelab import findings, spec, sweeprun
 from tunelab.analysis.claims import WORDS, figure_text
-from tunelab.check import check_main
+from tunelab.measure import sweeprun
 from tunelab.report import index, questions
 from tunelab.report.labels import figures_text
+from tunelab.run.check import check_main
+from tunelab.sweep import findings, spec
 
 pytestmark = pytest.mark.slow
 

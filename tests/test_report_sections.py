@@ -177,7 +177,8 @@ def test_methods_name_the_container_image_and_overlapping_timings(tmp_path_facto
 def test_methods_say_the_cold_steps_as_the_engine_of_the_rows_describes_them(
     tmp_path_factory, tmp_path
 ):
-    from tunelab import cache, engines
+    from tunelab import engines
+    from tunelab.host import cache
 
     csv, sweep = measured("scan", tmp_path_factory)
     rows = pd.read_csv(csv)

@@ -4,9 +4,9 @@ Nothing here is made up: every elapsed time comes from running the query, the pa
 hits and misses from SQLite's own per-connection counters (apsw db_status), the device
 bytes from /proc/self/io, and the cold state from posix_fadvise DONTNEED plus a mincore
 residency check (no global drop_caches: other work on the machine keeps its cache).
-The rows carry the columns described in tunelab.results.
+The rows carry the columns described in tunelab.store.results.
 
-The "engine" sweep is measured by tunelab.runner itself, so its rows also carry the plan of
+The "engine" sweep is measured by tunelab.measure.runner itself, so its rows also carry the plan of
 every point, the engine's own time and the per-statement times.
 """
 
@@ -25,9 +25,9 @@ import pandas as pd
 import yaml
 
 import tunelab
-from tunelab import cache
-from tunelab.dataset import Dataset, generate
-from tunelab.results import write_rows
+from tunelab.host import cache
+from tunelab.store.dataset import Dataset, generate
+from tunelab.store.results import write_rows
 
 ROWS = 20_000
 SEED = 7
@@ -290,9 +290,10 @@ def measure_range(workdir: Path) -> tuple[Path, Path]:
 
 
 def measure_engine(workdir: Path) -> tuple[Path, Path]:
-    """Run the engine sweep point by point through tunelab.runner (what `tunelab run-point`
+    """Run the engine sweep point by point through tunelab.measure.runner (what `tunelab run-point`
     does) and merge the points' rows; returns (results CSV, sweep YAML)."""
-    from tunelab import runner, spec
+    from tunelab.measure import runner
+    from tunelab.sweep import spec
 
     workdir.mkdir(parents=True, exist_ok=True)
     sweep_file = workdir / "sqlite-engine-bound.yaml"

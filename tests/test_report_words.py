@@ -19,10 +19,12 @@ import yaml
 from test_report_render import number, tables_of
 from test_report_support import TEMPLATE, report_params
 
-from tunelab import engines, findings, runner, spec
+from tunelab import engines
+from tunelab.measure import runner
 from tunelab.report import index, reads
 from tunelab.report.labels import READS_DEVICE, READS_OS
 from tunelab.report.render import timed_render
+from tunelab.sweep import findings, spec
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = {

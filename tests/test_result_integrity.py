@@ -14,7 +14,10 @@ import pandas as pd
 import pytest
 
 from tests.conftest import workflow_failure
-from tunelab import cli, results, runner, spec
+from tunelab import cli
+from tunelab.measure import runner
+from tunelab.store import results
+from tunelab.sweep import spec
 
 SWEEP = """\
 name: {name}

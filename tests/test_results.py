@@ -3,7 +3,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tunelab import results
+from tunelab.store import results
 
 
 def test_rows_are_written_atomically_and_read_back(tmp_path):
@@ -29,7 +29,7 @@ def test_swept_columns_are_those_that_vary(tmp_path):
 def test_provenance_that_looks_like_a_number_stays_text(tmp_path):
     """A findings digest such as 2443e27572355759 reads as a float (inf) by default; the
     lab's readers keep it, and the commit, as written, through a round's journal too."""
-    from tunelab import sweeprun
+    from tunelab.measure import sweeprun
 
     row = {"point_id": "p", "rep": 0, "elapsed_s": 1.0, "findings_digest": "2443e27572355759",
            "git_commit": "1234e5678901"}  # fmt: skip

@@ -1,4 +1,4 @@
-"""A sweep measured in rounds (tunelab.sweeprun): the order, drift, a kill and the continuation.
+"""A sweep measured in rounds (measure.sweeprun): the order, drift, a kill and the continuation.
 
 The drift tests measure with a synthetic point session whose time grows linearly with every
 repetition the host has run, as a host whose timed work drifts does: under back-to-back
@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab import runner, spec, sweeprun
 from tunelab.analysis import stats
+from tunelab.measure import runner, sweeprun
+from tunelab.sweep import spec
 
 SWEEP = """
 name: drift
@@ -351,7 +352,7 @@ class EffectSession(DriftingSession):
     rng = np.random.default_rng(0)
 
     def repetition(self, rep, extra=None, follows_itself=True):
-        from tunelab import results
+        from tunelab.store import results
 
         base = 1.0 - (self.effect if self.point.knobs["buffer_pool"] == 512 else 0.0)
         return {"point_id": self.point.point_id, "rep": rep, **(extra or {}),

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from tunelab import results, spec
 from tunelab.analysis import sequential, stats
 from tunelab.cli import main
+from tunelab.store import results
+from tunelab.sweep import spec
 
 BODY = "name: s\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n"
 

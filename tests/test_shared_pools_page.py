@@ -8,12 +8,12 @@ import re
 import pandas as pd
 import pytest
 
-from tunelab import pipeline
 from tunelab.bpsim import shared_cli, shared_curves
 from tunelab.report import cli as report_cli
 from tunelab.report import shared_pools
 from tunelab.report.data import ReportInputError
 from tunelab.report.index import SHARED_POOLS_PAGE, write_index
+from tunelab.run import pipeline
 
 ARGS = ["--pages", "2000", "--references", "30000", "--members", "1,2,4",
         "--write-share", "0,0.3", "--lbp", "40,100", "--gbp", "20,80,320,1280,2000"]  # fmt: skip

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from tunelab import spec
 from tunelab.cli import main
+from tunelab.sweep import spec
 
 GOOD = """
     name: good
@@ -176,7 +176,7 @@ def test_engines_lists_knobs_and_says_sqlite_locks_the_database(capsys):
 
 def test_the_default_sweep_pack_is_valid():
     from tests.conftest import REPO
-    from tunelab import pipeline
+    from tunelab.run import pipeline
 
     pattern = str(REPO / "workflows" / "sweeps" / "*.yaml")
     for engine in ("sqlite", "mariadb", "db2"):

@@ -6,11 +6,14 @@ import apsw
 import pandas as pd
 import pytest
 
-from tunelab import cache, dataset, runner, spec, workloads
-from tunelab.dataset import Dataset
 from tunelab.engines import sqlite
 from tunelab.engines.base import EngineError
 from tunelab.engines.sqlite import SQLiteEngine
+from tunelab.host import cache
+from tunelab.measure import runner
+from tunelab.store import dataset
+from tunelab.store.dataset import Dataset
+from tunelab.sweep import spec, workloads
 
 ROWS = 20_000
 

@@ -4,7 +4,7 @@
 #   knee, ...). Options from config: bpsim: {args: "...", <name>: "..."}.
 from tunelab.bpsim.cli import workflow_args
 from tunelab.bpsim.traces import find_trace
-from tunelab.pipeline import words
+from tunelab.run.pipeline import words
 
 BPSIM_TRACES = config.get("traces_dir", "traces")
 BPSIM_RESULTS = f"{config.get('results_dir', 'results')}/bpsim"

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-# Paths of every stage, from the config (helpers live in tunelab.pipeline). A run at the
+# Paths of every stage, from the config (helpers live in tunelab.run.pipeline). A run at the
 # assignment's size keeps its results, reports and logs below assignment/ (SIZE: Snakefile).
 RESULTS = pipeline.sized_dir(config["results_dir"], SIZE)
 REPORTS = pipeline.sized_dir(config["reports_dir"], SIZE)

@@ -1,4 +1,4 @@
-from tunelab import results
+from tunelab.store import results
 
 
 rule measure_sweep:

@@ -288,7 +288,7 @@ import_image() {
     )
     for e in "${env[@]}"; do changes+=(--change "ENV $e"); done
     changes+=(--change "LABEL org.tunelab.engine=$engine org.tunelab.debian-suite=$suite org.tunelab.$engine-package=$pkg_version org.tunelab.files=$files")
-    # The entrypoint restarts the server in place on this signal (tunelab.containers).
+    # The entrypoint restarts the server in place on this signal (tunelab.host.containers).
     [ -z "${restart_signal:-}" ] || changes+=(--change "LABEL org.tunelab.restart-signal=$restart_signal")
 
     echo "importing $tag"

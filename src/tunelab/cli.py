@@ -21,7 +21,9 @@ import os
 import sys
 from pathlib import Path
 
-from tunelab import benchlock, claimspec, clockstep, engines, jobs, spec, workloads
+from tunelab import engines
+from tunelab.host import benchlock, clockstep, jobs
+from tunelab.sweep import claimspec, spec, workloads
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -34,20 +36,20 @@ DELEGATED = {
     "report": "tunelab.report.cli:report_main",
     "report-shared-pools": "tunelab.report.cli:shared_pools_main",
     "index": "tunelab.report.cli:index_main",
-    "report-all": "tunelab.report_all:main",
+    "report-all": "tunelab.run.report_all:main",
     "guide": "tunelab.report.guide:guide_main",
     "compare": "tunelab.cli:compare_main",
-    "check": "tunelab.check:check_main",
-    "clean": "tunelab.recovery:clean_main",
-    "recover": "tunelab.recovery:recover_main",
-    "progress": "tunelab.progress:progress_main",
+    "check": "tunelab.run.check:check_main",
+    "clean": "tunelab.run.recovery:clean_main",
+    "recover": "tunelab.run.recovery:recover_main",
+    "progress": "tunelab.run.progress:progress_main",
     "hadr-calc": "tunelab.cli:hadr_calc_main",
     "logscan": "tunelab.report.logscan:main",
     "probe": "tunelab.probes.cli:main",
 }
 
 # How the commands Snakemake runs hold the host-wide bench lock for their whole run
-# (tunelab.jobs); run-point and trace-point hold it around the measurement (runner.bench_slot).
+# (tunelab.host.jobs); run-point and trace-point hold it around the measurement (runner.bench_slot).
 _LOCKS = {jobs.EXCLUSIVE: benchlock.exclusive, jobs.SHARED: benchlock.shared}
 BENCH_LOCK = {name: _LOCKS[mode] for name, mode in jobs.JOB_COMMANDS.items() if mode in _LOCKS}
 
@@ -79,7 +81,7 @@ def compare_main(argv: list[str]) -> int:
     from tunelab.report.compare import compare_main as compare
 
     def prepare(rows, workdir: Path, data_dir: Path):
-        from tunelab import sweeprun
+        from tunelab.measure import sweeprun
 
         sweeps = sweeprun.points_again(rows, data_dir)  # bad input: before measuring
         return lambda: sweeprun.measure_again(
@@ -227,7 +229,7 @@ def _on_point(args: argparse.Namespace, action) -> int:
     """Run ``action(point)`` on the point named by the arguments; engine failures and
     existing results become one line on stderr."""
     from tunelab.engines.base import EngineError
-    from tunelab.results import ResultExistsError
+    from tunelab.store.results import ResultExistsError
 
     point, code = _one_point(args)
     if point is None:
@@ -244,16 +246,16 @@ def _on_point(args: argparse.Namespace, action) -> int:
 
 
 def cmd_run_point(args: argparse.Namespace) -> int:
-    from tunelab import runner
+    from tunelab.measure import runner
 
     dirs = (Path(args.workdir), Path(args.data_dir))
     return _on_point(args, lambda p: runner.run_point(p, Path(args.out), *dirs, args.run_id))
 
 
 def cmd_run_sweep(args: argparse.Namespace) -> int:
-    """Every point of a sweep, in rounds (tunelab.sweeprun), to one rounds file."""
-    from tunelab import sweeprun
+    """Every point of a sweep, in rounds (tunelab.measure.sweeprun), to one rounds file."""
     from tunelab.engines.base import EngineError
+    from tunelab.measure import sweeprun
 
     points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration),
                                  data_dir=Path(args.data_dir))  # fmt: skip
@@ -277,8 +279,8 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_point_results(args: argparse.Namespace) -> int:
-    from tunelab import sweeprun
-    from tunelab.results import ResultExistsError
+    from tunelab.measure import sweeprun
+    from tunelab.store.results import ResultExistsError
 
     try:
         sweeprun.point_results(Path(args.rounds), args.point, Path(args.out))
@@ -289,7 +291,7 @@ def cmd_point_results(args: argparse.Namespace) -> int:
 
 
 def cmd_trace_point(args: argparse.Namespace) -> int:
-    from tunelab import runner
+    from tunelab.measure import runner
 
     dirs = (Path(args.workdir), Path(args.data_dir))
     return _on_point(args, lambda p: print(runner.trace_point(p, Path(args.out), *dirs)))
@@ -322,8 +324,8 @@ def image(engine: str, version: str | None = None) -> int:
     it (``tunelab.engines.images.ensure_image``, as a run's points ask); one line. 0, 2 for a
     bad ``TUNELAB_IMAGE_PREFIX`` or a version the engine does not have, 1 when there is no
     image."""
-    from tunelab.containers import ContainerError
     from tunelab.engines.images import ensure_image
+    from tunelab.host.containers import ContainerError
 
     src = engines.info(engine).image
     names = [v.version for v in src.versions] if src is not None else []
@@ -347,7 +349,7 @@ def image(engine: str, version: str | None = None) -> int:
 
 
 def cmd_datagen(args: argparse.Namespace) -> int:
-    from tunelab import dataset
+    from tunelab.store import dataset
 
     try:
         ds = dataset.Dataset.from_key(args.key)
@@ -361,7 +363,7 @@ def cmd_datagen(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from tunelab import results
+    from tunelab.store import results
 
     # Verify every point before anything is written: a bad file is named, set aside (so the
     # workflow sees its point as not measured) and the merged file is left as it was.
@@ -606,8 +608,8 @@ def _os_reason(exc: BaseException) -> str:
 
 def _summary(exc: Exception, argv: list[str]) -> str:
     """The one line that ends a failure: what happened and what to do."""
-    from tunelab.containers import ContainerError
     from tunelab.engines.base import EngineError
+    from tunelab.host.containers import ContainerError
 
     where = _disk_full(exc, argv)
     if where is not None:

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tunelab import ownership, results
+from tunelab.host import ownership
+from tunelab.store import results
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -249,7 +250,7 @@ def loops_under(root: Path) -> list[str]:
 
 def docker_left(root: Path) -> list[str]:
     """The lab's containers, networks and volumes of runs in ``root``."""
-    from tunelab import containers
+    from tunelab.host import containers
 
     if containers.docker_unavailable_reason() is not None:
         return []

@@ -66,8 +66,8 @@ sweeps can state which plan the optimizer chooses. Its median is 0 or 1, so stat
 claim as ``lower`` with the side expected to use the index as ``b``: the ratio 0/1 can hold,
 while 1/0 is infinite and gets no verdict.
 
-What a claim may say, and its check against the sweep's points, is ``tunelab.claimspec``;
-the ``tunelab check`` command is ``tunelab.check``.
+What a claim may say, and its check against the sweep's points, is ``tunelab.sweep.claimspec``;
+the ``tunelab check`` command is ``tunelab.run.check``.
 """
 
 from __future__ import annotations
@@ -82,10 +82,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import results
 from tunelab.analysis import decisions, figures, hostspeed, sequential, stats
 from tunelab.analysis.decisions import CONTRADICTED, HOLDS, INCONCLUSIVE, SHORT
-from tunelab.claimspec import (
+from tunelab.store import results
+from tunelab.sweep.claimspec import (
     COUNTERS,
     FLAT_THEN_FALLS,
     PAIR_KINDS,
@@ -95,7 +95,7 @@ from tunelab.claimspec import (
     parse,
     same,
 )
-from tunelab.findings import FINDING
+from tunelab.sweep.findings import FINDING
 
 VERDICTS = decisions.VERDICTS
 # What a verdict says in words: of a finding, whether it reproduced here; of an explanation

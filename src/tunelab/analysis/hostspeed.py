@@ -1,5 +1,5 @@
 """Timed metrics taken at one CPU speed: each repetition's CPU seconds scaled by the CPU
-reference timed around it (``noise_cpu_probe_s``, ``tunelab.noise``).
+reference timed around it (``noise_cpu_probe_s``, ``tunelab.host.noise``).
 
 On a virtual machine that shares its cores with other guests the CPU's speed changes by up
 to 2x within minutes, with no stolen time to show for it. Measured on such a host (2 cores):

@@ -82,7 +82,7 @@ def looks(n_min: int, n_max: int) -> list[int]:
     return out
 
 
-# A server engine's sweep measures its rounds in passes of this many (tunelab.sweeprun):
+# A server engine's sweep measures its rounds in passes of this many (tunelab.measure.sweeprun):
 # its looks fall on a pass's end. One: a comparison between blocks is paired by pass
 # (``pairing``), and with passes of three, six to twelve rounds were two to four passes, too
 # few for the signed-rank test to reach alpha at all (2 / 2**4 = 0.125): none of the

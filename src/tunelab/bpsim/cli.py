@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic
 from tunelab.bpsim.curves import (
     CSV_COLUMNS,
     SizesError,
@@ -32,6 +31,7 @@ from tunelab.bpsim.shards import sample as shards_sample
 from tunelab.bpsim.shards import shards_error
 from tunelab.bpsim.stackdist import distance_histograms
 from tunelab.bpsim.traces import TraceFormatError, read_trace
+from tunelab.host import atomic
 
 PROG = "tunelab bpsim"
 DEFAULT_POLICY_SIZES = "log:20"
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     # As `tunelab bpsim` runs: beside other jobs, never beside a measurement (the bench lock
     # tunelab.cli takes for it), without importing the CLI, a layer above this one.
-    from tunelab import benchlock
+    from tunelab.host import benchlock
 
     with benchlock.shared(benchlock.job_name(["bpsim", *sys.argv[1:]])):
         sys.exit(main())

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic
+from tunelab.host import atomic
 
 TRACE_SUFFIXES = (".trace.npz", ".trace.npy", ".trace.txt")  # compact, metadata inside
 

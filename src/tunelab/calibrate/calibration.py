@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import atomic
 from tunelab.calibrate.model import DB2_PAGE_SIZES, MB_BYTES, transferrate_ms
+from tunelab.host import atomic
 
 SCHEMA = 1
 CALIBRATION_DIR = Path("calibration")

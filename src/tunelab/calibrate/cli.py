@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tunelab.calibrate import measure, report
+from tunelab.calibrate import measure, tables
 from tunelab.calibrate.calibration import (
     DEFAULT_DATA_DIR,
     Calibration,
@@ -87,7 +87,7 @@ def _run(argv: list[str] | None) -> int:
         cal = measure.calibrate(data_dir, plan, quick=args.quick, note=_note)
         save(cal, out)
         _note(f"wrote {out} in {cal.elapsed_s:.1f} s")
-    sys.stdout.write(cal.to_json() if args.json else report.text(cal))
+    sys.stdout.write(cal.to_json() if args.json else tables.text(cal))
     return 0
 
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache
 from tunelab.calibrate import fio, model, parse
 from tunelab.calibrate.calibration import Calibration, hostname
+from tunelab.host import cache
 
 PREFETCH_PAGES = 32  # DB2's default EXTENTSIZE; one prefetch request = page size x 32 pages
 MAX_SEQ_BYTES = 1 << 20  # the largest sequential request, as in IBM's 1 MB measurement

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tunelab.dataset import COLUMNS, Dataset, Source
 from tunelab.hadr.model import Mode
-from tunelab.noise import Placement
+from tunelab.host.noise import Placement
+from tunelab.store.dataset import COLUMNS, Dataset, Source
 
 
 class EngineError(RuntimeError):
@@ -245,7 +245,7 @@ class EngineInfo:
     # Where engine_time_ns comes from ("" when the engine exposes no statement time).
     engine_time: str = ""
     traces: bool = False  # capture_trace works (page-reference traces for the simulator)
-    # The steps make_cold names in its cache method ("+"-joined) besides tunelab.cache's
+    # The steps make_cold names in its cache method ("+"-joined) besides tunelab.host.cache's
     # (cache.EVICT_STEPS), each in the words of a report's methods section.
     cold_steps: dict[str, str] = field(default_factory=dict)
     # How a cold read reaches the device here (the kernel's read-ahead, the engine's own), in

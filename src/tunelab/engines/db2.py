@@ -48,8 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache
-from tunelab.dataset import Dataset
 from tunelab.engines import db2_hadr
 from tunelab.engines.base import (
     EXPLAIN_MAX,
@@ -119,6 +117,8 @@ from tunelab.engines.db2_sql import (
 )
 from tunelab.engines.server import ServerEngine
 from tunelab.hadr.model import CALCULATOR_MODES
+from tunelab.host import cache
+from tunelab.store.dataset import Dataset
 
 # Pinned image (see containers/db2/README.md); TUNELAB_DB2_IMAGE selects another local tag.
 IMAGE = "icr.io/db2_community/db2:12.1.5.0"
@@ -213,7 +213,7 @@ INFO = EngineInfo(
         ),
         "network_rtt_ms": Knob(
             "network_rtt_ms", "number",
-            "round trip between primary and standby: delay proxies (tunelab.delayproxy) on the "
+            "round trip between primary and standby: delay proxies (host.delayproxy) on the "
             "run network's gateway, between each database and its partner's HADR port, hold "
             "each byte half of it each way; 0: the proxies' hop only",
             minimum=0, maximum=1000, unit="ms", default=0,
@@ -353,7 +353,7 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         return self.image
 
     def container_spec(self) -> Any:
-        from tunelab import containers
+        from tunelab.host import containers
 
         db2_hadr.mount_dir(self.home)  # not world-writable: see there
         return containers.ContainerSpec(
@@ -827,7 +827,7 @@ def _planned_standby(knobs: dict[str, Any]) -> list[str]:
 
 def require_image(tag: str) -> None:
     """EngineError naming the image and how to get it unless it is in the local engine."""
-    from tunelab import containers
+    from tunelab.host import containers
 
     try:
         client = containers.client()

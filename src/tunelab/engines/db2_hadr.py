@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tunelab import containers, delayproxy
 from tunelab.engines.base import EngineError
 from tunelab.engines.db2_sql import DATA_MOUNT, DATABASE, INSTANCE, clp, ident
 from tunelab.hadr.model import CALCULATOR_MODES
+from tunelab.host import containers, delayproxy
 
 NONE = "none"  # sync_mode without a standby
 MODES = tuple(CALCULATOR_MODES)  # HADR_SYNCMODE values: SYNC, NEARSYNC, ASYNC, SUPERASYNC

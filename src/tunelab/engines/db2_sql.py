@@ -16,8 +16,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tunelab.dataset import COLUMN_TYPES, COLUMNS
 from tunelab.engines.base import EngineError, IndexPlan
+from tunelab.store.dataset import COLUMN_TYPES, COLUMNS
 
 INSTANCE = "db2inst1"  # instance owner, also the user the lab connects as
 SCHEMA = INSTANCE.upper()

@@ -27,8 +27,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunelab.containers import ContainerError, client, docker_unavailable_reason
 from tunelab.engines.base import ImageSource, ImageVersion
+from tunelab.host.containers import ContainerError, client, docker_unavailable_reason
 
 CONTAINERS_DIR = Path(__file__).resolve().parents[3] / "containers"
 # The checkout's own state folder (.gitignore'd): the build locks, out of the shared /tmp.

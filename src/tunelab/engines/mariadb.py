@@ -26,8 +26,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache, containers
-from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines import readahead
 from tunelab.engines.base import (
@@ -43,6 +41,8 @@ from tunelab.engines.base import (
 )
 from tunelab.engines.server import ServerEngine, connect_with_retry
 from tunelab.hadr.model import Ack, Mode, Ordering
+from tunelab.host import cache, containers
+from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, Dataset
 
 PORT = 3306
 DATABASE = "tunelab"
@@ -149,7 +149,7 @@ INFO = EngineInfo(
         ),
         "network_rtt_ms": Knob(
             "network_rtt_ms", "number",
-            "round trip between primary and replica: a delay proxy (tunelab.delayproxy) on the "
+            "round trip between primary and replica: a delay proxy (host.delayproxy) on the "
             "run network's gateway holds each byte half of it each way; 0: the proxy's hops "
             "only",
             minimum=0, maximum=1000, unit="ms", default=0,

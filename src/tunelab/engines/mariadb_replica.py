@@ -45,12 +45,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tunelab import containers
 from tunelab.engines.base import EngineError
 from tunelab.engines.standby import LINK_PINGS, StandbyBase, median_round_trip_ms
 from tunelab.engines.standby import NONE as NONE  # sync_mode without a replica
 from tunelab.engines.standby import rtt_needs_standby as rtt_needs_standby
 from tunelab.engines.standby import wants_standby as wants_standby
+from tunelab.host import containers
 
 ASYNC = "async"  # a replica, no semi-sync
 WAIT_POINTS = ("AFTER_COMMIT", "AFTER_SYNC")  # rpl_semi_sync_master_wait_point, as spelt

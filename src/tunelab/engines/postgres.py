@@ -46,8 +46,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tunelab import cache, containers
-from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import postgres_standby as standby
 from tunelab.engines import readahead, server
 from tunelab.engines.base import (
@@ -67,6 +65,8 @@ from tunelab.engines.base import (
 )
 from tunelab.engines.server import ServerEngine
 from tunelab.hadr.model import Ack, Mode, Ordering
+from tunelab.host import cache, containers
+from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, Dataset
 
 PORT = 5432
 DATABASE = "postgres"  # the lab's tables live in the initial database (schema public)
@@ -175,7 +175,7 @@ INFO = EngineInfo(
         ),
         "network_rtt_ms": Knob(
             "network_rtt_ms", "number",
-            "round trip between primary and standby: a delay proxy (tunelab.delayproxy) on "
+            "round trip between primary and standby: a delay proxy (tunelab.host.delayproxy) on "
             "127.0.0.1 holds each byte half of it each way; 0: the proxy's hop only",
             minimum=0, maximum=1000, unit="ms", default=0,
             readback="the proxy's delay; the standby's write, flush and replay lags are "

@@ -6,7 +6,7 @@ reaped like the primary (kept with it across a run's points, under the primary's
 ``-standby``: ``tunelab.engines.standby``, which the MariaDB replica shares). It runs in the
 host's network namespace and listens on no TCP port: it is a client of the primary's port,
 which the lab publishes on 127.0.0.1 only, so replication never leaves the host's loopback.
-Between the two runs the lab's delay proxy (``tunelab.delayproxy``, a child process of the
+Between the two runs the lab's delay proxy (``tunelab.host.delayproxy``, a child process of the
 measuring process, on the engine's CPUs): its one-way delay is half of ``network_rtt_ms``
 (0: the proxy's own hop only, tens of microseconds a round trip). The standby is made with
 ``pg_basebackup`` straight from the primary's port (no delay for the copy), then streams
@@ -21,11 +21,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tunelab import containers, results
 from tunelab.engines.base import EngineError
 from tunelab.engines.standby import LINK_PINGS, StandbyBase, median_round_trip_ms
 from tunelab.engines.standby import NONE as NONE  # sync_mode without a standby
 from tunelab.engines.standby import wants_standby as wants_standby
+from tunelab.host import containers
+from tunelab.store import results
 
 STANDBY_NAME = "tunelab_standby"  # its application_name, as synchronous_standby_names names it
 DATADIR = "/var/lib/postgresql/data"

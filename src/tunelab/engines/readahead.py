@@ -4,7 +4,7 @@ SQLite and PostgreSQL leave prefetching a sequential scan to the kernel, which r
 a file read in sequence, up to its device's ``queue/read_ahead_kb``; so does InnoDB when it
 reads through the OS cache (``direct_io: false``; with O_DIRECT the page cache, and its
 read-ahead, is bypassed). A point that asks for it keeps its data files on a device of its
-own (``tunelab.blockdev``: a loop device with direct I/O over a file in the work directory,
+own (``tunelab.host.blockdev``: a loop device with direct I/O over a file in the work directory,
 ext4 on it), whose read-ahead it sets, reads back and records; the host's disks are never
 touched. The device goes with the point's data: at the point's end, or a kept server's, or
 by ``tunelab recover`` after a kill.
@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tunelab import blockdev
 from tunelab.engines.base import EngineError, Knob
+from tunelab.host import blockdev
 
 NAME = "os_read_ahead"
 MAX_KB = 16384

@@ -1,6 +1,6 @@
 """The lifecycle every engine with a server in a container shares, written once.
 
-A ``ServerEngine`` starts its server with ``tunelab.containers`` (labels, 127.0.0.1 port,
+A ``ServerEngine`` starts its server with ``tunelab.host.containers`` (labels, 127.0.0.1 port,
 a per-run network, a generated password that is never printed), waits until it accepts
 connections, and applies a point's knobs the cheapest way their ``Knob`` declares: a new
 data directory for ``fresh`` knobs (e.g. InnoDB's page size), a restart for ``restart`` knobs
@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tunelab import blockdev, containers, noise
 from tunelab.engines import readahead
 from tunelab.engines.base import VERSION_KNOB, Engine, EngineError
 from tunelab.engines.images import ensure_image, version_refusal
+from tunelab.host import blockdev, containers, noise
 
 DEVICE_DIR = "device"  # below a server's home: its os_read_ahead device's file and record
 

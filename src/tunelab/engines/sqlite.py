@@ -27,8 +27,6 @@ from typing import Any
 
 import apsw
 
-from tunelab import cache
-from tunelab.dataset import COLUMN_TYPES, COLUMNS, Dataset
 from tunelab.engines import readahead
 from tunelab.engines.base import (
     KEYS_ALIAS,
@@ -42,6 +40,8 @@ from tunelab.engines.base import (
     Knob,
     ReadCounter,
 )
+from tunelab.host import cache
+from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, Dataset
 
 _TYPES = {"integer": "INTEGER", "char20": "TEXT", "char40": "TEXT"}
 
@@ -117,8 +117,8 @@ def build_fingerprint() -> str:
     """What a kept table's bytes come from beyond its key: the SQLite library and the code
     that builds it (this module, the engines' base, the data set's generator), so a table
     built by other code is never taken for this one's."""
-    from tunelab import dataset
     from tunelab.engines import base
+    from tunelab.store import dataset
 
     h = hashlib.sha1(apsw.sqlite_lib_version().encode())
     for module in (sys.modules[__name__], base, dataset):
@@ -273,7 +273,7 @@ class SQLiteEngine(Engine):
     def _copy_out(self, kept: Path | None) -> None:
         if kept is None or kept.exists():
             return
-        from tunelab import ownership
+        from tunelab.host import ownership
 
         # Copied within the run's directory first (a killed run's half copy is reaped with
         # it: its owner goes with it), then put in place whole.

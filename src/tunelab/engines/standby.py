@@ -3,7 +3,7 @@ beside the primary's, and the delay proxy between the two (``sync_mode``, ``netw
 
 The standby is a second container of the point's server, labelled and reaped like the primary
 and kept with it across a run's points under the primary's key plus ``-standby``. The delay
-proxy (``tunelab.delayproxy``) is a child process of the measuring process, on the engine's
+proxy (``tunelab.host.delayproxy``) is a child process of the measuring process, on the engine's
 CPUs of the point's placement; its port is kept in the server's home (``standby.json``), so
 a later point (another process) starts its own proxy on the port the standby already uses.
 Within one process (a sweep measured in rounds) a kept server's proxy is kept too, and the
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tunelab import containers, delayproxy
 from tunelab.engines.base import EngineError, EngineInfo
+from tunelab.host import containers, delayproxy
 
 NONE = "none"  # sync_mode without a standby
 KEY_SUFFIX = "-standby"

@@ -12,7 +12,7 @@ the child. A report's notebook kernel is forked warm the same way (``kernel``). 
 is no server, or it cannot be reached, the command runs in its own process as before.
 
 A layer above the rest of the package, which imports none of it: the names it is known by
-are in ``tunelab.jobs``. Importing this package loads the job's side alone (C modules only):
+are in ``tunelab.host.jobs``. Importing this package loads the job's side alone (C modules only):
 every `tunelab` command does.
 """
 

@@ -4,7 +4,7 @@ the server (``submit``), passes on the signals it gets, and exits with the comma
 status. Where there is no server (a cluster job, a command typed by hand, a socket path too
 long), or it cannot be reached, the command runs in this process.
 
-This module imports only C modules and ``tunelab.jobs`` (a leaf): it is what every `tunelab`
+This module imports only C modules and ``tunelab.host.jobs`` (a leaf): it is what every `tunelab`
 command loads first.
 """
 
@@ -14,7 +14,7 @@ import _signal
 import os
 import sys
 
-from tunelab import jobs
+from tunelab.host import jobs
 
 TYPE_CHECKING = False  # typing's own costs the job's side 3 ms
 if TYPE_CHECKING:  # the job's side (every `tunelab` command) never needs these
@@ -108,7 +108,7 @@ def entry() -> int:
         try:
             from tunelab import cli
         except BaseException as exc:  # a stop while it imports: no traceback
-            from tunelab.interrupts import EXIT_INTERRUPTED, interrupted
+            from tunelab.host.interrupts import EXIT_INTERRUPTED, interrupted
 
             if isinstance(exc, SystemExit) or not interrupted(exc):
                 raise

@@ -1,7 +1,7 @@
 """The workflow's control of its run's job server, called from the Snakefile alone (nothing
 else in the package names the server): ``prestart`` starts its imports at parse time, or
-adopts the one `./lab run` started (``tunelab.jobs.STANDBY_ENV``); ``start`` gives it the
-run and names its socket to the jobs (``tunelab.jobs.JOB_SERVER_ENV``); ``release`` ends one
+adopts the one `./lab run` started (``tunelab.host.jobs.STANDBY_ENV``); ``start`` gives it the
+run and names its socket to the jobs (``tunelab.host.jobs.JOB_SERVER_ENV``); ``release`` ends one
 given no run; ``stop`` ends it at the workflow's end. ``on_start`` and ``on_end`` are the
 Snakefile's hooks.
 """
@@ -12,14 +12,14 @@ import _signal
 import os
 import sys
 
-from tunelab import jobs
+from tunelab.host import jobs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
 
-    from tunelab.workflow import Run
+    from tunelab.run.workflow import Run
 
 SOCKET_NAME = "jobs.sock"
 _SUN_PATH_MAX = 107  # sockaddr_un holds 108 bytes with the final NUL
@@ -110,7 +110,7 @@ def start(run_id: str, workdir: str) -> None:
     if path is None:
         release()
         return
-    from tunelab import ownership
+    from tunelab.host import ownership
 
     # Made (stamped as the lab's) and claimed as the points claim it: `tunelab recover` then
     # knows whose run this is.
@@ -172,8 +172,8 @@ def on_end(run: Run, failed: bool = False) -> None:
     """The workflow's end (``onsuccess``, ``onerror``): the run's clean-up, in its server
     while it is up (no job runs now); after a failure the server stops first, since it waits
     for the jobs still ending."""
-    from tunelab import pipeline
     from tunelab.jobserver import client
+    from tunelab.run import pipeline
 
     if failed:
         stop()

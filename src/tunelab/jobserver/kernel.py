@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tunelab import jobs
+from tunelab.host import jobs
 from tunelab.jobserver import client
 
 

@@ -1,4 +1,4 @@
-"""The report's kernel manager in a run with a job server (named by ``tunelab.jobs``, which
+"""The report's kernel manager in a run with a job server (named by ``tunelab.host.jobs``, which
 ``tunelab.report.render`` takes it from): its ``python -m ipykernel_launcher`` becomes
 ``python -m tunelab.jobserver.kernel``, so the kernel is forked warm. Apart from the launcher
 (``kernel``), which must not import jupyter_client: every warm kernel starts there.

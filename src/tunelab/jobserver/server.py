@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tunelab import jobs
+from tunelab.host import jobs
 from tunelab.jobserver.client import HEADER_SIZE, JOB_SIGNALS
 
 TYPE_CHECKING = False
@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 # what a report's kernel imports (IPython, seaborn and scipy: about 2.5 s of each report);
 # the engines' modules too (the registry's, tunelab.engines).
 PRELOAD = (
-    "tunelab.cli", "tunelab.runner", "tunelab.results", "tunelab.report.cli", "tunelab.check",
-    "tunelab.recovery", "ipykernel.kernelapp", "tunelab.report.sections",
+    "tunelab.cli", "tunelab.measure.runner", "tunelab.store.results", "tunelab.report.cli",
+    "tunelab.run.check",
+    "tunelab.run.recovery", "ipykernel.kernelapp", "tunelab.report.sections",
     "tunelab.report.methods", "tunelab.report.callouts", "tunelab.report.appendix",
     "tunelab.report.data", "tunelab.jobserver.kernel_manager",
 )  # fmt: skip
@@ -172,7 +173,8 @@ def serve(path: Path | None, owner: int) -> None:
     import signal
     import socket
 
-    from tunelab import benchlock, engines
+    from tunelab import engines
+    from tunelab.host import benchlock
 
     # What a job would import first (an engine's missing driver is fine), never beside a
     # measurement: the host-wide bench lock, shared, as every untimed job.
@@ -185,7 +187,7 @@ def serve(path: Path | None, owner: int) -> None:
                 engines.engine_class(name)
         # The code's commit, which every result row records: git once here, not per job
         # (the jobs run the code loaded here, so it is the commit they measure with).
-        from tunelab import provenance
+        from tunelab.host import provenance
 
         provenance.git_commit()
         provenance.machine()  # and the host's facts (its CPU name runs `uname -p`)

@@ -1,7 +1,7 @@
 """``tunelab probe network``: round trip and send rate of the path a standby's log takes.
 
 On this lab's hosts a standby reaches its primary over 127.0.0.1 through the delay proxy
-(``tunelab.delayproxy``) that gives the link its round trip; the probe measures that same
+(``tunelab.host.delayproxy``) that gives the link its round trip; the probe measures that same
 path: a sink and echo server in a child process, the proxy in front of it at the round trip
 asked for, and this process as the sender.
 
@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunelab import delayproxy
+from tunelab.host import delayproxy
 
 MIB = 1 << 20
 FIRST_BUFFER, MAX_BUFFER = 64 << 10, 32 << 20

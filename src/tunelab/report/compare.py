@@ -140,7 +140,7 @@ def compare_main(
 ) -> int:
     """The command; ``prepare`` measures points again for ``--confirm`` (the measuring
     layer's, given by ``tunelab.cli``)."""
-    from tunelab import atomic
+    from tunelab.host import atomic
 
     try:
         args = _parser().parse_args(argv)

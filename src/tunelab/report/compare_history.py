@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tunelab import atomic
+from tunelab.host import atomic
 
 NAME = "compare-history.json"
 FORMAT = 1

@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from tunelab.analysis import stats
-from tunelab.cache import method_family
+from tunelab.host.cache import method_family
 from tunelab.report.data import ReportInputError, read_rows
-from tunelab.results import APPLIED_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
+from tunelab.store.results import APPLIED_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
 # Columns beside knob_* and wl_* that say what a point measured.
 IDENTITY = (

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import yamlfile
-from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
-from tunelab.spec import knob_lists
-from tunelab.units import parse_size
+from tunelab.host import yamlfile
+from tunelab.host.units import parse_size
+from tunelab.store.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
+from tunelab.sweep.spec import knob_lists
 
 REQUIRED = ("elapsed_s",)
 # Dimensions that are not knobs but still separate points when they vary in a sweep.

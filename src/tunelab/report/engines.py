@@ -32,16 +32,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
-from tunelab import atomic, claimspec, engines, findings, spec
+from tunelab import engines
 from tunelab.analysis import figures, stats
 from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
+from tunelab.host import atomic
 from tunelab.report import contexts, evidence, plots, sources
 from tunelab.report.data import ReportData, ReportInputError, load, order_key
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, label
 from tunelab.report.methods import methods_text
-from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
-from tunelab.results import read_csv as read_rows_csv
+from tunelab.store.results import KNOB_PREFIX, WORKLOAD_PREFIX
+from tunelab.store.results import read_csv as read_rows_csv
+from tunelab.sweep import claimspec, findings, spec
 
 PAGES_DIR = "engines"  # beside the index
 METRIC = "elapsed_s"

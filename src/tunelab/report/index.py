@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tunelab import atomic
 from tunelab.analysis.claims import WORDS, css_class, word_of
+from tunelab.host import atomic
 from tunelab.report import engines, evidence, questions
 from tunelab.report.fragments import esc
 from tunelab.report.sections import SUMMARY_ID

@@ -7,7 +7,7 @@ import re
 from functools import cache
 from typing import Any
 
-from tunelab.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
+from tunelab.store.results import APPLIED_PREFIX, COUNTER_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
 # One megabyte on a page, defined there once (MB_TEXT): 10^6 bytes. A source's figure in
 # another MB (a calibration's, 1,024,000 bytes) is converted to it (page_mb). Sizes of pools

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from tunelab import cache, engines, noise
+from tunelab import engines
 from tunelab.analysis import figures, hostspeed, stats
-from tunelab.cache import WARM_BY_PREVIOUS
 from tunelab.engines.base import EngineInfo
+from tunelab.host import cache, noise
+from tunelab.host.cache import WARM_BY_PREVIOUS
 from tunelab.report import checks
 from tunelab.report.appendix import host_lines
 from tunelab.report.data import ReportData

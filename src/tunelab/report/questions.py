@@ -16,11 +16,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tunelab import engines, findings
+from tunelab import engines
 from tunelab.analysis.claims import CANNOT_RUN, css_class, figure_text, metric_column, word_of
 from tunelab.report import evidence, reads
 from tunelab.report.engines import PAGES_DIR, EngineRun, Experiment
 from tunelab.report.labels import fmt_selectivity_percent, label
+from tunelab.sweep import findings
 
 CSS = """
 table.tl-answers { border-collapse: collapse; width: 100%; font-size: 13.5px; margin: 10px 0;

@@ -12,7 +12,7 @@ import pandas as pd
 from tunelab import engines
 from tunelab.engines.base import EngineInfo
 from tunelab.report.labels import MB_BYTES, READS_DEVICE, READS_OS
-from tunelab.results import APPLIED_PREFIX, KNOB_PREFIX
+from tunelab.store.results import APPLIED_PREFIX, KNOB_PREFIX
 
 DEVICE_BYTES = ("c_os_read_bytes", "c_dev_read_bytes")
 DEVICE_RATE = "os_read_mb_s"  # of c_os_read_bytes, derived here for the page

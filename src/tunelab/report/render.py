@@ -33,7 +33,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbconvert import HTMLExporter
 from traitlets import DottedObjectName, Type, default
 
-from tunelab import atomic, jobs
+from tunelab.host import atomic, jobs
 
 PARAMETERS_TAG = "parameters"
 INJECTED_TAG = "injected-parameters"
@@ -228,7 +228,7 @@ class PromptKernelClient(AsyncKernelClient):
 
 class ReportKernelManager(AsyncKernelManager):
     """jupyter_client's kernel manager, with the report's kernel client; in a run with a job
-    server, the one ``tunelab.jobs.WARM_KERNEL_MANAGER`` names starts the kernel warm."""
+    server, the one ``tunelab.host.jobs.WARM_KERNEL_MANAGER`` names starts the kernel warm."""
 
     client_class = DottedObjectName("tunelab.report.render.PromptKernelClient")
     client_factory = Type(PromptKernelClient, klass=AsyncKernelClient)

@@ -17,9 +17,9 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import claimspec, spec
 from tunelab.analysis import figures, hostspeed, stats
 from tunelab.analysis.claims import css_class, word_of
+from tunelab.host.units import parse_size
 from tunelab.report import checks, contexts, evidence, marks, plots, reads, sources, tables
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
@@ -34,8 +34,8 @@ from tunelab.report.labels import (
     page_mb,
     unit_text,
 )
-from tunelab.results import KNOB_PREFIX, WORKLOAD_PREFIX
-from tunelab.units import parse_size
+from tunelab.store.results import KNOB_PREFIX, WORKLOAD_PREFIX
+from tunelab.sweep import claimspec, spec
 
 SUMMARY_ID = "tunelab-summary"  # the JSON block the index page reads
 
@@ -673,7 +673,7 @@ def device_html(data: ReportData, calibration_json: str) -> str | None:
     head = "<h2>Against the device's own limits</h2>"
     try:
         from tunelab.calibrate import load as load_calibration
-        from tunelab.calibrate.report import achieved_vs_device
+        from tunelab.report.device import achieved_vs_device
     except ImportError:
         return head + note("The calibration helpers are not installed; section left out.")
     if not Path(calibration_json).is_file():

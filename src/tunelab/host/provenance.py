@@ -73,7 +73,7 @@ def filesystem(path: Path) -> str:
 
 @cache
 def git_commit() -> str:
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],

@@ -1,14 +1,14 @@
-"""A run's start and its Snakemake in one process (``python -m tunelab.labstart``), as
+"""A run's start and its Snakemake in one process (``python -m tunelab.run.labstart``), as
 `./lab run` starts them:
 
-    python -m tunelab.labstart --fields FILE --started FILE [--local] -- SNAKEMAKE_ARGS...
+    python -m tunelab.run.labstart --fields FILE --started FILE [--local] -- SNAKEMAKE_ARGS...
 
-In order: the run's fields read the way the Snakefile reads them (``tunelab.pipeline``),
+In order: the run's fields read the way the Snakefile reads them (``tunelab.run.pipeline``),
 written NUL-ended to ``--fields``; its sweep files validated (``tunelab validate``); with
 ``--local`` (not on a cluster) the engine's preflight and its image, built where it is built
 from Debian's packages (``tunelab image``); what killed runs of the checkout left recovered
 (``tunelab recover``); ``--started`` made; then Snakemake's command line
-(``tunelab.snakemake_cli``). Each step was a process of its own, and each paid Python's start
+(``tunelab.run.snakemake_cli``). Each step was a process of its own, and each paid Python's start
 and its imports; Snakemake's argument parser alone imports for about a second, which the
 fields and Snakemake now pay once.
 
@@ -35,7 +35,8 @@ import threading
 from pathlib import Path
 from typing import NoReturn
 
-from tunelab import cli, pipeline, recovery, snakemake_cli
+from tunelab import cli
+from tunelab.run import pipeline, recovery, snakemake_cli
 
 SAY = "\033[1m[lab]\033[0m {}"  # as the lab's own lines (say in ./lab)
 
@@ -74,7 +75,7 @@ def start(fields_file: Path, local: bool, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tunelab.labstart")
+    parser = argparse.ArgumentParser(prog="python -m tunelab.run.labstart")
     parser.add_argument("--fields", required=True, type=Path)
     parser.add_argument("--started", required=True, type=Path)
     parser.add_argument("--local", action="store_true")

@@ -5,7 +5,7 @@ Every container and run network the lab starts, and every run directory under th
 directory (``runs/<run id>/owner.json``), names its owner: the host, the boot, the pid of the
 process that runs the workflow (Snakemake, which exports ``TUNELAB_OWNER_PID``; else the
 process itself), that process's start time (so a reused pid is not taken for the owner) and
-the checkout's work directory. ``tunelab.recovery`` reaps what an owner that is gone left.
+the checkout's work directory. ``tunelab.run.recovery`` reaps what an owner that is gone left.
 
 Every folder the lab makes for its engines' data (``make_dir``: the work directory, a run's,
 a point's) holds a stamp (``.tunelab-made``) written as it is made: ``tunelab recover`` and

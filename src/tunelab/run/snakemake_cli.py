@@ -1,4 +1,4 @@
-"""Snakemake's command line as `./lab run` starts it (``python -m tunelab.snakemake_cli``).
+"""Snakemake's command line as `./lab run` starts it (``python -m tunelab.run.snakemake_cli``).
 
 A stop (Ctrl-C, or the lab's SIGTERM passed on as SIGINT) reaches Snakemake as SIGINT. Once
 its scheduler runs, Snakemake takes it: it cancels its jobs and removes their incomplete
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from tunelab.interrupts import EXIT_INTERRUPTED, interrupted
+from tunelab.host.interrupts import EXIT_INTERRUPTED, interrupted
 
 
 def _graceful_exit(self, *_args) -> None:

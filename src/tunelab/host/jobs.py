@@ -6,7 +6,7 @@ of the package knows the job server (``tunelab.jobserver``, a layer above everyt
 only through the names kept here: nothing imports it. A leaf: it imports nothing.
 """
 
-# How a job command holds the host-wide bench lock (tunelab.benchlock) for its whole run:
+# How a job command holds the host-wide bench lock (tunelab.host.benchlock) for its whole run:
 # alone, or beside other jobs but never beside a measurement. A measurement's command holds
 # it around the measurement only (runner.bench_slot).
 EXCLUSIVE = "exclusive"
@@ -45,9 +45,9 @@ JOB_SERVER_ENV = "TUNELAB_JOB_SERVER"
 STANDBY_ENV = "TUNELAB_JOB_SERVER_STANDBY"
 # What its process runs (``python -m tunelab.jobserver``): how `tunelab recover` knows it.
 SERVER_MODULE = "tunelab.jobserver"
-# What `./lab run` runs Snakemake as (``python -m tunelab.labstart``, the run's start and then
-# Snakemake in one process), and Snakemake's command line alone (``tunelab.snakemake_cli``).
-SNAKEMAKE_MODULES = frozenset({"tunelab.labstart", "tunelab.snakemake_cli"})
+# What `./lab run` runs Snakemake as (``python -m tunelab.run.labstart``, the run's start and then
+# Snakemake in one process), and Snakemake's command line alone (``tunelab.run.snakemake_cli``).
+SNAKEMAKE_MODULES = frozenset({"tunelab.run.labstart", "tunelab.run.snakemake_cli"})
 # The report's kernel manager in a run with a job server (report.render names it, never
 # imports it): its kernels are forked warm.
 WARM_KERNEL_MANAGER = "tunelab.jobserver.kernel_manager.WarmKernelManager"

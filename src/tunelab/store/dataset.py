@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tunelab import atomic
+from tunelab.host import atomic
 
 if TYPE_CHECKING:  # imported where used: the lab's quick commands (plan, validate,
     import pandas as pd  # preflight, recover) need the data set's names, not its rows

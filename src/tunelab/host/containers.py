@@ -2,14 +2,14 @@
 
 Every container carries the label ``tunelab=1`` plus the run and point it belongs to and its
 owner (host, boot, pid and start time of the run's owning process, the checkout's work
-directory: see ``tunelab.ownership``), sits on a bridge network of its run alone
+directory: see ``tunelab.host.ownership``), sits on a bridge network of its run alone
 (``tunelab-<run id>``, no traffic between its containers either), publishes its engine port on
 127.0.0.1 only (the lab's client goes straight to the container's address on that network
 where the host is on it: ``RunningContainer.client_address``), gets its secrets through the
 environment (never printed: log text shown to the user is scrubbed), waits for readiness the
 engine's own way, and is removed in every outcome: by the engine's teardown, by a safety net
 at interpreter exit (also after SIGTERM), and by ``tunelab recover`` (or ``tunelab clean``,
-both in ``tunelab.recovery``) for what a killed run left behind.
+both in ``tunelab.run.recovery``) for what a killed run left behind.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import ownership
+from tunelab.host import ownership
 
 LABEL = "tunelab"  # value "1" on everything the lab starts
 RUN_LABEL = "tunelab.run"

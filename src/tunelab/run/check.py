@@ -18,10 +18,10 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import claimspec, spec
 from tunelab.analysis import claims
 from tunelab.analysis.claims import Verdict
-from tunelab.results import read_csv as read_rows_csv
+from tunelab.store.results import read_csv as read_rows_csv
+from tunelab.sweep import claimspec, spec
 
 STABILITY_FORMAT = 1  # the --stability-out file's layout
 
@@ -233,7 +233,7 @@ def stability_json(claims_: list[ClaimStability], names: list[str]) -> dict[str,
 
 
 def _write_json(path: Path, doc: Any) -> None:
-    from tunelab import atomic
+    from tunelab.host import atomic
 
     atomic.write(path, lambda f: f.write(json.dumps(doc, indent=2).encode()))
 

@@ -7,7 +7,7 @@ the merged file against its points), and a sweep whose rows are missing or fail 
 one line, exit 1, before any page is written.
 
 It takes the arguments of the run that measured (``--directory DIR``, ``--config ...``), read
-as Snakemake reads them (``tunelab.pipeline.run_config``): the results, reports, size,
+as Snakemake reads them (``tunelab.run.pipeline.run_config``): the results, reports, size,
 calibration and shared-pools settings are that run's.
 """
 
@@ -19,11 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunelab import benchlock, check, engines, pipeline, results, spec
+from tunelab import engines
 from tunelab.calibrate import workflow as calibration_config
+from tunelab.host import benchlock
 from tunelab.report import cli as report_cli
+from tunelab.run import check, pipeline
+from tunelab.store import results
+from tunelab.sweep import spec
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "reports"  # the workflow's, as its rules'
+TEMPLATES = Path(__file__).resolve().parents[3] / "reports"  # the workflow's, as its rules'
 PROG = "tunelab report-all"
 EXIT_FAILED = 1
 

@@ -2,7 +2,7 @@
 make cold or warm, read counters, time only the workload, read counters again.
 
 Timed sections never overlap anything else of the lab: the measurement holds the
-host-wide bench lock exclusively (``tunelab.benchlock``; Snakemake also gives timed jobs one
+host-wide bench lock exclusively (``tunelab.host.benchlock``; Snakemake also gives timed jobs one
 shared resource).
 """
 
@@ -24,22 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab import (
-    atomic,
-    benchlock,
-    cache,
-    dataset,
-    engines,
-    findings,
-    noise,
-    ownership,
-    provenance,
-    results,
-    workloads,
-)
+from tunelab import engines
 from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
 from tunelab.engines.server import ServerEngine
-from tunelab.spec import Point
+from tunelab.host import atomic, benchlock, cache, noise, ownership, provenance
+from tunelab.store import dataset, results
+from tunelab.sweep import findings, workloads
+from tunelab.sweep.spec import Point
 
 _PLACEMENT: list[noise.Placement] = []  # this measuring process's, once pinned
 

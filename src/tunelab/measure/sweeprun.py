@@ -43,11 +43,14 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from tunelab import atomic, devprobe, engines, results, runner
+from tunelab import engines
 from tunelab.analysis import claims, sequential
 from tunelab.analysis.sequential import PASS_ROUNDS
-from tunelab.results import read_csv as read_rows_csv
-from tunelab.spec import Point
+from tunelab.host import atomic, devprobe
+from tunelab.measure import runner
+from tunelab.store import results
+from tunelab.store.results import read_csv as read_rows_csv
+from tunelab.sweep.spec import Point
 
 ROUND_FILE = "round-{:03d}.csv"
 QUERIES_FILE = "round-{:03d}.queries.csv.gz"
@@ -413,7 +416,7 @@ def points_again(rows: pd.DataFrame, data_dir: Path) -> list[list[Point]]:
     current directory) give them now, per sweep: what `tunelab compare --confirm` measures
     again. Raises ValueError (one line naming the file) when a file is missing or invalid or
     no longer has one of the points."""
-    from tunelab import spec
+    from tunelab.sweep import spec
 
     out = []
     for (file, engine), part in rows.groupby(["sweep_file", "engine"], sort=True):

@@ -26,7 +26,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from tunelab import ownership
+from tunelab.host import ownership
 
 RUN_ID_ENV = "TUNELAB_RUN_ID"
 NODE_JOB_ENV = "TUNELAB_NODE_JOB"  # the pid of the run's outermost job process on this node
@@ -58,7 +58,7 @@ def release_host(run: str, workdir: str | Path) -> list[str]:
     removed: list[str] = []
     left = 0
     try:
-        from tunelab import containers
+        from tunelab.host import containers
 
         c = containers.client()
         of_run = [f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={run}"]
@@ -74,7 +74,7 @@ def release_host(run: str, workdir: str | Path) -> list[str]:
         pass
     mine = host_dir(Path(workdir) / "runs" / run)
     if not left and mine.exists():
-        from tunelab import blockdev
+        from tunelab.host import blockdev
 
         blockdev.release_under(mine, lambda _: None)  # os_read_ahead devices, before their files
         shutil.rmtree(mine, ignore_errors=True)

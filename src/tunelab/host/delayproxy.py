@@ -1,7 +1,7 @@
 """A TCP proxy that delays every byte by a fixed time each way: a network round trip between a
 primary and its standby on one host, where the kernel has no netem.
 
-    python -m tunelab.delayproxy --listen 127.0.0.1:PORT --target 127.0.0.1:PORT --delay-ms D
+    python -m tunelab.host.delayproxy --listen 127.0.0.1:PORT --target 127.0.0.1:PORT --delay-ms D
 
 Each direction of each connection has a reader thread, which stamps every chunk it receives
 with its arrival time, and a writer thread, which sends the chunks in order, each no earlier
@@ -160,10 +160,10 @@ class Proxy:
                  cpus: Iterable[int] | None = None, listen_host: str = "127.0.0.1",
                  target_host: str = "127.0.0.1") -> None:  # fmt: skip
         self.delay_ms = delay_ms
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         cpu_list = sorted(cpus or ())
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "tunelab.delayproxy", "--listen", f"{listen_host}:{port}",
+            [sys.executable, "-m", "tunelab.host.delayproxy", "--listen", f"{listen_host}:{port}",
              "--target", f"{target_host}:{target_port}", "--delay-ms", repr(float(delay_ms)),
              "--parent-pid", str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -211,7 +211,7 @@ class Proxy:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tunelab.delayproxy", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tunelab.host.delayproxy", description=__doc__)
     parser.add_argument("--listen", type=_address, required=True, metavar="HOST:PORT")
     parser.add_argument("--target", type=_address, required=True, metavar="HOST:PORT")
     parser.add_argument("--delay-ms", type=float, required=True, help="one way, >= 0")

@@ -27,7 +27,8 @@ from typing import Any
 
 import jsonschema
 
-from tunelab import engines, yamlfile
+from tunelab import engines
+from tunelab.host import yamlfile
 
 FILE_NAME = "findings.yaml"
 # Claim keys that say what a finding is rather than what it compares.

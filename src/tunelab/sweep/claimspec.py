@@ -1,7 +1,7 @@
 """The claim schema: what a sweep's ``expect:`` may say, parsed into claims and checked
 against the sweep's own points (keys, values, metrics) when the sweep is validated.
 
-No pandas here: ``tunelab.spec`` validates with it, and ``analysis.claims`` evaluates the claims
+No pandas here: ``sweep.spec`` validates with it, and ``analysis.claims`` evaluates the claims
 on the stored rows (its docstring lists the kinds and verdicts).
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from tunelab import findings
-from tunelab.units import parse_size
+from tunelab.host.units import parse_size
+from tunelab.sweep import findings
 
 # flat_then_falls: no gain while the pool is smaller than the data, a gain once it holds them
 FLAT_THEN_FALLS = "flat_then_falls"
@@ -124,7 +124,7 @@ def sweep_claims(
     doc: dict, sweep_file: str | Path, engine: str | None
 ) -> tuple[list[dict], list[ClaimError]]:
     """The claims a sweep is judged by on ``engine``, as dicts ``parse`` reads: its findings
-    (``tunelab.findings``, from the findings file beside the sweeps' folder) each followed by
+    (``tunelab.sweep.findings``, from the findings file beside the sweeps' folder) each followed by
     its explanations for this engine, then the sweep's own ``expect:``. Errors: a findings
     file that cannot be read, or a finding with no translation for this engine. ``engine``
     None: for what does not depend on the engine (``findings.resolve``)."""

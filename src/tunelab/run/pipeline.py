@@ -1,7 +1,7 @@
 """What the Snakemake workflow asks of the package: which sweeps run on the chosen engine,
 their points, and the paths of every stage's files. Kept here so the .smk files stay thin.
 
-``python -m tunelab.pipeline SNAKEMAKE_ARGS...`` names the sweep files a run with those
+``python -m tunelab.run.pipeline SNAKEMAKE_ARGS...`` names the sweep files a run with those
 arguments will use (what `./lab run` validates before anything starts); ``--for-run
 SNAKEMAKE_ARGS...`` the options of ``tunelab progress`` for it (NUL-ended words);
 ``--count-pending-from FIELDS_FILE`` how many points the run whose fields a file holds will
@@ -24,9 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tunelab import dataset, progress, spec
-from tunelab.spec import Point
-from tunelab.workloads import Workload
+from tunelab.run import progress
+from tunelab.store import dataset
+from tunelab.sweep import spec
+from tunelab.sweep.spec import Point
+from tunelab.sweep.workloads import Workload
 
 EXIT_INVALID = 2
 
@@ -270,7 +272,7 @@ def retire_removed_points(plan: Plan, engine: str, results_dir: str) -> None:
     a point renamed by an edit) are set aside, saying so: kept, never merged again."""
     for sweep in plan.sweeps:
         folder = Path(results_dir) / engine / sweep
-        from tunelab import results  # pandas: not for `./lab run`'s own quick start
+        from tunelab.store import results  # pandas: not for `./lab run`'s own quick start
 
         gone = results.retire_points_not_in(folder, plan.point_ids(sweep))
         if gone:
@@ -496,9 +498,9 @@ if __name__ == "__main__":
 
 
 def findings_input(sweep_file: str) -> list[str]:
-    """The findings file that judges a sweep file (``tunelab.findings.path_for``), as a
+    """The findings file that judges a sweep file (``tunelab.sweep.findings.path_for``), as a
     rule's input: none when the sweep has none."""
-    from tunelab import findings
+    from tunelab.sweep import findings
 
     path = findings.path_for(sweep_file)
     return [os.path.relpath(path)] if path is not None else []

@@ -1,16 +1,16 @@
 """Progress of a run: one line per finished point, from the run's job log.
 
 ``tunelab progress --job-log logs/jobs.jsonl --pid PID --total N`` follows the job log
-(tunelab.benchlock: one JSON line per job) from its current end until process PID is gone,
+(tunelab.host.benchlock: one JSON line per job) from its current end until process PID is gone,
 and for every finished ``point-results`` job (a point's rows out of its sweep's rounds, just
-after the sweep is measured: ``tunelab.sweeprun``) prints to stderr the sweep, the point and
+after the sweep is measured: ``tunelab.measure.sweeprun``) prints to stderr the sweep, the point and
 the median of its repetitions' response times, with how many points are done and an estimate of the
 time left, e.g.::
 
     [lab] 3/40 scan-vs-page-size page_size-4096_scan_cold: median 0.673 s over 6 reps · ~12 min left
 
 The Snakefile, once it has its plan, writes these options where ``./lab run`` asks for them
-(``announce``); ``python -m tunelab.pipeline --for-run SNAKEMAKE_ARGS...`` prints them for a
+(``announce``); ``python -m tunelab.run.pipeline --for-run SNAKEMAKE_ARGS...`` prints them for a
 run from its arguments.
 """
 
@@ -48,8 +48,8 @@ class RunPaths:
 def planned(
     plan, engine: str, directory: Path, results_dir: str, logs_dir: str, job_log: Path
 ) -> RunPaths:
-    """The run's paths, with the points of its plan (tunelab.pipeline.Plan) it will measure."""
-    from tunelab import results
+    """The run's paths, with the points of its plan (tunelab.run.pipeline.Plan) it will measure."""
+    from tunelab.store import results
 
     total = 0
     for sweep, points in plan.sweeps.items():
@@ -86,10 +86,10 @@ def write_run_file(paths: RunPaths) -> None:
 
 
 def announce(plan, engine: str, results_dir: str, logs_dir: str) -> None:
-    """The options of `tunelab progress` for this run, from its plan (tunelab.pipeline.Plan),
+    """The options of `tunelab progress` for this run, from its plan (tunelab.run.pipeline.Plan),
     where `./lab run` asks for them (RUN_FILE_ENV); the Snakefile's main process, once
     planned."""
-    job_log = Path(os.environ["TUNELAB_JOB_LOG"])  # named by tunelab.workflow, absolute
+    job_log = Path(os.environ["TUNELAB_JOB_LOG"])  # named by tunelab.run.workflow, absolute
     write_run_file(planned(plan, engine, Path.cwd(), results_dir, logs_dir, job_log))
 
 

@@ -14,8 +14,8 @@ Column groups (a row is a flat dict):
 - provenance: host_name, host_cpu, host_cores, host_mem_gib, host_kernel, host_fs,
   slurm_job_id and slurm_node (empty outside a SLURM job), tunelab_version, git_commit,
   started_at, engine_starts
-- order (a sweep measured in rounds, ``tunelab.sweeprun``): round, order_in_round, order_mode,
-  pass, block
+- order (a sweep measured in rounds, ``tunelab.measure.sweeprun``): round, order_in_round,
+  order_mode, pass, block
 
 A point's file has a check file beside it (``<point>.check.json``: sha256, bytes, rows,
 columns, the repetitions got and those asked), written after it; ``verify_points`` checks
@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab import atomic, devprobe, noise
+from tunelab.host import atomic, devprobe, noise
 
 KNOB_PREFIX = "knob_"
 APPLIED_PREFIX = "applied_"

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from tunelab.dataset import COLUMN_TYPES, COLUMNS, DISTINCT_HUNDREDS, Dataset
 from tunelab.engines.base import EXPLAIN_MAX, AccessPath, Engine, IndexPlan
+from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, DISTINCT_HUNDREDS, Dataset
 
 TABLE = "accounts"
 FETCH_BATCH = 10_000  # rows per fetchmany in untimed full reads (warm-up of writes)

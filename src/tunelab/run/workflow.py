@@ -12,9 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tunelab import atomic, clockstep, cluster, ownership, pipeline, progress, spec
 from tunelab.calibrate import calibration as calibration_file
 from tunelab.calibrate import workflow as calibration_config
+from tunelab.host import atomic, clockstep, ownership
+from tunelab.run import cluster, pipeline, progress
+from tunelab.sweep import spec
 
 # What a cluster job needs from the submitting run where the executor does not pass the
 # whole environment (Kubernetes); SLURM jobs inherit it. The Snakefile's ``envvars``.
@@ -48,13 +50,13 @@ def setup_run(
     size = config["size"]
     os.environ[spec.SIZE_ENV] = size
     # Every job of the run appends the span it held the host-wide bench lock (one JSON line:
-    # job, kind, pid, CLOCK_MONOTONIC start and end; see tunelab.benchlock) to this log,
+    # job, kind, pid, CLOCK_MONOTONIC start and end; see tunelab.host.benchlock) to this log,
     # unless the caller names another file.
     logs = pipeline.sized_dir(config["logs_dir"], size)
     os.environ.setdefault("TUNELAB_JOB_LOG", os.path.abspath(os.path.join(logs, "jobs.jsonl")))
     submitting = main_process and not remote
     # Files the wall clock left in the future (it stepped back) are dated now, here and
-    # at each job's end, so no output is older than its inputs (tunelab.clockstep).
+    # at each job's end, so no output is older than its inputs (tunelab.host.clockstep).
     roots = run_files(config, basedir)
     os.environ.setdefault(clockstep.ROOTS_ENV, os.pathsep.join(roots))
     if submitting:
@@ -72,7 +74,7 @@ def setup_run(
         config["sweeps"], config["engine"], calibration_config.output_path(config), size
     )
     # What the run's jobs start names this process as its owner, so `tunelab recover` tells
-    # a killed run's leftovers from a live run's (see tunelab.ownership).
+    # a killed run's leftovers from a live run's (see tunelab.host.ownership).
     os.environ.setdefault(ownership.OWNER_PID_ENV, str(os.getpid()))
     os.environ.setdefault(ownership.WORKDIR_ENV, os.path.realpath(config["workdir"]))
     # Points of this run may share a server engine (restarted only when a knob needs it);
@@ -82,7 +84,7 @@ def setup_run(
     run_id = cluster.run_id()
     if remote:
         cluster.own_node_job(run_id, config["workdir"])
-    if submitting:  # `./lab run` follows the run from what its plan says (tunelab.progress)
+    if submitting:  # `./lab run` follows the run from what its plan says (tunelab.run.progress)
         results = pipeline.sized_dir(config["results_dir"], size)
         pipeline.retire_removed_points(plan, config["engine"], results)
         progress.announce(plan, config["engine"], results, logs)

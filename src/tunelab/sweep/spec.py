@@ -24,12 +24,15 @@ from typing import Any
 
 import jsonschema
 
-from tunelab import claimspec, dataset, engines, findings, provenance, workloads, yamlfile
-from tunelab.dataset import Dataset
+from tunelab import engines
 from tunelab.engines.base import VERSION_KNOB, EngineInfo, version_text
-from tunelab.units import parse_size
-from tunelab.yamlfile import clip as _clip
-from tunelab.yamlfile import show as _show
+from tunelab.host import provenance, yamlfile
+from tunelab.host.units import parse_size
+from tunelab.host.yamlfile import clip as _clip
+from tunelab.host.yamlfile import show as _show
+from tunelab.store import dataset
+from tunelab.store.dataset import Dataset
+from tunelab.sweep import claimspec, findings, workloads
 
 DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
@@ -40,7 +43,7 @@ MAX_REPETITIONS = 100
 DEFAULT_ACCESS = "optimizer"
 CALIBRATED = "calibrated"
 # Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply (the
-# file's size and nesting: tunelab.yamlfile).
+# file's size and nesting: tunelab.host.yamlfile).
 DEFAULT_MAX_POINTS = 10_000
 MAX_POINTS_ENV = "TUNELAB_MAX_POINTS"
 # Data-set sizes: "quick" (dataset.rows) or the assignment's (dataset.assignment_rows where a
@@ -49,7 +52,7 @@ SIZES = ("quick", "assignment")
 SIZE_ENV = "TUNELAB_SIZE"
 # Where the data sets go: the workflow config's data_dir, relative to the run's directory.
 DATA_DIR = Path("data")
-# What a knob the host refuses needs (tunelab.blockdev.unavailable_reason says what is missing).
+# What a knob the host refuses needs (host.blockdev.unavailable_reason says what is missing).
 HOST_ALLOWED = (
     "the lab as root on a host with loop devices, losetup, mkfs.ext4 and mount; or no os_read_ahead"
 )
@@ -236,7 +239,7 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
 
 
 def load_yaml(path: Path) -> tuple[Any, list[SpecError]]:
-    """A YAML file read by the lab's one reader (tunelab.yamlfile): (document, []), or
+    """A YAML file read by the lab's one reader (tunelab.host.yamlfile): (document, []), or
     (None, the one error)."""
     try:
         return yamlfile.load(path), []

@@ -1,5 +1,5 @@
 """Recovery from killed runs: removing what runs whose owner is gone left (the owner record:
-``tunelab.ownership``).
+``tunelab.host.ownership``).
 
 ``tunelab recover`` removes, for one checkout, the containers, volumes, networks, engine data
 and secrets of runs whose owner is gone, and Snakemake's lock when no live process of the
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunelab import blockdev, containers, jobs, ownership
-from tunelab.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
+from tunelab.host import blockdev, containers, jobs, ownership
+from tunelab.host.ownership import WORKDIR_LABEL, Owner, Proc, processes, start_time
 
-# What `tunelab` does as a workflow job (tunelab.jobs).
+# What `tunelab` does as a workflow job (tunelab.host.jobs).
 JOB_COMMANDS = frozenset(jobs.JOB_COMMANDS)
 
 
@@ -268,7 +268,7 @@ def _others() -> list[Proc]:
 
 def recover(workdir: Path, checkout: Path, say: Callable[[str], None] = print) -> None:
     """Remove what killed runs of this checkout left: see the module's description."""
-    from tunelab import benchlock
+    from tunelab.host import benchlock
 
     workdir, checkout = Path(workdir).resolve(), Path(checkout).resolve()
     own_workdir(workdir, checkout)
@@ -559,7 +559,7 @@ def _clean_workdir(workdir: Path, run_id: str | None = None) -> str:
     """Remove engine data left by points and runs (only ``run_id``'s when given), unless a
     measurement holds the host-wide bench lock (removing would disturb its timed sections).
     Of the runs', points' and traces' folders, only those the lab made go."""
-    from tunelab import benchlock
+    from tunelab.host import benchlock
 
     folders = [workdir / n for n in ("points", "trace", "runs")]
     if run_id:
