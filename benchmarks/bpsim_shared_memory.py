@@ -36,11 +36,27 @@ def run_once(references: int, pages: int, whole: bool) -> tuple[float, float]:
         args = [sys.executable, "-c", WHOLE, str(pages), str(references)]
     else:
         args = [
-            sys.executable, "-m", "tunelab.cli", "bpsim-shared", "--pages", str(pages),
-            "--references", str(references), "--members", "4", "--write-share", "0.2",
-            "--affinity", "0.8", "--alpha", "0.9", "--lbp", str(pages // 20),
-            "--gbp", str(pages // 10),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "tunelab.cli",
+            "bpsim-shared",
+            "--pages",
+            str(pages),
+            "--references",
+            str(references),
+            "--members",
+            "4",
+            "--write-share",
+            "0.2",
+            "--affinity",
+            "0.8",
+            "--alpha",
+            "0.9",
+            "--lbp",
+            str(pages // 20),
+            "--gbp",
+            str(pages // 10),
+        ]
     start = time.perf_counter()
     child = subprocess.Popen(args, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)
@@ -52,23 +68,30 @@ def run_once(references: int, pages: int, whole: bool) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--references", default="10000000,100000000",
-                   help="trace lengths, comma-separated")  # fmt: skip
+    p.add_argument(
+        "--references", default="10000000,100000000", help="trace lengths, comma-separated"
+    )
     p.add_argument("--pages", type=int, default=1_000_000)
     p.add_argument("--no-baseline", action="store_true", help="only the piecewise path")
     args = p.parse_args()
     lengths = [int(float(x)) for x in args.references.split(",")]
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-          f"{args.pages} pages, 4 members, one LRU point; child process per length")  # fmt: skip
-    print(f"{'path':>9} {'references':>12} {'peak MiB':>9} {'wall s':>7} {'M refs/s':>9} "
-          f"{'peak ratio':>10}")  # fmt: skip
+    print(
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+        f"{args.pages} pages, 4 members, one LRU point; child process per length"
+    )
+    print(
+        f"{'path':>9} {'references':>12} {'peak MiB':>9} {'wall s':>7} {'M refs/s':>9} "
+        f"{'peak ratio':>10}"
+    )
     for whole in (False,) if args.no_baseline else (False, True):
         base = None
         for n in lengths:
             peak, wall = run_once(n, args.pages, whole)
             base = base or peak
-            print(f"{'whole' if whole else 'pieces':>9} {n:>12} {peak:>9.0f} {wall:>7.1f} "
-                  f"{n / wall / 1e6:>9.2f} {peak / base:>10.2f}")  # fmt: skip
+            print(
+                f"{'whole' if whole else 'pieces':>9} {n:>12} {peak:>9.0f} {wall:>7.1f} "
+                f"{n / wall / 1e6:>9.2f} {peak / base:>10.2f}"
+            )
 
 
 if __name__ == "__main__":

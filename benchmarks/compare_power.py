@@ -58,15 +58,49 @@ TIMED = ("elapsed_s", "throughput_rows_s")
 SCALED_UP = ("elapsed_s", "noise_client_cpu_s", "noise_engine_cpu_s")
 RATE = "throughput_rows_s"
 # What compare reads of a row, and the provenance it lists: the columns --store keeps.
-STORED = ("sweep", "point_id", "engine", "workload", "dataset_rows", "seed",
-          "cache_requested", "access_mode", "host_name", "host_cpu", "host_cores",
-          "host_mem_gib", "host_kernel", "host_fs", "tunelab_version", "git_commit",
-          "engine_version", "image", "cache_achieved", "cache_method", "cpus_client",
-          "cpus_engine", "client_route", "access_path", "rep", "round", "order_in_round",
-          "order_mode", "started_at", "elapsed_s", "throughput_rows_s", "rows_touched",
-          "c_physical_reads", "noise_cpu_probe_s", "noise_client_cpu_s", "noise_engine_cpu_s",
-          "noise_engine_cpu_probe_s", "noise_steal_share", "noise_interfered",
-          "device_read_us", "device_sync_us")  # fmt: skip
+STORED = (
+    "sweep",
+    "point_id",
+    "engine",
+    "workload",
+    "dataset_rows",
+    "seed",
+    "cache_requested",
+    "access_mode",
+    "host_name",
+    "host_cpu",
+    "host_cores",
+    "host_mem_gib",
+    "host_kernel",
+    "host_fs",
+    "tunelab_version",
+    "git_commit",
+    "engine_version",
+    "image",
+    "cache_achieved",
+    "cache_method",
+    "cpus_client",
+    "cpus_engine",
+    "client_route",
+    "access_path",
+    "rep",
+    "round",
+    "order_in_round",
+    "order_mode",
+    "started_at",
+    "elapsed_s",
+    "throughput_rows_s",
+    "rows_touched",
+    "c_physical_reads",
+    "noise_cpu_probe_s",
+    "noise_client_cpu_s",
+    "noise_engine_cpu_s",
+    "noise_engine_cpu_probe_s",
+    "noise_steal_share",
+    "noise_interfered",
+    "device_read_us",
+    "device_sync_us",
+)
 PREFIXES = ("knob_", "wl_", "applied_")
 
 
@@ -114,8 +148,13 @@ def store(packs: list[pd.DataFrame], out: Path) -> None:
 
 
 def point_keys(frame: pd.DataFrame) -> pd.Series:
-    return (frame["engine"].astype(str) + "/" + frame["sweep"].astype(str) + "/"
-            + frame["point_id"].astype(str))  # fmt: skip
+    return (
+        frame["engine"].astype(str)
+        + "/"
+        + frame["sweep"].astype(str)
+        + "/"
+        + frame["point_id"].astype(str)
+    )
 
 
 def inject(frame: pd.DataFrame, points: set[str], size: float) -> pd.DataFrame:
@@ -162,9 +201,16 @@ class Bench:
     by log(1 + size) and leaves their uncertainty as it was (every repetition scaled alike:
     exactly what the rows would give). Small sweeps are compared from their rows."""
 
-    def __init__(self, pairs: list[tuple[pd.DataFrame, pd.DataFrame, str]], trials: int,
-                 share: float, keep: float, seed: int, level: float,
-                 min_effect: float) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pairs: list[tuple[pd.DataFrame, pd.DataFrame, str]],
+        trials: int,
+        share: float,
+        keep: float,
+        seed: int,
+        level: float,
+        min_effect: float,
+    ) -> None:
         self.pairs, self.trials, self.share, self.keep = pairs, trials, share, keep
         self.rng = np.random.default_rng(seed)
         self.level, self.min_effect = level, min_effect
@@ -174,13 +220,13 @@ class Bench:
         self.refs: list[tuple[dict, dict]] = []
 
     def judge(self, old: pd.DataFrame, new: pd.DataFrame, procedure: str) -> compare.Comparison:
-        return compare.compare_frames(old, new, self.level, self.min_effect,
-                                      procedure=procedure)  # fmt: skip
+        return compare.compare_frames(old, new, self.level, self.min_effect, procedure=procedure)
 
     def decide(self, i: int, estimates: list[change.Estimate], procedure: str) -> change.Judgement:
         cpu, device = self.refs[i]
-        return change.judge(estimates, self.level, self.min_effect, None, None, cpu, device,
-                            procedure=procedure)  # fmt: skip
+        return change.judge(
+            estimates, self.level, self.min_effect, None, None, cpu, device, procedure=procedure
+        )
 
     def as_they_are(self) -> dict[str, list[int]]:
         exits: dict[str, list[int]] = {p: [] for p in PROCEDURES}
@@ -191,8 +237,9 @@ class Bench:
                 exits[procedure].append(int(result.worse))
                 if procedure == compare.BH:
                     self.spread.append({k: c.judged.sd for k, c in timed_changes(result).items()})
-                    self.estimates.append([(f"{s.name}/{p.point}", c.judged.estimate)
-                                           for s, p, c in result.changes()])  # fmt: skip
+                    self.estimates.append(
+                        [(f"{s.name}/{p.point}", c.judged.estimate) for s, p, c in result.changes()]
+                    )
                     self.refs.append((result.cpu, result.device))
                     flagged = [x for x in compare.text_lines(result) if x.endswith(": worse")]
                     print(f"{name}: BH exit {int(result.worse)}; {compare.summary_line(result)}")
@@ -209,8 +256,9 @@ class Bench:
         for _ in range(self.trials):
             i = int(self.rng.integers(len(self.pairs)))
             keys = sorted({k for k, _ in self.estimates[i]})
-            chosen = set(self.rng.choice(keys, size=max(2, round(self.keep * len(keys))),
-                                         replace=False))  # fmt: skip
+            chosen = set(
+                self.rng.choice(keys, size=max(2, round(self.keep * len(keys))), replace=False)
+            )
             estimates = [e for k, e in self.estimates[i] if k in chosen]
             for procedure in PROCEDURES:
                 alarms[procedure] += self.decide(i, estimates, procedure).worse
@@ -234,8 +282,12 @@ class Bench:
                         alarms[procedure] += self.judge(o, n, procedure).worse
         done = len(shortest)
         sub_ms = sum(s < 0.001 for s in shortest)
-        return ({p: 1 - alarms[p] / done for p in PROCEDURES}, done, sub_ms,
-                f"{1000 * min(shortest):.2g}-{1000 * max(shortest):.3g} ms")  # fmt: skip
+        return (
+            {p: 1 - alarms[p] / done for p in PROCEDURES},
+            done,
+            sub_ms,
+            f"{1000 * min(shortest):.2g}-{1000 * max(shortest):.3g} ms",
+        )
 
     def power(self, size: float, limit: float) -> dict[str, tuple[float, float, int, int]]:
         """Per procedure: (share of trials exiting 1, share of injected points flagged,
@@ -255,52 +307,78 @@ class Bench:
             done += 1
             injected += len(chosen)
             estimates = [
-                dataclasses.replace(e, new=dataclasses.replace(
-                    e.new, level=e.new.level + e.direction * step))
-                if k in chosen and e.metric in TIMED else e
+                dataclasses.replace(
+                    e, new=dataclasses.replace(e.new, level=e.new.level + e.direction * step)
+                )
+                if k in chosen and e.metric in TIMED
+                else e
                 for k, e in self.estimates[i]
-            ]  # fmt: skip
+            ]
             keys = [k for k, _ in self.estimates[i]]
             for procedure in PROCEDURES:
                 j = self.decide(i, estimates, procedure)
                 caught[procedure] += j.worse
-                hit = {k for k, x in zip(keys, j.points)
-                       if x.verdict == change.WORSE and x.estimate.metric in TIMED}  # fmt: skip
+                hit = {
+                    k
+                    for k, x in zip(keys, j.points)
+                    if x.verdict == change.WORSE and x.estimate.metric in TIMED
+                }
                 flagged[procedure] += len(hit & chosen)
-        return {p: (caught[p] / done if done else math.nan,
-                    flagged[p] / injected if injected else math.nan, done, injected)
-                for p in PROCEDURES}  # fmt: skip
+        return {
+            p: (
+                caught[p] / done if done else math.nan,
+                flagged[p] / injected if injected else math.nan,
+                done,
+                injected,
+            )
+            for p in PROCEDURES
+        }
 
 
 def run(bench: Bench) -> int:
     exits = bench.as_they_are()
     sds = np.array([v for d in bench.spread for v in d.values()])
-    print(f"points' spread (SD of a change between two runs under the model): median "
-          f"{100 * np.median(sds):.1f} %; " + ", ".join(
-              f"{bucket_name(b)}: {int(sum(bucket(v) == b for v in sds))}"
-              for b in range(len(BUCKETS))))  # fmt: skip
+    print(
+        f"points' spread (SD of a change between two runs under the model): median "
+        f"{100 * np.median(sds):.1f} %; "
+        + ", ".join(
+            f"{bucket_name(b)}: {int(sum(bucket(v) == b for v in sds))}"
+            for b in range(len(BUCKETS))
+        )
+    )
     rows: list[tuple[str, dict[str, str]]] = []
     whole = {p: f"exit 0 in {len(e) - sum(e)} of {len(e)}" for p, e in exits.items()}
     rows.append((f"A/A, whole pairs ({len(bench.pairs)})", whole))
     aa = bench.aa_trials()
-    rows.append((f"A/A, {100 * bench.keep:g} % of the points, exit 0",
-                 {p: pct(v) for p, v in aa.items()}))  # fmt: skip
+    rows.append(
+        (f"A/A, {100 * bench.keep:g} % of the points, exit 0", {p: pct(v) for p, v in aa.items()})
+    )
     small, done, sub_ms, sections = bench.small_sweeps()
-    rows.append((f"A/A, small sweeps: every 2 points of a sweep, one its shortest ({done}; "
-                 f"its section {sections}, sub-millisecond in {sub_ms}), exit 0",
-                 {p: pct(v) for p, v in small.items()}))  # fmt: skip
+    rows.append(
+        (
+            f"A/A, small sweeps: every 2 points of a sweep, one its shortest ({done}; "
+            f"its section {sections}, sub-millisecond in {sub_ms}), exit 0",
+            {p: pct(v) for p, v in small.items()},
+        )
+    )
     ok = aa[compare.BH] >= 0.95 and small[compare.BH] >= 0.95
     for size, limit in GOALS.items():
         got = bench.power(size, limit)
         _, _, done, injected = got[compare.BH]
-        label = (f"+{100 * size:g} % on {100 * bench.share:g} % of the points, spread <= "
-                 f"{100 * limit:g} % ({done} trials, {injected} points): trial exits 1 / "
-                 "points flagged")  # fmt: skip
+        label = (
+            f"+{100 * size:g} % on {100 * bench.share:g} % of the points, spread <= "
+            f"{100 * limit:g} % ({done} trials, {injected} points): trial exits 1 / "
+            "points flagged"
+        )
         rows.append((label, {p: f"{pct(v[0])} / {pct(v[1])}" for p, v in got.items()}))
         ok = ok and done > 0 and got[compare.BH][0] >= 0.9
         wider = bench.power(size, math.inf)
-        rows.append((f"+{100 * size:g} %, points drawn from all ({wider[compare.BH][2]} trials)",
-                     {p: f"{pct(v[0])} / {pct(v[1])}" for p, v in wider.items()}))  # fmt: skip
+        rows.append(
+            (
+                f"+{100 * size:g} %, points drawn from all ({wider[compare.BH][2]} trials)",
+                {p: f"{pct(v[0])} / {pct(v[1])}" for p, v in wider.items()},
+            )
+        )
     print()
     print("| | " + " | ".join(NAMES[p] for p in PROCEDURES) + " |")
     print("|---|" + "---|" * len(PROCEDURES))
@@ -313,8 +391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("packs", nargs="*", type=Path, help="results directories, one per pack")
     p.add_argument("--rows", type=Path, help="stored rows with a 'pack' column")
-    p.add_argument("--split", type=Path, action="append", default=[],
-                   help="a results directory whose even and odd rounds are compared")  # fmt: skip
+    p.add_argument(
+        "--split",
+        type=Path,
+        action="append",
+        default=[],
+        help="a results directory whose even and odd rounds are compared",
+    )
     p.add_argument("--trials", type=int, default=100)
     p.add_argument("--share", type=float, default=0.1, help="share of points injected")
     p.add_argument("--keep", type=float, default=0.8, help="share of points in an A/A trial")
@@ -326,20 +409,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.rows and args.packs:
             raise BenchInputError("give packs or --rows, not both")
-        packs = (packs_from_rows(args.rows) if args.rows
-                 else packs_from_dirs(args.packs) if args.packs else [])  # fmt: skip
+        packs = (
+            packs_from_rows(args.rows)
+            if args.rows
+            else packs_from_dirs(args.packs)
+            if args.packs
+            else []
+        )
         if args.store:
             store(packs, args.store)
             return 0
-        pairs = [(packs[i], packs[j], f"pack {i + 1} -> pack {j + 1}")
-                 for i, j in itertools.permutations(range(len(packs)), 2)]  # fmt: skip
+        pairs = [
+            (packs[i], packs[j], f"pack {i + 1} -> pack {j + 1}")
+            for i, j in itertools.permutations(range(len(packs)), 2)
+        ]
         for d in args.split:
             even, odd = split_rounds(packs_from_dirs([d])[0])
             pairs.append((even, odd, f"{d}: even -> odd rounds"))
         if not pairs:
             raise BenchInputError("at least two packs, or --split DIR, are needed")
-        bench = Bench(pairs, args.trials, args.share, args.keep, args.seed, args.fdr,
-                      args.min_effect)  # fmt: skip
+        bench = Bench(
+            pairs, args.trials, args.share, args.keep, args.seed, args.fdr, args.min_effect
+        )
         return run(bench)
     except BenchInputError as exc:
         print(exc, file=sys.stderr)

@@ -66,8 +66,11 @@ def points_of(k: int, ratio: float, own_blocks: bool = False) -> list:
         suffix = str(j) if own_blocks else ""
         for side, log_mean in (("a", math.log(ratio)), ("b", 0.0)):
             knobs = {"layout": side, "mix": j}
-            out.append(sim.SimPoint(f"{side}{j}", sim.ENGINE, sim.N_MAX, sim.N_MIN, knobs,
-                                    side + suffix, log_mean))  # fmt: skip
+            out.append(
+                sim.SimPoint(
+                    f"{side}{j}", sim.ENGINE, sim.N_MAX, sim.N_MIN, knobs, side + suffix, log_mean
+                )
+            )
     return out
 
 
@@ -100,14 +103,26 @@ def pack(
     return verdict
 
 
-def shares(k: int, ratio: float, rule: str, packs: int, noise: sim.Noise = NOISE,
-           own_blocks: bool = False, seed: int = 0) -> dict[str, float]:  # fmt: skip
+def shares(
+    k: int,
+    ratio: float,
+    rule: str,
+    packs: int,
+    noise: sim.Noise = NOISE,
+    own_blocks: bool = False,
+    seed: int = 0,
+) -> dict[str, float]:
     """The share of ``packs`` whose one word is each of holds, against, undecided."""
     found = {"holds": 0, "against": 0, "undecided": 0}
     for i in range(packs):
         v = pack(k, ratio, rule, seed + i, noise, own_blocks).verdict
-        key = "holds" if v == decisions.HOLDS else "undecided" if v not in decisions.DECIDED else (
-            "against")  # fmt: skip
+        key = (
+            "holds"
+            if v == decisions.HOLDS
+            else "undecided"
+            if v not in decisions.DECIDED
+            else ("against")
+        )
         found[key] += 1
     return {key: n / packs for key, n in found.items()}
 
@@ -116,8 +131,13 @@ def mc_error(share: float, n: int) -> float:
     return math.sqrt(max(share * (1 - share), 1e-12) / n)
 
 
-def table(contexts: Sequence[int], packs: int, rules: Sequence[str] = RULES,
-          noise: sim.Noise = NOISE, own_blocks: bool = False) -> list[dict]:  # fmt: skip
+def table(
+    contexts: Sequence[int],
+    packs: int,
+    rules: Sequence[str] = RULES,
+    noise: sim.Noise = NOISE,
+    own_blocks: bool = False,
+) -> list[dict]:
     """Per rule and k: at the margin (a true effect of exactly 5 %, where either word is an
     error of the boundary: the least favourable case for both) the shares reproduced and not
     reproduced; at twice the margin, the shares reproduced (power) and not reproduced."""
@@ -127,11 +147,13 @@ def table(contexts: Sequence[int], packs: int, rules: Sequence[str] = RULES,
             null = shares(k, 1 - MARGIN, rule, packs, noise, own_blocks)
             effect = shares(k, 1 - 2 * MARGIN, rule, packs, noise, own_blocks)
             out.append({"rule": rule, "k": k, "margin": null, "twice": effect})
-            print(f"{rule:14} k={k}: at the margin reproduced {null['holds']:6.1%}, not "
-                  f"reproduced {null['against']:6.1%}; at twice it reproduced "
-                  f"{effect['holds']:6.1%}, not reproduced {effect['against']:6.1%}, undecided "
-                  f"{effect['undecided']:6.1%} (±{mc_error(0.5, packs):.1%} at most)",
-                  flush=True)  # fmt: skip
+            print(
+                f"{rule:14} k={k}: at the margin reproduced {null['holds']:6.1%}, not "
+                f"reproduced {null['against']:6.1%}; at twice it reproduced "
+                f"{effect['holds']:6.1%}, not reproduced {effect['against']:6.1%}, undecided "
+                f"{effect['undecided']:6.1%} (±{mc_error(0.5, packs):.1%} at most)",
+                flush=True,
+            )
     return out
 
 
@@ -149,10 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     noise = sim.Noise(NOISE.run, args.pass_sd, args.round_sd)
-    print(f"lower a/b, alpha {sim.ALPHA}, margin {MARGIN:.0%}, repetitions {{min: {sim.N_MIN}, "
-          f"max: {sim.N_MAX}}}, effects run {noise.run:.0%}, pass {noise.pass_:.1%}, round "
-          f"{noise.round:.1%}; {args.packs} packs per k, truth and rule; contexts "
-          f"{'in blocks of their own' if args.own_blocks else 'sharing their blocks'}")  # fmt: skip
+    print(
+        f"lower a/b, alpha {sim.ALPHA}, margin {MARGIN:.0%}, repetitions {{min: {sim.N_MIN}, "
+        f"max: {sim.N_MAX}}}, effects run {noise.run:.0%}, pass {noise.pass_:.1%}, round "
+        f"{noise.round:.1%}; {args.packs} packs per k, truth and rule; contexts "
+        f"{'in blocks of their own' if args.own_blocks else 'sharing their blocks'}"
+    )
     table(args.contexts, args.packs, args.rules, noise, args.own_blocks)
     return 0
 

@@ -55,8 +55,9 @@ def measure(engine: str, batch: int | None, rounds: int | None, work: Path) -> d
     out = work / f"rounds-{batch or 'file'}.csv.gz"
     t0 = time.monotonic()
     try:
-        sweeprun.run_sweep(points, out, work / "w", ROOT / "data", run_id, judged_by,
-                           log=lambda _line: None)  # fmt: skip
+        sweeprun.run_sweep(
+            points, out, work / "w", ROOT / "data", run_id, judged_by, log=lambda _line: None
+        )
     finally:
         recovery.clean(run_id)
     wall = time.monotonic() - t0
@@ -87,9 +88,11 @@ def main() -> None:
             if args.only and name != args.only:
                 continue
             r = measure(args.engine, batch, args.rounds, Path(tmp))
-            print(f"{args.engine} {name}: batch {r['batch']}, {r['wall_min']:.2f} min for "
-                  f"{r['rounds']} rounds ({r['wall_min'] / r['rounds']:.2f} min a round); "
-                  f"plans {', '.join(r['access'])}")  # fmt: skip
+            print(
+                f"{args.engine} {name}: batch {r['batch']}, {r['wall_min']:.2f} min for "
+                f"{r['rounds']} rounds ({r['wall_min'] / r['rounds']:.2f} min a round); "
+                f"plans {', '.join(r['access'])}"
+            )
             print(r["per_pool"].to_string(float_format=lambda x: f"{x:.3f}"), flush=True)
 
 

@@ -122,8 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no sweep rows (ENGINE/SWEEP.csv) in {missing[0]}", file=sys.stderr)
         return 2
     found = measured(args.results)
-    print(f"{'engine':9} {'sweep':28} {'round SD':>9} {'between blocks':>15}  pairs (one "
-          "block, two)")  # fmt: skip
+    print(
+        f"{'engine':9} {'sweep':28} {'round SD':>9} {'between blocks':>15}  pairs (one block, two)"
+    )
     for c in sorted(found, key=lambda c: (c.engine, c.sweep)):
         rs = "-" if math.isnan(c.round_sd) else f"{c.round_sd:.1%}"
         bs = "-" if c.between_sd is None else f"{c.between_sd:.1%}"

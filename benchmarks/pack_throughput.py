@@ -44,9 +44,14 @@ TIMED_SHARE_GOAL = 0.60
 
 def run_pack(engine: str, out: Path) -> float:
     args = [
-        "./lab", "run", "--config", f"engine={engine}", f"results_dir={out}/results",
-        f"reports_dir={out}/reports", f"logs_dir={out}/logs",
-    ]  # fmt: skip
+        "./lab",
+        "run",
+        "--config",
+        f"engine={engine}",
+        f"results_dir={out}/results",
+        f"reports_dir={out}/reports",
+        f"logs_dir={out}/logs",
+    ]
     t0 = time.monotonic()
     subprocess.run(args, cwd=ROOT, check=True)
     return time.monotonic() - t0
@@ -80,8 +85,9 @@ def least_builds(engine: str, frame: pd.DataFrame) -> int:
     for _, row in frame[frame["rep"] == 0].iterrows():
         if row["workload"] in ("insert", "update"):
             continue
-        knobs = {c[len("knob_") :]: row[c] for c in frame if c.startswith("knob_")
-                 if pd.notna(row[c])}  # fmt: skip
+        knobs = {
+            c[len("knob_") :]: row[c] for c in frame if c.startswith("knob_") if pd.notna(row[c])
+        }
         w = workloads.Workload(str(row["workload"]), {})
         ds = dataset.Dataset(int(row["dataset_rows"]), int(row["seed"]))
         table = pipeline.table_order(w, knobs, ds)
@@ -123,8 +129,10 @@ def report(engine: str, results: Path, wall_s: float, logs: Path | None = None) 
     print(f"engine            {engine}")
     print(f"points            {frame.groupby(['sweep', 'point_id']).ngroups}  rows {len(frame)}")
     goal = GOALS_MIN.get(engine)
-    print(f"wall time         {wall_s / 60:.1f} min" + (f"  (goal <= {goal} min: "
-          f"{wall_s / 60 / goal:.2f} x the goal)" if goal else ""))  # fmt: skip
+    print(
+        f"wall time         {wall_s / 60:.1f} min"
+        + (f"  (goal <= {goal} min: {wall_s / 60 / goal:.2f} x the goal)" if goal else "")
+    )
     print(f"timed work        {timed / 60:.1f} min")
     print(f"timed share       {timed / wall_s:.1%}  (goal >= {TIMED_SHARE_GOAL:.0%})")
     print(f"server starts     {starts}  (least possible {least}: ratio {starts / least:.2f})")
@@ -133,8 +141,10 @@ def report(engine: str, results: Path, wall_s: float, logs: Path | None = None) 
         built = int((reads["table_build"] == "built").sum())
         distinct = least_builds(engine, frame)
         kept = f"; {distinct - built} kept by earlier runs" if built < distinct else ""
-        print(f"table builds      {built} for {len(reads)} reading points "
-              f"(distinct tables {distinct}{kept})")  # fmt: skip
+        print(
+            f"table builds      {built} for {len(reads)} reading points "
+            f"(distinct tables {distinct}{kept})"
+        )
     if logs is not None and (logs / "jobs.jsonl").exists():
         job_spans(logs / "jobs.jsonl", frame)
 

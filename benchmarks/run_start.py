@@ -38,9 +38,17 @@ repetitions: 3
 
 
 def timed_run(checkout: Path, work: Path) -> float:
-    args = [str(checkout / "lab"), "run", "--directory", str(work), "--config",
-            f"sweeps={work}/sweeps/*.yaml", "engine=sqlite", "calibrate=off",
-            "shared_pools=off"]  # fmt: skip
+    args = [
+        str(checkout / "lab"),
+        "run",
+        "--directory",
+        str(work),
+        "--config",
+        f"sweeps={work}/sweeps/*.yaml",
+        "engine=sqlite",
+        "calibrate=off",
+        "shared_pools=off",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TUNELAB_", "VIRTUAL_ENV"))}
     env["TUNELAB_LOCK_DIR"] = str(work / "lock")
     t0 = time.monotonic()
@@ -57,8 +65,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     if not (args.baseline / "lab").is_file() or not (args.baseline / ".venv").is_dir():
-        print(f"--baseline {args.baseline}: not a set-up checkout (./lab and .venv/ needed; "
-              "run ./lab setup run there)", file=sys.stderr)  # fmt: skip
+        print(
+            f"--baseline {args.baseline}: not a set-up checkout (./lab and .venv/ needed; "
+            "run ./lab setup run there)",
+            file=sys.stderr,
+        )
         return 2
     sides = {"this": ROOT, "baseline": args.baseline.resolve()}
     took: dict[tuple[str, str], list[float]] = {}
@@ -72,8 +83,9 @@ def main() -> int:
                 took.setdefault((name, "all done"), []).append(timed_run(sides[name], work))
                 shutil.rmtree(work, ignore_errors=True)
     cpu_ms = statistics.median(noise.cpu_reference() for _ in range(21)) * 1e3
-    print(f"host: CPU reference {cpu_ms:.2f} ms, {os.cpu_count()} CPUs; "
-          f"{args.rounds} rounds, medians")  # fmt: skip
+    print(
+        f"host: CPU reference {cpu_ms:.2f} ms, {os.cpu_count()} CPUs; {args.rounds} rounds, medians"
+    )
     for kind in ("measuring", "all done"):
         this, base = (statistics.median(took[(s, kind)]) for s in sides)
         print(f"{kind:>9}: this {this:.2f} s, baseline {base:.2f} s, ratio {this / base:.2f}")

@@ -69,8 +69,9 @@ def agreement(share: dict[str, float], k: int) -> float:
     return sum(p**k for p in share.values())
 
 
-def table(budgets: Sequence[int], round_sd: float, packs: int,
-          ratios: Sequence[float] = RATIOS) -> list[dict]:  # fmt: skip
+def table(
+    budgets: Sequence[int], round_sd: float, packs: int, ratios: Sequence[float] = RATIOS
+) -> list[dict]:
     noise = sim.Noise(run=0.05, pass_=0.0, round=round_sd)
     found = []
     for n_max in budgets:
@@ -78,17 +79,29 @@ def table(budgets: Sequence[int], round_sd: float, packs: int,
         with budget(n_max):
             for r in ratios:
                 s = shares(r, noise, packs)
-                found.append({"budget": n_max, "ratio": r, **s,
-                              "agree2": agreement(s, 2), "agree3": agreement(s, 3)})  # fmt: skip
-                print(f"max {n_max:3}  a/b {r:5.3f}  " + "  ".join(
-                    f"{w} {s[w]:5.1%}" for w in WORDS
-                ) + f"  two agree {found[-1]['agree2']:5.1%}  three {found[-1]['agree3']:5.1%}",
-                      flush=True)  # fmt: skip
+                found.append(
+                    {
+                        "budget": n_max,
+                        "ratio": r,
+                        **s,
+                        "agree2": agreement(s, 2),
+                        "agree3": agreement(s, 3),
+                    }
+                )
+                print(
+                    f"max {n_max:3}  a/b {r:5.3f}  "
+                    + "  ".join(f"{w} {s[w]:5.1%}" for w in WORDS)
+                    + f"  two agree {found[-1]['agree2']:5.1%}  three {found[-1]['agree3']:5.1%}",
+                    flush=True,
+                )
         band = [row["ratio"] for row in found if row["budget"] == n_max and row["agree2"] < 0.9]
-        print(f"max {n_max}: two packs agree less than 90 % of the time at "
-              f"{len(band)} of {len(ratios)} true ratios"
-              + (f" ({', '.join(f'{r:.2f}' for r in band)})" if band else "")
-              + f"; {time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+        print(
+            f"max {n_max}: two packs agree less than 90 % of the time at "
+            f"{len(band)} of {len(ratios)} true ratios"
+            + (f" ({', '.join(f'{r:.2f}' for r in band)})" if band else "")
+            + f"; {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
     return found
 
 
@@ -96,12 +109,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--packs", type=int, default=200, help="simulated sweeps per cell")
     ap.add_argument("--budgets", type=int, nargs="+", default=[12, 24], help="max rounds")
-    ap.add_argument("--round-sd", type=float, default=0.027,
-                    help="a row's SD around its round (log; 0.027: SQLite's median)")  # fmt: skip
+    ap.add_argument(
+        "--round-sd",
+        type=float,
+        default=0.027,
+        help="a row's SD around its round (log; 0.027: SQLite's median)",
+    )
     args = ap.parse_args(argv)
-    print(f"a 'lower' finding, margin {sim.MARGIN:.0%}, alpha {sim.ALPHA}, repetitions "
-          f"{{min: {sim.N_MIN}, max: N}}; round SD {args.round_sd:.1%} (a pair's per-round "
-          f"log ratio {args.round_sd * 2**0.5:.1%}); {args.packs} packs per cell")  # fmt: skip
+    print(
+        f"a 'lower' finding, margin {sim.MARGIN:.0%}, alpha {sim.ALPHA}, repetitions "
+        f"{{min: {sim.N_MIN}, max: N}}; round SD {args.round_sd:.1%} (a pair's per-round "
+        f"log ratio {args.round_sd * 2**0.5:.1%}); {args.packs} packs per cell"
+    )
     table(args.budgets, args.round_sd, args.packs)
     return 0
 

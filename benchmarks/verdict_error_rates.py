@@ -94,16 +94,31 @@ class SimPoint:
 
 def expect_of(kind: str) -> list[dict]:
     if kind == "ratio":
-        return [{"kind": "lower", "a": {"layout": "a"}, "b": {"layout": "b"},
-                 "where": {"mix": "x"}, "than": {"mix": "y"}}]  # fmt: skip
+        return [
+            {
+                "kind": "lower",
+                "a": {"layout": "a"},
+                "b": {"layout": "b"},
+                "where": {"mix": "x"},
+                "than": {"mix": "y"},
+            }
+        ]
     if kind in ("lower", "higher"):
         return [{"kind": kind, "a": {"layout": "a"}, "b": {"layout": "b"}}]
     if kind == "similar":
-        return [{"kind": kind, "a": {"layout": "a"}, "b": {"layout": "b"},
-                 "min_effect": SIMILAR_MARGIN}]  # fmt: skip
+        return [
+            {"kind": kind, "a": {"layout": "a"}, "b": {"layout": "b"}, "min_effect": SIMILAR_MARGIN}
+        ]
     if kind == "crossover":
-        return [{"kind": kind, "a": {"layout": "a"}, "b": {"layout": "b"},
-                 "along": "selectivity", "within": [0.005, 0.5]}]  # fmt: skip
+        return [
+            {
+                "kind": kind,
+                "a": {"layout": "a"},
+                "b": {"layout": "b"},
+                "along": "selectivity",
+                "within": [0.005, 0.5],
+            }
+        ]
     return [{"kind": kind, "along": "pool"}]
 
 
@@ -122,10 +137,12 @@ def points_of(kind: str, ratio: float) -> list[SimPoint]:
     if kind in ("lower", "higher", "similar"):
         return [point(0, {"layout": "a"}, "a", math.log(ratio)), point(1, {"layout": "b"}, "b", 0)]
     if kind == "ratio":  # each layout a block; a/b is ``ratio`` at mix x, 1 at mix y
-        return [point(0, {"layout": "a", "mix": "x"}, "a", math.log(ratio)),
-                point(1, {"layout": "b", "mix": "x"}, "b", 0.0),
-                point(2, {"layout": "a", "mix": "y"}, "a", 0.0),
-                point(3, {"layout": "b", "mix": "y"}, "b", 0.0)]  # fmt: skip
+        return [
+            point(0, {"layout": "a", "mix": "x"}, "a", math.log(ratio)),
+            point(1, {"layout": "b", "mix": "x"}, "b", 0.0),
+            point(2, {"layout": "a", "mix": "y"}, "a", 0.0),
+            point(3, {"layout": "b", "mix": "y"}, "b", 0.0),
+        ]
     if kind == "crossover":  # a/b: 1/ratio... below the crossing, ratio above (ratio > 1)
         r = math.log(ratio if ratio > 1 else 1 / ratio)
         out = []
@@ -166,10 +183,16 @@ def pass_effects(
 
 
 def round_rows(
-    points: Sequence[SimPoint], active: Sequence[int], first: int, last: int,
-    effects: dict[tuple[str, int], float], run: float, noise: Noise, rng: np.random.Generator,
+    points: Sequence[SimPoint],
+    active: Sequence[int],
+    first: int,
+    last: int,
+    effects: dict[tuple[str, int], float],
+    run: float,
+    noise: Noise,
+    rng: np.random.Generator,
     naive: bool,
-) -> list[dict]:  # fmt: skip
+) -> list[dict]:
     """Rows of rounds ``first`` .. ``last - 1`` of the ``active`` points, in the lab's order."""
     rows = []
     blocks = [points[i].block for i in active]
@@ -177,20 +200,33 @@ def round_rows(
         p = points[active[v.point]]
         k = sweeprun.pass_of(v.round, "blocked")
         log_t = p.log_mean + run + effects[(p.block, k)] + rng.normal(0, noise.round)
-        rows.append({
-            "sweep": "sim", "point_id": p.point_id, "engine": ENGINE, "workload": "scan",
-            "cache_requested": "cold", "round": v.round, "order_in_round": v.order,
-            "order_mode": "blocked", "pass": v.round if naive else k,
-            "block": p.block, "repetitions_min": N_MIN, "repetitions_max": N_MAX,
-            "elapsed_s": math.exp(-3 + log_t),
-            **{f"knob_{key}" if key != "selectivity" else "wl_selectivity": val
-               for key, val in p.knobs.items()},
-        })  # fmt: skip
+        rows.append(
+            {
+                "sweep": "sim",
+                "point_id": p.point_id,
+                "engine": ENGINE,
+                "workload": "scan",
+                "cache_requested": "cold",
+                "round": v.round,
+                "order_in_round": v.order,
+                "order_mode": "blocked",
+                "pass": v.round if naive else k,
+                "block": p.block,
+                "repetitions_min": N_MIN,
+                "repetitions_max": N_MAX,
+                "elapsed_s": math.exp(-3 + log_t),
+                **{
+                    f"knob_{key}" if key != "selectivity" else "wl_selectivity": val
+                    for key, val in p.knobs.items()
+                },
+            }
+        )
     return rows
 
 
-def pack(kind: str, null: bool, noise: Noise, seed: int, naive: bool = False,
-         ratio: float | None = None) -> str:  # fmt: skip
+def pack(
+    kind: str, null: bool, noise: Noise, seed: int, naive: bool = False, ratio: float | None = None
+) -> str:
     """One simulated sweep measured until the stop rule ends it: the claim's verdict.
     ``ratio``: the true ratio instead of ``truth(kind, null)``."""
     rng = np.random.default_rng([seed, KINDS.index(kind), int(null), int(naive)])
@@ -229,8 +265,9 @@ class Rate:
         return f"{self.share:6.1%} ±{self.error:.1%}"
 
 
-def rate(kind: str, null: bool, noise: Noise, packs: int, naive: bool = False,
-         seed: int = 0) -> Rate:  # fmt: skip
+def rate(
+    kind: str, null: bool, noise: Noise, packs: int, naive: bool = False, seed: int = 0
+) -> Rate:
     """The share of ``packs`` simulated sweeps whose claim holds."""
     held = sum(pack(kind, null, noise, seed + i, naive) == "holds" for i in range(packs))
     return Rate(held / packs, packs)
@@ -247,8 +284,9 @@ CASES = {
 }
 
 
-def table(kinds: Sequence[str], packs: int, noise: Noise, cases: Sequence[str] = tuple(CASES)
-          ) -> list[dict]:  # fmt: skip
+def table(
+    kinds: Sequence[str], packs: int, noise: Noise, cases: Sequence[str] = tuple(CASES)
+) -> list[dict]:
     found = []
     for name in cases:
         rounds, naive, with_pass, turns = CASES[name]
@@ -257,10 +295,20 @@ def table(kinds: Sequence[str], packs: int, noise: Noise, cases: Sequence[str] =
             for kind in kinds:
                 t0 = time.perf_counter()
                 fpr, power = rate(kind, True, n, packs, naive), rate(kind, False, n, packs, naive)
-                found.append({"case": name, "kind": kind, "fpr": fpr, "power": power,
-                              "seconds": time.perf_counter() - t0})  # fmt: skip
-                print(f"{name:22} {kind:10} false positives {fpr}  power {power}  "
-                      f"({found[-1]['seconds']:.0f} s)", flush=True)  # fmt: skip
+                found.append(
+                    {
+                        "case": name,
+                        "kind": kind,
+                        "fpr": fpr,
+                        "power": power,
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
+                print(
+                    f"{name:22} {kind:10} false positives {fpr}  power {power}  "
+                    f"({found[-1]['seconds']:.0f} s)",
+                    flush=True,
+                )
     return found
 
 
@@ -272,9 +320,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--round-sd", type=float, default=Noise.round)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     args = ap.parse_args(argv)
-    print(f"passes of {sequential.PASS_ROUNDS} rounds in the lab; alpha {ALPHA}, margin "
-          f"{MARGIN:.0%} (similar {SIMILAR_MARGIN:.0%}), repetitions {{min: {N_MIN}, max: "
-          f"{N_MAX}}}, {args.packs} packs per kind and truth")  # fmt: skip
+    print(
+        f"passes of {sequential.PASS_ROUNDS} rounds in the lab; alpha {ALPHA}, margin "
+        f"{MARGIN:.0%} (similar {SIMILAR_MARGIN:.0%}), repetitions {{min: {N_MIN}, max: "
+        f"{N_MAX}}}, {args.packs} packs per kind and truth"
+    )
     print(f"effects: run {Noise.run:.0%}, pass {args.pass_sd:.0%}, round {args.round_sd:.0%}")
     table(args.kinds, args.packs, Noise(pass_=args.pass_sd, round=args.round_sd), args.cases)
     return 0

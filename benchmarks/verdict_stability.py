@@ -57,9 +57,14 @@ class BenchInputError(ValueError):
 def run_pack(engine: str, out: Path) -> float:
     """One default pack into ``out``/{results,reports,logs}; its wall time in seconds."""
     args = [
-        "./lab", "run", "--config", f"engine={engine}", f"results_dir={out}/results",
-        f"reports_dir={out}/reports", f"logs_dir={out}/logs",
-    ]  # fmt: skip
+        "./lab",
+        "run",
+        "--config",
+        f"engine={engine}",
+        f"results_dir={out}/results",
+        f"reports_dir={out}/reports",
+        f"logs_dir={out}/logs",
+    ]
     t0 = time.monotonic()
     subprocess.run(args, cwd=ROOT, check=True)
     return time.monotonic() - t0
@@ -139,10 +144,12 @@ def aa_comparisons(results: list[Path]) -> list[compare.Comparison]:
 
 def flagged(result: compare.Comparison) -> list[str]:
     """The run-wide shifts flagged and the changes flagged, worse first, one line each."""
-    lines = [compare.shift_line(s) for s in compare.main_shifts(result)
-             if s.verdict == compare.WORSE]  # fmt: skip
-    changes = [(s, p, c) for s, p, c in result.changes() if c.verdict in (compare.WORSE,
-               compare.BETTER)]  # fmt: skip
+    lines = [
+        compare.shift_line(s) for s in compare.main_shifts(result) if s.verdict == compare.WORSE
+    ]
+    changes = [
+        (s, p, c) for s, p, c in result.changes() if c.verdict in (compare.WORSE, compare.BETTER)
+    ]
     changes.sort(key=lambda t: (compare.RANK[t[2].verdict], t[0].name, t[1].point))
     return lines + [compare.change_line(s.name, p.point, c, result) for s, p, c in changes]
 
@@ -158,8 +165,10 @@ def report(engine: str, results: list[Path], walls: list[tuple[float | None, str
         print(f"run {i}: {r}: wall time {text}; from {how}")
     print("\nverdicts per claim (runs in order), agreement")
     for c in pooled:
-        print(f"  {c.engine}/{c.sweep}: {c.claim}: {', '.join(c.verdicts)}; "
-              f"agreement {c.agreement:.2f}{'' if c.stable else ' UNSTABLE'}")  # fmt: skip
+        print(
+            f"  {c.engine}/{c.sweep}: {c.claim}: {', '.join(c.verdicts)}; "
+            f"agreement {c.agreement:.2f}{'' if c.stable else ' UNSTABLE'}"
+        )
         for i, (verdict, why) in enumerate(zip(c.verdicts, c.causes), 1):
             if verdict != "holds" and why:
                 print(f"    run {i} {verdict}: likely cause: {'; '.join(why)}")
@@ -174,8 +183,10 @@ def report(engine: str, results: list[Path], walls: list[tuple[float | None, str
             s.verdict == compare.WORSE for s in result.shifts
         )
     unstable = sum(not c.stable for c in pooled)
-    print(f"\nsummary: {unstable} unstable claim(s) of {len(pooled)}; "
-          f"{worse} point metric(s) flagged worse in the A/A comparisons")  # fmt: skip
+    print(
+        f"\nsummary: {unstable} unstable claim(s) of {len(pooled)}; "
+        f"{worse} point metric(s) flagged worse in the A/A comparisons"
+    )
     return 1 if unstable or worse else 0
 
 
@@ -183,10 +194,16 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--engine", required=True, choices=engines.names())
     ap.add_argument("--runs", type=int, default=None, help="packs to run (at least 2)")
-    ap.add_argument("--results-root", type=Path, help="where the runs go (default: new folder "
-                    "under .tunelab/)")  # fmt: skip
-    ap.add_argument("--existing", nargs="+", type=Path, metavar="DIR",
-                    help="read these runs instead of running packs")  # fmt: skip
+    ap.add_argument(
+        "--results-root", type=Path, help="where the runs go (default: new folder under .tunelab/)"
+    )
+    ap.add_argument(
+        "--existing",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="read these runs instead of running packs",
+    )
     return ap
 
 

@@ -62,8 +62,10 @@ def test_a_bad_size_or_assignment_rows_is_one_line(tmp_path, monkeypatch):
     path = write(tmp_path)
     monkeypatch.setenv(spec.SIZE_ENV, "huge")
     (error,) = spec.expand(path, "sqlite")[1]
-    assert str(error) == f"{path}: TUNELAB_SIZE='huge' is not a data-set size (allowed: quick, " \
-        "assignment)"  # fmt: skip
+    assert (
+        str(error) == f"{path}: TUNELAB_SIZE='huge' is not a data-set size (allowed: quick, "
+        "assignment)"
+    )
     monkeypatch.delenv(spec.SIZE_ENV)
     path = write(tmp_path, extra="assignment_rows: 10, ")
     (error,) = spec.expand(path, "sqlite")[1]
@@ -88,14 +90,23 @@ def test_the_default_pack_scans_the_assignments_million_rows():
 
 def test_the_front_door_refuses_a_bad_size_in_one_line(tmp_path):
     write(tmp_path)
-    base = ["--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-            "--config", "sweeps=sweeps/*.yaml"]  # fmt: skip
+    base = [
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--config",
+        "sweeps=sweeps/*.yaml",
+    ]
     with pytest.raises(pipeline.RunArgsInvalid, match="config size: 'huge' not allowed"):
         pipeline.resolve_run([*base, "size=huge"])
     assert pipeline.resolve_run([*base, "size=assignment"]).size == "assignment"
     assert pipeline.resolve_run(base).size == "quick"
-    proc = subprocess.run([sys.executable, "-m", "tunelab.run.pipeline", *base, "size=huge"],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunelab.run.pipeline", *base, "size=huge"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr == "config size: 'huge' not allowed (allowed: quick, assignment)\n"
 
@@ -105,11 +116,23 @@ def dry_run(workdir: Path, *config: str) -> str:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     env.pop(spec.SIZE_ENV, None)
     cmd = [
-        sys.executable, "-m", "snakemake", "-n", "--quiet", "progress",
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-        "--profile", str(REPO / "workflows" / "profile"),
-        "--config", "sweeps=sweeps/*.yaml", "calibrate=off", *config,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-n",
+        "--quiet",
+        "progress",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(REPO / "workflows" / "profile"),
+        "--config",
+        "sweeps=sweeps/*.yaml",
+        "calibrate=off",
+        *config,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout + proc.stderr
@@ -129,8 +152,12 @@ def test_a_dry_run_at_the_assignment_size_has_its_data_and_its_own_directories(t
 
 
 def test_other_engines_reports_never_include_another_sizes(tmp_path):
-    for name in ("mariadb/a.html", "sqlite/b.html", "assignment/index.html",
-                 "assignment/db2/c.html"):  # fmt: skip
+    for name in (
+        "mariadb/a.html",
+        "sqlite/b.html",
+        "assignment/index.html",
+        "assignment/db2/c.html",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("x")
     assert pipeline.reports_of_other_engines(tmp_path, "sqlite") == [

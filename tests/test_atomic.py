@@ -26,8 +26,9 @@ def test_a_writer_killed_mid_write_leaves_an_orphan_a_live_one_does_not(tmp_path
         "atomic.write(sys.argv[1], lambda f: (f.write(b'part'), f.flush(), print('in', flush=True),"
         " time.sleep(60)))"
     )
-    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "rows.csv")],
-                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    child = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "rows.csv")], stdout=subprocess.PIPE, text=True
+    )
     assert child.stdout.readline().strip() == "in"
     written = list(tmp_path.glob(".rows.csv.*.tmp"))
     assert len(written) == 1 and f".{child.pid}." in written[0].name

@@ -250,8 +250,10 @@ def test_two_checkouts_on_one_host_never_measure_at_once(tmp_path):
             run.join()
     for work in checkouts:
         assert done[work].returncode == 0, done[work].stderr[-3000:]
-    held = {w: [s for s in spans(w / "logs" / "jobs.jsonl") if s["kind"] == "exclusive"]
-            for w in checkouts}  # fmt: skip
+    held = {
+        w: [s for s in spans(w / "logs" / "jobs.jsonl") if s["kind"] == "exclusive"]
+        for w in checkouts
+    }
     timed = {}
     for n, work in enumerate(checkouts):
         rows = pd.read_csv(work / "results" / "sqlite" / f"scans{n}.csv")

@@ -27,8 +27,11 @@ def victim(tmp_path):
     image.parent.mkdir()
     with open(image, "wb") as f:
         f.truncate(8 << 20)
-    loop = Path(subprocess.run(["losetup", "--find", "--show", str(image)], check=True,
-                               capture_output=True, text=True).stdout.strip()).name  # fmt: skip
+    loop = Path(
+        subprocess.run(
+            ["losetup", "--find", "--show", str(image)], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    ).name
     read_ahead = blockdev._sys(loop, "queue", "read_ahead_kb")
     try:
         read_ahead.write_text(f"{VICTIM_KB}\n")
@@ -42,9 +45,18 @@ def plant(root: Path, loop: str, image: Path, owner: int | None = None) -> None:
     """A record naming the victim's loop device, and device.img a link to its file."""
     root.mkdir(parents=True)
     record = root / blockdev.RECORD
-    record.write_text(json.dumps({"loop": loop, "backing": str(image), "state": "mounted",
-                                  "mountpoint": str(image.parent), "read_ahead_before_kb": 4096,
-                                  "attached_kb": 4096}))  # fmt: skip
+    record.write_text(
+        json.dumps(
+            {
+                "loop": loop,
+                "backing": str(image),
+                "state": "mounted",
+                "mountpoint": str(image.parent),
+                "read_ahead_before_kb": 4096,
+                "attached_kb": 4096,
+            }
+        )
+    )
     (root / blockdev.BACKING).symlink_to(image)
     if owner is not None:
         os.chown(record, owner, owner, follow_symlinks=False)

@@ -24,8 +24,7 @@ def test_curves_from_pieces_equal_curves_from_the_whole_trace():
     whole = _frame(members=(2,), shares=(0.3,))
 
     def pieces_for(m, w):
-        return shared_trace_pieces(2000, 20_000, m, w, affinity=0.5, alpha=0.8, seed=3,
-                                   piece=6_000)  # fmt: skip
+        return shared_trace_pieces(2000, 20_000, m, w, affinity=0.5, alpha=0.8, seed=3, piece=6_000)
 
     def whole_for(m, w):  # the same references, made whole
         return pd.concat(list(pieces_for(m, w)), ignore_index=True)
@@ -69,7 +68,7 @@ def test_the_knee_is_the_smallest_gbp_within_five_percent_of_the_largest():
     ] + [
         {"members": 4, "write_share": 0.2, "lbp_pages": 100, "gbp_pages": g, "physical_reads": r}
         for g, r in [(10, 500), (20, 300), (40, 200), (80, 100)]  # still falling at the top
-    ]  # fmt: skip
+    ]
     k = shared_curves.knees(pd.DataFrame(rows)).set_index("members")
     assert k.loc[2, "gbp_knee_pages"] == 40 and k.loc[2, "gbp_knee_share"] == 0.2
     assert k.loc[2, "rule_share"] == 0.45
@@ -78,8 +77,22 @@ def test_the_knee_is_the_smallest_gbp_within_five_percent_of_the_largest():
 
 def test_command_prints_knees_and_writes_every_point(tmp_path, capsys):
     out = tmp_path / "curves.csv"
-    argv = ["--pages", "2000", "--references", "20000", "--members", "1,2", "--write-share",
-            "0.2", "--lbp", "100", "--gbp", "20,80,320,1280", "--out", str(out)]  # fmt: skip
+    argv = [
+        "--pages",
+        "2000",
+        "--references",
+        "20000",
+        "--members",
+        "1,2",
+        "--write-share",
+        "0.2",
+        "--lbp",
+        "100",
+        "--gbp",
+        "20,80,320,1280",
+        "--out",
+        str(out),
+    ]
     assert shared_cli.main(argv) == 0
     text = capsys.readouterr().out
     assert "GBP knee" in text and "2 members, writes 0.2: 100:" in text

@@ -46,8 +46,14 @@ def test_save_load_round_trip_keeps_int_page_keys(tmp_path):
     path = save(cal, tmp_path / "c" / "cal.json")
     doc = json.loads(path.read_text())
     assert set(doc["transferrate_ms"]) == {"4096", "8192", "16384", "32768"}
-    for key in ("overhead_ms", "device_read_rate_mb_s", "write_overhead_ms", "write_rate_mb_s",
-                "direct_io", "filesystem"):  # fmt: skip
+    for key in (
+        "overhead_ms",
+        "device_read_rate_mb_s",
+        "write_overhead_ms",
+        "write_rate_mb_s",
+        "direct_io",
+        "filesystem",
+    ):
         assert key in doc
     back = load(path)
     assert back == cal
@@ -184,8 +190,9 @@ def test_achieved_vs_device_scans_and_inserts():
 
 
 def test_achieved_vs_device_without_written_bytes_or_batch_columns():
-    rows = pd.DataFrame({"workload": ["insert", "scan"], "elapsed_s": [1.0, 1.0],
-                         "data_bytes": [1.0, 2 * MB_BYTES]})  # fmt: skip
+    rows = pd.DataFrame(
+        {"workload": ["insert", "scan"], "elapsed_s": [1.0, 1.0], "data_bytes": [1.0, 2 * MB_BYTES]}
+    )
     out = device.achieved_vs_device(rows, make(drr=4.0))
     assert math.isnan(out.loc[0, "achieved_mb_s"])
     assert out.loc[0, "device_mb_s"] == 100.0  # the model's transfer rate

@@ -34,8 +34,12 @@ def odirect_accepted(directory: Path) -> bool:
 
 
 def findmnt_fstype(path: Path) -> str:
-    out = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "--target", str(path)],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        ["findmnt", "-n", "-o", "FSTYPE", "--target", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.split()[-1]  # with mounts stacked on one point, the last is visible
 
 

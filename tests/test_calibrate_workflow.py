@@ -19,8 +19,10 @@ def dry_run(tmp_path: Path, *config: str) -> str:
     )
     out = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "-p", "--cores", "1", "--config", *config],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout + out.stderr
 

@@ -49,14 +49,27 @@ def sweep_rows(sweep: Path, medians: dict[str, float], name: str = "tiny", seed:
     out = []
     for index, median in medians.items():
         for rep, t in enumerate(rng.lognormal(np.log(median), 0.03, 6)):
-            out.append({"sweep": name, "sweep_file": str(sweep), "engine": "sqlite",
-                        "point_id": f"index-{index}", "knob_index": index,
-                        "workload": "multipoint", "cache_requested": "cold",
-                        "cache_achieved": "cold", "dataset_rows": 100000, "seed": 5, "rep": rep,
-                        "elapsed_s": t, "access_path": "scan" if index == "none" else "index:ix",
-                        "access_expected": "scan" if index == "none" else "index:ix",
-                        "access_matches": True, "client_share": 0.1,
-                        "started_at": f"2025-01-01T10:{rep:02d}:00+00:00"})  # fmt: skip
+            out.append(
+                {
+                    "sweep": name,
+                    "sweep_file": str(sweep),
+                    "engine": "sqlite",
+                    "point_id": f"index-{index}",
+                    "knob_index": index,
+                    "workload": "multipoint",
+                    "cache_requested": "cold",
+                    "cache_achieved": "cold",
+                    "dataset_rows": 100000,
+                    "seed": 5,
+                    "rep": rep,
+                    "elapsed_s": t,
+                    "access_path": "scan" if index == "none" else "index:ix",
+                    "access_expected": "scan" if index == "none" else "index:ix",
+                    "access_matches": True,
+                    "client_share": 0.1,
+                    "started_at": f"2025-01-01T10:{rep:02d}:00+00:00",
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -134,13 +147,15 @@ def test_verdict_names_are_ordered_as_claims_lists_them_whatever_they_are(monkey
 @pytest.mark.parametrize(
     "case, expected",
     [
-        ("other sweeps", "run-2/results: not the same sweeps as {a} (not in the first: "
-         "sqlite/extra)"),
+        (
+            "other sweeps",
+            "run-2/results: not the same sweeps as {a} (not in the first: sqlite/extra)",
+        ),
         ("missing dir", "nowhere: no such file or directory"),
         ("csv and dir", "give result CSVs or results directories, not both"),
         ("empty dir", "empty: no result CSVs"),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, expected):
     a = write_run(tmp_path / "run-1", CLEAR)
     args = {
@@ -158,8 +173,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, case, expected):
 def test_the_command_line_refuses_runs_of_different_sweeps_without_a_traceback(tmp_path):
     a = write_run(tmp_path / "run-1", CLEAR)
     b = write_run(tmp_path / "run-2", CLEAR, extra="extra")
-    proc = subprocess.run([sys.executable, "-m", "tunelab.cli", "check", str(a), str(b)],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "tunelab.cli", "check", str(a), str(b)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == (
         f"{b}: not the same sweeps as {a} (not in the first: sqlite/extra)"

@@ -12,8 +12,14 @@ from tunelab.analysis import claims, decisions, stats
 from tunelab.store import results
 from tunelab.sweep.claimspec import parse
 
-BASE = {"cache_requested": "warm", "cache_achieved": "warm", "access_matches": True,
-        "access_path": "scan", "access_expected": "scan", "client_share": 0.1}  # fmt: skip
+BASE = {
+    "cache_requested": "warm",
+    "cache_achieved": "warm",
+    "access_matches": True,
+    "access_path": "scan",
+    "access_expected": "scan",
+    "client_share": 0.1,
+}
 LOWER = {"kind": "lower", "a": {"index": "covering"}, "b": {"index": "none"}}
 
 
@@ -118,8 +124,10 @@ def test_an_interval_wholly_short_of_the_claimed_margin_does_not_reproduce():
     assert above.contexts[0]["word"] == "not reproduced"
     (ratio, low, high) = above.contexts[0]["ratio"]
     assert 0.95 < low < 1.05 < high, above.evidence  # the old rule's undecided gap
-    assert any(c.startswith("found instead: ratio") and c.endswith("short of the claimed 5%")
-               for c in above.causes), above.causes  # fmt: skip
+    assert any(
+        c.startswith("found instead: ratio") and c.endswith("short of the claimed 5%")
+        for c in above.causes
+    ), above.causes
     straddling = verdict(LOWER, pair(0.97 * b * spread, b, with_rounds=True))
     assert straddling.verdict == "inconclusive", straddling.evidence
     assert straddling.needed and straddling.needed > 12
@@ -129,9 +137,21 @@ def test_the_rounds_a_directional_claim_needs_are_counted_from_its_claimed_margi
     """1.04x [0.94, 1.15] after six rounds on a claim of "at least 5 % lower": 0.95 lies 9 %
     away, so a few rounds more decide it, within the futility stop's three times a budget
     of 12; the equivalence within ±5 % the old count aimed at lies 1 % away, far beyond."""
-    t = stats.RatioTest(n_old=6, n_new=6, old_median=1.0, new_median=1.04, ratio=1.04,
-                        low=0.94, high=1.15, p=0.2, min_p=0.03125, paired=True, n=6,
-                        eq_low=0.96, eq_high=1.12)  # fmt: skip
+    t = stats.RatioTest(
+        n_old=6,
+        n_new=6,
+        old_median=1.0,
+        new_median=1.04,
+        ratio=1.04,
+        low=0.94,
+        high=1.15,
+        p=0.2,
+        min_p=0.03125,
+        paired=True,
+        n=6,
+        eq_low=0.96,
+        eq_high=1.12,
+    )
     toward_margin = stats.repetitions_needed(t, 0.05, 0.05, decisions.LOWER)
     equivalence = stats.repetitions_needed(t, 0.05, 0.05)
     assert toward_margin is not None and equivalence is not None
@@ -202,8 +222,9 @@ def drifting(rng, medians, drift: float) -> pd.DataFrame:
     speed = rng.lognormal(0, drift, 6)
     rows = []
     for pool, m in zip((16, 32, 64, 128, 256), medians):
-        rows += point(f"p{pool}", m * speed * rng.lognormal(0, 0.01, 6), range(6),
-                      knob_buffer_pool=pool)  # fmt: skip
+        rows += point(
+            f"p{pool}", m * speed * rng.lognormal(0, 0.01, 6), range(6), knob_buffer_pool=pool
+        )
     return pd.DataFrame(rows)
 
 
@@ -223,8 +244,11 @@ def test_the_blocked_trend_keeps_its_error_rate_on_flat_curves():
     false = 0
     for _ in range(400):
         rows = drifting(rng, [1.0] * 5, drift=0.1)
-        t = decisions.trend(np.log2(rows["knob_buffer_pool"].to_numpy()) - 4,
-                            rows["elapsed_s"].to_numpy(), rows["round"].to_numpy())  # fmt: skip
+        t = decisions.trend(
+            np.log2(rows["knob_buffer_pool"].to_numpy()) - 4,
+            rows["elapsed_s"].to_numpy(),
+            rows["round"].to_numpy(),
+        )
         false += t.p < 0.05
     assert false / 400 <= 0.05 + 2 * (0.05 * 0.95 / 400) ** 0.5  # alpha, within 2 SE
 
@@ -253,16 +277,27 @@ def selectivity(index: list[float], scan: float, within_rounds: bool = True) -> 
     rounds = range(6) if within_rounds else None
     rows = []
     for s, ti in zip((0.001, 0.01, 0.05, 0.1, 0.5), index):
-        rows += point(f"i{s}", ti * rng.lognormal(0, 0.01, 6), rounds, knob_index="nonclustered",
-                      wl_selectivity=s)  # fmt: skip
-        rows += point(f"s{s}", scan * rng.lognormal(0, 0.01, 6), rounds, knob_index="none",
-                      wl_selectivity=s)  # fmt: skip
+        rows += point(
+            f"i{s}",
+            ti * rng.lognormal(0, 0.01, 6),
+            rounds,
+            knob_index="nonclustered",
+            wl_selectivity=s,
+        )
+        rows += point(
+            f"s{s}", scan * rng.lognormal(0, 0.01, 6), rounds, knob_index="none", wl_selectivity=s
+        )
     return pd.DataFrame(rows)
 
 
 def cross(low: float, high: float) -> dict:
-    return {"kind": "crossover", "a": {"index": "nonclustered"}, "b": {"index": "none"},
-            "along": "selectivity", "within": [low, high]}  # fmt: skip
+    return {
+        "kind": "crossover",
+        "a": {"index": "nonclustered"},
+        "b": {"index": "none"},
+        "along": "selectivity",
+        "within": [low, high],
+    }
 
 
 ALREADY_SLOWER = [0.2, 0.5, 1.0, 2.0, 5.0]  # the scan (0.1) wins at every selectivity
@@ -326,8 +361,13 @@ def test_verdict_json_and_counts_know_similar():
     data = pair([0.1] * 6, [0.1] * 6, with_rounds=True)
     v = verdict(LOWER, data)
     assert v.to_json()["verdict"] == "similar" and v.to_json()["decided"] is True
-    assert claims.summarize([v]) == {"holds": 0, "similar": 1, "short": 0, "contradicted": 0,
-                                     "inconclusive": 0}  # fmt: skip
+    assert claims.summarize([v]) == {
+        "holds": 0,
+        "similar": 1,
+        "short": 0,
+        "contradicted": 0,
+        "inconclusive": 0,
+    }
 
 
 # -- one interval: the report's lock table and a claim on the same points ---------------------
@@ -341,15 +381,26 @@ def test_the_lock_table_and_a_claim_on_the_same_points_print_the_same_interval(w
     for lock, level in (("row", 900.0), ("table", 1000.0)):
         rounds = range(6) if with_rounds else None
         values = level * rng.lognormal(0, 0.05, 6)
-        for r in point(f"update-{lock}", values, rounds, knob_lock_granularity=lock,
-                       workload="update", wl_threads=1):  # fmt: skip
+        for r in point(
+            f"update-{lock}",
+            values,
+            rounds,
+            knob_lock_granularity=lock,
+            workload="update",
+            wl_threads=1,
+        ):
             r["throughput_rows_s"] = r.pop("elapsed_s")
             rows.append(r)
     frame = pd.DataFrame(rows)
     data = ReportData(frame, {}, "", "", "locking", "sqlite", ["knob_lock_granularity"], [])
     (table,) = plots.lock_ratios(data).to_dict("records")
-    claim = {"kind": "higher", "metric": "throughput_rows_s", "a": {"lock_granularity": "row"},
-             "b": {"lock_granularity": "table"}, "where": {"workload": "update"}}  # fmt: skip
+    claim = {
+        "kind": "higher",
+        "metric": "throughput_rows_s",
+        "a": {"lock_granularity": "row"},
+        "b": {"lock_granularity": "table"},
+        "where": {"workload": "update"},
+    }
     v = verdict(claim, frame)
     shown = f"ratio {table['ratio']:.3g} [{table['low']:.3g}, {table['high']:.3g}]"
     assert shown in v.evidence
@@ -376,15 +427,25 @@ def test_the_index_counts_verdicts_in_words_a_directional_claim_shown_absent_doe
 
 
 # -- an interaction: one ratio against another ----------------------------------------------
-RATIO_LOWER = {"kind": "lower", "metric": "throughput_rows_s",
-               "a": {"lock_granularity": "row"}, "b": {"lock_granularity": "table"},
-               "where": {"workload": "insert"}, "than": {"workload": "update"}}  # fmt: skip
+RATIO_LOWER = {
+    "kind": "lower",
+    "metric": "throughput_rows_s",
+    "a": {"lock_granularity": "row"},
+    "b": {"lock_granularity": "table"},
+    "where": {"workload": "insert"},
+    "than": {"workload": "update"},
+}
 
 
 def locking(
-    insert_ratio: float, update_ratio: float, seed: int, reps: int = 12,
-    sigma: float = 0.03, drift: float = 0.0, cache: tuple = ("warm",),
-) -> pd.DataFrame:  # fmt: skip
+    insert_ratio: float,
+    update_ratio: float,
+    seed: int,
+    reps: int = 12,
+    sigma: float = 0.03,
+    drift: float = 0.0,
+    cache: tuple = ("warm",),
+) -> pd.DataFrame:
     """Rows of a locking sweep: per round, throughput with row and table locks for inserts
     and updates; the row/table ratios as given, ``drift`` a round effect shared by all."""
     rng = np.random.default_rng(seed)
@@ -395,10 +456,20 @@ def locking(
             for workload, ratio in (("insert", insert_ratio), ("update", update_ratio)):
                 for lock, scale in (("row", ratio), ("table", 1.0)):
                     v = 1000 * scale * shift * rng.lognormal(0, sigma)
-                    rows.append({**BASE, "cache_requested": c, "cache_achieved": c,
-                                 "point_id": f"{workload}-{lock}-{c}", "rep": r, "round": r,
-                                 "workload": workload, "knob_lock_granularity": lock,
-                                 "throughput_rows_s": v, "elapsed_s": 1 / v})  # fmt: skip
+                    rows.append(
+                        {
+                            **BASE,
+                            "cache_requested": c,
+                            "cache_achieved": c,
+                            "point_id": f"{workload}-{lock}-{c}",
+                            "rep": r,
+                            "round": r,
+                            "workload": workload,
+                            "knob_lock_granularity": lock,
+                            "throughput_rows_s": v,
+                            "elapsed_s": 1 / v,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -420,8 +491,10 @@ def test_equal_ratios_are_not_a_lower_one_and_drift_shared_by_a_round_cancels():
         seen.add(v.verdict)
     assert "similar" in seen  # shown equal: for a directional finding, not reproduced
     # the same drift hides nothing real: 20 % apart is found in every seed
-    assert all(verdict(RATIO_LOWER, locking(0.72, 0.9, seed=s, drift=0.2)).verdict == "holds"
-               for s in range(10))  # fmt: skip
+    assert all(
+        verdict(RATIO_LOWER, locking(0.72, 0.9, seed=s, drift=0.2)).verdict == "holds"
+        for s in range(10)
+    )
 
 
 def test_a_ratio_of_ratios_is_judged_within_each_context():
@@ -455,6 +528,18 @@ def test_than_only_on_lower_or_higher_and_only_replacing_where_keys():
 def test_the_paired_units_are_named_in_plain_plural(unit, words):
     from tunelab.analysis import claims, stats
 
-    t = stats.RatioTest(n_old=6, n_new=6, old_median=1.0, new_median=0.9, ratio=0.9, low=0.8,
-                        high=0.95, p=0.03, min_p=0.031, paired=True, n=6, unit=unit)  # fmt: skip
+    t = stats.RatioTest(
+        n_old=6,
+        n_new=6,
+        old_median=1.0,
+        new_median=0.9,
+        ratio=0.9,
+        low=0.8,
+        high=0.95,
+        p=0.03,
+        min_p=0.031,
+        paired=True,
+        n=6,
+        unit=unit,
+    )
     assert claims._n_text(t).startswith(words)

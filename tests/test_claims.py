@@ -21,9 +21,15 @@ RNG = np.random.default_rng(7)
 
 def rows(point: str, reps: int = 6, scale: float = 1.0, sigma: float = 0.03, **cols) -> list[dict]:
     """``reps`` rows of one point with lognormal timings around ``scale`` seconds."""
-    base = {"point_id": point, "cache_requested": "cold", "cache_achieved": "cold",
-            "access_matches": True, "access_path": "index:ix", "access_expected": "index:ix",
-            "client_share": 0.1}  # fmt: skip
+    base = {
+        "point_id": point,
+        "cache_requested": "cold",
+        "cache_achieved": "cold",
+        "access_matches": True,
+        "access_path": "index:ix",
+        "access_expected": "index:ix",
+        "client_share": 0.1,
+    }
     out = []
     for r, t in enumerate(RNG.lognormal(np.log(scale), sigma, reps)):
         out.append({**base, **cols, "rep": r, "elapsed_s": t})
@@ -43,8 +49,10 @@ LOWER = {"kind": "lower", "a": {"index": "clustered"}, "b": {"index": "noncluste
 
 
 def test_a_clear_difference_in_the_claimed_direction_holds_the_other_way_is_contradicted():
-    data = frame(rows("c", scale=0.02, knob_index="clustered"),
-                 rows("n", scale=0.15, knob_index="nonclustered"))  # fmt: skip
+    data = frame(
+        rows("c", scale=0.02, knob_index="clustered"),
+        rows("n", scale=0.15, knob_index="nonclustered"),
+    )
     v = verdict(LOWER, data)
     assert v.verdict == "holds" and not v.causes
     assert "ratio 0.13" in v.evidence
@@ -52,14 +60,18 @@ def test_a_clear_difference_in_the_claimed_direction_holds_the_other_way_is_cont
 
 
 def test_equal_samples_are_similar_when_precise_enough_and_inconclusive_when_not():
-    precise = frame(rows("c", reps=30, scale=0.1, knob_index="clustered"),
-                    rows("n", reps=30, scale=0.1, knob_index="nonclustered"))  # fmt: skip
+    precise = frame(
+        rows("c", reps=30, scale=0.1, knob_index="clustered"),
+        rows("n", reps=30, scale=0.1, knob_index="nonclustered"),
+    )
     v = verdict(LOWER, precise)
     assert v.verdict == "similar" and v.decided and v.needed is None
     assert v.causes[0].startswith("no difference seen (ratio")
     assert verdict({**LOWER, "kind": "similar"}, precise).verdict == "holds"
-    noisy = frame(rows("c", scale=0.1, sigma=0.3, knob_index="clustered"),
-                  rows("n", scale=0.1, sigma=0.3, knob_index="nonclustered"))  # fmt: skip
+    noisy = frame(
+        rows("c", scale=0.1, sigma=0.3, knob_index="clustered"),
+        rows("n", scale=0.1, sigma=0.3, knob_index="nonclustered"),
+    )
     v = verdict({**LOWER, "kind": "similar"}, noisy)  # a large p is no equivalence
     assert v.verdict == "inconclusive" and not v.decided
     assert (
@@ -69,15 +81,24 @@ def test_equal_samples_are_similar_when_precise_enough_and_inconclusive_when_not
 
 
 def test_an_effect_below_the_minimum_is_similar_not_a_hold():
-    data = frame(rows("c", scale=0.097, knob_index="clustered", reps=12),
-                 rows("n", scale=0.1, knob_index="nonclustered", reps=12))  # fmt: skip
+    data = frame(
+        rows("c", scale=0.097, knob_index="clustered", reps=12),
+        rows("n", scale=0.1, knob_index="nonclustered", reps=12),
+    )
     assert verdict({**LOWER, "min_effect": 0.2}, data).verdict == "similar"
 
 
 def test_a_failed_claim_names_the_plan_the_cache_and_the_client_from_the_rows():
-    bad = rows("n", scale=0.02, knob_index="nonclustered", access_matches=False,
-               access_path="scan", access_expected="index:ix_n", cache_achieved="partial",
-               client_share=0.7)  # fmt: skip
+    bad = rows(
+        "n",
+        scale=0.02,
+        knob_index="nonclustered",
+        access_matches=False,
+        access_path="scan",
+        access_expected="index:ix_n",
+        cache_achieved="partial",
+        client_share=0.7,
+    )
     data = frame(rows("c", scale=0.15, knob_index="clustered"), bad)
     v = verdict(LOWER, data)
     assert v.verdict == "contradicted"
@@ -87,8 +108,10 @@ def test_a_failed_claim_names_the_plan_the_cache_and_the_client_from_the_rows():
 
 
 def test_points_that_differ_in_an_unnamed_key_are_compared_within_each_value():
-    cold = frame(rows("cc", scale=0.02, knob_index="clustered"),
-                 rows("nc", scale=0.15, knob_index="nonclustered"))  # fmt: skip
+    cold = frame(
+        rows("cc", scale=0.02, knob_index="clustered"),
+        rows("nc", scale=0.15, knob_index="nonclustered"),
+    )
     warm = frame(
         rows("cw", scale=0.02, knob_index="clustered", cache_requested="warm"),
         rows("nw", scale=0.01, knob_index="nonclustered", cache_requested="warm"),
@@ -109,8 +132,13 @@ def selectivity_frame(index_times: list[float], scan_times: list[float]) -> pd.D
     return frame(*groups)
 
 
-CROSS = {"kind": "crossover", "a": {"index": "nonclustered"}, "b": {"index": "none"},
-         "along": "selectivity", "within": [0.01, 0.5]}  # fmt: skip
+CROSS = {
+    "kind": "crossover",
+    "a": {"index": "nonclustered"},
+    "b": {"index": "none"},
+    "along": "selectivity",
+    "within": [0.01, 0.5],
+}
 
 
 def test_a_crossover_inside_the_window_holds_and_is_located():
@@ -188,23 +216,33 @@ expect:
 def validate(tmp_path: Path, claims_yaml: str) -> subprocess.CompletedProcess:
     f = tmp_path / "tiny-claims.yaml"
     f.write_text(SWEEP.format(claims=claims_yaml))
-    return subprocess.run([sys.executable, "-m", "tunelab.cli", "validate", str(f)],
-                          capture_output=True, text=True)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "tunelab.cli", "validate", str(f)], capture_output=True, text=True
+    )
 
 
 @pytest.mark.parametrize(
     "claim, field, says",
     [
-        ("  - {kind: lower, a: {index: clustered}, b: {index: none}}", "expect[0].a.index",
-         "value 'clustered' not in the sweep"),
-        ("  - {kind: lower, a: {indx: covering}, b: {index: none}}", "expect[0].a.indx",
-         "not a knob or parameter"),
-        ("  - {kind: lower, metric: speed, a: {index: covering}, b: {index: none}}",
-         "expect[0].metric", "unknown metric 'speed'"),
+        (
+            "  - {kind: lower, a: {index: clustered}, b: {index: none}}",
+            "expect[0].a.index",
+            "value 'clustered' not in the sweep",
+        ),
+        (
+            "  - {kind: lower, a: {indx: covering}, b: {index: none}}",
+            "expect[0].a.indx",
+            "not a knob or parameter",
+        ),
+        (
+            "  - {kind: lower, metric: speed, a: {index: covering}, b: {index: none}}",
+            "expect[0].metric",
+            "unknown metric 'speed'",
+        ),
         ("  - {kind: falls, along: buffer_pool}", "expect[0].along", "is not swept"),
         ("  - {kind: sooner, a: {index: covering}, b: {index: none}}", "expect[0].kind", ""),
     ],
-)  # fmt: skip
+)
 def test_a_claim_naming_what_the_sweep_does_not_have_is_refused(tmp_path, claim, field, says):
     proc = validate(tmp_path, claim)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -225,8 +263,12 @@ def test_check_gives_one_line_per_claim_and_fails_on_a_contradiction(tmp_path):
     proc = snakemake(tmp_path, "--cores", "2")
     assert proc.returncode == 0, workflow_failure(tmp_path, proc)
     merged = tmp_path / "results" / "sqlite" / "tiny-claims.csv"
-    check = subprocess.run([sys.executable, "-m", "tunelab.cli", "check", str(merged)],
-                           capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    check = subprocess.run(
+        [sys.executable, "-m", "tunelab.cli", "check", str(merged)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     lines = check.stdout.strip().splitlines()
     assert lines[0].startswith("tiny-claims: covering beats a scan: holds (")
     assert lines[1].startswith("tiny-claims: the scan wins: does not hold (")
@@ -237,9 +279,11 @@ def test_check_gives_one_line_per_claim_and_fails_on_a_contradiction(tmp_path):
 
 
 def test_the_headline_orders_the_compared_knob_by_its_medians():
-    data = frame(rows("c", scale=0.024, knob_index="clustered"),
-                 rows("v", scale=0.011, knob_index="covering"),
-                 rows("n", scale=0.15, knob_index="nonclustered"))  # fmt: skip
+    data = frame(
+        rows("c", scale=0.024, knob_index="clustered"),
+        rows("v", scale=0.011, knob_index="covering"),
+        rows("n", scale=0.15, knob_index="nonclustered"),
+    )
     claim = {**LOWER, "where": {"cache": "cold"}}
     verdicts = claims.evaluate_sweep([claim], data, "sqlite")
     line = claims.headline(data, verdicts)
@@ -255,12 +299,20 @@ def test_the_headline_orders_the_compared_knob_by_its_medians():
 
 def test_a_column_that_moves_with_the_compared_knob_is_not_a_context():
     # one pool size in bytes: 4,096 pages at 4 KiB, 512 at 32 KiB
-    data = frame(rows("small", scale=0.5, knob_page_size=4096, knob_buffer_pool=4096),
-                 rows("large", scale=0.3, knob_page_size=32768, knob_buffer_pool=512))  # fmt: skip
+    data = frame(
+        rows("small", scale=0.5, knob_page_size=4096, knob_buffer_pool=4096),
+        rows("large", scale=0.3, knob_page_size=32768, knob_buffer_pool=512),
+    )
     v = verdict({"kind": "falls", "along": "page_size"}, data)
     assert v.verdict == "holds", v.evidence
-    ratio = {"kind": "lower", "a": {"index": "covering"}, "b": {"index": "none"},
-             "metric": "uses_index"}  # fmt: skip
-    plans = frame(rows("c", access_path="index-only:ix", knob_index="covering"),
-                  rows("n", access_path="scan", knob_index="none"))  # fmt: skip
+    ratio = {
+        "kind": "lower",
+        "a": {"index": "covering"},
+        "b": {"index": "none"},
+        "metric": "uses_index",
+    }
+    plans = frame(
+        rows("c", access_path="index-only:ix", knob_index="covering"),
+        rows("n", access_path="scan", knob_index="none"),
+    )
     assert verdict(ratio, plans).verdict == "contradicted"  # 1 vs 0: an infinite ratio

@@ -43,9 +43,14 @@ def test_a_symlink_is_dated_itself_and_its_target_outside_is_left(tmp_path):
 
 def test_the_run_names_its_directories_sweeps_calibration_and_workflow_files(tmp_path):
     config = {
-        "results_dir": "r", "reports_dir": "p", "logs_dir": "l", "data_dir": "d",
-        "traces_dir": "t", "sweeps": "workflows/sweeps/*.yaml", "workdir": ".tunelab",
-    }  # fmt: skip
+        "results_dir": "r",
+        "reports_dir": "p",
+        "logs_dir": "l",
+        "data_dir": "d",
+        "traces_dir": "t",
+        "sweeps": "workflows/sweeps/*.yaml",
+        "workdir": ".tunelab",
+    }
     roots = workflow.run_files(config, str(tmp_path))
     for name in ("r", "p", "l", "d", "t", "workflows/sweeps"):
         assert os.path.abspath(name) in roots

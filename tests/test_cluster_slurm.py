@@ -33,8 +33,13 @@ from tests.conftest import REPO
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 DAEMONS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd"}
-CLIENTS = {"sbatch": "slurm-client", "squeue": "slurm-client", "sinfo": "slurm-client",
-           "srun": "slurm-client", "scancel": "slurm-client"}  # fmt: skip
+CLIENTS = {
+    "sbatch": "slurm-client",
+    "squeue": "slurm-client",
+    "sinfo": "slurm-client",
+    "srun": "slurm-client",
+    "scancel": "slurm-client",
+}
 START_TIMEOUT_S = 30
 
 SWEEP = """\
@@ -98,8 +103,10 @@ def _why_not() -> str | None:
         return "slurmd runs jobs as their user and needs root"
     missing = sorted({pkg for name, pkg in {**DAEMONS, **CLIENTS}.items() if not _tool(name)})
     if missing:
-        return (f"SLURM is not installed: apt-get install {' '.join(missing)} "
-                "(./lab test installs them)")  # fmt: skip
+        return (
+            f"SLURM is not installed: apt-get install {' '.join(missing)} "
+            "(./lab test installs them)"
+        )
     try:
         import snakemake_executor_plugin_slurm  # noqa: F401
     except ImportError:
@@ -186,22 +193,37 @@ def _start(cluster: Cluster) -> str | None:
     key.chmod(0o400)
     socket_path = root / "munge" / "munge.socket"
     cluster.procs["munged"] = subprocess.Popen(
-        [_tool("munged"), "--foreground", "--force", f"--socket={socket_path}",
-         f"--key-file={key}", f"--log-file={root / 'log' / 'munged.log'}",
-         f"--pid-file={root / 'munge' / 'munged.pid'}",
-         f"--seed-file={root / 'munge' / 'munged.seed'}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, preexec_fn=_dies_with_the_tests,
-    )  # fmt: skip
+        [
+            _tool("munged"),
+            "--foreground",
+            "--force",
+            f"--socket={socket_path}",
+            f"--key-file={key}",
+            f"--log-file={root / 'log' / 'munged.log'}",
+            f"--pid-file={root / 'munge' / 'munged.pid'}",
+            f"--seed-file={root / 'munge' / 'munged.seed'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_dies_with_the_tests,
+    )
     deadline = time.monotonic() + 10
     while not socket_path.exists():
         if cluster.procs["munged"].poll() is not None or time.monotonic() > deadline:
             return f"munged did not start: {_tail(root / 'log' / 'munged.log')}"
         time.sleep(0.1)
     node, cpus, memory = cluster.node, *_node()[1:]
-    cluster.conf.write_text(SLURM_CONF.format(
-        ctld_port=_free_port(), d_port=_free_port(), munge_socket=socket_path, root=root,
-        node=node, cpus=cpus, memory=memory,
-    ))  # fmt: skip
+    cluster.conf.write_text(
+        SLURM_CONF.format(
+            ctld_port=_free_port(),
+            d_port=_free_port(),
+            munge_socket=socket_path,
+            root=root,
+            node=node,
+            cpus=cpus,
+            memory=memory,
+        )
+    )
     (root / "cgroup.conf").write_text(CGROUP_CONF)
     srun = root / "bin" / "srun"
     srun.write_text(f'#!/bin/sh\nSLURM_CONF={cluster.conf} exec {_tool("srun")} "$@"\n')
@@ -209,9 +231,12 @@ def _start(cluster: Cluster) -> str | None:
     for name, args in (("slurmctld", ["-D", "-c", "-i"]), ("slurmd", ["-D"])):
         with open(root / "log" / f"{name}.out", "w") as out:  # the child keeps its own copy
             cluster.procs[name] = subprocess.Popen(
-                [_tool(name), *args], env=cluster.env(), stdout=out, stderr=subprocess.STDOUT,
+                [_tool(name), *args],
+                env=cluster.env(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
                 preexec_fn=_dies_with_the_tests,
-            )  # fmt: skip
+            )
     deadline = time.monotonic() + START_TIMEOUT_S
     state = ""
     while time.monotonic() < deadline:
@@ -250,13 +275,19 @@ def slurm_cluster(tmp_path_factory):
 
 def snakemake(work: Path, profiles: list[str], *args: str, env=None, timeout=600):
     cmd = [
-        sys.executable, "-m", "snakemake",
-        "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(work),
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
         *(a for p in profiles for a in ("--profile", str(REPO / "workflows" / "profile" / p))),
-        "--config", f"sweeps={work / 'sweeps'}/*.yaml", "calibrate=off",
+        "--config",
+        f"sweeps={work / 'sweeps'}/*.yaml",
+        "calibrate=off",
         *args,
-    ]  # fmt: skip
+    ]
     env = env or {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work, timeout=timeout)
 
@@ -264,13 +295,17 @@ def snakemake(work: Path, profiles: list[str], *args: str, env=None, timeout=600
 # This cluster has no accounting (so no sacct) and keeps finished jobs for MinJobAge: the
 # status comes from squeue. Short polling keeps the test quick; job logs are kept to look at.
 SLURM_TEST_ARGS = (
-    "--slurm-status-command", "squeue",
-    "--slurm-init-seconds-before-status-checks", "1",
-    "--seconds-between-status-checks", "1",
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+    "--seconds-between-status-checks",
+    "1",
     "--slurm-keep-successful-logs",
     "--slurm-no-account",
-    "--latency-wait", "5",
-)  # fmt: skip
+    "--latency-wait",
+    "5",
+)
 
 
 @dataclass
@@ -300,8 +335,9 @@ def runs(slurm_cluster, tmp_path_factory):
 
     def watch() -> None:  # what squeue shows while the run goes on
         while not done.is_set():
-            for line in slurm_cluster.run("squeue", "-h", "--states=all",
-                                          "-o", "%i|%T|%N|%k").splitlines():  # fmt: skip
+            for line in slurm_cluster.run(
+                "squeue", "-h", "--states=all", "-o", "%i|%T|%N|%k"
+            ).splitlines():
                 job, state, node, comment = (line.split("|", 3) + ["", "", ""])[:4]
                 seen[job] = (state, node, comment)
             done.wait(0.5)
@@ -310,8 +346,7 @@ def runs(slurm_cluster, tmp_path_factory):
     watcher.start()
     start = time.monotonic()
     try:
-        proc = snakemake(dirs["cluster"], [".", "slurm"], *SLURM_TEST_ARGS,
-                         env=slurm_cluster.env())  # fmt: skip
+        proc = snakemake(dirs["cluster"], [".", "slurm"], *SLURM_TEST_ARGS, env=slurm_cluster.env())
     finally:
         seconds["cluster"] = time.monotonic() - start
         done.set()
@@ -360,8 +395,9 @@ def test_one_cluster_job_measures_the_whole_sweep_on_one_node(runs, slurm_cluste
     assert not list(logs.glob("rule_measure_point*"))  # no cluster job of a single point
     state, node, comment = runs.jobs_seen[job]
     assert node == slurm_cluster.node and comment.startswith("rule_measure-tiny_")
-    submitted = re.findall(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/([a-z]+)_",
-                           runs.stderr)  # fmt: skip
+    submitted = re.findall(
+        r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/([a-z]+)_", runs.stderr
+    )
     assert [j for j, kind in submitted if kind == "group"] == [job], submitted
 
 

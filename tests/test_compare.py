@@ -107,8 +107,14 @@ def lab(tmp_path_factory):
     before = rows.groupby("knob_buffer_pool")["elapsed_s"].median()
     after = slow.groupby("knob_buffer_pool")["elapsed_s"].median()
     assert after[BROKEN] > 1.3 * before[BROKEN], (before, after)  # the regression is real
-    return {"work": work, "sweep": sweep, "old": old, "rerun": rerun, "broken": broken,
-            "rows": rows}  # fmt: skip
+    return {
+        "work": work,
+        "sweep": sweep,
+        "old": old,
+        "rerun": rerun,
+        "broken": broken,
+        "rows": rows,
+    }
 
 
 @pytest.fixture
@@ -296,7 +302,7 @@ def test_warmed_by_the_previous_repetition_compares_with_a_warm_up_run(
     mixed = lab["rows"].assign(
         cache_method=[
             cache.WARM_UP if r == 0 else cache.WARM_BY_PREVIOUS for r in lab["rows"]["rep"]
-        ]  # fmt: skip
+        ]
     )
     code, out, err = run(write_set(tmp_path / "old", old), write_set(tmp_path / "new", mixed))
     assert code == 0, err

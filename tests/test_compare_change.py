@@ -33,8 +33,9 @@ def keys(frame: pd.DataFrame) -> pd.Series:
     return frame["engine"] + "/" + frame["sweep"] + "/" + frame["point_id"]
 
 
-def slower(frame: pd.DataFrame, points: set[str] | None, factor: float,
-           probe: bool = False) -> pd.DataFrame:  # fmt: skip
+def slower(
+    frame: pd.DataFrame, points: set[str] | None, factor: float, probe: bool = False
+) -> pd.DataFrame:
     """The rows with ``points`` (all: None) ``factor`` times slower on every repetition: time
     and CPU seconds up, throughput down; the CPU reference too with ``probe``."""
     out = frame.copy()
@@ -110,8 +111,9 @@ def test_a_regression_each_point_says_it_could_detect_is_caught(packs):
         for detectable, key, _, _ in chosen:
             new = slower(new, {key}, math.exp(1.5 * detectable))
         result = compare.compare_frames(old, new)
-        flagged = {f"{s.name}/{p.point}" for s, p, c in result.changes()
-                   if c.verdict == compare.WORSE}  # fmt: skip
+        flagged = {
+            f"{s.name}/{p.point}" for s, p, c in result.changes() if c.verdict == compare.WORSE
+        }
         keys_chosen = {key for _, key, _, _ in chosen}
         assert flagged <= keys_chosen, compare.text_lines(result)
         caught, tried = caught + len(flagged), tried + len(keys_chosen)
@@ -244,8 +246,16 @@ def test_the_between_run_sd_is_unbiased_in_blocks_of_a_few_points():
     assert float(np.mean(found)) == pytest.approx(0.04, rel=0.07), np.mean(found)
 
 
-def simulated_pack(rng, points: int, rounds: int, run_sd: float, between_sd: float,
-                   pass_sd: float, round_sd: float, base: np.ndarray) -> pd.DataFrame:  # fmt: skip
+def simulated_pack(
+    rng,
+    points: int,
+    rounds: int,
+    run_sd: float,
+    between_sd: float,
+    pass_sd: float,
+    round_sd: float,
+    base: np.ndarray,
+) -> pd.DataFrame:
     """A pack of a blocked order: a run-level shift, a per-point between-run effect, a
     per-pass state and per-round noise, on the log scale."""
     rows = []
@@ -255,9 +265,19 @@ def simulated_pack(rng, points: int, rounds: int, run_sd: float, between_sd: flo
         passes = rng.normal(0, pass_sd, rounds // 3 + 1)
         for r in range(rounds):
             t = base[i] * math.exp(run + point + passes[r // 3] + rng.normal(0, round_sd))
-            rows.append({"engine": "sqlite", "sweep": "sim", "point_id": f"p{i:03d}",
-                         "knob_buffer_pool": i, "round": r, "rep": r, "order_mode": "blocked",
-                         "elapsed_s": t, "throughput_rows_s": 1000 / t})  # fmt: skip
+            rows.append(
+                {
+                    "engine": "sqlite",
+                    "sweep": "sim",
+                    "point_id": f"p{i:03d}",
+                    "knob_buffer_pool": i,
+                    "round": r,
+                    "rep": r,
+                    "order_mode": "blocked",
+                    "elapsed_s": t,
+                    "throughput_rows_s": 1000 / t,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -277,14 +297,20 @@ def test_simulated_aa_runs_false_alarm_at_most_alpha_and_regressions_are_caught(
         b.loc[hit, "elapsed_s"] *= 1.2
         b.loc[hit, "throughput_rows_s"] /= 1.2
         result = compare.compare_frames(a, b)
-        caught += any(p.point == "p000" and p.rank == compare.RANK[compare.WORSE]
-                      for _, p in result.points())  # fmt: skip
+        caught += any(
+            p.point == "p000" and p.rank == compare.RANK[compare.WORSE] for _, p in result.points()
+        )
     assert alarms / trials <= 0.1  # 5 % expected; 60 trials
     assert caught / trials >= 0.8
 
 
-def block_pack(rng, moves: dict[tuple[str, str], tuple[int, float]], base: float = 0.2,
-               between_sd: float = 0.02, round_sd: float = 0.01) -> pd.DataFrame:  # fmt: skip
+def block_pack(
+    rng,
+    moves: dict[tuple[str, str], tuple[int, float]],
+    base: float = 0.2,
+    between_sd: float = 0.02,
+    round_sd: float = 0.01,
+) -> pd.DataFrame:
     """A pack of sweeps, each a block measured in its own stretch of the run: ``moves`` maps
     (sweep, workload) to its points and the factor that stretch's host drift gives them."""
     rows = []
@@ -293,10 +319,20 @@ def block_pack(rng, moves: dict[tuple[str, str], tuple[int, float]], base: float
             level = base * factor * math.exp(rng.normal(0, between_sd))
             for r in range(6):
                 t = level * math.exp(rng.normal(0, round_sd))
-                rows.append({"engine": "sqlite", "sweep": sweep, "point_id": f"p{i}",
-                             "knob_buffer_pool": i, "workload": workload,
-                             "cache_requested": "cold", "round": r, "rep": r,
-                             "elapsed_s": t, "throughput_rows_s": 1000 / t})  # fmt: skip
+                rows.append(
+                    {
+                        "engine": "sqlite",
+                        "sweep": sweep,
+                        "point_id": f"p{i}",
+                        "knob_buffer_pool": i,
+                        "workload": workload,
+                        "cache_requested": "cold",
+                        "round": r,
+                        "rep": r,
+                        "elapsed_s": t,
+                        "throughput_rows_s": 1000 / t,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -320,17 +356,25 @@ def test_each_sweep_s_stretch_of_the_run_has_its_own_shift():
         assert {"pool/insert/cold", "page/insert/cold", "scan/scan/cold"} <= kinds
         own = {s.kind for s in result.shifts}
         assert "pool/insert/cold" in own and "page/insert/cold" not in own and "" in own
-        pooled = [dataclasses.replace(c.judged.estimate, kind="insert/cold") if
-                  c.judged.estimate.kind != "scan/scan/cold" else c.judged.estimate
-                  for _, _, c in result.changes()]  # fmt: skip
-        assert any(j.verdict == change.WORSE and "/page/" in j.estimate.key
-                   for j in change.judge(pooled).points)  # fmt: skip
+        pooled = [
+            dataclasses.replace(c.judged.estimate, kind="insert/cold")
+            if c.judged.estimate.kind != "scan/scan/cold"
+            else c.judged.estimate
+            for _, _, c in result.changes()
+        ]
+        assert any(
+            j.verdict == change.WORSE and "/page/" in j.estimate.key
+            for j in change.judge(pooled).points
+        )
         hit = (new["sweep"] == "pool") & (new["point_id"] == "p0")
         new.loc[hit, "elapsed_s"] *= 1.3
         new.loc[hit, "throughput_rows_s"] /= 1.3
         result = compare.compare_frames(old, new)
-        flagged = {c.judged.estimate.key.rsplit("/", 1)[0] for _, _, c in result.changes()
-                   if c.verdict == compare.WORSE}  # fmt: skip
+        flagged = {
+            c.judged.estimate.key.rsplit("/", 1)[0]
+            for _, _, c in result.changes()
+            if c.verdict == compare.WORSE
+        }
         caught += len(flagged) == 1 and next(iter(flagged)).startswith("sqlite/pool/")
     assert alarms <= 1, alarms
     assert caught >= 0.9 * trials, caught
@@ -383,8 +427,13 @@ def test_bad_input_is_one_line_naming_the_file_and_exit_2(packs, tmp_path, capsy
     assert (code, out) == (2, []) and len(err) == 1 and err[0].startswith(f"{bad}: ")
 
     page = tmp_path / "page.html"
-    for option, value in (("--fdr", "0"), ("--fdr", "1"), ("--min-effect", "1.5"),
-                          ("--min-effect", "-5%"), ("--fdr", "often")):  # fmt: skip
+    for option, value in (
+        ("--fdr", "0"),
+        ("--fdr", "1"),
+        ("--min-effect", "1.5"),
+        ("--min-effect", "-5%"),
+        ("--fdr", "often"),
+    ):
         code, out, err = run(capsys, old, old, f"{option}={value}", "--html", page)
         assert (code, out) == (2, []) and len(err) == 1, (option, value, err)
         assert option in err[0] and "allowed: above 0 and below 1" in err[0], err

@@ -237,9 +237,11 @@ def test_published_port_answers_only_on_loopback(image, run_id):
         info = json.loads(
             subprocess.run(
                 ["docker", "inspect", "-f", "{{json .HostConfig.PortBindings}}", rc.id],
-                capture_output=True, text=True, check=True,
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout
-        )  # fmt: skip
+        )
         assert info["3306/tcp"] == [{"HostIp": "127.0.0.1", "HostPort": str(rc.host_port)}]
         # No listener on the host's other addresses for that port.
         other = _non_loopback_ip()
@@ -362,8 +364,13 @@ def test_each_run_has_a_network_of_its_own(image, run_id):
 
 def _answers(ip: str, port: int) -> list[str]:
     """Connect, read a line: exit 0 only when the other end answered."""
-    return ["timeout", "5", "bash", "-c",
-            f"exec 3<>/dev/tcp/{ip}/{port}; read -t 4 line <&3; [ -n \"$line\" ]"]  # fmt: skip
+    return [
+        "timeout",
+        "5",
+        "bash",
+        "-c",
+        f'exec 3<>/dev/tcp/{ip}/{port}; read -t 4 line <&3; [ -n "$line" ]',
+    ]
 
 
 def test_two_containers_of_a_run_meet_only_through_a_proxy_on_its_gateway(image, run_id):

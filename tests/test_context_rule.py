@@ -43,8 +43,13 @@ def scans(tmp_path_factory) -> pd.DataFrame:
 
 
 def reads_fall(rule: str) -> dict:
-    return {"kind": "lower", "metric": "physical_reads", "a": {"buffer_pool": 4096},
-            "b": {"buffer_pool": 16}, "contexts": rule}  # fmt: skip
+    return {
+        "kind": "lower",
+        "metric": "physical_reads",
+        "a": {"buffer_pool": 4096},
+        "b": {"buffer_pool": 16},
+        "contexts": rule,
+    }
 
 
 def test_each_context_keeps_its_verdict_and_the_page_counts_them(scans):

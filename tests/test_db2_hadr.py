@@ -47,16 +47,24 @@ def test_sync_mode_takes_ibms_modes_the_calculator_models():
 @pytest.mark.parametrize(
     ("knobs", "message"),
     [
-        ({"sync_mode": "on"}, "db2: knob sync_mode='on' not allowed (allowed: none, SYNC, "
-         "NEARSYNC, ASYNC, SUPERASYNC)"),
+        (
+            {"sync_mode": "on"},
+            "db2: knob sync_mode='on' not allowed (allowed: none, SYNC, "
+            "NEARSYNC, ASYNC, SUPERASYNC)",
+        ),
         ({"sync_mode": "sync"}, "db2: knob sync_mode='sync' not allowed"),  # IBM's spelling only
         ({"sync_mode": True}, "db2: knob sync_mode=True not allowed"),  # YAML's unquoted on
-        ({"sync_mode": "SYNC", "network_rtt_ms": -1}, "db2: knob network_rtt_ms=-1 out of range "
-         "(allowed: number 0..1000, in ms)"),
-        ({"network_rtt_ms": 5}, "db2: knob network_rtt_ms: 5 ms needs a standby: sync_mode is "
-         "none (allowed: 0, or a sync_mode other than none)"),
+        (
+            {"sync_mode": "SYNC", "network_rtt_ms": -1},
+            "db2: knob network_rtt_ms=-1 out of range (allowed: number 0..1000, in ms)",
+        ),
+        (
+            {"network_rtt_ms": 5},
+            "db2: knob network_rtt_ms: 5 ms needs a standby: sync_mode is "
+            "none (allowed: 0, or a sync_mode other than none)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_replication_knobs_are_one_line_with_the_allowed_values(knobs, message):
     with pytest.raises(EngineError) as err:
         db2.DB2Engine.full_knobs(knobs)
@@ -104,7 +112,8 @@ def test_the_standby_container_is_the_primarys_without_a_database_on_the_runs_ne
     assert standby.ready_log == primary.ready_log and standby.secrets == primary.secrets
     assert standby.env["DBNAME"] == "" and standby.env["HADR_ENABLED"] == "false"
     assert {k: v for k, v in standby.env.items() if k != "DBNAME"} == {
-        k: v for k, v in primary.env.items() if k != "DBNAME"}  # fmt: skip
+        k: v for k, v in primary.env.items() if k != "DBNAME"
+    }
     assert standby.volumes == {
         str(eng.home / "standby"): db2_sql.DATA_MOUNT,
         str(eng.home / "hadr" / "backup"): db2_hadr.STANDBY_BACKUP_MOUNT,
@@ -140,8 +149,9 @@ def test_the_standbys_folders_go_to_the_instance_owner_alone(tmp_path):
         d.chmod(0o777)  # as an earlier lab made them
     script = db2_hadr.standby_dirs_script("nobody").replace(db2_sql.DATA_MOUNT, str(mount))
     subprocess.run(["sh", "-c", script], check=True)
-    nobody = int(subprocess.run(["id", "-u", "nobody"], capture_output=True, text=True,
-                                check=True).stdout)  # fmt: skip
+    nobody = int(
+        subprocess.run(["id", "-u", "nobody"], capture_output=True, text=True, check=True).stdout
+    )
     for d in (mount / "hadr", mount / "hadr" / "backup", mount / "standby" / "hadr"):
         assert (d.stat().st_uid, d.stat().st_mode & 0o777) == (nobody, 0o700), d
     assert (mount / "standby").stat().st_mode & 0o777 == 0o755
@@ -196,17 +206,20 @@ def test_each_mode_configures_both_databases_as_ibm_documents(mode):
     # reaches it (the gateway, a proxy's port); each reaches its partner through a proxy.
     port = db2_hadr.HADR_PORT
     primary = cfg(mode, (f'"{IP}|{GATEWAY}"', f'"{port}|{LOG_PORT}"'), (GATEWAY, ADMIN_PORT))
-    standby = cfg(mode, (f'"{STANDBY_IP}|{GATEWAY}"', f'"{port}|{ADMIN_PORT}"'),
-                  (GATEWAY, LOG_PORT))  # fmt: skip
+    standby = cfg(
+        mode, (f'"{STANDBY_IP}|{GATEWAY}"', f'"{port}|{ADMIN_PORT}"'), (GATEWAY, LOG_PORT)
+    )
     assert commands(by_what["primary", "HADR configuration"]) == [primary]
     assert commands(by_what["standby", "HADR configuration"]) == [standby]
     assert commands(by_what["standby", "start as standby"]) == [
-        "START HADR ON DATABASE TUNELAB AS STANDBY"]  # fmt: skip
+        "START HADR ON DATABASE TUNELAB AS STANDBY"
+    ]
     assert commands(by_what["primary", "start as primary"]) == [
-        "START HADR ON DATABASE TUNELAB AS PRIMARY"]  # fmt: skip
+        "START HADR ON DATABASE TUNELAB AS PRIMARY"
+    ]
     assert commands(by_what["primary", "archive logging, HADR registry variables"]) == [
-        "UPDATE DB CFG FOR TUNELAB USING LOGARCHMETH1 DISK:/database/hadr/archive "
-        "LOGINDEXBUILD ON"]  # fmt: skip
+        "UPDATE DB CFG FOR TUNELAB USING LOGARCHMETH1 DISK:/database/hadr/archive LOGINDEXBUILD ON"
+    ]
     assert commands(by_what["primary", "offline backup"])[-1] == (
         "BACKUP DATABASE TUNELAB TO /database/hadr/backup"
     )
@@ -229,8 +242,11 @@ def test_the_registry_asks_the_same_socket_buffers_on_both_sides():
     sets = [s.script for s in steps if "db2set DB2_HADR_SOSNDBUF" in s.script]
     assert [s.where for s in steps if s.script in sets] == ["primary", "standby"]
     for script in sets:
-        for var in ("DB2_HADR_SOSNDBUF=524288", "DB2_HADR_SORCVBUF=524288",
-                    "DB2_HADR_NO_IP_CHECK=ON"):  # fmt: skip
+        for var in (
+            "DB2_HADR_SOSNDBUF=524288",
+            "DB2_HADR_SORCVBUF=524288",
+            "DB2_HADR_NO_IP_CHECK=ON",
+        ):
             assert f"db2set {var} || exit 1" in script
 
 
@@ -266,8 +282,9 @@ def run_steps(steps, env: dict, mount: Path) -> list[str]:
     mount moved below tmp_path; the calls, in order."""
     for step in steps:
         script = step.script.replace(db2_sql.DATA_MOUNT, str(mount))
-        proc = subprocess.run(["sh", "-c", script], env={**env, "WHERE": step.where},
-                              capture_output=True, text=True)  # fmt: skip
+        proc = subprocess.run(
+            ["sh", "-c", script], env={**env, "WHERE": step.where}, capture_output=True, text=True
+        )
         if proc.returncode:
             return [f"{step.where} ({step.what}) failed"]
     return Path(env["CALLS"]).read_text().splitlines()
@@ -295,8 +312,12 @@ def test_the_set_up_runs_in_ibms_order(mode, tmp_path):
     assert archive < backup < restore < min(configured) <= max(configured) < standby < primary
     # The registry before each instance restart; the primary's restart before its backup.
     assert at("primary: db2set DB2_HADR_SOSNDBUF") < at("primary: db2stop force") < backup
-    assert at("standby: db2set DB2_HADR_SOSNDBUF") < at("standby: db2stop force") < at(
-        "standby: db2start") < restore  # fmt: skip
+    assert (
+        at("standby: db2set DB2_HADR_SOSNDBUF")
+        < at("standby: db2stop force")
+        < at("standby: db2start")
+        < restore
+    )
     assert not any("DB2COMM" in c for c in calls)  # the standby keeps its (127.0.0.1) port
     assert calls[-1] == "primary: db2 START HADR ON DATABASE TUNELAB AS PRIMARY"
     # The archive directory exists on both; the backup directory is emptied, not replaced.
@@ -309,7 +330,8 @@ def test_an_error_stops_the_set_up_a_warning_does_not(tmp_path):
     (mount / "hadr" / "backup").mkdir(parents=True)
     steps = db2_hadr.setup_steps("SYNC", LINK)
     assert run_steps(steps, fake_clp(tmp_path, "BACKUP", rc=4), mount) == [
-        "primary (offline backup) failed"]  # fmt: skip
+        "primary (offline backup) failed"
+    ]
     warn = tmp_path / "warn"
     warn.mkdir()
     calls = run_steps(steps, fake_clp(warn, "RESTORE", rc=2), mount)  # SQL warning: exit 2
@@ -329,8 +351,7 @@ def test_a_kept_pair_changes_its_mode_with_hadr_stopped_on_the_primary(tmp_path)
 
 
 def test_the_primary_address_comes_from_its_etc_hosts():
-    hosts = ("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n"
-             "172.18.0.2\t4f1c2a9e8b7d\n")  # fmt: skip
+    hosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n172.18.0.2\t4f1c2a9e8b7d\n"
     assert db2_hadr.container_ip(hosts, "4f1c2a9e8b7d\n") == "172.18.0.2"
     with pytest.raises(EngineError, match="no single IPv4 address"):
         db2_hadr.container_ip(hosts, "other")
@@ -344,14 +365,21 @@ def hadr_row(**over) -> tuple:
     """One MON_GET_HADR row of the primary as IBM documents its columns (VARCHAR roles, modes
     and states, BIGINT bytes, TIMESTAMP log times)."""
     row = {
-        "HADR_ROLE": "PRIMARY", "HADR_SYNCMODE": "SYNC", "HADR_STATE": "PEER",
-        "HADR_CONNECT_STATUS": "CONNECTED", "HADR_LOG_GAP": 0,
-        "PRIMARY_LOG_TIME": T0, "STANDBY_LOG_TIME": T0 - dt.timedelta(milliseconds=3),
+        "HADR_ROLE": "PRIMARY",
+        "HADR_SYNCMODE": "SYNC",
+        "HADR_STATE": "PEER",
+        "HADR_CONNECT_STATUS": "CONNECTED",
+        "HADR_LOG_GAP": 0,
+        "PRIMARY_LOG_TIME": T0,
+        "STANDBY_LOG_TIME": T0 - dt.timedelta(milliseconds=3),
         "STANDBY_REPLAY_LOG_TIME": T0 - dt.timedelta(milliseconds=40),
-        "SOCK_SEND_BUF_REQUESTED": 524288, "SOCK_SEND_BUF_ACTUAL": 1048576,
-        "SOCK_RECV_BUF_REQUESTED": 524288, "SOCK_RECV_BUF_ACTUAL": 1048576,
-        "PEER_WINDOW": 0, "STANDBY_SPOOL_LIMIT": 25600,
-    } | over  # fmt: skip
+        "SOCK_SEND_BUF_REQUESTED": 524288,
+        "SOCK_SEND_BUF_ACTUAL": 1048576,
+        "SOCK_RECV_BUF_REQUESTED": 524288,
+        "SOCK_RECV_BUF_ACTUAL": 1048576,
+        "PEER_WINDOW": 0,
+        "STANDBY_SPOOL_LIMIT": 25600,
+    } | over
     assert set(row) == set(db2_hadr.HADR_COLUMNS)
     return tuple(row[c] for c in db2_hadr.HADR_COLUMNS)
 
@@ -384,9 +412,14 @@ def test_superasync_is_ready_in_remote_catchup_which_it_never_leaves():
 
 @pytest.mark.parametrize(
     ("state", "connect"),
-    [("DISCONNECTED", "DISCONNECTED"), ("REMOTE_CATCHUP_PENDING", "DISCONNECTED"),
-     ("PEER", "CONGESTED"), ("LOCAL_CATCHUP", "CONNECTED"), ("DISCONNECTED_PEER", "DISCONNECTED")],
-)  # fmt: skip
+    [
+        ("DISCONNECTED", "DISCONNECTED"),
+        ("REMOTE_CATCHUP_PENDING", "DISCONNECTED"),
+        ("PEER", "CONGESTED"),
+        ("LOCAL_CATCHUP", "CONNECTED"),
+        ("DISCONNECTED_PEER", "DISCONNECTED"),
+    ],
+)
 def test_a_sync_pair_not_in_peer_state_is_refused(state, connect):
     rows = [hadr_row(HADR_STATE=state, HADR_CONNECT_STATUS=connect)]
     with pytest.raises(EngineError) as err:
@@ -440,9 +473,11 @@ def test_the_engine_reads_the_pair_back_into_the_rows_applied_knobs(monkeypatch,
     eng.proxy = types.SimpleNamespace(delay_ms=2.5)
     page = int(point.knobs["page_size"])
     pool = int(point.knobs["buffer_pool"])
-    rows = {db2_sql.applied_sql(page)["bufferpool"]: [(page, pool, pool)],
-            db2_sql.applied_sql(page)["tablespace"]: [(page, 32, 32, -1.0, -1.0, "TL_BP_4K", 1)],
-            db2_hadr.hadr_sql(): [hadr_row(HADR_SYNCMODE="NEARSYNC")]}  # fmt: skip
+    rows = {
+        db2_sql.applied_sql(page)["bufferpool"]: [(page, pool, pool)],
+        db2_sql.applied_sql(page)["tablespace"]: [(page, 32, 32, -1.0, -1.0, "TL_BP_4K", 1)],
+        db2_hadr.hadr_sql(): [hadr_row(HADR_SYNCMODE="NEARSYNC")],
+    }
     monkeypatch.setattr(eng, "query", lambda sql: rows[sql])
     applied = eng.applied_knobs()
     assert (applied["sync_mode"], applied["network_rtt_ms"]) == ("NEARSYNC", 5.0)
@@ -464,10 +499,17 @@ def test_the_log_shipping_sweep_runs_db2_in_its_own_modes():
     assert {p.knobs["sync_mode"] for p in points} == {"SYNC", "NEARSYNC", "ASYNC", "SUPERASYNC"}
     assert {p.knobs["network_rtt_ms"] for p in points} == {0, 1, 5, 20} and len(points) == 48
     assert {(p.workload.type, p.workload.params["threads"]) for p in points} == {
-        ("insert", 1), ("insert", 4), ("update", 1)}  # fmt: skip
+        ("insert", 1),
+        ("insert", 4),
+        ("update", 1),
+    }
     pg, errors = spec.expand(SWEEP, "postgres")
     assert errors == [] and {p.knobs["sync_mode"] for p in pg} == {
-        "local", "remote_write", "on", "remote_apply"}  # fmt: skip
+        "local",
+        "remote_write",
+        "on",
+        "remote_apply",
+    }
     # the same findings on every engine, each in that engine's names for the modes
     from tunelab.sweep import claimspec
 
@@ -477,8 +519,11 @@ def test_the_log_shipping_sweep_runs_db2_in_its_own_modes():
         found, errors = claimspec.sweep_claims(doc, SWEEP, engine)
         assert errors == []
         modes[engine] = [c["where"].get("sync_mode") for c in found if c.get("where")]
-    assert modes == {"db2": ["SYNC", "NEARSYNC"], "postgres": ["on", "remote_write"],
-                     "mariadb": ["AFTER_SYNC", "AFTER_COMMIT"]}  # fmt: skip
+    assert modes == {
+        "db2": ["SYNC", "NEARSYNC"],
+        "postgres": ["on", "remote_write"],
+        "mariadb": ["AFTER_SYNC", "AFTER_COMMIT"],
+    }
 
 
 def test_planned_sql_shows_the_standby_before_the_points_objects(monkeypatch):
@@ -503,8 +548,10 @@ def db2_image() -> str:
         pytest.skip(reason)
     tag = db2.image()
     if not db2.image_present(tag):
-        pytest.skip(f"DB2 Community image {tag} not present locally "
-                    "(docker pull it where a registry is reachable)")  # fmt: skip
+        pytest.skip(
+            f"DB2 Community image {tag} not present locally "
+            "(docker pull it where a registry is reachable)"
+        )
     return tag
 
 
@@ -514,8 +561,11 @@ def _commit_ms(eng: db2.DB2Engine, n: int, start: int) -> float:
         cur = conn.cursor()
         t0 = time.perf_counter()
         for i in range(start, start + n):
-            cur.execute("INSERT INTO ACCOUNTS (ID, NAME, HUNDREDS1, HUNDREDS2, LAT, BALANCE, "
-                        "FILLER) VALUES (?, 'n', 0, 0, 0, 0, 'x')", (i,))  # fmt: skip
+            cur.execute(
+                "INSERT INTO ACCOUNTS (ID, NAME, HUNDREDS1, HUNDREDS2, LAT, BALANCE, "
+                "FILLER) VALUES (?, 'n', 0, 0, 0, 0, 'x')",
+                (i,),
+            )
             conn.commit()
         return (time.perf_counter() - t0) / n * 1000
     finally:

@@ -108,11 +108,17 @@ def test_knobs_are_read_back_from_the_catalog_and_monitor(engine):
         assert applied[k] == KNOBS[k], k
     assert applied["overhead_ms"] == pytest.approx(KNOBS["overhead_ms"])
     assert applied["transferrate_ms"] == pytest.approx(KNOBS["transferrate_ms"])
-    bp = one(engine, f"SELECT NPAGES, PAGESIZE FROM SYSCAT.BUFFERPOOLS WHERE BPNAME = "
-                     f"'{db2_sql.bufferpool_name(8192)}'")  # fmt: skip
+    bp = one(
+        engine,
+        f"SELECT NPAGES, PAGESIZE FROM SYSCAT.BUFFERPOOLS WHERE BPNAME = "
+        f"'{db2_sql.bufferpool_name(8192)}'",
+    )
     assert tuple(map(int, bp)) == (KNOBS["buffer_pool"], 8192)
-    ts = one(engine, "SELECT PAGESIZE, EXTENTSIZE, PREFETCHSIZE FROM SYSCAT.TABLESPACES "
-                     f"WHERE TBSPACE = '{db2_sql.tablespace_name(8192)}'")  # fmt: skip
+    ts = one(
+        engine,
+        "SELECT PAGESIZE, EXTENTSIZE, PREFETCHSIZE FROM SYSCAT.TABLESPACES "
+        f"WHERE TBSPACE = '{db2_sql.tablespace_name(8192)}'",
+    )
     assert tuple(map(int, ts)) == (8192, 8, 32)
     assert "Db2" in engine.version() or "DB2" in engine.version()
 
@@ -136,8 +142,12 @@ def test_each_index_kind_is_built_as_the_catalog_reports(engine, rows, kind):
     assert got == db2_sql.expected_kind(plan) == kind
     if kind == "clustered":
         # After REORG ... INDEX and RUNSTATS (detailed) the rows follow the index order.
-        factor = float(one(engine, "SELECT CLUSTERFACTOR FROM SYSCAT.INDEXES WHERE TABNAME = "
-                                   f"'{TABLE.upper()}'")[0])  # fmt: skip
+        factor = float(
+            one(
+                engine,
+                f"SELECT CLUSTERFACTOR FROM SYSCAT.INDEXES WHERE TABNAME = '{TABLE.upper()}'",
+            )[0]
+        )
         assert factor > 0.9
 
 
@@ -239,8 +249,9 @@ def test_points_of_a_run_share_one_server(write_sweep, tmp_path):
     try:
         starts = []
         for p in points:
-            out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
-                                   tmp_path / "d", run_id)  # fmt: skip
+            out = runner.run_point(
+                p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d", run_id
+            )
             row = pd.read_csv(out).iloc[0]
             assert row["applied_page_size"] == p.knobs["page_size"]
             starts.append(int(row["engine_starts"]))

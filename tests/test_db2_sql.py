@@ -115,8 +115,13 @@ def test_pool_and_space_follow_the_syntax_and_pair_equal_page_sizes(page):
 def test_every_valid_point_gives_documented_table_space_clauses(
     page, extent, multiple, pool, overhead, transfer, direct
 ):
-    k = knobs(page_size=page, buffer_pool=pool, extent_size=extent,
-              prefetch_size=extent * multiple, direct_io=direct)  # fmt: skip
+    k = knobs(
+        page_size=page,
+        buffer_pool=pool,
+        extent_size=extent,
+        prefetch_size=extent * multiple,
+        direct_io=direct,
+    )
     if overhead is not None:
         k["overhead_ms"] = overhead
     if transfer is not None:
@@ -156,8 +161,10 @@ def test_prefetch_automatic_follows_the_syntax_diagram(value):
 def test_prefetch_automatic_reads_back_from_the_catalogs_minus_one(monkeypatch):
     eng = db2.DB2Engine(Path("/nonexistent"), "r")
     eng.knobs = knobs(extent_size=32, prefetch_size="automatic")
-    rows = {"bufferpool": [(4096, 1000, 1000)],
-            "tablespace": [(4096, 32, -1, -1.0, -1.0, "TL_BP_4K", 1)]}  # fmt: skip
+    rows = {
+        "bufferpool": [(4096, 1000, 1000)],
+        "tablespace": [(4096, 32, -1, -1.0, -1.0, "TL_BP_4K", 1)],
+    }
     by_sql = {sql: rows.get(name, []) for name, sql in db2_sql.applied_sql(4096).items()}
     monkeypatch.setattr(eng, "query", lambda sql: by_sql[sql])
     applied = eng.applied_knobs()
@@ -365,8 +372,11 @@ def dialect_covered() -> list[str]:
         stmts += db2_sql.index_ddl(TABLE, plan)
     stmts += [db2_sql.runstats_sql(TABLE, True), db2_sql.runstats_sql(TABLE, False)]
     for page in db2_sql.PAGE_SIZES:
-        stmts += [*db2_sql.counter_sql(page).values(), *db2_sql.applied_sql(page).values(),
-                  db2_sql.pool_size_sql(page)]  # fmt: skip
+        stmts += [
+            *db2_sql.counter_sql(page).values(),
+            *db2_sql.applied_sql(page).values(),
+            db2_sql.pool_size_sql(page),
+        ]
     stmts += list(db2_sql.table_sql(TABLE).values())
     return list(dict.fromkeys(stmts))
 
@@ -390,11 +400,14 @@ def test_the_dialect_check_does_reject_misplaced_clauses(bad):
 
 
 @given(
-    bp=st.lists(st.integers(0, 10**9), min_size=len(db2_sql.BUFFERPOOL_COUNTERS),
-                max_size=len(db2_sql.BUFFERPOOL_COUNTERS)),
+    bp=st.lists(
+        st.integers(0, 10**9),
+        min_size=len(db2_sql.BUFFERPOOL_COUNTERS),
+        max_size=len(db2_sql.BUFFERPOOL_COUNTERS),
+    ),
     db=st.lists(st.integers(0, 10**9), min_size=5, max_size=5),
     page=st.sampled_from(db2_sql.PAGE_SIZES),
-)  # fmt: skip
+)
 def test_counters_map_monitor_columns_to_the_common_keys(bp, db, page):
     out = db2_sql.counters_from(bp, db, page)
     b = dict(zip(db2_sql.BUFFERPOOL_COUNTERS, bp, strict=True))
@@ -407,8 +420,10 @@ def test_counters_map_monitor_columns_to_the_common_keys(bp, db, page):
     assert out["data_read_bytes"] == physical * page
     assert out["read_time_ms"] == b["POOL_READ_TIME"]
     assert (out["lock_waits"], out["lock_escalations"], out["lock_wait_time_ms"]) == (
-        d["LOCK_WAITS"], d["LOCK_ESCALS"], d["LOCK_WAIT_TIME"],
-    )  # fmt: skip
+        d["LOCK_WAITS"],
+        d["LOCK_ESCALS"],
+        d["LOCK_WAIT_TIME"],
+    )
     assert all(out[f"db2_{k.lower()}"] == v for k, v in {**b, **d}.items())
 
 
@@ -546,18 +561,30 @@ def test_provision_takes_a_prefetch_that_is_not_a_multiple_of_the_extent(tmp_pat
 
 def test_planned_sql_lists_every_statement_without_docker(monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    k = knobs(page_size=8192, buffer_pool=4096, extent_size=16, prefetch_size=64,
-              overhead_ms=6.725, transferrate_ms=0.08, lock_granularity="table",
-              index="covering")  # fmt: skip
+    k = knobs(
+        page_size=8192,
+        buffer_pool=4096,
+        extent_size=16,
+        prefetch_size=64,
+        overhead_ms=6.725,
+        transferrate_ms=0.08,
+        lock_granularity="table",
+        index="covering",
+    )
     plan = IndexPlan("covering", ("id",), ("name", "balance"))
     lines = db2.DB2Engine(Path("/nonexistent"), "plan").planned_sql(k, Dataset(1000, 1), plan)
     text = "\n".join(lines)
     for stmt in (
-        db2_sql.bufferpool_ddl(k), db2_sql.tablespace_ddl(k), db2_sql.table_ddl(TABLE, 8192),
-        db2_sql.locksize_ddl(TABLE, "table"), db2_sql.lock_sql(TABLE),
-        *db2_sql.index_ddl(TABLE, plan), db2_sql.runstats_sql(TABLE, True),
-        *db2_sql.cold_commands().values(), *db2_sql.counter_sql(8192).values(),
-    ):  # fmt: skip
+        db2_sql.bufferpool_ddl(k),
+        db2_sql.tablespace_ddl(k),
+        db2_sql.table_ddl(TABLE, 8192),
+        db2_sql.locksize_ddl(TABLE, "table"),
+        db2_sql.lock_sql(TABLE),
+        *db2_sql.index_ddl(TABLE, plan),
+        db2_sql.runstats_sql(TABLE, True),
+        *db2_sql.cold_commands().values(),
+        *db2_sql.counter_sql(8192).values(),
+    ):
         assert stmt in text
     assert (
         "CREATE UNIQUE INDEX IX_ACCOUNTS_COVERING ON ACCOUNTS (ID) INCLUDE (NAME, BALANCE)" in text
@@ -639,13 +666,30 @@ def _standin_tar() -> bytes:
         for d in ("bin", "usr", "usr/bin", "etc", "tmp", "root", "database", "dev"):
             add(d, mode=0o1777 if d == "tmp" else 0o755)
         add("bin/busybox", BUSYBOX.read_bytes())
-        for tool in ("sh", "su", "chmod", "chown", "dirname", "seq", "grep", "sleep", "rm",
-                     "mkdir", "dd", "id", "touch", "cat"):  # fmt: skip
+        for tool in (
+            "sh",
+            "su",
+            "chmod",
+            "chown",
+            "dirname",
+            "seq",
+            "grep",
+            "sleep",
+            "rm",
+            "mkdir",
+            "dd",
+            "id",
+            "touch",
+            "cat",
+        ):
             add(f"bin/{tool}", link="busybox")
         add("usr/bin/db2", STANDIN_DB2.encode())
         add("entrypoint", STANDIN_ENTRY.encode())
-        add("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"
-            b"db2inst1:x:1000:1000::/database:/bin/sh\n", 0o644)  # fmt: skip
+        add(
+            "etc/passwd",
+            b"root:x:0:0:root:/root:/bin/sh\ndb2inst1:x:1000:1000::/database:/bin/sh\n",
+            0o644,
+        )
         add("etc/group", b"root:x:0:\ndb2iadm1:x:1000:\n", 0o644)
     return buf.getvalue()
 
@@ -931,48 +975,78 @@ PLANS = {
     ),
     "ixscan+fetch": (
         [(1, "RETURN", 41.0), (2, "FETCH ", 40.9), (3, "IXSCAN", 15.2)],
-        [op_to_op(1, 2, 1, 400.0), op_to_op(2, 3, 2, 400.0),
-         data_to_op(3, "IX_ACCOUNTS_NONCLUSTERED", 3, 400000.0),
-         data_to_op(4, "ACCOUNTS", 2, 400000.0)],
+        [
+            op_to_op(1, 2, 1, 400.0),
+            op_to_op(2, 3, 2, 400.0),
+            data_to_op(3, "IX_ACCOUNTS_NONCLUSTERED", 3, 400000.0),
+            data_to_op(4, "ACCOUNTS", 2, 400000.0),
+        ],
         [(3, "PREFETCH", "NONE"), (1, "STMTPROF", "Embedded guideline")],
         "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch;guideline",
     ),
     "list prefetch": (
-        [(1, "RETURN", 900.0), (2, "FETCH ", 899.0), (3, "RIDSCN", 30.0), (4, "SORT  ", 29.0),
-         (5, "IXSCAN", 25.0)],
-        [op_to_op(1, 2, 1, 8000.0), op_to_op(2, 3, 2, 8000.0), op_to_op(3, 4, 3, 8000.0),
-         op_to_op(4, 5, 4, 8000.0), data_to_op(5, "IX_ACCOUNTS_NONCLUSTERED", 5, 400000.0),
-         data_to_op(6, "ACCOUNTS", 2, 400000.0)],
+        [
+            (1, "RETURN", 900.0),
+            (2, "FETCH ", 899.0),
+            (3, "RIDSCN", 30.0),
+            (4, "SORT  ", 29.0),
+            (5, "IXSCAN", 25.0),
+        ],
+        [
+            op_to_op(1, 2, 1, 8000.0),
+            op_to_op(2, 3, 2, 8000.0),
+            op_to_op(3, 4, 3, 8000.0),
+            op_to_op(4, 5, 4, 8000.0),
+            data_to_op(5, "IX_ACCOUNTS_NONCLUSTERED", 5, 400000.0),
+            data_to_op(6, "ACCOUNTS", 2, 400000.0),
+        ],
         [],
         "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch;list-prefetch",
     ),
     "index-only, count": (
         [(1, "RETURN", 20.0), (2, "GRPBY ", 19.9), (3, "IXSCAN", 19.5)],
-        [op_to_op(1, 2, 1, 1.0), op_to_op(2, 3, 2, 4000.0),
-         data_to_op(3, "IX_ACCOUNTS_COVERING", 3, 400000.0)],
+        [
+            op_to_op(1, 2, 1, 1.0),
+            op_to_op(2, 3, 2, 4000.0),
+            data_to_op(3, "IX_ACCOUNTS_COVERING", 3, 400000.0),
+        ],
         [],
         "index-only:IX_ACCOUNTS_COVERING;ixscan",
     ),
     "sorted through a temp table": (
-        [(1, "RETURN", 70.0), (2, "TBSCAN", 69.0), (3, "SORT  ", 68.0), (4, "FETCH ", 60.0),
-         (5, "IXSCAN", 10.0)],
-        [op_to_op(1, 2, 1, 400.0), op_to_op(2, 3, 2, 400.0), op_to_op(3, 4, 3, 400.0),
-         op_to_op(4, 5, 4, 400.0), data_to_op(5, "IX_ACCOUNTS_CLUSTERED", 5, 400000.0),
-         data_to_op(6, "ACCOUNTS", 4, 400000.0)],
+        [
+            (1, "RETURN", 70.0),
+            (2, "TBSCAN", 69.0),
+            (3, "SORT  ", 68.0),
+            (4, "FETCH ", 60.0),
+            (5, "IXSCAN", 10.0),
+        ],
+        [
+            op_to_op(1, 2, 1, 400.0),
+            op_to_op(2, 3, 2, 400.0),
+            op_to_op(3, 4, 3, 400.0),
+            op_to_op(4, 5, 4, 400.0),
+            data_to_op(5, "IX_ACCOUNTS_CLUSTERED", 5, 400000.0),
+            data_to_op(6, "ACCOUNTS", 4, 400000.0),
+        ],
         [],
         "index:IX_ACCOUNTS_CLUSTERED;ixscan+fetch",  # that TBSCAN reads the sort, not a table
     ),
     "update by key": (
         [(1, "RETURN", 15.0), (2, "UPDATE", 14.0), (3, "FETCH ", 7.6), (4, "IXSCAN", 7.5)],
-        [op_to_op(1, 2, 1, 1.0), op_to_op(2, 3, 2, 1.0), op_to_op(3, 4, 3, 1.0),
-         data_to_op(4, "IX_ACCOUNTS_NONCLUSTERED", 4, 400000.0),
-         data_to_op(5, "ACCOUNTS", 3, 400000.0),
-         (6, "O", 2, "D", -1, "DB2INST1", "ACCOUNTS", 1.0)],
+        [
+            op_to_op(1, 2, 1, 1.0),
+            op_to_op(2, 3, 2, 1.0),
+            op_to_op(3, 4, 3, 1.0),
+            data_to_op(4, "IX_ACCOUNTS_NONCLUSTERED", 4, 400000.0),
+            data_to_op(5, "ACCOUNTS", 3, 400000.0),
+            (6, "O", 2, "D", -1, "DB2INST1", "ACCOUNTS", 1.0),
+        ],
         [],
         "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch",
     ),
     "nothing recognised": ([(1, "RETURN", 0.0)], [], [], "unknown"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", PLANS)
@@ -1036,8 +1110,13 @@ class FakeConn:
 
 def test_explain_runs_explain_plan_then_reads_that_statement_back():
     operators, streams, arguments, expected = PLANS["ixscan+fetch"]
-    conn = FakeConn({"EXPLAIN_OPERATOR X": operators, "EXPLAIN_STREAM X": streams,
-                     "EXPLAIN_ARGUMENT X": arguments})  # fmt: skip
+    conn = FakeConn(
+        {
+            "EXPLAIN_OPERATOR X": operators,
+            "EXPLAIN_STREAM X": streams,
+            "EXPLAIN_ARGUMENT X": arguments,
+        }
+    )
     eng = db2.DB2Engine(Path("/nonexistent"), "t")
     _, plan, stmts = read_statements("multipoint", "nonclustered", "forced")
     sql, args = stmts.to_explain()[0]
@@ -1053,8 +1132,12 @@ def test_explain_runs_explain_plan_then_reads_that_statement_back():
 
 
 def test_an_update_is_explained_with_its_key_written_in():
-    conn = FakeConn({"EXPLAIN_OPERATOR X": PLANS["update by key"][0],
-                     "EXPLAIN_STREAM X": PLANS["update by key"][1]})  # fmt: skip
+    conn = FakeConn(
+        {
+            "EXPLAIN_OPERATOR X": PLANS["update by key"][0],
+            "EXPLAIN_STREAM X": PLANS["update by key"][1],
+        }
+    )
     eng = db2.DB2Engine(Path("/nonexistent"), "t")
     got = eng.explain(conn, "UPDATE accounts SET balance = balance + 1 WHERE id = ?", (42,))
     assert EXPLAIN.match(conn.log[0])["stmt"].endswith("WHERE id = 42")
@@ -1109,8 +1192,10 @@ def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
         return [(0,) * len(db2_sql.DATABASE_COUNTERS)]
 
     monkeypatch.setattr(eng, "query", query)
-    conns = [FakeConn({"MON_GET_APPLICATION_HANDLE": [(41,)]}),
-             FakeConn({"MON_GET_APPLICATION_HANDLE": [(42,)]})]  # fmt: skip
+    conns = [
+        FakeConn({"MON_GET_APPLICATION_HANDLE": [(41,)]}),
+        FakeConn({"MON_GET_APPLICATION_HANDLE": [(42,)]}),
+    ]
     first = eng.counters(conns)
     again = eng.counters(conns)
     assert first["engine_time_ns"] == again["engine_time_ns"] == 250 * 1_000_000
@@ -1222,14 +1307,22 @@ def test_plan_sql_prints_guideline_explain_and_engine_time_statements(monkeypatc
     assert db2_sql.optguideline(TABLE, plan) in text
     assert 'INDEX="IX_ACCOUNTS_NONCLUSTERED"' in text
     assert shlex.join(db2_sql.clp(db2_sql.optprofile_script())) in text
-    for stmt in (*db2_sql.explain_tables_sql().values(), *db2_sql.plan_sql("<n>").values(),
-                 db2_sql.APPLICATION_HANDLE_SQL):  # fmt: skip
+    for stmt in (
+        *db2_sql.explain_tables_sql().values(),
+        *db2_sql.plan_sql("<n>").values(),
+        db2_sql.APPLICATION_HANDLE_SQL,
+    ):
         assert stmt in text
-    assert any(EXPLAIN.match(line.split("  --")[0].replace("<n>", "1").replace(
-        "<statement>", "SELECT 1")) for line in lines)  # fmt: skip
+    assert any(
+        EXPLAIN.match(line.split("  --")[0].replace("<n>", "1").replace("<statement>", "SELECT 1"))
+        for line in lines
+    )
     # The explain tables exist before the first plan is read, guidelines before any statement.
-    assert text.index("DB2_OPTPROFILE") < text.index("SYSINSTALLOBJECTS") < text.index(
-        "CREATE BUFFERPOOL")  # fmt: skip
+    assert (
+        text.index("DB2_OPTPROFILE")
+        < text.index("SYSINSTALLOBJECTS")
+        < text.index("CREATE BUFFERPOOL")
+    )
 
 
 def test_tunelab_plan_prints_the_timed_statements_as_db2_receives_them(write_sweep, capsys):
@@ -1327,12 +1420,17 @@ def io_cost_rows(index_when) -> pd.DataFrame:
     for p in spec.expand(IO_COSTS, "db2")[0]:
         path = "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch" if index_when(p) else "scan;tbscan"
         for rep in range(6):
-            rows.append({
-                "point_id": p.point_id, "workload": p.workload.type,
-                "cache_requested": p.cache, "access_path": path, "elapsed_s": 1.0 + rep / 100,
-                **{f"knob_{k}": v for k, v in p.knobs.items()},
-                **{f"wl_{k}": v for k, v in p.workload.params.items()},
-            })  # fmt: skip
+            rows.append(
+                {
+                    "point_id": p.point_id,
+                    "workload": p.workload.type,
+                    "cache_requested": p.cache,
+                    "access_path": path,
+                    "elapsed_s": 1.0 + rep / 100,
+                    **{f"knob_{k}": v for k, v in p.knobs.items()},
+                    **{f"wl_{k}": v for k, v in p.workload.params.items()},
+                }
+            )
     return pd.DataFrame(rows)
 
 

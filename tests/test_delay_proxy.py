@@ -142,8 +142,9 @@ def test_the_proxy_ends_with_its_parent(tmp_path):
         "time.sleep(60)"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                              env=env)  # fmt: skip
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         _, child = map(int, parent.stdout.readline().split())
         parent.kill()
@@ -172,6 +173,5 @@ def test_bad_arguments_get_one_line_and_exit_2(capsys):
     assert exc.value.code == 2
     assert "must be HOST:PORT" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
-        delayproxy.main(["--listen", "127.0.0.1:0", "--target", "127.0.0.1:1",
-                         "--delay-ms", "-1"])  # fmt: skip
+        delayproxy.main(["--listen", "127.0.0.1:0", "--target", "127.0.0.1:1", "--delay-ms", "-1"])
     assert exc.value.code == 2

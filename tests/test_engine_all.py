@@ -28,8 +28,7 @@ repetitions: 2
 
 def _db2_runs_here() -> bool:
     tunelab = Path(sys.executable).parent / "tunelab"
-    done = subprocess.run([str(tunelab), "preflight", "db2"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run([str(tunelab), "preflight", "db2"], capture_output=True, text=True)
     return done.returncode == 0
 
 
@@ -39,10 +38,23 @@ def test_an_engine_list_runs_each_engine_and_skips_one_that_cannot_run_here(tmp_
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "tiny-all.yaml").write_text(SWEEP)
     done = subprocess.run(
-        [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--cores", "2", "--config",
-         "engine=sqlite,db2", f"sweeps={tmp_path / 'sweeps'}/*.yaml", "calibrate=off"],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            str(REPO / "lab"),
+            "run",
+            "--directory",
+            str(tmp_path),
+            "--cores",
+            "2",
+            "--config",
+            "engine=sqlite,db2",
+            f"sweeps={tmp_path / 'sweeps'}/*.yaml",
+            "calibrate=off",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "skipping db2:" in done.stderr
     status = (tmp_path / "reports" / "engines-run.tsv").read_text().splitlines()
@@ -63,10 +75,23 @@ def test_a_cross_engine_page_that_cannot_be_made_fails_the_run_saying_why(tmp_pa
     (tmp_path / "sweeps" / "tiny-all.yaml").write_text(SWEEP)
     (tmp_path / "reports" / "engines" / "tiny-all.html").mkdir(parents=True)
     done = subprocess.run(
-        [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--cores", "2", "--config",
-         "engine=sqlite,db2", f"sweeps={tmp_path / 'sweeps'}/*.yaml", "calibrate=off"],
-        cwd=REPO, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        [
+            str(REPO / "lab"),
+            "run",
+            "--directory",
+            str(tmp_path),
+            "--cores",
+            "2",
+            "--config",
+            "engine=sqlite,db2",
+            f"sweeps={tmp_path / 'sweeps'}/*.yaml",
+            "calibrate=off",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 1, done.stderr[-3000:]
     cause = "tunelab index: error: cross-engine page not made: tiny-all: rows of sqlite: "
     assert f"logs/index.log: {cause}IsADirectoryError" in done.stderr  # the engine's run

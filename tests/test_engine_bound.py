@@ -55,8 +55,12 @@ def measured(path, tmp_path) -> dict[str, pd.DataFrame]:
 def test_forced_access_runs_and_records_the_path_the_index_knob_built(
     write_sweep, tmp_path, index, expected
 ):
-    path = sweep(write_sweep, f"{{index: [{index}]}}",
-                 "{type: range, selectivity: [0.001, 0.5]}", "access: forced")  # fmt: skip
+    path = sweep(
+        write_sweep,
+        f"{{index: [{index}]}}",
+        "{type: range, selectivity: [0.001, 0.5]}",
+        "access: forced",
+    )
     for frame in measured(path, tmp_path).values():
         assert frame["access_mode"].eq("forced").all()
         assert frame["access_expected"].eq(expected).all()
@@ -65,8 +69,9 @@ def test_forced_access_runs_and_records_the_path_the_index_knob_built(
 
 
 def test_the_raw_plan_of_every_timed_statement_sits_beside_the_results(write_sweep, tmp_path):
-    path = sweep(write_sweep, "{index: [nonclustered]}", "{type: multipoint, queries: 3}",
-                 "access: forced")  # fmt: skip
+    path = sweep(
+        write_sweep, "{index: [nonclustered]}", "{type: multipoint, queries: 3}", "access: forced"
+    )
     (pid,) = measured(path, tmp_path)
     plans = json.loads(runner.plans_path(tmp_path / f"{pid}.csv").read_text())
     assert len(plans) == 3  # three distinct statements (one per hundreds2 value)
@@ -110,8 +115,7 @@ def test_optimizer_access_records_a_plan_that_differs_from_the_knob(write_sweep,
 
 
 def test_engine_time_is_the_engines_and_the_client_share_is_what_is_left(write_sweep, tmp_path):
-    path = sweep(write_sweep, "{index: [none]}", "{type: scan, fetch: [all, count]}",
-                 "cache: warm")  # fmt: skip
+    path = sweep(write_sweep, "{index: [none]}", "{type: scan, fetch: [all, count]}", "cache: warm")
     frames = measured(path, tmp_path)
     for pid, frame in frames.items():
         assert frame["rows_touched"].eq(ROWS).all(), pid  # count returns the count of rows
@@ -126,8 +130,9 @@ def test_engine_time_is_the_engines_and_the_client_share_is_what_is_left(write_s
 
 
 def test_each_statement_is_timed_and_the_first_is_kept_apart(write_sweep, tmp_path):
-    path = sweep(write_sweep, "{index: [nonclustered]}", "{type: point, lookups: 200}",
-                 "cache: warm")  # fmt: skip
+    path = sweep(
+        write_sweep, "{index: [nonclustered]}", "{type: point, lookups: 200}", "cache: warm"
+    )
     ((pid, frame),) = measured(path, tmp_path).items()
     assert frame["queries"].eq(200).all()
     assert (frame["q_p50_s"] <= frame["q_p95_s"]).all()
@@ -166,8 +171,9 @@ def test_a_refused_forced_point_keeps_its_plans_to_explain_why(write_sweep, tmp_
     from tunelab.engines.sqlite import SQLiteEngine
 
     monkeypatch.setattr(SQLiteEngine, "table_ref", lambda self, table, index, access: table)
-    path = sweep(write_sweep, "{index: [nonclustered]}", "{type: range, selectivity: 0.9}",
-                 "access: forced")  # fmt: skip
+    path = sweep(
+        write_sweep, "{index: [nonclustered]}", "{type: range, selectivity: 0.9}", "access: forced"
+    )
     point = spec.expand(path)[0][0]
     out = tmp_path / "p.csv"
     with pytest.raises(EngineError, match="access: forced"):

@@ -29,8 +29,10 @@ def test_the_registry_is_the_one_list_of_engines():
     schema = spec.schema()
     assert schema["$defs"]["engine"]["enum"] == names
     # No engine name is written into the schema files themselves.
-    for path in (REPO / "src/tunelab/schemas/sweep.schema.json",
-                 REPO / "workflows/schemas/config.schema.yaml"):  # fmt: skip
+    for path in (
+        REPO / "src/tunelab/schemas/sweep.schema.json",
+        REPO / "workflows/schemas/config.schema.yaml",
+    ):
         text = path.read_text()
         assert not [n for n in names if f'"{n}"' in text or f" {n}," in text], path
 
@@ -151,13 +153,16 @@ def test_a_knob_the_engine_did_not_read_back_fails_the_point(tmp_path):
     runner.check_applied(point, dict(point.knobs))  # complete and equal: no error
 
 
-@pytest.mark.parametrize("kind", ["none", "nonclustered", "clustered", "covering",
-                                  "covering_wrong_order"])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind", ["none", "nonclustered", "clustered", "covering", "covering_wrong_order"]
+)
 def test_sqlite_reads_each_index_layout_back_from_its_catalog(kind, tmp_path):
     eng = engines.create("sqlite", tmp_path / "e", "r")
-    plan = IndexPlan(kind, ("hundreds1",), ("id", "hundreds2")) if kind != "none" else (
-        IndexPlan("none", ("hundreds1",))
-    )  # fmt: skip
+    plan = (
+        IndexPlan(kind, ("hundreds1",), ("id", "hundreds2"))
+        if kind != "none"
+        else (IndexPlan("none", ("hundreds1",)))
+    )
     with eng:
         eng.provision({})
         eng.create_table("accounts", plan)

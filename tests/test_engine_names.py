@@ -63,8 +63,12 @@ def _workflow_code(text: str) -> list[str]:
 def _files() -> list[Path]:
     package = REPO / "src" / "tunelab"
     inside = [p for p in package.rglob("*.py") if (package / "engines") not in p.parents]
-    return [*sorted(inside), REPO / "Snakefile", *sorted((REPO / "workflows").glob("*.smk")),
-            REPO / "lab"]  # fmt: skip
+    return [
+        *sorted(inside),
+        REPO / "Snakefile",
+        *sorted((REPO / "workflows").glob("*.smk")),
+        REPO / "lab",
+    ]
 
 
 def _allowed(rel: str, line: str) -> bool:
@@ -137,8 +141,14 @@ HIDE_DRIVERS = textwrap.dedent(
 
 def _tunelab_without_drivers(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock")}  # a private bench lock
-    return subprocess.run([sys.executable, "-c", HIDE_DRIVERS, *args], capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path, env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", HIDE_DRIVERS, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=env,
+    )
 
 
 @pytest.mark.slow

@@ -60,9 +60,13 @@ def mirror(tmp_path, monkeypatch):
 
 
 def _validate(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tunelab.cli", "validate", str(path),
-                           "--engine", "postgres"], capture_output=True, text=True,
-                          env=os.environ, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "tunelab.cli", "validate", str(path), "--engine", "postgres"],
+        capture_output=True,
+        text=True,
+        env=os.environ,
+        timeout=120,
+    )
 
 
 def test_a_sweep_of_two_versions_is_two_points_as_the_engine_declares_them(write_sweep, mirror):
@@ -151,8 +155,9 @@ def test_a_point_whose_server_is_another_version_fails_its_knob_check(write_swee
     read = {"engine_version": version_applied(INFO, "17.12")}
     runner.check_applied(points[1], read, complete=False)
     with pytest.raises(EngineError, match="engine_version: asked '17', engine reports '15'"):
-        runner.check_applied(points[1], {"engine_version": version_applied(INFO, "15.14")},
-                             complete=False)  # fmt: skip
+        runner.check_applied(
+            points[1], {"engine_version": version_applied(INFO, "15.14")}, complete=False
+        )
 
 
 def test_each_version_has_its_own_image_names():
@@ -177,8 +182,10 @@ def _lib(script: str, entries: str, tmp_path: Path) -> subprocess.CompletedProce
 
 
 def test_a_release_the_host_does_not_list_is_read_from_the_hosts_own_mirrors(tmp_path):
-    entries = ("'http://m.invalid/debian bookworm' 'http://m.invalid/debian bookworm-updates' "
-               "'http://s.invalid/debian-security bookworm-security'")  # fmt: skip
+    entries = (
+        "'http://m.invalid/debian bookworm' 'http://m.invalid/debian bookworm-updates' "
+        "'http://s.invalid/debian-security bookworm-security'"
+    )
     done = _lib("suite=trixie; suite_entries", entries, tmp_path)
     assert done.stdout.splitlines() == [
         "http://m.invalid/debian trixie",
@@ -193,16 +200,18 @@ def test_the_build_scripts_check_asks_the_mirror_for_the_release(tmp_path, mirro
     root = mirror("trixie")
     script = REPO / "containers" / "postgres" / "build.sh"
     env = {"PATH": os.environ["PATH"], images.MIRROR_ENV: f"file://{root}"}
-    served = subprocess.run([str(script), "--suite", "trixie", "--check"], capture_output=True,
-                            text=True, env=env)  # fmt: skip
+    served = subprocess.run(
+        [str(script), "--suite", "trixie", "--check"], capture_output=True, text=True, env=env
+    )
     assert (served.returncode, served.stdout, served.stderr) == (0, "", "")
     lacking = subprocess.run([str(script), "--check"], capture_output=True, text=True, env=env)
     assert lacking.returncode == 1
     assert lacking.stderr.strip().splitlines() == [
         "build.sh: the apt mirror does not serve Debian 'bookworm' (no dists/bookworm/Release)"
     ]
-    bad = subprocess.run([str(script), "--suite", "Trixie", "--check"], capture_output=True,
-                         text=True, env=env)  # fmt: skip
+    bad = subprocess.run(
+        [str(script), "--suite", "Trixie", "--check"], capture_output=True, text=True, env=env
+    )
     assert bad.returncode == 2 and "is not a Debian release name" in bad.stderr
 
 

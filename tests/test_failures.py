@@ -194,12 +194,26 @@ def test_docker_unreachable_is_one_line(write_sweep, tmp_path):
     socket_path = tmp_path / "no-docker.sock"
     for run_id in ([], ["--run-id", f"test-{uuid.uuid4().hex[:8]}"]):
         done = subprocess.run(
-            [*TUNELAB, "run-point", str(sweep), point, "--engine", "mariadb",
-             "--out", str(tmp_path / "r" / "p.csv"), "--workdir", str(tmp_path / "w"),
-             "--data-dir", str(tmp_path / "d"), *run_id],
-            capture_output=True, text=True, timeout=300,
+            [
+                *TUNELAB,
+                "run-point",
+                str(sweep),
+                point,
+                "--engine",
+                "mariadb",
+                "--out",
+                str(tmp_path / "r" / "p.csv"),
+                "--workdir",
+                str(tmp_path / "w"),
+                "--data-dir",
+                str(tmp_path / "d"),
+                *run_id,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
             env=_env(tmp_path, DOCKER_HOST=f"unix://{socket_path}"),
-        )  # fmt: skip
+        )
         assert done.returncode == 1, done.stderr
         last = _last_line(done.stderr)
         assert "Docker engine not reachable" in last, done.stderr
@@ -246,9 +260,17 @@ def test_disk_full_is_one_line_and_keeps_what_was_there(write_sweep, tmp_path, s
     earlier.write_text("point_id,rep,elapsed_s\nearlier,0,0.5\n")
     out = results / f"{point}.csv"
     done = _tunelab(
-        tmp_path, "run-point", str(sweep), point, "--out", str(out),
-        "--workdir", str(small_disk / "work"), "--data-dir", str(tmp_path / "data"),
-    )  # fmt: skip
+        tmp_path,
+        "run-point",
+        str(sweep),
+        point,
+        "--out",
+        str(out),
+        "--workdir",
+        str(small_disk / "work"),
+        "--data-dir",
+        str(tmp_path / "data"),
+    )
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stdout
     last = _last_line(done.stderr)
@@ -318,11 +340,26 @@ def _start_point(tmp_path: Path, sweep: Path, point: str, *extra: str) -> subpro
 
     dataset.materialise(_only_point(sweep).dataset, tmp_path / "data")  # no wait for data
     return subprocess.Popen(
-        [*TUNELAB, "run-point", str(sweep), point, "--engine", "mariadb",
-         "--out", str(tmp_path / "results" / "p.csv"), "--workdir", str(tmp_path / "work"),
-         "--data-dir", str(tmp_path / "data"), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(tmp_path),
-    )  # fmt: skip
+        [
+            *TUNELAB,
+            "run-point",
+            str(sweep),
+            point,
+            "--engine",
+            "mariadb",
+            "--out",
+            str(tmp_path / "results" / "p.csv"),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--data-dir",
+            str(tmp_path / "data"),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+    )
 
 
 def _interrupted(proc: subprocess.Popen) -> tuple[float, str]:

@@ -41,11 +41,20 @@ def lab_run(work: Path, engine: str) -> subprocess.Popen:
     run can be killed at once, as a closed terminal or an OOM kill would)."""
     env = {**os.environ, "TUNELAB_LOCK_DIR": str(work / "lock")}
     env.pop("TUNELAB_JOB_LOG", None)
-    args = [str(REPO / "lab"), "run", "--directory", str(work), "--config",
-            f"sweeps={work / 'sweeps'}/*.yaml", f"engine={engine}", "calibrate=off"]  # fmt: skip
+    args = [
+        str(REPO / "lab"),
+        "run",
+        "--directory",
+        str(work),
+        "--config",
+        f"sweeps={work / 'sweeps'}/*.yaml",
+        f"engine={engine}",
+        "calibrate=off",
+    ]
     log = (work / "lab.out").open("ab")
-    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
 
 
 # What to wait for before killing, and how long to wait after it appears (seconds).
@@ -112,12 +121,17 @@ def assert_nothing_left(work: Path) -> None:
 
     if containers.docker_unavailable_reason() is None:
         c = containers.client()
-        left = [x.name for x in c.containers.list(all=True, filters={"label": "tunelab=1"})
-                if x.labels.get("tunelab.workdir", "").startswith(str(work))]  # fmt: skip
+        left = [
+            x.name
+            for x in c.containers.list(all=True, filters={"label": "tunelab=1"})
+            if x.labels.get("tunelab.workdir", "").startswith(str(work))
+        ]
         assert not left, f"containers left: {left}"
-        nets = [n.name for n in c.networks.list(filters={"label": "tunelab=1"})
-                if any(x.labels.get("tunelab.workdir", "").startswith(str(work))
-                       for x in n.containers)]  # fmt: skip
+        nets = [
+            n.name
+            for n in c.networks.list(filters={"label": "tunelab=1"})
+            if any(x.labels.get("tunelab.workdir", "").startswith(str(work)) for x in n.containers)
+        ]
         assert not nets, f"networks left: {nets}"
 
 
@@ -145,8 +159,9 @@ SQLITE_PACK = [
 @pytest.mark.docker
 def test_a_mariadb_run_killed_while_its_server_runs_leaves_nothing(tmp_path, image):
     lab_ready()
-    sweeps = [{"name": "killed-m", "rows": 20000, "seed": 5, "pools": '["6MiB", "16MiB"]',
-               "reps": 2}]  # fmt: skip
+    sweeps = [
+        {"name": "killed-m", "rows": 20000, "seed": 5, "pools": '["6MiB", "16MiB"]', "reps": 2}
+    ]
     clean = pack(tmp_path / "clean", "mariadb", sweeps)
     finish(clean, "mariadb")
     killed = pack(tmp_path / "killed", "mariadb", sweeps)
@@ -174,10 +189,21 @@ def test_a_second_run_in_the_same_checkout_names_the_first_in_one_line(tmp_path)
             time.sleep(0.05)
         env = {**os.environ, "TUNELAB_LOCK_DIR": str(work / "lock")}
         second = subprocess.run(
-            [str(REPO / "lab"), "run", "--directory", str(work), "--config",
-             f"sweeps={work / 'sweeps'}/*.yaml", "engine=sqlite", "calibrate=off"],
-            capture_output=True, text=True, env=env, timeout=300,
-        )  # fmt: skip
+            [
+                str(REPO / "lab"),
+                "run",
+                "--directory",
+                str(work),
+                "--config",
+                f"sweeps={work / 'sweeps'}/*.yaml",
+                "engine=sqlite",
+                "calibrate=off",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         said = [x for x in second.stderr.splitlines() if "in progress" in x]
         assert second.returncode == 1, second.stderr[-3000:]
         assert len(said) == 1 and "another run is in progress in this checkout (pid " in said[0]

@@ -56,10 +56,10 @@ SWEEPS = {
     "sqlite": [{"name": "fm-scan", "rows": 30000, "seed": 11, "pools": "[20, 2000]", "reps": 3}],
     "mariadb": [
         {"name": "fm-scan", "rows": 20000, "seed": 11, "pools": '["6MiB", "16MiB"]', "reps": 2}
-    ],  # fmt: skip
+    ],
     "postgres": [
         {"name": "fm-scan", "rows": 20000, "seed": 11, "pools": '["1MiB", "8MiB"]', "reps": 2}
-    ],  # fmt: skip
+    ],
 }
 
 
@@ -122,13 +122,18 @@ def test_a_run_killed_at_a_random_moment_is_healed_by_one_rerun(engine, seed, tm
     alive = harness.sleep_into(proc, at)
     harness.kill_session(proc) if alive else proc.wait()
     took = harness.healed(lab, expected, host)
-    report(engine, "kill", seed, f"SIGKILL at {at:.1f} s" + ("" if alive else " (ended first)"),
-           took)  # fmt: skip
+    report(
+        engine, "kill", seed, f"SIGKILL at {at:.1f} s" + ("" if alive else " (ended first)"), took
+    )
 
 
 # What a kill waits for (a command of the run's session), then up to how many seconds after.
-PHASES = {"point": ("tunelab run-sweep", 1.5), "merge": ("tunelab merge", 0.3),
-          "report": ("tunelab report", 3.0), "anytime": (None, None)}  # fmt: skip
+PHASES = {
+    "point": ("tunelab run-sweep", 1.5),
+    "merge": ("tunelab merge", 0.3),
+    "report": ("tunelab report", 3.0),
+    "anytime": (None, None),
+}
 
 
 def kill_in(lab: Lab, phase: str, clean_s: float, rng) -> bool:
@@ -158,16 +163,29 @@ def test_a_run_killed_again_and_again_in_every_phase_is_healed_by_one_rerun(tmp_
     host = harness.read_ahead()
     lab = cell_lab(tmp_path, "sqlite")
     rng = harness.seeded("kills-in-a-row", "sqlite")
-    plan = ["point", "merge", "report", "anytime", "point", "merge", "report", "anytime",
-            "point", "report"][:KILLS_IN_A_ROW]  # fmt: skip
+    plan = [
+        "point",
+        "merge",
+        "report",
+        "anytime",
+        "point",
+        "merge",
+        "report",
+        "anytime",
+        "point",
+        "report",
+    ][:KILLS_IN_A_ROW]
     hit: list[str] = []
     for phase in plan:
         for _ in range(3):  # a run that ended first: the same phase again
             if kill_in(lab, phase, clean_s, rng):
                 hit.append(phase)
                 break
-            done = [p for p in sorted((lab.results / "sqlite").glob("*/*.csv"))
-                    if not p.name.endswith(".partial.csv")]  # fmt: skip
+            done = [
+                p
+                for p in sorted((lab.results / "sqlite").glob("*/*.csv"))
+                if not p.name.endswith(".partial.csv")
+            ]
             assert done, f"a run ended with no point measured:\n{lab.out_since(0)[-3000:]}"
             for victim in done:  # the next run as long as a clean one
                 victim.unlink()
@@ -182,8 +200,12 @@ STOPS = {"term": (signal.SIGTERM, 143), "int": (signal.SIGINT, 130)}
 
 
 def stop_cells() -> list:
-    return [pytest.param(e, k, s, id=f"{e}-{k}-{s}")
-            for k in STOPS for e in ENGINES for s in range(SEEDS[k])]  # fmt: skip
+    return [
+        pytest.param(e, k, s, id=f"{e}-{k}-{s}")
+        for k in STOPS
+        for e in ENGINES
+        for s in range(SEEDS[k])
+    ]
 
 
 @pytest.mark.parametrize(("engine", "kind", "seed"), stop_cells())
@@ -211,8 +233,11 @@ def test_a_stop_at_a_random_moment_says_what_is_kept_and_one_rerun_heals(
         if got != 0:  # 0: it had just finished
             assert got == code, said[-4000:]
             last = harness.last_lab_line(said)
-            said_why = (": finished points are kept", ": every point is measured",
-                        " before the sweeps started: nothing was measured")  # fmt: skip
+            said_why = (
+                ": finished points are kept",
+                ": every point is measured",
+                " before the sweeps started: nothing was measured",
+            )
             assert any(last.startswith(f"[lab] stopped by {sig.name}{w}") for w in said_why), said[
                 -4000:
             ]
@@ -282,8 +307,11 @@ def small_disk(tmp_path):
         pytest.skip("mounting a small tmpfs needs root")
     mnt = tmp_path / "small"
     mnt.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -356,8 +384,9 @@ def test_a_sweep_edited_mid_run_then_between_runs(engine, tmp_path, reference):
     sweep = dict(SWEEPS[engine][0])
     proc = lab.start()
     assert harness.wait_for_command(proc, "tunelab run-sweep")
-    sweep["pools"] = sweep["pools"].replace("[", "[" + ("500, " if engine == "sqlite"
-                                                        else '"10MiB", '))  # fmt: skip
+    sweep["pools"] = sweep["pools"].replace(
+        "[", "[" + ("500, " if engine == "sqlite" else '"10MiB", ')
+    )
     lab.write_sweep(sweep)
     assert proc.wait(600) == 0, lab.out_since(0)[-4000:]
     took = harness.healed(lab, with_points({}, lab, sweep["name"]), host)
@@ -402,8 +431,11 @@ def job_spans(lab: Lab) -> list[dict]:
 
 def sweep_spans(lab: Lab) -> list[float]:
     """The seconds each measured sweep (a `run-sweep` job) of the checkout's runs took."""
-    return [(s["end_ns"] - s["start_ns"]) / 1e9 for s in job_spans(lab)
-            if s["job"].startswith("run-sweep")]  # fmt: skip
+    return [
+        (s["end_ns"] - s["start_ns"]) / 1e9
+        for s in job_spans(lab)
+        if s["job"].startswith("run-sweep")
+    ]
 
 
 # -- two runs at once --------------------------------------------------------------------------
@@ -470,8 +502,11 @@ def lab_containers(lab: Lab) -> list:
     from tunelab.host import containers
 
     c = containers.client()
-    return [x for x in c.containers.list(filters={"label": "tunelab=1"})
-            if x.labels.get("tunelab.workdir", "").startswith(str(lab.work))]  # fmt: skip
+    return [
+        x
+        for x in c.containers.list(filters={"label": "tunelab=1"})
+        if x.labels.get("tunelab.workdir", "").startswith(str(lab.work))
+    ]
 
 
 @pytest.mark.docker
@@ -503,12 +538,16 @@ def test_a_server_killed_from_outside_mid_point_fails_in_one_line(engine, tmp_pa
 def restart_docker(log: Path) -> None:
     """Restart the Docker daemon as this host runs it: its service, else its process (a host
     whose init starts dockerd itself): SIGTERM, then the same command line again."""
-    if shutil.which("systemctl") and subprocess.run(
-        ["systemctl", "is-active", "--quiet", "docker"]).returncode == 0:  # fmt: skip
+    if (
+        shutil.which("systemctl")
+        and subprocess.run(["systemctl", "is-active", "--quiet", "docker"]).returncode == 0
+    ):
         subprocess.run(["systemctl", "restart", "docker"], check=True, timeout=120)
         return
-    if shutil.which("service") and subprocess.run(
-        ["service", "docker", "status"], capture_output=True).returncode == 0:  # fmt: skip
+    if (
+        shutil.which("service")
+        and subprocess.run(["service", "docker", "status"], capture_output=True).returncode == 0
+    ):
         subprocess.run(["service", "docker", "restart"], check=True, timeout=120)
         return
     pids = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True).stdout
@@ -523,8 +562,13 @@ def restart_docker(log: Path) -> None:
         time.sleep(0.1)
     with log.open("ab") as out:  # the daemon outlives the test: its first words kept here
         # setsid -f: its own session, and init its parent (which reaps it), not this test
-        subprocess.run(["setsid", "-f", *(a.decode() for a in argv)], stdin=subprocess.DEVNULL,
-                       stdout=out, stderr=subprocess.STDOUT, check=True)  # fmt: skip
+        subprocess.run(
+            ["setsid", "-f", *(a.decode() for a in argv)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=True,
+        )
     while subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         assert time.monotonic() < deadline + 60, f"dockerd did not come back: {log}"
         time.sleep(0.2)

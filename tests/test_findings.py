@@ -59,7 +59,7 @@ def test_a_finding_is_the_same_claim_on_every_engine_that_can_run_its_sweep():
             e: [
                 (c["kind"], c.get("metric"), c.get("along"), c.get("within"), c["min_effect"])
                 for c in found
-            ]  # fmt: skip
+            ]
             for e, found in per_engine.items()
         }
         assert len({repr(s) for s in shapes.values()}) <= 1, (path.name, shapes)
@@ -68,8 +68,11 @@ def test_a_finding_is_the_same_claim_on_every_engine_that_can_run_its_sweep():
 def test_the_rules_are_the_findings_files_and_a_crossover_window_follows_from_its_figure():
     book = findings.load(FINDINGS)
     assert book.rules == findings.Rules(0.05, 0.05, 0.15, 3.0)
-    (cold,) = [t.claim for t in findings.claims_for(book, "range-index-vs-scan", "sqlite")
-               if t.claim.get("finding") == "range-cold-crossover"]  # fmt: skip
+    (cold,) = [
+        t.claim
+        for t in findings.claims_for(book, "range-index-vs-scan", "sqlite")
+        if t.claim.get("finding") == "range-cold-crossover"
+    ]
     assert cold["within"] == pytest.approx([0.10 / 3, 0.30])
 
 
@@ -86,8 +89,11 @@ def test_explanations_are_about_their_engine_and_never_a_finding():
 
 def test_a_per_engine_value_names_the_engines_mode_and_must_name_each_engine():
     book = findings.load(FINDINGS)
-    (pg,) = [t for t in findings.claims_for(book, "log-shipping", "postgres")
-             if t.claim["finding"] == "hadr-sync-rtt"]  # fmt: skip
+    (pg,) = [
+        t
+        for t in findings.claims_for(book, "log-shipping", "postgres")
+        if t.claim["finding"] == "hadr-sync-rtt"
+    ]
     assert pg.claim["where"] == {"sync_mode": "on"}
     selector = {"sync_mode": {"db2": "SYNC"}}
     assert findings.resolve(selector, "mariadb") == ({}, "db2")
@@ -102,8 +108,17 @@ def _copy_pack(tmp_path: Path) -> Path:
 
 def _validate(root: Path, engine: str = "sqlite") -> subprocess.CompletedProcess:
     files = [str(p) for p in sorted((root / "sweeps").glob("*.yaml"))]
-    cmd = [sys.executable, "-m", "tunelab.cli", "validate", "--engine", engine,
-           "--skip-other-engines", "--", *files]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "tunelab.cli",
+        "validate",
+        "--engine",
+        engine,
+        "--skip-other-engines",
+        "--",
+        *files,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -111,13 +126,19 @@ def _validate(root: Path, engine: str = "sqlite") -> subprocess.CompletedProcess
     ("edit", "field", "said"),
     [
         ("    kind: similar\n", "findings[0]", "unknown key(s): engines"),
-        ("    a: {page_size: 4096, buffer_pool: 4096}\n", "findings[0].a.page_size",
-         "value 2048 not in the sweep on sqlite"),
-        ("    kind: rises\n    metric: throughput_rows_s\n", "findings[1].metric",
-         "unknown metric 'throughput'"),
+        (
+            "    a: {page_size: 4096, buffer_pool: 4096}\n",
+            "findings[0].a.page_size",
+            "value 2048 not in the sweep on sqlite",
+        ),
+        (
+            "    kind: rises\n    metric: throughput_rows_s\n",
+            "findings[1].metric",
+            "unknown metric 'throughput'",
+        ),
         ("    kind: similar\n", "findings[0]", "unknown key(s): min_effect"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_finding_is_one_line_naming_the_file_and_field_exit_2(tmp_path, edit, field, said):
     root = _copy_pack(tmp_path)
     text = (root / "findings.yaml").read_text()

@@ -252,8 +252,11 @@ def test_markers_as_ibm_defines_them(rate, mark):
 
 def test_catchup_markers():
     assert [model.catchup_marker(r, 10.0) for r in (5.0, 5.1, 7.6, 10.1)] == [
-        "", "?", "??", "???",
-    ]  # fmt: skip
+        "",
+        "?",
+        "??",
+        "???",
+    ]
 
 
 def test_csv_gives_what_the_scanner_line_gives(tmp_path):
@@ -284,9 +287,22 @@ def test_csv_gives_what_the_scanner_line_gives(tmp_path):
 
 
 def test_the_command_through_tunelab_with_an_engine(capsys, scan_file):
-    rc = tunelab_cli.main(["hadr-calc", "--disk", "200", ".001", "--network", "10", ".1",
-                           "--engine", "postgres", "--modes", "ON,remote_write",
-                           str(scan_file)])  # fmt: skip
+    rc = tunelab_cli.main(
+        [
+            "hadr-calc",
+            "--disk",
+            "200",
+            ".001",
+            "--network",
+            "10",
+            ".1",
+            "--engine",
+            "postgres",
+            "--modes",
+            "ON,remote_write",
+            str(scan_file),
+        ]
+    )
     out, err = capsys.readouterr()
     assert (rc, err) == (0, "")
     first = _words(out)[3:6]
@@ -299,8 +315,20 @@ def test_the_command_through_tunelab_with_an_engine(capsys, scan_file):
 def test_remote_apply_adds_the_replay_time_given(capsys, scan_file):
     """--apply is the standby's replay per flush: remote_apply is on plus it, and the header
     says so; without it remote_apply is on (a lower bound) and IBM's header is unchanged."""
-    argv = ["hadr-calc", "--disk", "200", ".001", "--network", "10", ".1", "--engine",
-            "postgres", "--modes", "on,remote_apply", str(scan_file)]  # fmt: skip
+    argv = [
+        "hadr-calc",
+        "--disk",
+        "200",
+        ".001",
+        "--network",
+        "10",
+        ".1",
+        "--engine",
+        "postgres",
+        "--modes",
+        "on,remote_apply",
+        str(scan_file),
+    ]
     assert tunelab_cli.main(argv) == 0
     plain = capsys.readouterr().out
     first = _words(plain)[3:6]
@@ -310,8 +338,11 @@ def test_remote_apply_adds_the_replay_time_given(capsys, scan_file):
     out = capsys.readouterr().out
     assert "Standby replay 0.05 second per flush" in out
     # the first interval's min: both at the interval's own flush size
-    on, applied = [float(line.split(" min ")[1].split(" s/f")[0].split()[-1])
-                   for line in out.splitlines() if " min " in line][:2]  # fmt: skip
+    on, applied = [
+        float(line.split(" min ")[1].split(" s/f")[0].split()[-1])
+        for line in out.splitlines()
+        if " min " in line
+    ][:2]
     assert on + 0.05 == pytest.approx(applied, abs=2e-6)
 
 
@@ -319,27 +350,54 @@ def test_remote_apply_adds_the_replay_time_given(capsys, scan_file):
     ("argv", "message"),
     [
         (["--disk", "200", ".001", "SCAN"], "--network: required"),
-        (["--disk", "200", "0", "--network", "1", "1", "--apply", "-1", "SCAN"],
-         "--apply: SECONDS '-1' must be 0 or more"),
+        (
+            ["--disk", "200", "0", "--network", "1", "1", "--apply", "-1", "SCAN"],
+            "--apply: SECONDS '-1' must be 0 or more",
+        ),
         (["--disk", "200", "--network", "1", "1", "SCAN"], "--disk: expected 2 arguments"),
-        (["--disk", "x", "0", "--network", "1", "1", "SCAN"],
-         "--disk: RATE 'x' is not a number"),
-        (["--disk", "200", "0", "--network", "0", "1", "SCAN"],
-         "--network: RATE '0' must be positive"),
-        (["--disk", "200", "-1", "--network", "1", "1", "SCAN"],
-         "--disk: OVERHEAD '-1' must be 0 or more"),
-        (["--disk", "200", "0", "--network", "1", "nan", "SCAN"],
-         "--network: RTT 'nan' must be 0 or more"),
-        (["--disk", "1", "0", "--network", "1", "1", "--modes", "SYNC,FAST", "SCAN"],
-         "--modes: 'FAST' is not a mode (one of: SYNC, NEARSYNC, ASYNC, SUPERASYNC)"),
-        (["--disk", "1", "0", "--network", "1", "1", "--engine", "nope", "SCAN"],
-         "--engine: 'nope' is not an engine (one of: "),
-        (["--disk", "1", "0", "--network", "1", "1", "--engine", "sqlite", "SCAN"],
-         "--engine: sqlite has no replication modes modelled"),
-        (["--disk", "1", "0", "--network", "1", "1", "--engine", "postgres", "--modes",
-          "SYNC", "SCAN"], "--modes: 'SYNC' is not a mode (one of: on, remote_apply, "),
+        (["--disk", "x", "0", "--network", "1", "1", "SCAN"], "--disk: RATE 'x' is not a number"),
+        (
+            ["--disk", "200", "0", "--network", "0", "1", "SCAN"],
+            "--network: RATE '0' must be positive",
+        ),
+        (
+            ["--disk", "200", "-1", "--network", "1", "1", "SCAN"],
+            "--disk: OVERHEAD '-1' must be 0 or more",
+        ),
+        (
+            ["--disk", "200", "0", "--network", "1", "nan", "SCAN"],
+            "--network: RTT 'nan' must be 0 or more",
+        ),
+        (
+            ["--disk", "1", "0", "--network", "1", "1", "--modes", "SYNC,FAST", "SCAN"],
+            "--modes: 'FAST' is not a mode (one of: SYNC, NEARSYNC, ASYNC, SUPERASYNC)",
+        ),
+        (
+            ["--disk", "1", "0", "--network", "1", "1", "--engine", "nope", "SCAN"],
+            "--engine: 'nope' is not an engine (one of: ",
+        ),
+        (
+            ["--disk", "1", "0", "--network", "1", "1", "--engine", "sqlite", "SCAN"],
+            "--engine: sqlite has no replication modes modelled",
+        ),
+        (
+            [
+                "--disk",
+                "1",
+                "0",
+                "--network",
+                "1",
+                "1",
+                "--engine",
+                "postgres",
+                "--modes",
+                "SYNC",
+                "SCAN",
+            ],
+            "--modes: 'SYNC' is not a mode (one of: on, remote_apply, ",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_options_are_one_line(capsys, scan_file, argv, message):
     argv = [str(scan_file) if a == "SCAN" else a for a in argv]
     rc = tunelab_cli.main(["hadr-calc", *argv])
@@ -363,22 +421,34 @@ CSV_HEAD = "seconds,bytes,flushes,transactions,open_transactions\n"
         ("a.scan", GOOD_ROW.replace("22.7", "-3"), "{}:1: open_trans: '-3' must be"),
         ("a.scan", GOOD_ROW.replace("17.6", "1e999"), "{}:1: flush_pages: '1e999' must be"),
         ("a.scan", "no rate lines here\n", "{}: intervals: none found"),
-        ("a.scan", GOOD_ROW + "\nDistribution of log write rate (unit is MB/s):\n",
-         "{}:2: average rate: no line after"),
-        ("a.scan", GOOD_ROW + "\nDistribution of log write rate\nTotal 1, Avg abc\n",
-         "{}:3: Avg: 'abc' is not a number"),
+        (
+            "a.scan",
+            GOOD_ROW + "\nDistribution of log write rate (unit is MB/s):\n",
+            "{}:2: average rate: no line after",
+        ),
+        (
+            "a.scan",
+            GOOD_ROW + "\nDistribution of log write rate\nTotal 1, Avg abc\n",
+            "{}:3: Avg: 'abc' is not a number",
+        ),
         ("a.csv", "", "{}: header: empty file"),
         ("a.csv", "seconds,bytes\n1,2\n", "{}: header: missing column(s) flushes, "),
-        ("a.csv", "seconds,flushes,transactions,open_transactions\n1,2,3,4\n",
-         "{}: header: missing column(s) bytes or mb_per_s"),
-        ("a.csv", CSV_HEAD + "60,1e6,10,5,2\n60,1e6,0,5,2\n",
-         "{}:3: flushes: '0' must be a positive number"),
+        (
+            "a.csv",
+            "seconds,flushes,transactions,open_transactions\n1,2,3,4\n",
+            "{}: header: missing column(s) bytes or mb_per_s",
+        ),
+        (
+            "a.csv",
+            CSV_HEAD + "60,1e6,10,5,2\n60,1e6,0,5,2\n",
+            "{}:3: flushes: '0' must be a positive number",
+        ),
         ("a.csv", CSV_HEAD + "60,lots,10,5,2\n", "{}:2: bytes: 'lots' is not a number"),
         ("a.csv", CSV_HEAD + "60,1e6,10\n", "{}:2: row: not as many fields"),
         ("a.csv", CSV_HEAD + "60,1e6,10,5,2,9\n", "{}:2: row: not as many fields"),
         ("a.csv", CSV_HEAD, "{}: intervals: none found"),
     ],
-)  # fmt: skip
+)
 def test_bad_scan_files_name_file_line_and_field(capsys, tmp_path, name, text, message):
     path = tmp_path / name
     path.write_text(text)
@@ -397,9 +467,18 @@ def test_a_missing_file_is_one_line(capsys, tmp_path):
 def _calibration(tmp_path, **fields):
     from tunelab.calibrate import Calibration, save
 
-    cal = dict(host="h", data_dir="d", filesystem="ext4", direct_io=True, overhead_ms=0.1,
-               device_read_rate_mb_s=500.0, transferrate_ms={4096: 0.01},
-               write_overhead_ms=1.0, write_rate_mb_s=204.8, write_fit_r2=0.9)  # fmt: skip
+    cal = dict(
+        host="h",
+        data_dir="d",
+        filesystem="ext4",
+        direct_io=True,
+        overhead_ms=0.1,
+        device_read_rate_mb_s=500.0,
+        transferrate_ms={4096: 0.01},
+        write_overhead_ms=1.0,
+        write_rate_mb_s=204.8,
+        write_fit_r2=0.9,
+    )
     cal.update(fields)
     return save(Calibration(**cal), tmp_path / "cal.json")
 
@@ -408,8 +487,9 @@ def test_disk_from_a_calibration_in_the_calculators_units(capsys, tmp_path, scan
     """The calibration's MB are 1,024,000 bytes and its overhead milliseconds: 204.8 of its
     MB/s and 1 ms are IBM's examples' 200 MB/s and .001 s."""
     path = _calibration(tmp_path)
-    rc = tunelab_cli.main(["hadr-calc", "--calibration", str(path), "--network", "120",
-                           ".0001", str(scan_file)])  # fmt: skip
+    rc = tunelab_cli.main(
+        ["hadr-calc", "--calibration", str(path), "--network", "120", ".0001", str(scan_file)]
+    )
     out, err = capsys.readouterr()
     assert (rc, err) == (0, "")
     assert _compared(out, LAN)[:4] == _words(LAN)[:4]
@@ -418,18 +498,22 @@ def test_disk_from_a_calibration_in_the_calculators_units(capsys, tmp_path, scan
 @pytest.mark.parametrize(
     ("fields", "argv", "message"),
     [
-        ({"write_rate_mb_s": None, "write_fit_r2": None}, [],
-         "--calibration: {}: write_rate_mb_s: none"),
+        (
+            {"write_rate_mb_s": None, "write_fit_r2": None},
+            [],
+            "--calibration: {}: write_rate_mb_s: none",
+        ),
         ({}, ["--disk", "1", "1"], "--calibration: not allowed with argument --disk"),
         (None, [], "--calibration: {}: no calibration file"),
     ],
-)  # fmt: skip
+)
 def test_bad_calibrations_are_one_line(capsys, tmp_path, scan_file, fields, argv, message):
     path = _calibration(tmp_path, **(fields or {}))
     if fields is None:
         path.unlink()
-    rc = tunelab_cli.main(["hadr-calc", *argv, "--calibration", str(path), "--network", "1",
-                           "1", str(scan_file)])  # fmt: skip
+    rc = tunelab_cli.main(
+        ["hadr-calc", *argv, "--calibration", str(path), "--network", "1", "1", str(scan_file)]
+    )
     _, err = capsys.readouterr()
     assert rc == 2
     assert err.startswith(message.format(path)), err

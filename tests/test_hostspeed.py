@@ -17,12 +17,21 @@ from tunelab.report import compare as cmp
 from tunelab.report import compare_text
 from tunelab.report.methods import _interference_text
 
-LOWER = {"kind": "lower", "a": {"index": "clustered"}, "b": {"index": "nonclustered"},
-         "min_effect": 0.05}  # fmt: skip
+LOWER = {
+    "kind": "lower",
+    "a": {"index": "clustered"},
+    "b": {"index": "nonclustered"},
+    "min_effect": 0.05,
+}
 
 
-def host_rows(rng: np.random.Generator, rounds: int, true: dict[str, float], slow: float = 1.0,
-              engine_cpus: str = "client") -> pd.DataFrame:  # fmt: skip
+def host_rows(
+    rng: np.random.Generator,
+    rounds: int,
+    true: dict[str, float],
+    slow: float = 1.0,
+    engine_cpus: str = "client",
+) -> pd.DataFrame:
     """Rows of points measured in rounds on a host whose CPU speed changes from one
     repetition to the next (a factor up to about 2, as seen on a shared virtual core): each
     repetition's time is its point's true time times that factor, and the probe around it
@@ -31,13 +40,20 @@ def host_rows(rng: np.random.Generator, rounds: int, true: dict[str, float], slo
     for r in range(rounds):
         for name, seconds in true.items():
             factor = slow * float(np.exp(rng.uniform(0, math.log(2))))
-            out.append({
-                "point_id": name, "knob_index": name, "round": r, "cache_requested": "warm",
-                "cache_achieved": "warm", "access_matches": True, "client_share": 0.1,
-                "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.01)),
-                "noise_cpu_probe_s": 0.003 * factor * float(rng.lognormal(0, 0.02)),
-                "cpus_engine": engine_cpus,
-            })  # fmt: skip
+            out.append(
+                {
+                    "point_id": name,
+                    "knob_index": name,
+                    "round": r,
+                    "cache_requested": "warm",
+                    "cache_achieved": "warm",
+                    "access_matches": True,
+                    "client_share": 0.1,
+                    "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.01)),
+                    "noise_cpu_probe_s": 0.003 * factor * float(rng.lognormal(0, 0.02)),
+                    "cpus_engine": engine_cpus,
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -68,8 +84,13 @@ def test_a_server_engines_times_without_its_cpu_seconds_are_left_as_measured():
     assert v.verdict == "inconclusive" and hostspeed.NOTE not in v.evidence
 
 
-def split_rows(rng: np.random.Generator, rounds: int, true: dict[str, float], cpu_share: float,
-               engine_share: float = 0.0) -> pd.DataFrame:  # fmt: skip
+def split_rows(
+    rng: np.random.Generator,
+    rounds: int,
+    true: dict[str, float],
+    cpu_share: float,
+    engine_share: float = 0.0,
+) -> pd.DataFrame:
     """Rows whose time is part CPU, part waiting (a synced write, a round trip): the client's
     CPU seconds (``cpu_share`` of the time at the reference speed) slowed by one factor, a
     server engine's (``engine_share``) by another, independent one, the rest not at all."""
@@ -79,15 +100,23 @@ def split_rows(rng: np.random.Generator, rounds: int, true: dict[str, float], cp
             fc, fe = (float(np.exp(rng.uniform(0, math.log(2)))) for _ in range(2))
             c, e = seconds * cpu_share * fc, seconds * engine_share * fe
             waited = seconds * (1 - cpu_share - engine_share)
-            out.append({
-                "point_id": name, "knob_index": name, "round": r, "cache_requested": "warm",
-                "cache_achieved": "warm", "access_matches": True, "client_share": 0.1,
-                "elapsed_s": (c + e + waited) * float(rng.lognormal(0, 0.005)),
-                hostspeed.CLIENT_CPU: c, hostspeed.ENGINE_CPU: e if engine_share else np.nan,
-                hostspeed.PROBE: 0.003 * fc * float(rng.lognormal(0, 0.01)),
-                hostspeed.ENGINE_PROBE: 0.003 * fe * float(rng.lognormal(0, 0.01)),
-                "cpus_engine": "0" if engine_share else "client",
-            })  # fmt: skip
+            out.append(
+                {
+                    "point_id": name,
+                    "knob_index": name,
+                    "round": r,
+                    "cache_requested": "warm",
+                    "cache_achieved": "warm",
+                    "access_matches": True,
+                    "client_share": 0.1,
+                    "elapsed_s": (c + e + waited) * float(rng.lognormal(0, 0.005)),
+                    hostspeed.CLIENT_CPU: c,
+                    hostspeed.ENGINE_CPU: e if engine_share else np.nan,
+                    hostspeed.PROBE: 0.003 * fc * float(rng.lognormal(0, 0.01)),
+                    hostspeed.ENGINE_PROBE: 0.003 * fe * float(rng.lognormal(0, 0.01)),
+                    "cpus_engine": "0" if engine_share else "client",
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -136,13 +165,20 @@ def round_drift_rows(rng: np.random.Generator, rounds: int, true: dict[str, floa
     for r in range(rounds):
         factor = float(np.exp(rng.uniform(0, math.log(1.3))))
         for name, seconds in true.items():
-            out.append({
-                "point_id": name, "knob_page_size": name, "round": r, "cache_requested": "cold",
-                "cache_achieved": "cold", "access_matches": True, "client_share": 0.1,
-                "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.003)),
-                "noise_cpu_probe_s": 0.002 * factor * float(rng.lognormal(0, 0.05)),
-                "cpus_engine": "client",
-            })  # fmt: skip
+            out.append(
+                {
+                    "point_id": name,
+                    "knob_page_size": name,
+                    "round": r,
+                    "cache_requested": "cold",
+                    "cache_achieved": "cold",
+                    "access_matches": True,
+                    "client_share": 0.1,
+                    "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.003)),
+                    "noise_cpu_probe_s": 0.002 * factor * float(rng.lognormal(0, 0.05)),
+                    "cpus_engine": "client",
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -169,8 +205,12 @@ def test_a_claims_weight_comes_from_the_variation_its_rounds_leave():
     assert hostspeed.weight_of(within) < 0.15
     (by_round,) = hostspeed.values([within], "elapsed_s")
     assert paired_spread(by_round, data) < 1.5 * measured
-    claim = {"kind": "lower", "a": {"page_size": 32768}, "b": {"page_size": 4096},
-             "min_effect": 0.05}  # fmt: skip
+    claim = {
+        "kind": "lower",
+        "a": {"page_size": 32768},
+        "b": {"page_size": 4096},
+        "min_effect": 0.05,
+    }
     v = verdict(claim, data)
     assert v.verdict == "similar", v.evidence
     assert float(re.search(r"weight (\d\.\d\d)", v.evidence).group(1)) < 0.15
@@ -186,13 +226,20 @@ def cpu_rows(rng: np.random.Generator, ratio: float, changes: str, rounds: int =
         shared = float(np.exp(rng.uniform(0, math.log(1.3))))
         for name, seconds in {"4096": 0.2, "32768": 0.2 * ratio}.items():
             factor = shared if changes == "round" else float(np.exp(rng.uniform(0, math.log(1.3))))
-            out.append({
-                "point_id": name, "knob_page_size": name, "round": r, "cache_requested": "cold",
-                "cache_achieved": "cold", "access_matches": True, "client_share": 0.1,
-                "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.02)),
-                "noise_cpu_probe_s": 0.002 * factor * float(rng.lognormal(0, probe_noise)),
-                "cpus_engine": "client",
-            })  # fmt: skip
+            out.append(
+                {
+                    "point_id": name,
+                    "knob_page_size": name,
+                    "round": r,
+                    "cache_requested": "cold",
+                    "cache_achieved": "cold",
+                    "access_matches": True,
+                    "client_share": 0.1,
+                    "elapsed_s": seconds * factor * float(rng.lognormal(0, 0.02)),
+                    "noise_cpu_probe_s": 0.002 * factor * float(rng.lognormal(0, probe_noise)),
+                    "cpus_engine": "client",
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -202,18 +249,29 @@ def test_the_corrected_claims_keep_their_false_positives_within_alpha(changes):
     5 % margin, the second point exactly 0.95 times the first) the claim holds in at most
     alpha of 300 simulated sweeps, whether the CPU's speed moves by round (weight near 0) or
     by repetition (near 1); at twice the margin it holds in at least 80 %."""
-    claim = {"kind": "lower", "a": {"page_size": 32768}, "b": {"page_size": 4096},
-             "min_effect": 0.05}  # fmt: skip
+    claim = {
+        "kind": "lower",
+        "a": {"page_size": 32768},
+        "b": {"page_size": 4096},
+        "min_effect": 0.05,
+    }
     rng = np.random.default_rng(5)
     sweeps = 300
 
     def holds(ratio: float) -> float:
-        return sum(verdict(claim, cpu_rows(rng, ratio, changes)).verdict == "holds"
-                   for _ in range(sweeps)) / sweeps  # fmt: skip
+        return (
+            sum(
+                verdict(claim, cpu_rows(rng, ratio, changes)).verdict == "holds"
+                for _ in range(sweeps)
+            )
+            / sweeps
+        )
 
     at_margin, twice = holds(0.95), holds(0.90)
-    print(f"\nCPU speed moving by {changes}: holds at the margin {at_margin:.3f}, "
-          f"at twice the margin {twice:.3f}")  # fmt: skip
+    print(
+        f"\nCPU speed moving by {changes}: holds at the margin {at_margin:.3f}, "
+        f"at twice the margin {twice:.3f}"
+    )
     assert at_margin <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / sweeps)
     assert twice >= 0.8
 
@@ -234,9 +292,16 @@ def test_a_server_engines_cpu_seconds_are_scaled_by_its_own_cpus_reference():
 
 
 def test_clients_running_alongside_their_engine_get_the_weighted_speed():
-    f = pd.DataFrame({"elapsed_s": [1.0, 1.0], hostspeed.CLIENT_CPU: [1.0, 0.2],
-                      hostspeed.ENGINE_CPU: [1.0, 0.3], hostspeed.PROBE: [0.004, 0.002],
-                      hostspeed.ENGINE_PROBE: [0.002, 0.002], "cpus_engine": "0"})  # fmt: skip
+    f = pd.DataFrame(
+        {
+            "elapsed_s": [1.0, 1.0],
+            hostspeed.CLIENT_CPU: [1.0, 0.2],
+            hostspeed.ENGINE_CPU: [1.0, 0.3],
+            hostspeed.PROBE: [0.004, 0.002],
+            hostspeed.ENGINE_PROBE: [0.002, 0.002],
+            "cpus_engine": "0",
+        }
+    )
     times = f["elapsed_s"].to_numpy() * hostspeed.model_factor(f, 0.003, 0.002)
     # reference 0.003 s on the client's CPU, 0.002 s on the engine's. First row: two CPU
     # seconds in one second, the client's at 3/4 of the reference speed, the engine's at it:
@@ -258,8 +323,14 @@ def test_scaling_needs_a_probe_on_every_row_and_a_timed_metric():
 
 
 def test_scaled_values_keep_the_unit_and_a_rate_scales_the_other_way():
-    f = pd.DataFrame({"elapsed_s": [1.0, 2.0], "throughput_rows_s": [100.0, 50.0],
-                      hostspeed.PROBE: [0.002, 0.004], "cpus_engine": "client"})  # fmt: skip
+    f = pd.DataFrame(
+        {
+            "elapsed_s": [1.0, 2.0],
+            "throughput_rows_s": [100.0, 50.0],
+            hostspeed.PROBE: [0.002, 0.004],
+            "cpus_engine": "client",
+        }
+    )
     (times,) = hostspeed.values([f], "elapsed_s")
     (rates,) = hostspeed.values([f], "throughput_rows_s")
     # the second repetition ran on a CPU twice as slow, and took twice as long: weight 1;
@@ -283,8 +354,9 @@ def test_compare_does_not_take_a_slower_host_for_a_slower_point():
     assert compare_text.SCALED_MARK.strip() in line
     # without the probe the whole run looks 1.6x slower, and with only two points that
     # cannot be told from the host's drift: flagged
-    bare = cmp.compare_frames(old.drop(columns=[hostspeed.PROBE]),
-                              new.drop(columns=[hostspeed.PROBE]))  # fmt: skip
+    bare = cmp.compare_frames(
+        old.drop(columns=[hostspeed.PROBE]), new.drop(columns=[hostspeed.PROBE])
+    )
     ratios = [c.ratio for _, _, c in bare.changes() if c.metric == "elapsed_s"]
     assert all(r > 1.3 for r in ratios)
     assert bare.worse

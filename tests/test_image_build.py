@@ -96,8 +96,13 @@ def test_the_build_lock_is_a_0600_file_of_the_checkouts_own_folder(tmp_path, mon
 
 def test_a_bad_image_prefix_is_one_line_and_exit_2_before_any_build(tmp_path):
     env = {**os.environ, PREFIX_ENV: "Tunelab Test"}
-    done = subprocess.run([sys.executable, "-m", "tunelab.cli", "image", "postgres"],
-                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "tunelab.cli", "image", "postgres"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         "engine postgres: TUNELAB_IMAGE_PREFIX='Tunelab Test' is not an image repository "
@@ -142,10 +147,19 @@ def test_the_chroot_sees_a_clean_environment_with_the_hosts_apt_proxy(tmp_path):
         host_proxy
         printf '%s\\n' "${clean_env[@]}"
     """
-    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path / "a b"), "LANG": "de_DE.UTF-8",
-           "http_proxy": "http://env.invalid:1"}  # fmt: skip
-    done = subprocess.run(["bash", "-c", script, "env", str(REPO)], capture_output=True,
-                          text=True, env=env, check=True)  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "TMPDIR": str(tmp_path / "a b"),
+        "LANG": "de_DE.UTF-8",
+        "http_proxy": "http://env.invalid:1",
+    }
+    done = subprocess.run(
+        ["bash", "-c", script, "env", str(REPO)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
     assert done.stdout.splitlines() == [
         "env",
         "-i",

@@ -18,8 +18,12 @@ ENGINES = sorted(p.parent.name for p in images.CONTAINERS_DIR.glob("*/build.sh")
 
 def _shell_hash(containers: Path, engine: str) -> str:
     script = '. "$1/lib/debian-image.sh"; here="$1/$2"; files_hash'
-    out = subprocess.run(["bash", "-c", script, "hash", str(containers), engine],
-                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    out = subprocess.run(
+        ["bash", "-c", script, "hash", str(containers), engine],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert len(out) == 16, out
     return out
 

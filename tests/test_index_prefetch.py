@@ -32,8 +32,9 @@ def test_the_sweep_runs_bitmap_heap_scans_on_postgres_only():
 
 
 def test_both_prefetch_depths_are_server_settings_applied_in_place():
-    conf = settings(PostgresEngine.full_knobs({"io_concurrency": 64,
-                                               "maintenance_io_concurrency": 100}))  # fmt: skip
+    conf = settings(
+        PostgresEngine.full_knobs({"io_concurrency": 64, "maintenance_io_concurrency": 100})
+    )
     assert conf["effective_io_concurrency"] == "64"
     assert conf["maintenance_io_concurrency"] == "100"
     info = PostgresEngine.info
@@ -79,15 +80,17 @@ def test_prefetch_changes_the_wait_not_the_pages(write_sweep, tmp_path, pg_image
     frames = []
     try:
         for p in points:
-            csv = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
-                                   tmp_path / "d", run_id)  # fmt: skip
+            csv = runner.run_point(
+                p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d", run_id
+            )
             frames.append(pd.read_csv(csv))
     finally:
         recovery.clean(run_id)
     rows = pd.concat(frames, ignore_index=True)
     assert (rows["applied_io_concurrency"] == rows["knob_io_concurrency"]).all()
-    assert (rows["applied_maintenance_io_concurrency"]
-            == rows["knob_maintenance_io_concurrency"]).all()  # fmt: skip
+    assert (
+        rows["applied_maintenance_io_concurrency"] == rows["knob_maintenance_io_concurrency"]
+    ).all()
     assert rows["access_path"].eq("index:accounts_nonclustered;bitmap").all()
     assert rows["cache_achieved"].eq("cold").all()
     assert (rows["c_read_wait_ms"] > 0).all()

@@ -168,8 +168,10 @@ def test_a_list_longer_than_the_limit_is_refused_before_the_schema_reads_it(tmp_
 
 def test_a_mixed_list_is_checked_for_repeats_in_linear_time(write_sweep):
     values = ", ".join(["'a'", *map(str, range(9000)), "5"])
-    path = write_sweep(f"name: x\ndataset: {{rows: 1000}}\nknobs: {{buffer_pool: [{values}]}}\n"
-                       "workloads: [{type: scan}]\n")  # fmt: skip
+    path = write_sweep(
+        f"name: x\ndataset: {{rows: 1000}}\nknobs: {{buffer_pool: [{values}]}}\n"
+        "workloads: [{type: scan}]\n"
+    )
     start = time.monotonic()
     _, errors = spec.expand(path, "sqlite")
     assert time.monotonic() - start < 2
@@ -186,7 +188,7 @@ def test_a_mixed_list_is_checked_for_repeats_in_linear_time(write_sweep):
         ("description: '\x01'\n", "not valid YAML: character #x0001: control characters"),
         ("a: *nowhere\n", "a: YAML anchors and aliases are not allowed (found *nowhere)"),
     ],
-)  # fmt: skip
+)
 def test_other_unreadable_files_get_one_line(write_sweep, body, expected):
     path = write_sweep("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n" + body)
     _, errors = spec.expand(path, "sqlite")
@@ -295,8 +297,9 @@ def lab_installed() -> str | None:
 def lab(*args: str, work: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "TUNELAB_LOCK_DIR": str(work / "lock")}
     env.pop("TUNELAB_JOB_LOG", None)
-    return subprocess.run([str(REPO / "lab"), "run", *args], capture_output=True, text=True,
-                          timeout=600, env=env)  # fmt: skip
+    return subprocess.run(
+        [str(REPO / "lab"), "run", *args], capture_output=True, text=True, timeout=600, env=env
+    )
 
 
 def errors_of(proc: subprocess.CompletedProcess) -> list[str]:
@@ -373,8 +376,9 @@ def test_the_run_resolves_config_files_directory_and_config_as_snakemake_does(tm
     base = ["--snakefile", str(REPO / "Snakefile"), "--directory", str(tmp_path / "work")]
     run = pipeline.resolve_run([*base, "--configfile", str(extra)])
     assert (run.engine, run.files) == ("db2", [tmp_path / "work" / "sweeps" / "c.yaml"])
-    run = pipeline.resolve_run([*base, "--configfile", str(extra), "--config", "engine=mariadb",
-                                "sweeps=sweeps/*.yaml"])  # fmt: skip
+    run = pipeline.resolve_run(
+        [*base, "--configfile", str(extra), "--config", "engine=mariadb", "sweeps=sweeps/*.yaml"]
+    )
     assert run.engine == "mariadb" and [f.name for f in run.files] == ["a b.yaml", "c.yaml"]
     command = [sys.executable, "-m", "tunelab.run.pipeline", *base]
     # The default glob is read in the run's directory, as the workflow reads it.

@@ -22,8 +22,9 @@ WRAPPER = [sys.executable, "-m", "tunelab.run.snakemake_cli"]
 
 
 def test_it_is_snakemakes_command_line():
-    plain = subprocess.run([Path(sys.executable).parent / "snakemake", "--version"],
-                           capture_output=True, text=True)  # fmt: skip
+    plain = subprocess.run(
+        [Path(sys.executable).parent / "snakemake", "--version"], capture_output=True, text=True
+    )
     done = subprocess.run([*WRAPPER, "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == plain.stdout != "", done.stderr
     bad = subprocess.run([*WRAPPER, "--no-such-option"], capture_output=True, text=True)
@@ -43,8 +44,9 @@ def test_a_stop_while_it_starts_ends_it_with_130_and_no_traceback(command):
     covered: the interpreter's own first ~50 ms, before any code of the lab's runs."""
     hit = 0
     for delay in (0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7):
-        proc = subprocess.Popen(COMMANDS[command], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            COMMANDS[command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -93,8 +95,9 @@ def test_sigterm_while_the_scheduler_holds_its_lock_stops_the_run(patched):
     MariaDB run as its sweep started). The lab's handler sets the same flag and returns."""
     code = HELD_LOCK.replace("PATCHED", str(patched))
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=10)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=10
+        )
     except subprocess.TimeoutExpired:
         assert not patched, "the lab's handler waited on the lock its own thread holds"
         return
@@ -123,11 +126,24 @@ def test_a_stop_while_lab_run_reads_its_arguments_ends_it_in_one_line(tmp_path):
         pytest.skip(reason)
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "started.yaml").write_text(SWEEP)
-    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
-            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=sqlite", "calibrate=off"]  # fmt: skip
+    argv = [
+        str(REPO / "lab"),
+        "run",
+        "--directory",
+        str(tmp_path),
+        "--config",
+        f"sweeps={tmp_path}/sweeps/*.yaml",
+        "engine=sqlite",
+        "calibrate=off",
+    ]
     for delay in (0.3, 0.6, 0.9):
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         time.sleep(delay)
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=120)
@@ -150,11 +166,24 @@ def test_a_stop_in_the_steps_before_the_sweeps_ends_it_in_one_line(step, tmp_pat
         pytest.skip(reason)
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "started.yaml").write_text(SWEEP)
-    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
-            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=sqlite", "calibrate=off"]  # fmt: skip
+    argv = [
+        str(REPO / "lab"),
+        "run",
+        "--directory",
+        str(tmp_path),
+        "--config",
+        f"sweeps={tmp_path}/sweeps/*.yaml",
+        "engine=sqlite",
+        "calibrate=off",
+    ]
     for delay in (0.0, 0.05, 0.1, 0.2, 0.3):
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         seen = []
         for line in proc.stdout:
             seen.append(line)
@@ -192,27 +221,45 @@ def test_snakemake_takes_sigint_back_unless_the_lab_was_started_without_it(ignor
     (tmp_path / "sweeps" / "started.yaml").write_text(
         SWEEP.replace("repetitions: 1", "repetitions: 30")
     )
-    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
-            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=sqlite", "calibrate=off"]  # fmt: skip
+    argv = [
+        str(REPO / "lab"),
+        "run",
+        "--directory",
+        str(tmp_path),
+        "--config",
+        f"sweeps={tmp_path}/sweeps/*.yaml",
+        "engine=sqlite",
+        "calibrate=off",
+    ]
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True, preexec_fn=ignore)  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=ignore,
+    )
     try:
         seen = []
         for line in proc.stdout:
             seen.append(line)
             if "Building DAG of jobs" in line:  # Snakemake's own work has begun
                 break
-        (snakemake,) = [p for p in ownership.processes() if "tunelab.run.labstart" in p.names()
-                        and os.getsid(p.pid) == proc.pid]  # fmt: skip
+        (snakemake,) = [
+            p
+            for p in ownership.processes()
+            if "tunelab.run.labstart" in p.names() and os.getsid(p.pid) == proc.pid
+        ]
         assert _sigint_ignored(snakemake.pid) == ignored, "".join(seen)[-3000:]
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.communicate(timeout=120)
 
 
-@pytest.mark.parametrize(("before", "blank"), [("Using profile x.", True), ("done\n", False),
-                                               ("", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("before", "blank"), [("Using profile x.", True), ("done\n", False), ("", False)]
+)
 def test_the_labs_line_after_a_run_output_starts_a_line_of_its_own(before, blank, tmp_path):
     """A process stopped between a message and its newline (unbuffered Python writes them
     apart) left the lab's stop line glued to half a line; the lab's `fresh_line`, run on the
@@ -222,10 +269,14 @@ def test_the_labs_line_after_a_run_output_starts_a_line_of_its_own(before, blank
     out = tmp_path / "out"
     out.write_text(before)
     lab = (REPO / "lab").read_text()
-    helpers = "\n".join(line for line in lab.splitlines()
-                        if line.startswith(("say() {", "fresh_line() {")))  # fmt: skip
-    done = subprocess.run(["bash", "-c", f'{helpers}\nfresh_line "$1"; say stopped', "-", out],
-                          capture_output=True, text=True)  # fmt: skip
+    helpers = "\n".join(
+        line for line in lab.splitlines() if line.startswith(("say() {", "fresh_line() {"))
+    )
+    done = subprocess.run(
+        ["bash", "-c", f'{helpers}\nfresh_line "$1"; say stopped', "-", out],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0 and "stopped" in done.stderr, done.stderr
     assert done.stderr.startswith("\n") == blank, repr(done.stderr)
 
@@ -243,10 +294,19 @@ def test_sigterm_to_a_run_of_every_engine_stops_the_engine_running_in_one_line(t
     (tmp_path / "sweeps" / "started.yaml").write_text(
         SWEEP.replace("repetitions: 1", "repetitions: 30")
     )
-    argv = [str(REPO / "lab"), "run", "--directory", str(tmp_path), "--config",
-            f"sweeps={tmp_path}/sweeps/*.yaml", "engine=all", "calibrate=off"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)  # fmt: skip
+    argv = [
+        str(REPO / "lab"),
+        "run",
+        "--directory",
+        str(tmp_path),
+        "--config",
+        f"sweeps={tmp_path}/sweeps/*.yaml",
+        "engine=all",
+        "calibrate=off",
+    ]
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     seen = []
     try:
         for line in proc.stdout:

@@ -40,8 +40,10 @@ def server(tmp_path):
     sock.parent.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunelab.jobserver", str(sock), "--owner", str(os.getpid())],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while not sock.exists():
         assert proc.poll() is None, proc.stderr.read().decode()
@@ -67,8 +69,18 @@ def _point(write_sweep, reps: int, rows: int = 20000) -> tuple[Path, str]:
 
 def _run_point(tmp_path: Path, sweep: Path, point: str, env: dict, **kw) -> subprocess.Popen:
     out = tmp_path / "results" / f"{point}.csv"
-    args = [TUNELAB, "run-point", str(sweep), point, "--out", str(out),
-            "--workdir", str(tmp_path / "work"), "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    args = [
+        TUNELAB,
+        "run-point",
+        str(sweep),
+        point,
+        "--out",
+        str(out),
+        "--workdir",
+        str(tmp_path / "work"),
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
     return subprocess.Popen(args, env=env, cwd=tmp_path, text=True, **kw)
 
 
@@ -146,8 +158,7 @@ def test_a_child_ignores_sigint_as_its_job_was_started(write_sweep, tmp_path, se
         if ignored:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE,
-                     preexec_fn=start_ignoring)  # fmt: skip
+    job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE, preexec_fn=start_ignoring)
     deadline = time.monotonic() + 60
     while not (tmp_path / "work" / "points" / point).exists():
         assert job.poll() is None, job.stderr.read()
@@ -188,9 +199,12 @@ def test_a_killed_job_takes_its_child_along(write_sweep, tmp_path, server, pause
 
 def test_without_a_server_the_command_runs_itself(write_sweep, tmp_path):
     sweep, point = _point(write_sweep, 1)
-    env = {**os.environ, jobs.JOB_SERVER_ENV: str(tmp_path / "gone.sock"),
-           "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
-           "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
+    env = {
+        **os.environ,
+        jobs.JOB_SERVER_ENV: str(tmp_path / "gone.sock"),
+        "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
+        "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl"),
+    }
     job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
     _, err = job.communicate(timeout=120)
     assert job.returncode == 0, err
@@ -232,9 +246,11 @@ def test_sigterm_ends_an_idle_server(tmp_path):
 def _standby(tmp_path: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())],
-        stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
         env={**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock")},
-    )  # fmt: skip
+    )
 
 
 def _a_point_is_served(tmp_path: Path, write_sweep, proc: subprocess.Popen, sock: Path) -> None:
@@ -244,9 +260,12 @@ def _a_point_is_served(tmp_path: Path, write_sweep, proc: subprocess.Popen, sock
         assert proc.poll() is None, proc.stderr.read().decode()
         assert time.monotonic() < deadline, "the server did not start listening"
         time.sleep(0.05)
-    env = {**os.environ, jobs.JOB_SERVER_ENV: str(sock),
-           "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
-           "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl")}  # fmt: skip
+    env = {
+        **os.environ,
+        jobs.JOB_SERVER_ENV: str(sock),
+        "TUNELAB_LOCK_DIR": str(tmp_path / "lock"),
+        "TUNELAB_JOB_LOG": str(tmp_path / "jobs.jsonl"),
+    }
     sweep, point = _point(write_sweep, reps=1, rows=2000)
     job = _run_point(tmp_path, sweep, point, env, stderr=subprocess.PIPE)
     _, err = job.communicate(timeout=120)
@@ -288,9 +307,11 @@ def test_a_server_lab_started_is_adopted_by_the_workflow(
     lab_copy = os.dup(write_end)  # what `lab` keeps open for the whole run
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunelab.jobserver", "--standby", "--owner", str(os.getpid())],
-        stdin=read_end, stderr=subprocess.PIPE, cwd=tmp_path,
+        stdin=read_end,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
         env={**os.environ, "TUNELAB_LOCK_DIR": str(tmp_path / "lock")},
-    )  # fmt: skip
+    )
     os.close(read_end)
     monkeypatch.setenv(jobs.STANDBY_ENV, f"{proc.pid}:{write_end}")
     monkeypatch.setattr(control, "_server", None)
@@ -391,8 +412,18 @@ def test_a_job_holds_none_of_the_servers_descriptors(write_sweep, tmp_path, serv
     while len(_children(proc.pid)) < 1:
         assert first.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    args = [TUNELAB, "run-point", str(sweep), point, "--out", str(tmp_path / "second.csv"),
-            "--workdir", str(tmp_path / "work2"), "--data-dir", str(tmp_path / "data")]  # fmt: skip
+    args = [
+        TUNELAB,
+        "run-point",
+        str(sweep),
+        point,
+        "--out",
+        str(tmp_path / "second.csv"),
+        "--workdir",
+        str(tmp_path / "work2"),
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
     second = subprocess.Popen(args, env=env, cwd=tmp_path)  # waits for the bench lock
     try:
         while len(_children(proc.pid)) < 2:
@@ -405,8 +436,9 @@ def test_a_job_holds_none_of_the_servers_descriptors(write_sweep, tmp_path, serv
         settle = time.monotonic() + 5
         while True:
             links = {int(fd.name): os.readlink(fd) for fd in fd_dir.iterdir()}
-            inherited = [t for fd, t in links.items()
-                         if fd > 2 and t.startswith(("socket:", "anon"))]  # fmt: skip
+            inherited = [
+                t for fd, t in links.items() if fd > 2 and t.startswith(("socket:", "anon"))
+            ]
             if not inherited or time.monotonic() > settle:
                 break
             time.sleep(0.05)

@@ -29,8 +29,9 @@ def lab_run(tmpdir: Path, work: Path, *args: str) -> subprocess.CompletedProcess
     env = {**os.environ, "TMPDIR": str(tmpdir), "TUNELAB_LOCK_DIR": str(work / "lock")}
     env.pop("TUNELAB_JOB_LOG", None)
     args = args or ("--config", "sweeps=nothing/*.yaml")
-    return subprocess.run([str(REPO / "lab"), "run", *args], capture_output=True, text=True,
-                          timeout=300, env=env)  # fmt: skip
+    return subprocess.run(
+        [str(REPO / "lab"), "run", *args], capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def dead_pid() -> int:
@@ -103,8 +104,13 @@ def test_a_tmpdir_that_is_no_writable_folder_is_one_line_before_anything(tmp_pat
     tmpdir = tmp_path / "tmp"
     if kind == "a file":
         tmpdir.write_text("the user's")
-    proc = subprocess.run([str(REPO / "lab"), "run", "-n"], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "TMPDIR": str(tmpdir)})  # fmt: skip
+    proc = subprocess.run(
+        [str(REPO / "lab"), "run", "-n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"TMPDIR={tmpdir} is not a writable folder" in lines[0], lines
@@ -113,8 +119,13 @@ def test_a_tmpdir_that_is_no_writable_folder_is_one_line_before_anything(tmp_pat
 
 def test_a_venv_path_with_a_colon_is_one_line_before_anything(tmp_path):
     venv = tmp_path / "run:10" / "venv"
-    proc = subprocess.run([str(REPO / "lab"), "run", "-n"], capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "TUNELAB_VENV": str(venv)})  # fmt: skip
+    proc = subprocess.run(
+        [str(REPO / "lab"), "run", "-n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TUNELAB_VENV": str(venv)},
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"path {venv} has a ':'" in lines[0], lines

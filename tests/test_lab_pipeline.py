@@ -42,10 +42,23 @@ def pipeline(work: Path, tmp_path: Path, *args: str) -> tuple[subprocess.Complet
     summary.write_text("")
     env = {**os.environ, "GITHUB_STEP_SUMMARY": str(summary)}
     done = subprocess.run(
-        [str(REPO / ".ci" / "lab-pipeline"), "--directory", str(work), *args, "--cores", "2",
-         "--config", "sweeps=sweeps/*.yaml", "calibrate=off"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
+        [
+            str(REPO / ".ci" / "lab-pipeline"),
+            "--directory",
+            str(work),
+            *args,
+            "--cores",
+            "2",
+            "--config",
+            "sweeps=sweeps/*.yaml",
+            "calibrate=off",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     return done, summary.read_text()
 
 
@@ -55,8 +68,9 @@ def first(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess, str]:
     work = tmp_path_factory.mktemp("ci")
     (work / "sweeps").mkdir()
     (work / "sweeps" / "tiny.yaml").write_text(SWEEP)
-    done, summary = pipeline(work, tmp_path_factory.mktemp("summary"), "--baseline",
-                             str(work / "no-baseline"))  # fmt: skip
+    done, summary = pipeline(
+        work, tmp_path_factory.mktemp("summary"), "--baseline", str(work / "no-baseline")
+    )
     assert done.returncode == 0, workflow_failure(work, done)
     return work, done, summary
 
@@ -113,8 +127,12 @@ def test_against_a_faster_baseline_it_exits_1_the_alarm_confirmed(first, tmp_pat
     doc = json.loads((work / "reports" / "compare.json").read_text())
     assert doc["exit"] == 1
     slow = rows(work).loc[rows(work)["knob_buffer_pool"] == 16, "point_id"].iloc[0]
-    assert [r["verdict"] for s in doc["sweeps"] for r in s["rows"]
-            if r["point"] == slow and r.get("metric") == "elapsed_s"] == ["worse"]  # fmt: skip
+    assert [
+        r["verdict"]
+        for s in doc["sweeps"]
+        for r in s["rows"]
+        if r["point"] == slow and r.get("metric") == "elapsed_s"
+    ] == ["worse"]
     confirmed = doc["confirmation"]
     assert confirmed["points"] == 2 and confirmed["repetitions"] == 8  # the block, again
     assert any(k.startswith(f"sqlite/tiny/{slow}|") for k in confirmed["repeated"])
@@ -147,11 +165,30 @@ def test_an_alarm_that_does_not_repeat_when_measured_again_is_dropped(
     disturbed = baseline_of(work, tmp_path / "disturbed", faster=0.1)
     monkeypatch.chdir(work)  # the rows name their sweep file from the run's directory
     capsys.readouterr()
-    args = ["compare", str(old), str(disturbed), "--no-record", "--html", str(tmp_path / "c.html"),
-            "--json", str(tmp_path / "c.json")]  # fmt: skip
+    args = [
+        "compare",
+        str(old),
+        str(disturbed),
+        "--no-record",
+        "--html",
+        str(tmp_path / "c.html"),
+        "--json",
+        str(tmp_path / "c.json"),
+    ]
     assert cli.main(args) == 1
-    assert cli.main([*args, "--confirm", "--workdir", str(work / ".tunelab"),
-                     "--data-dir", str(work / "data")]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                *args,
+                "--confirm",
+                "--workdir",
+                str(work / ".tunelab"),
+                "--data-dir",
+                str(work / "data"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
     assert any("worse once, not when measured again" in line for line in out), out
     assert out[-1].startswith("confirm: 2 point(s) measured again") and "0 of " in out[-1]

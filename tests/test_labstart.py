@@ -23,10 +23,24 @@ def work(tmp_path, monkeypatch):
 
 
 def start(work: Path, fields: Path, *config: str) -> int:
-    return labstart.main(["--fields", str(fields), "--started", str(work / "started"), "--",
-                          "--profile", "workflows/profile", "--directory", str(work),
-                          "--config", f"sweeps={work}/sweeps/*.yaml", "engine=sqlite",
-                          "calibrate=off", *config])  # fmt: skip
+    return labstart.main(
+        [
+            "--fields",
+            str(fields),
+            "--started",
+            str(work / "started"),
+            "--",
+            "--profile",
+            "workflows/profile",
+            "--directory",
+            str(work),
+            "--config",
+            f"sweeps={work}/sweeps/*.yaml",
+            "engine=sqlite",
+            "calibrate=off",
+            *config,
+        ]
+    )
 
 
 def test_an_invalid_sweep_ends_the_start_with_2_and_its_line(work, capsys):

@@ -19,7 +19,7 @@ _PROBE = textwrap.dedent(
             [sys.executable, "-c",
              "import signal; print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"],
             capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+        ).stdout
         assert out.strip() == "False", "the child ignores SIGINT"
     """
 )
@@ -32,9 +32,24 @@ def _ignore_sigint() -> None:
 def test_children_of_tests_started_with_sigint_ignored_get_the_default(tmp_path):
     (tmp_path / "test_probe.py").write_text(_PROBE)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "-p", "conftest", "--rootdir", str(tmp_path),
-         "-c", str(REPO / "pyproject.toml"), str(tmp_path / "test_probe.py")],
-        capture_output=True, text=True, preexec_fn=_ignore_sigint, cwd=REPO / "tests",
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "conftest",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            str(REPO / "pyproject.toml"),
+            str(tmp_path / "test_probe.py"),
+        ],
+        capture_output=True,
+        text=True,
+        preexec_fn=_ignore_sigint,
+        cwd=REPO / "tests",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -15,8 +15,9 @@ PACKAGE = REPO / "src" / "tunelab"
 
 def contract_layers() -> list[str]:
     doc = tomllib.loads((REPO / "pyproject.toml").read_text())
-    (layers,) = [c["layers"] for c in doc["tool"]["importlinter"]["contracts"]
-                 if c["type"] == "layers"]  # fmt: skip
+    (layers,) = [
+        c["layers"] for c in doc["tool"]["importlinter"]["contracts"] if c["type"] == "layers"
+    ]
     return layers
 
 

@@ -19,11 +19,17 @@ from tunelab.sweep import spec, workloads
 
 def rows(**over) -> pd.DataFrame:
     base = {
-        "engine": ["e", "e"], "sweep": ["s", "s"], "point_id": ["p", "p"], "rep": [0, 1],
-        "workload": ["insert", "insert"], "elapsed_s": [2.0, 4.0],
-        "c_log_bytes": [8 * 2**20, 8 * 2**20], "c_log_writes": [100, 50],
-        "transactions": [10, 10], "open_transactions": [1, 1],
-    }  # fmt: skip
+        "engine": ["e", "e"],
+        "sweep": ["s", "s"],
+        "point_id": ["p", "p"],
+        "rep": [0, 1],
+        "workload": ["insert", "insert"],
+        "elapsed_s": [2.0, 4.0],
+        "c_log_bytes": [8 * 2**20, 8 * 2**20],
+        "c_log_writes": [100, 50],
+        "transactions": [10, 10],
+        "open_transactions": [1, 1],
+    }
     return pd.DataFrame({**base, **over})
 
 
@@ -43,8 +49,12 @@ def test_each_write_repetition_is_an_interval_with_the_scanners_fields():
 
 
 def test_reads_and_repetitions_without_log_are_left_out():
-    frame = pd.concat([rows(), rows(workload=["scan", "scan"], c_log_bytes=[0, 0],
-                                    transactions=[math.nan, math.nan])])  # fmt: skip
+    frame = pd.concat(
+        [
+            rows(),
+            rows(workload=["scan", "scan"], c_log_bytes=[0, 0], transactions=[math.nan, math.nan]),
+        ]
+    )
     assert len(logscan.intervals(frame, "r.csv")) == 2
     with pytest.raises(logscan.LogscanError, match=r"^r.csv: rows: no write repetition"):
         logscan.intervals(rows(c_log_writes=[0, 0]), "r.csv")
@@ -99,8 +109,13 @@ def test_a_write_point_records_its_log_and_logscan_reads_it(server_engine, tmp_p
     assert errors == [] and len(points) == 1
     run_id = f"log-{uuid.uuid4().hex[:6]}"
     try:
-        out = runner.run_point(points[0], tmp_path / "r" / server_engine / "logs.csv",
-                               tmp_path / "w", tmp_path / "d", run_id)  # fmt: skip
+        out = runner.run_point(
+            points[0],
+            tmp_path / "r" / server_engine / "logs.csv",
+            tmp_path / "w",
+            tmp_path / "d",
+            run_id,
+        )
     finally:
         recovery.clean(run_id)
     df = pd.read_csv(out)

@@ -10,20 +10,33 @@ from tunelab.report.data import ReportData
 
 
 def rows(mode: str, rtt: float, ms_per_commit: float, n: int = 6, threads: int = 1) -> list[dict]:
-    return [{
-        "knob_sync_mode": mode, "knob_network_rtt_ms": rtt, "workload": "insert",
-        "wl_threads": threads, "elapsed_s": 200 * ms_per_commit / 1000, "transactions": 200,
-        "c_log_bytes": 200 * 300, "device_sync_us": 150.0, "repl_flush_lag_ms": rtt + 0.4,
-        "round": r,
-    } for r in range(n)]  # fmt: skip
+    return [
+        {
+            "knob_sync_mode": mode,
+            "knob_network_rtt_ms": rtt,
+            "workload": "insert",
+            "wl_threads": threads,
+            "elapsed_s": 200 * ms_per_commit / 1000,
+            "transactions": 200,
+            "c_log_bytes": 200 * 300,
+            "device_sync_us": 150.0,
+            "repl_flush_lag_ms": rtt + 0.4,
+            "round": r,
+        }
+        for r in range(n)
+    ]
 
 
 def test_a_synchronous_commit_is_predicted_from_the_local_one_plus_the_modes_wait():
     """PostgreSQL ships only flushed WAL: on waits w + s + w + RTT, remote_write w + s + RTT,
     local w alone; the send of 300 bytes is left out. So on = local + w + RTT and
     remote_write = local + RTT."""
-    frame = pd.DataFrame(rows("local", 5, 0.8) + rows("on", 5, 6.2) + rows("remote_write", 5, 5.9)
-                         + rows("on", 5, 99.0, threads=4))  # fmt: skip
+    frame = pd.DataFrame(
+        rows("local", 5, 0.8)
+        + rows("on", 5, 6.2)
+        + rows("remote_write", 5, 5.9)
+        + rows("on", 5, 99.0, threads=4)
+    )
     table = logship.predictions(frame, "postgres")
     four = table[table["clients"] == 4]
     assert len(four) == 1 and four["predicted_ms"].isna().all()  # no four-client local point
@@ -85,9 +98,11 @@ def test_the_modes_order_is_checked_against_the_model_pair_by_pair():
     on faster than remote_write in every round: reversed; remote_apply within the noise of
     on: not separated. The table says it beside each point."""
     frame = pd.DataFrame(
-        rows("local", 5, 0.8, n=8) + rows("remote_write", 5, 6.2, n=8)
-        + rows("on", 5, 5.9, n=8) + _noisy("remote_apply", 5, 5.9, 0.05)
-    )  # fmt: skip
+        rows("local", 5, 0.8, n=8)
+        + rows("remote_write", 5, 6.2, n=8)
+        + rows("on", 5, 5.9, n=8)
+        + _noisy("remote_apply", 5, 5.9, 0.05)
+    )
     for row in frame.itertuples():
         if row.knob_sync_mode == "remote_apply":
             frame.loc[row.Index, "repl_replay_lag_ms"] = row.repl_flush_lag_ms + 0.1
@@ -106,16 +121,21 @@ def test_the_modes_order_is_checked_against_the_model_pair_by_pair():
 
 def test_modes_the_model_ties_are_not_ordered():
     """MariaDB's two semi-sync wait points cost the same in the model: a tie, never reversed."""
-    frame = pd.DataFrame(rows("async", 5, 0.8) + rows("AFTER_SYNC", 5, 6.4)
-                         + rows("AFTER_COMMIT", 5, 6.0))  # fmt: skip
+    frame = pd.DataFrame(
+        rows("async", 5, 0.8) + rows("AFTER_SYNC", 5, 6.4) + rows("AFTER_COMMIT", 5, 6.0)
+    )
     pairs = logship.orderings(frame, "mariadb")
     assert list(pairs["order"]) == ["as predicted", "tie"]
     assert logship.orderings(frame, "sqlite").empty
 
 
 def test_no_table_without_sync_mode_or_a_baseline():
-    assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)).drop(columns="knob_sync_mode"),
-                               "postgres") is None  # fmt: skip
+    assert (
+        logship.predictions(
+            pd.DataFrame(rows("on", 5, 6.0)).drop(columns="knob_sync_mode"), "postgres"
+        )
+        is None
+    )
     alone = logship.predictions(pd.DataFrame(rows("on", 5, 6.0)), "postgres")
     assert alone is not None and alone["predicted_ms"].isna().all()  # no local point to start from
     assert logship.predictions(pd.DataFrame(rows("on", 5, 6.0)), "sqlite") is None
@@ -139,5 +159,13 @@ def test_four_clients_are_predicted_from_four_local_clients_per_clients_wait():
 
 
 def _data(frame: pd.DataFrame) -> ReportData:
-    return ReportData(frame, {}, "r.csv", "s.yaml", "log-shipping", "postgres",
-                      ["knob_sync_mode", "knob_network_rtt_ms"], ["workload"])  # fmt: skip
+    return ReportData(
+        frame,
+        {},
+        "r.csv",
+        "s.yaml",
+        "log-shipping",
+        "postgres",
+        ["knob_sync_mode", "knob_network_rtt_ms"],
+        ["workload"],
+    )

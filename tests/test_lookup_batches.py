@@ -61,10 +61,12 @@ def test_each_engine_renders_its_key_list_before_timing():
 
 @pytest.mark.parametrize(
     ("body", "expected"),
-    [("batch: 0", "workloads[0].batch: 0 is not valid"),
-     ("batch: 10001", "workloads[0].batch: 10001 out of range (allowed: 1..10000)"),
-     ("batch: 2.5", "workloads[0].batch: 2.5 is not valid")],
-)  # fmt: skip
+    [
+        ("batch: 0", "workloads[0].batch: 0 is not valid"),
+        ("batch: 10001", "workloads[0].batch: 10001 out of range (allowed: 1..10000)"),
+        ("batch: 2.5", "workloads[0].batch: 2.5 is not valid"),
+    ],
+)
 def test_a_batch_out_of_range_is_refused_at_validation(write_sweep, body, expected):
     path = write_sweep(f"name: x\ndataset: {{rows: 1000}}\nworkloads: [{{type: point, {body}}}]\n")
     _, errors = spec.expand(path, "sqlite")
@@ -75,22 +77,37 @@ def test_plans_show_the_look_ups_and_refuse_a_join_that_reads_everything():
     # PostgreSQL: the nested loop over unnest is the index's look-ups; a hash or merge join,
     # or Memoize, is named, so it never passes for them.
     keys = {"Node Type": "Function Scan", "Alias": "k", "Function Name": "unnest"}
-    probe = {"Node Type": "Index Scan", "Index Name": "a_nc", "Scan Direction": "Forward",
-             "Index Cond": "(id = k.id)"}  # fmt: skip
+    probe = {
+        "Node Type": "Index Scan",
+        "Index Name": "a_nc",
+        "Scan Direction": "Forward",
+        "Index Cond": "(id = k.id)",
+    }
     loop = [{"Plan": {"Node Type": "Nested Loop", "Plans": [keys, probe]}}]
     assert postgres.normalise_plan(loop) == "index:a_nc;forward"
     seq = {"Node Type": "Seq Scan", "Relation Name": "a"}
-    hashed = [{"Plan": {"Node Type": "Hash Join",
-                        "Plans": [seq, {"Node Type": "Hash", "Plans": [keys]}]}}]  # fmt: skip
+    hashed = [
+        {"Plan": {"Node Type": "Hash Join", "Plans": [seq, {"Node Type": "Hash", "Plans": [keys]}]}}
+    ]
     assert postgres.normalise_plan(hashed) == "hash-join + scan"
     memo = {"Node Type": "Memoize", "Plans": [probe]}
     memoized = [{"Plan": {"Node Type": "Nested Loop", "Plans": [keys, memo]}}]
     assert postgres.normalise_plan(memoized) == "memoize + index:a_nc;forward"
     # MariaDB: JSON_TABLE's row source left out, the eq_ref look-ups kept; a hash join named.
-    doc = {"query_block": {"nested_loop": [
-        {"table": {"table_name": "k", "access_type": "ALL", "table_function": "json_table"}},
-        {"table": {"table_name": "a", "access_type": "eq_ref", "key": "a_nc"}},
-    ]}}  # fmt: skip
+    doc = {
+        "query_block": {
+            "nested_loop": [
+                {
+                    "table": {
+                        "table_name": "k",
+                        "access_type": "ALL",
+                        "table_function": "json_table",
+                    }
+                },
+                {"table": {"table_name": "a", "access_type": "eq_ref", "key": "a_nc"}},
+            ]
+        }
+    }
     assert mariadb._normalise_plan(doc) == "index:a_nc;eq_ref"
     doc["query_block"]["nested_loop"][1]["table"]["access_type"] = "hash_ALL"
     assert mariadb._normalise_plan(doc).startswith("hash-join")
@@ -145,8 +162,9 @@ def _measured(write_sweep, tmp_path, engine: str, pool: str) -> dict[int, pd.Dat
     out: dict[int, pd.DataFrame] = {}
     try:
         for p in points:
-            csv = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
-                                   tmp_path / "d", run_id)  # fmt: skip
+            csv = runner.run_point(
+                p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d", run_id
+            )
             out[p.workload.params["batch"]] = pd.read_csv(csv)
     finally:
         recovery.clean(run_id)

@@ -133,8 +133,9 @@ def test_password_never_shown(loaded):
     assert not any(pw in text for text in shown)
     # ...and it is what TCP logins need.
     with pytest.raises(MySQLdb.OperationalError):
-        MySQLdb.connect(host="127.0.0.1", port=loaded.container.host_port, user="root",
-                        password=pw + "x")  # fmt: skip
+        MySQLdb.connect(
+            host="127.0.0.1", port=loaded.container.host_port, user="root", password=pw + "x"
+        )
 
 
 def test_table_lock_blocks_other_writers_until_unlock(loaded):
@@ -289,8 +290,9 @@ def test_teardown_removes_container_even_after_a_failure(tmp_path, image):
     cid = eng.container.id
     with pytest.raises(RuntimeError, match="mid-point"), eng:
         raise RuntimeError("failure mid-point")
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"id={cid}"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"id={cid}"], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == ""
 
 
@@ -309,13 +311,20 @@ def test_points_of_a_run_share_a_server_until_a_restart_knob_changes(image, tmp_
     starts, kept = [], []
     try:
         for p in points:
-            out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
-                                   tmp_path / "d", run_id)  # fmt: skip
+            out = runner.run_point(
+                p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d", run_id
+            )
             row = pd.read_csv(out).iloc[0]
             assert row["applied_buffer_pool"] == p.knobs["buffer_pool"]
             starts.append(int(row["engine_starts"]))
-            kept.append([c.id for c in containers.client().containers.list(
-                filters={"label": f"{containers.RUN_LABEL}={run_id}"})])  # fmt: skip
+            kept.append(
+                [
+                    c.id
+                    for c in containers.client().containers.list(
+                        filters={"label": f"{containers.RUN_LABEL}={run_id}"}
+                    )
+                ]
+            )
         assert starts == [1, 0, 1, 0]
         assert all(len(k) == 1 for k in kept)
         assert kept[0] == kept[1] and kept[2] == kept[3] and kept[1] != kept[2]
@@ -367,24 +376,26 @@ def explained(run, tmp_path_factory):
     workdir, data_dir, run_id = run
     sweep = tmp_path_factory.mktemp("access") / "access.yaml"
     sweep.write_text(
-        "name: access\n" + SWEEP_HEAD
+        "name: access\n"
+        + SWEEP_HEAD
         + "knobs: {index: [none, nonclustered, clustered, covering, covering_wrong_order]}\n"
         "workloads:\n  - {type: multipoint, queries: 2}\n"
         "  - {type: range, selectivity: [0.001, 0.5]}\n"
-    )  # fmt: skip
+    )
     points, errors = spec.expand(sweep, "mariadb")
     assert errors == [] and len(points) == 15
     out = {}
     for p in points:
-        with runner.provisioned(p, workdir / "points" / p.point_id, data_dir,
-                                workdir / "runs" / run_id) as setup:  # fmt: skip
+        with runner.provisioned(
+            p, workdir / "points" / p.point_id, data_dir, workdir / "runs" / run_id
+        ) as setup:
             for access in ("optimizer", "forced"):
                 point = dataclasses.replace(p, access=access)
-                stmts = workloads.statements(setup.engine, setup.workload, setup.plan, access,
-                                             p.dataset.rows, p.dataset.seed)  # fmt: skip
+                stmts = workloads.statements(
+                    setup.engine, setup.workload, setup.plan, access, p.dataset.rows, p.dataset.seed
+                )
                 sink: list[dict] = []
-                cols = runner._explained(dataclasses.replace(setup, statements=stmts), point,
-                                         sink)  # fmt: skip
+                cols = runner._explained(dataclasses.replace(setup, statements=stmts), point, sink)
                 plans = [AccessPath(d["access_path"], d["plan"]) for d in sink]
                 key = (p.knobs["index"], p.workload.type, p.workload.params.get("selectivity"))
                 out[(*key, access)] = (cols, plans, stmts)
@@ -436,9 +447,11 @@ def test_half_the_table_runs_through_the_index_only_when_forced(explained):
 
 def _range_point(tmp_path, access: str, selectivity: float = 0.5):
     path = tmp_path / f"range-{access}.yaml"
-    path.write_text(f"name: forced\n{SWEEP_HEAD}access: {access}\n"
-                    "knobs: {index: [nonclustered]}\n"
-                    f"workloads: [{{type: range, selectivity: {selectivity}}}]\n")  # fmt: skip
+    path.write_text(
+        f"name: forced\n{SWEEP_HEAD}access: {access}\n"
+        "knobs: {index: [nonclustered]}\n"
+        f"workloads: [{{type: range, selectivity: {selectivity}}}]\n"
+    )
     points, errors = spec.expand(path, "mariadb")
     assert errors == [] and len(points) == 1
     return points[0]

@@ -33,11 +33,17 @@ def test_the_modes_as_mariadb_spells_them_and_a_round_trip_needs_a_replica():
     knob = MariaDBEngine.info.knobs["sync_mode"]
     assert knob.values == ("none", "async", "AFTER_COMMIT", "AFTER_SYNC")
     assert knob.default == "none"
-    with pytest.raises(EngineError, match=r"network_rtt_ms: 5 ms needs a standby: sync_mode is "
-                       r"none \(allowed: 0, or a sync_mode other than none\)"):  # fmt: skip
+    with pytest.raises(
+        EngineError,
+        match=r"network_rtt_ms: 5 ms needs a standby: sync_mode is "
+        r"none \(allowed: 0, or a sync_mode other than none\)",
+    ):
         MariaDBEngine.full_knobs({"network_rtt_ms": 5})
-    with pytest.raises(EngineError, match=r"sync_mode='on' not allowed \(allowed: none, async, "
-                       r"AFTER_COMMIT, AFTER_SYNC\)"):  # fmt: skip
+    with pytest.raises(
+        EngineError,
+        match=r"sync_mode='on' not allowed \(allowed: none, async, "
+        r"AFTER_COMMIT, AFTER_SYNC\)",
+    ):
         MariaDBEngine.full_knobs({"sync_mode": "on"})
     with pytest.raises(EngineError, match="network_rtt_ms=-1 out of range"):
         MariaDBEngine.full_knobs({"sync_mode": "AFTER_SYNC", "network_rtt_ms": -1})
@@ -82,19 +88,34 @@ def test_a_replica_server_is_never_shared_with_points_without_one(tmp_path):
 # -- option files and statements ----------------------------------------------------------------
 def test_the_primary_has_a_binary_log_only_with_a_replica_and_semi_sync_once_it_runs():
     assert replica.primary_options({"sync_mode": "none"}, True) == {}
-    base = {"server_id": "1", "log_bin": "mariadb-bin", "binlog_format": "ROW",
-            "sync_binlog": "1", "rpl_semi_sync_master_timeout": "30000",
-            "rpl_semi_sync_master_wait_no_slave": "ON"}  # fmt: skip
+    base = {
+        "server_id": "1",
+        "log_bin": "mariadb-bin",
+        "binlog_format": "ROW",
+        "sync_binlog": "1",
+        "rpl_semi_sync_master_timeout": "30000",
+        "rpl_semi_sync_master_wait_no_slave": "ON",
+    }
     assert replica.primary_options({"sync_mode": "async"}, True) == {
-        **base, "rpl_semi_sync_master_enabled": "OFF"}  # fmt: skip
+        **base,
+        "rpl_semi_sync_master_enabled": "OFF",
+    }
     # before the replica runs, no commit may wait for it
-    assert replica.primary_options({"sync_mode": "AFTER_SYNC"}, False)[
-        "rpl_semi_sync_master_enabled"] == "OFF"  # fmt: skip
+    assert (
+        replica.primary_options({"sync_mode": "AFTER_SYNC"}, False)["rpl_semi_sync_master_enabled"]
+        == "OFF"
+    )
     assert replica.primary_options({"sync_mode": "AFTER_SYNC"}, True) == {
-        **base, "rpl_semi_sync_master_enabled": "ON",
-        "rpl_semi_sync_master_wait_point": "AFTER_SYNC"}  # fmt: skip
-    assert replica.primary_options({"sync_mode": "AFTER_COMMIT"}, True)[
-        "rpl_semi_sync_master_wait_point"] == "AFTER_COMMIT"  # fmt: skip
+        **base,
+        "rpl_semi_sync_master_enabled": "ON",
+        "rpl_semi_sync_master_wait_point": "AFTER_SYNC",
+    }
+    assert (
+        replica.primary_options({"sync_mode": "AFTER_COMMIT"}, True)[
+            "rpl_semi_sync_master_wait_point"
+        ]
+        == "AFTER_COMMIT"
+    )
 
 
 def test_the_engines_option_file_carries_them(tmp_path):
@@ -102,8 +123,13 @@ def test_the_engines_option_file_carries_them(tmp_path):
     eng.write_settings(MariaDBEngine.full_knobs({"sync_mode": "AFTER_SYNC", "network_rtt_ms": 5}))
     text = (eng.home / "conf" / "knobs.cnf").read_text().splitlines()
     assert text[0] == "[mariadbd]"
-    for line in ("log_bin = mariadb-bin", "server_id = 1", "binlog_format = ROW",
-                 "sync_binlog = 1", "rpl_semi_sync_master_enabled = OFF"):  # fmt: skip
+    for line in (
+        "log_bin = mariadb-bin",
+        "server_id = 1",
+        "binlog_format = ROW",
+        "sync_binlog = 1",
+        "rpl_semi_sync_master_enabled = OFF",
+    ):
         assert line in text
     eng.write_settings(MariaDBEngine.full_knobs({}))
     text = (eng.home / "conf" / "knobs.cnf").read_text()
@@ -112,8 +138,13 @@ def test_the_engines_option_file_carries_them(tmp_path):
 
 def test_the_replicas_options():
     text = replica.option_text(replica.replica_options())
-    assert text.splitlines() == ["[mariadbd]", "server_id = 2", "relay_log = replica-relay-bin",
-                                 "rpl_semi_sync_slave_enabled = ON", "read_only = ON"]  # fmt: skip
+    assert text.splitlines() == [
+        "[mariadbd]",
+        "server_id = 2",
+        "relay_log = replica-relay-bin",
+        "rpl_semi_sync_slave_enabled = ON",
+        "read_only = ON",
+    ]
 
 
 def test_the_replication_login_stays_out_of_the_binary_log_and_the_text():
@@ -140,12 +171,15 @@ def test_change_master_through_the_proxy_by_gtid():
     with pytest.raises(EngineError, match="IPv4"):
         replica.change_master_sql("x'; DROP", 1)
     assert replica.replica_setup_sql("tunelab") == [
-        "CREATE DATABASE IF NOT EXISTS tunelab", "SET GLOBAL gtid_slave_pos = %s"]  # fmt: skip
+        "CREATE DATABASE IF NOT EXISTS tunelab",
+        "SET GLOBAL gtid_slave_pos = %s",
+    ]
 
 
 def test_mode_statements():
     assert replica.mode_sql({"sync_mode": "async"}) == [
-        "SET GLOBAL rpl_semi_sync_master_enabled = OFF"]  # fmt: skip
+        "SET GLOBAL rpl_semi_sync_master_enabled = OFF"
+    ]
     on = replica.mode_sql({"sync_mode": "AFTER_COMMIT"})
     assert on[-1] == "SET GLOBAL rpl_semi_sync_master_enabled = ON"  # the wait point first
     assert "SET GLOBAL rpl_semi_sync_master_wait_point = AFTER_COMMIT" in on
@@ -157,8 +191,9 @@ def test_planned_sql_shows_the_replica_and_no_password(tmp_path):
 
     eng = MariaDBEngine(tmp_path / "e", "r")
     knobs = {"sync_mode": "AFTER_SYNC", "network_rtt_ms": 5}
-    lines = eng.planned_sql(knobs, dataset.Dataset(1000, 1), IndexPlan("none", ()),
-                            workload="insert")  # fmt: skip
+    lines = eng.planned_sql(
+        knobs, dataset.Dataset(1000, 1), IndexPlan("none", ()), workload="insert"
+    )
     text = "\n".join(lines)
     assert eng.password not in text
     assert "--log_bin=mariadb-bin" in lines[0] and "--sync_binlog=1" in lines[0]
@@ -170,24 +205,40 @@ def test_planned_sql_shows_the_replica_and_no_password(tmp_path):
 
 
 # -- reading back -------------------------------------------------------------------------------
-RUNNING = {"Slave_IO_Running": "Yes", "Slave_SQL_Running": "Yes", "Seconds_Behind_Master": 0,
-           "Using_Gtid": "Slave_Pos", "_semisync_slave_status": "ON"}  # fmt: skip
-ON = {"Rpl_semi_sync_master_status": "ON", "Rpl_semi_sync_master_clients": "1",
-      "Rpl_semi_sync_master_no_tx": "0", "Rpl_semi_sync_master_no_times": "0",
-      "Rpl_semi_sync_master_yes_tx": "7"}  # fmt: skip
+RUNNING = {
+    "Slave_IO_Running": "Yes",
+    "Slave_SQL_Running": "Yes",
+    "Seconds_Behind_Master": 0,
+    "Using_Gtid": "Slave_Pos",
+    "_semisync_slave_status": "ON",
+}
+ON = {
+    "Rpl_semi_sync_master_status": "ON",
+    "Rpl_semi_sync_master_clients": "1",
+    "Rpl_semi_sync_master_no_tx": "0",
+    "Rpl_semi_sync_master_no_times": "0",
+    "Rpl_semi_sync_master_yes_tx": "7",
+}
 
 
 def test_sync_mode_is_read_back_from_both_servers():
     no_binlog = {"log_bin": "OFF"}
     assert replica.applied(no_binlog, {}, {}, 0) == {"sync_mode": "none", "network_rtt_ms": 0}
-    on = {"log_bin": "ON", "rpl_semi_sync_master_enabled": "ON", "sync_binlog": "1",
-          "rpl_semi_sync_master_wait_point": "AFTER_SYNC", "binlog_format": "ROW"}  # fmt: skip
+    on = {
+        "log_bin": "ON",
+        "rpl_semi_sync_master_enabled": "ON",
+        "sync_binlog": "1",
+        "rpl_semi_sync_master_wait_point": "AFTER_SYNC",
+        "binlog_format": "ROW",
+    }
     got = replica.applied(on, ON, RUNNING, 20.0)
     assert (got["sync_mode"], got["network_rtt_ms"]) == ("AFTER_SYNC", 20.0)
     assert got["mariadb_semisync_clients"] == "1" and got["mariadb_binlog_format"] == "ROW"
     off = {**on, "rpl_semi_sync_master_enabled": "OFF"}
-    assert replica.applied(off, {**ON, "Rpl_semi_sync_master_status": "OFF"}, RUNNING, 5)[
-        "sync_mode"] == "async"  # fmt: skip
+    assert (
+        replica.applied(off, {**ON, "Rpl_semi_sync_master_status": "OFF"}, RUNNING, 5)["sync_mode"]
+        == "async"
+    )
     with pytest.raises(EngineError, match="does not wait for its replica"):
         replica.applied(on, {**ON, "Rpl_semi_sync_master_clients": "0"}, RUNNING, 20.0)
     with pytest.raises(EngineError, match="does not replicate.*Slave_IO_Running 'Connecting'"):
@@ -198,8 +249,9 @@ def test_a_fall_back_to_asynchronous_replication_is_seen():
     assert replica.fallback(ON, ON) is None
     assert replica.fallback(ON, {**ON, "Rpl_semi_sync_master_yes_tx": "200"}) is None
     assert "no_tx +3" in replica.fallback(ON, {**ON, "Rpl_semi_sync_master_no_tx": "3"})
-    off = replica.fallback(ON, {**ON, "Rpl_semi_sync_master_status": "OFF",
-                                "Rpl_semi_sync_master_no_times": "1"})  # fmt: skip
+    off = replica.fallback(
+        ON, {**ON, "Rpl_semi_sync_master_status": "OFF", "Rpl_semi_sync_master_no_times": "1"}
+    )
     assert "Rpl_semi_sync_master_status OFF" in off and "no_times +1" in off
 
 
@@ -210,8 +262,10 @@ def test_gauges_as_numbers():
     r = replica.replica_gauges({**RUNNING, "Seconds_Behind_Master": None})
     assert r["mariadb_replica_io_running"] == 1.0 and r["mariadb_replica_sql_running"] == 1.0
     assert math.isnan(r["mariadb_replica_seconds_behind_master"])
-    assert replica.replica_gauges({"Slave_IO_Running": "Connecting"})[
-        "mariadb_replica_io_running"] == 0.0  # fmt: skip
+    assert (
+        replica.replica_gauges({"Slave_IO_Running": "Connecting"})["mariadb_replica_io_running"]
+        == 0.0
+    )
 
 
 # -- the calculator and the sweep ---------------------------------------------------------------
@@ -233,16 +287,49 @@ def test_hadr_calc_with_the_mariadb_engine(tmp_path, capsys):
     from tunelab import cli
 
     scan = tmp_path / "w.csv"
-    scan.write_text("seconds,bytes,flushes,transactions,open_transactions\n"
-                    "10,4096000,1000,1000,1\n")  # fmt: skip
-    assert cli.main(["hadr-calc", "--disk", "200", ".001", "--network", "120", ".005",
-                     "--engine", "mariadb", str(scan)]) == 0  # fmt: skip
+    scan.write_text(
+        "seconds,bytes,flushes,transactions,open_transactions\n10,4096000,1000,1000,1\n"
+    )
+    assert (
+        cli.main(
+            [
+                "hadr-calc",
+                "--disk",
+                "200",
+                ".001",
+                "--network",
+                "120",
+                ".005",
+                "--engine",
+                "mariadb",
+                str(scan),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     lines = {line.split()[0] for line in out.splitlines() if line.strip()}
     assert {"AFTER_SYNC", "AFTER_COMMIT", "async"} <= lines
-    assert hadr_cli.main(["--disk", "1", "0", "--network", "1", "1", "--engine", "mariadb",
-                          "--modes", "NEARSYNC", str(scan)], ["mariadb"],
-                         lambda e: MariaDBEngine.replication) == 2  # fmt: skip
+    assert (
+        hadr_cli.main(
+            [
+                "--disk",
+                "1",
+                "0",
+                "--network",
+                "1",
+                "1",
+                "--engine",
+                "mariadb",
+                "--modes",
+                "NEARSYNC",
+                str(scan),
+            ],
+            ["mariadb"],
+            lambda e: MariaDBEngine.replication,
+        )
+        == 2
+    )
 
 
 def test_the_log_shipping_sweep_on_mariadb():
@@ -258,10 +345,20 @@ def test_the_report_predicts_semi_sync_from_the_async_point():
     from tunelab.report import logship
 
     def rows(mode: str, ms: float) -> list[dict]:
-        return [{"knob_sync_mode": mode, "knob_network_rtt_ms": 5, "workload": "insert",
-                 "wl_threads": 1, "elapsed_s": 200 * ms / 1000, "transactions": 200,
-                 "c_log_bytes": 200 * 900, "device_sync_us": 400.0, "link_rtt_ms": 5.2}
-                for _ in range(6)]  # fmt: skip
+        return [
+            {
+                "knob_sync_mode": mode,
+                "knob_network_rtt_ms": 5,
+                "workload": "insert",
+                "wl_threads": 1,
+                "elapsed_s": 200 * ms / 1000,
+                "transactions": 200,
+                "c_log_bytes": 200 * 900,
+                "device_sync_us": 400.0,
+                "link_rtt_ms": 5.2,
+            }
+            for _ in range(6)
+        ]
 
     frame = pd.DataFrame(rows("async", 1.5) + rows("AFTER_SYNC", 6.9) + rows("AFTER_COMMIT", 7.0))
     table = logship.predictions(frame, "mariadb").set_index("sync_mode")
@@ -288,8 +385,11 @@ def _commits(eng: MariaDBEngine, n: int, start: int) -> float:
         cur = conn.cursor()
         t0 = time.perf_counter()
         for i in range(start, start + n):
-            cur.execute(f"INSERT INTO {DATABASE}.accounts (id, name, hundreds1, hundreds2, lat, "
-                        "balance, filler) VALUES (%s, 'n', 0, 0, 0, 0, 'x')", (i,))  # fmt: skip
+            cur.execute(
+                f"INSERT INTO {DATABASE}.accounts (id, name, hundreds1, hundreds2, lat, "
+                "balance, filler) VALUES (%s, 'n', 0, 0, 0, 0, 'x')",
+                (i,),
+            )
             conn.commit()
         return time.perf_counter() - t0
     finally:
@@ -393,8 +493,9 @@ def test_a_replica_that_does_not_start_fails_the_point_and_leaves_nothing(
 ):
     eng = _engine(tmp_path, image)
     # a replica whose server refuses its option file
-    monkeypatch.setattr(replica, "replica_options",
-                        lambda: {"server_id": "2", "no_such_option_here": "1"})  # fmt: skip
+    monkeypatch.setattr(
+        replica, "replica_options", lambda: {"server_id": "2", "no_such_option_here": "1"}
+    )
     try:
         with pytest.raises(EngineError) as failed:
             eng.provision({"sync_mode": "AFTER_SYNC", "network_rtt_ms": 1})

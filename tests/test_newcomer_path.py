@@ -76,10 +76,24 @@ def test_engine_all_from_nothing_builds_measures_and_compares(tmp_path):
     _remove_images(prefix)
     try:
         done = subprocess.run(
-            [str(REPO / "lab"), "run", "--directory", str(work), "--cores", "2", "--config",
-             "engine=all", f"sweeps={sweeps}/*.yaml", "calibrate=off"],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=1500,
-        )  # fmt: skip
+            [
+                str(REPO / "lab"),
+                "run",
+                "--directory",
+                str(work),
+                "--cores",
+                "2",
+                "--config",
+                "engine=all",
+                f"sweeps={sweeps}/*.yaml",
+                "calibrate=off",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
     finally:
         _remove_images(prefix)
     assert done.returncode == 0, done.stderr[-4000:]

@@ -249,9 +249,12 @@ def test_container_runs_on_the_engine_cpus_and_its_processes_are_found(image):
     run_id = f"test-{uuid.uuid4().hex[:8]}"
     engine_cpus = noise.plan_cpus().engine_cpuset
     spec = containers.ContainerSpec(
-        image=image, port=3306, command=["sh", "-c", "echo up; sleep 300"], ready_log="^up$",
+        image=image,
+        port=3306,
+        command=["sh", "-c", "echo up; sleep 300"],
+        ready_log="^up$",
         cpuset=engine_cpus,
-    )  # fmt: skip
+    )
     try:
         rc = containers.start(spec, run_id, "p1", keep_key="k")
         assert rc.cpuset == engine_cpus
@@ -287,16 +290,26 @@ def test_a_server_engine_asks_for_the_engine_cpus_of_its_placement(name, tmp_pat
 # -- the report's Methods -----------------------------------------------------------------------
 def _data(frame: pd.DataFrame) -> ReportData:
     return ReportData(
-        results=frame, sweep={}, results_csv="", sweep_file="", name="t", engine="sqlite",
-        dims=[], groups=[],
-    )  # fmt: skip
+        results=frame,
+        sweep={},
+        results_csv="",
+        sweep_file="",
+        name="t",
+        engine="sqlite",
+        dims=[],
+        groups=[],
+    )
 
 
 def _rows(n: int = 12) -> pd.DataFrame:
-    return pd.DataFrame({
-        "point_id": [f"p{i % 2}" for i in range(n)], "rep": [i // 2 for i in range(n)],
-        "elapsed_s": np.linspace(1.0, 2.0, n), "engine": "sqlite",
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "point_id": [f"p{i % 2}" for i in range(n)],
+            "rep": [i // 2 for i in range(n)],
+            "elapsed_s": np.linspace(1.0, 2.0, n),
+            "engine": "sqlite",
+        }
+    )
 
 
 def test_methods_say_how_noisy_the_host_was(tmp_path):

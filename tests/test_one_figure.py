@@ -32,19 +32,31 @@ SWEEP = {
     "access": "forced",
     "repetitions": REPS,
     "expect": [
-        {"says": "the index beats a scan at 1 %", "kind": "lower",
-         "a": {"index": "nonclustered", "selectivity": 0.01},
-         "b": {"index": "none", "selectivity": 0.01}},
-        {"says": "a covering index beats the non-clustered at 1 %", "kind": "lower",
-         "a": {"index": "covering", "selectivity": 0.01},
-         "b": {"index": "nonclustered", "selectivity": 0.01}},
-        {"says": "a scan takes longer at 20 % than at 1 %", "kind": "rises",
-         "along": "selectivity", "where": {"index": "none"}},
+        {
+            "says": "the index beats a scan at 1 %",
+            "kind": "lower",
+            "a": {"index": "nonclustered", "selectivity": 0.01},
+            "b": {"index": "none", "selectivity": 0.01},
+        },
+        {
+            "says": "a covering index beats the non-clustered at 1 %",
+            "kind": "lower",
+            "a": {"index": "covering", "selectivity": 0.01},
+            "b": {"index": "nonclustered", "selectivity": 0.01},
+        },
+        {
+            "says": "a scan takes longer at 20 % than at 1 %",
+            "kind": "rises",
+            "along": "selectivity",
+            "where": {"index": "none"},
+        },
     ],
-}  # fmt: skip
+}
 TIME_COLUMN = "response time (s): median"
-QUOTE = re.compile(r"(?P<label>(?:index|selectivity) [^:;,()]+?(?:, selectivity [0-9.]+)?) "
-                   r"(?P<value>[0-9][0-9.,]*) (?P<unit>ms|s)\b")  # fmt: skip
+QUOTE = re.compile(
+    r"(?P<label>(?:index|selectivity) [^:;,()]+?(?:, selectivity [0-9.]+)?) "
+    r"(?P<value>[0-9][0-9.,]*) (?P<unit>ms|s)\b"
+)
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +127,10 @@ def quoted(html: str) -> dict[tuple[str, str], list[tuple[float, float, str]]]:
         if TIME_COLUMN not in header:
             continue
         at = header.index(TIME_COLUMN)
-        idx, sel = (next(i for i, h in enumerate(header) if h.startswith(c))
-                    for c in ("index", "selectivity"))  # fmt: skip
+        idx, sel = (
+            next(i for i, h in enumerate(header) if h.startswith(c))
+            for c in ("index", "selectivity")
+        )
         for cells in body:
             key = (cells[idx], f"{float(cells[sel]):g}")
             found.setdefault(key, []).append(
@@ -148,8 +162,10 @@ def test_a_point_is_quoted_with_one_value_everywhere_on_its_page(page):
 def signed_rank_levels(n: int) -> set[float]:
     """Every level an interval of the signed-rank statistic of ``n`` rounds can have,
     1 - 2 P(T+ <= j), counted over all 2^n signs (no code of the lab's)."""
-    sums = [sum(r for r, plus in zip(range(1, n + 1), signs) if plus)
-            for signs in itertools.product((0, 1), repeat=n)]  # fmt: skip
+    sums = [
+        sum(r for r, plus in zip(range(1, n + 1), signs) if plus)
+        for signs in itertools.product((0, 1), repeat=n)
+    ]
     return {1 - 2 * sum(t <= j for t in sums) / len(sums) for j in range(max(sums) // 2)}
 
 
@@ -157,8 +173,10 @@ def test_every_interval_says_the_level_it_has(page):
     text = text_of(page)
     # the level of an order-statistic interval of six repetitions, and the levels a paired
     # signed-rank interval of six rounds can have
-    true = {round(100 * (1 - 2 * sum(math.comb(REPS, i) for i in range(k)) / 2**REPS), 1)
-            for k in range(1, REPS // 2 + 1)}  # fmt: skip
+    true = {
+        round(100 * (1 - 2 * sum(math.comb(REPS, i) for i in range(k)) / 2**REPS), 1)
+        for k in range(1, REPS // 2 + 1)
+    }
     true |= {round(100 * level, 1) for level in signed_rank_levels(REPS)}
     said = re.findall(r"([0-9]+(?:\.[0-9]+)?) % interval", text)
     assert said, "no interval labelled with a level"

@@ -69,10 +69,16 @@ def test_knobs_postgres_cannot_express_are_refused_with_the_reason(write_sweep):
     with pytest.raises(EngineError, match="io_concurrency=1001 out of range"):
         PostgresEngine.full_knobs({"io_concurrency": 1001})
     full = PostgresEngine.full_knobs({"buffer_pool": 1024})
-    assert full == {"page_size": 8192, "buffer_pool": 1024, "io_concurrency": 1,
-                    "maintenance_io_concurrency": 10,
-                    "lock_granularity": "row", "index": "none", "sync_mode": "none",
-                    "network_rtt_ms": 0}  # fmt: skip
+    assert full == {
+        "page_size": 8192,
+        "buffer_pool": 1024,
+        "io_concurrency": 1,
+        "maintenance_io_concurrency": 10,
+        "lock_granularity": "row",
+        "index": "none",
+        "sync_mode": "none",
+        "network_rtt_ms": 0,
+    }
     # A sweep gets the note, and the page size's reason, before anything starts.
     path = write_sweep(
         "name: refused\nengines: [postgres]\ndataset: {rows: 1000}\n"
@@ -106,7 +112,7 @@ def test_index_ddl_per_kind():
         "clustered": [
             "CREATE INDEX t_clustered ON t (hundreds2)",
             "CLUSTER t USING t_clustered",
-        ],  # fmt: skip
+        ],
         "covering": ["CREATE INDEX t_covering ON t (hundreds2) INCLUDE (lat, balance)"],
         "covering_wrong_order": [
             "CREATE INDEX t_covering_wrong_order ON t (lat, balance, hundreds2)"
@@ -122,8 +128,9 @@ def test_index_ddl_per_kind():
         "(name, hundreds1, hundreds2, lat, balance, filler)"
     ]
     assert index_ddl("t", _plan(POINT, "clustered")) == [
-        "CREATE UNIQUE INDEX t_clustered ON t (id)", "CLUSTER t USING t_clustered"
-    ]  # fmt: skip
+        "CREATE UNIQUE INDEX t_clustered ON t (id)",
+        "CLUSTER t USING t_clustered",
+    ]
     # An update's key covers nothing: a plain unique index, read with the heap.
     update = workloads.Workload("update", workloads.DEFAULTS["update"]).index_plan("covering")
     assert index_ddl("t", update) == ["CREATE UNIQUE INDEX t_covering ON t (id)"]
@@ -144,14 +151,17 @@ def test_every_kind_has_a_layout_of_its_own(base):
 
 def test_planner_switches_leave_only_the_built_path():
     assert planner_switches(_plan(MULTIPOINT, "none")) == {
-        "enable_indexscan": "off", "enable_indexonlyscan": "off", "enable_bitmapscan": "off"
-    }  # fmt: skip
+        "enable_indexscan": "off",
+        "enable_indexonlyscan": "off",
+        "enable_bitmapscan": "off",
+    }
     for kind in ("nonclustered", "clustered"):
         assert planner_switches(_plan(MULTIPOINT, kind)) == {"enable_seqscan": "off"}
     for kind in ("covering", "covering_wrong_order"):
         assert planner_switches(_plan(MULTIPOINT, kind)) == {
-            "enable_seqscan": "off", "enable_bitmapscan": "off"
-        }  # fmt: skip
+            "enable_seqscan": "off",
+            "enable_bitmapscan": "off",
+        }
     eng = PostgresEngine.__new__(PostgresEngine)
     eng._forced = {}
     assert eng.table_ref("accounts", _plan(MULTIPOINT, "covering"), "forced") == "accounts"
@@ -168,18 +178,27 @@ def test_plan_normalisation():
     assert normalise_plan(doc(seq)) == "scan"
     agg = {"Node Type": "Aggregate", "Plans": [seq]}
     assert normalise_plan(doc(agg)) == "scan"
-    idx = {"Node Type": "Index Scan", "Index Name": "t_pkey", "Scan Direction": "Forward",
-           "Index Cond": "(id = 5)"}  # fmt: skip
+    idx = {
+        "Node Type": "Index Scan",
+        "Index Name": "t_pkey",
+        "Scan Direction": "Forward",
+        "Index Cond": "(id = 5)",
+    }
     assert normalise_plan(doc(idx)) == "index:t_pkey;forward"
     only = {"Node Type": "Index Only Scan", "Index Name": "t_cov", "Scan Direction": "Backward"}
     assert normalise_plan(doc(only)) == "index-only:t_cov;backward,full"
     bitmap = {
         "Node Type": "Bitmap Heap Scan",
-        "Plans": [{"Node Type": "BitmapOr", "Plans": [
-            {"Node Type": "Bitmap Index Scan", "Index Name": "a"},
-            {"Node Type": "Bitmap Index Scan", "Index Name": "b"},
-        ]}],
-    }  # fmt: skip
+        "Plans": [
+            {
+                "Node Type": "BitmapOr",
+                "Plans": [
+                    {"Node Type": "Bitmap Index Scan", "Index Name": "a"},
+                    {"Node Type": "Bitmap Index Scan", "Index Name": "b"},
+                ],
+            }
+        ],
+    }
     assert normalise_plan(doc(bitmap)) == "index:a+b;bitmap"
     update = {"Node Type": "ModifyTable", "Plans": [idx]}
     assert normalise_plan(doc(update)) == "index:t_pkey;forward"
@@ -200,9 +219,12 @@ def test_write_steps_render_psycopg_literals():
     )
     update = "UPDATE t SET balance = balance + 1 WHERE id = %s"
     assert eng.write_steps(update, [(3,), (4,)]) == [
-        ("UPDATE t SET balance = balance + 1 WHERE id = 3; "
-         "UPDATE t SET balance = balance + 1 WHERE id = 4", None)
-    ]  # fmt: skip
+        (
+            "UPDATE t SET balance = balance + 1 WHERE id = 3; "
+            "UPDATE t SET balance = balance + 1 WHERE id = 4",
+            None,
+        )
+    ]
     with pytest.raises(EngineError, match="2 values for the markers"):
         eng.write_steps(update, [(3, 4)])
 
@@ -398,9 +420,9 @@ def test_password_never_shown(loaded):
     ]
     assert not any(pw in text for text in shown)
     # The role got a SCRAM verifier; no statement text the server keeps holds it either.
-    (verifier, superuser), = loaded.admin_query(
+    ((verifier, superuser),) = loaded.admin_query(
         "SELECT rolpassword, rolsuper FROM pg_authid WHERE rolname = 'tunelab'"
-    )  # fmt: skip
+    )
     assert verifier.startswith("SCRAM-SHA-256$") and superuser is False
     kept = loaded.admin_query(
         "SELECT count(*) FROM pg_stat_statements WHERE query LIKE %s OR query LIKE %s",
@@ -409,8 +431,13 @@ def test_password_never_shown(loaded):
     assert kept == [(0,)]
     # ...and it is what TCP logins need.
     with pytest.raises(psycopg.OperationalError):
-        psycopg.connect(host="127.0.0.1", port=loaded.container.host_port, user="tunelab",
-                        password=pw + "x", dbname="postgres")  # fmt: skip
+        psycopg.connect(
+            host="127.0.0.1",
+            port=loaded.container.host_port,
+            user="tunelab",
+            password=pw + "x",
+            dbname="postgres",
+        )
 
 
 @docker
@@ -451,8 +478,9 @@ def test_table_lock_makes_other_writers_wait_and_rows_do_not(loaded):
         b.close()
 
 
-WORKLOADS = {t: workloads.Workload(t, workloads.DEFAULTS[t]) for t in ("multipoint", "range",
-                                                                        "point")}  # fmt: skip
+WORKLOADS = {
+    t: workloads.Workload(t, workloads.DEFAULTS[t]) for t in ("multipoint", "range", "point")
+}
 
 
 @docker
@@ -468,22 +496,31 @@ def test_each_index_kind_reads_back_and_forces_its_path(loaded, rows, kind, wtyp
         loaded.load("layout", rows)
         loaded.create_index("layout", plan)  # checks the catalog itself, too
         assert loaded.applied_layout("layout", plan, False) == {
-            "index": kind, "lock_granularity": "row"
-        }  # fmt: skip
+            "index": kind,
+            "lock_granularity": "row",
+        }
         if kind == "covering" and wtype == "multipoint":
             assert loaded.catalog_layout("layout")["layout_covering"] == {
-                "key": ("hundreds2",), "include": ("lat", "balance"), "unique": False,
-                "primary": False, "clustered": False,
-            }  # fmt: skip
+                "key": ("hundreds2",),
+                "include": ("lat", "balance"),
+                "unique": False,
+                "primary": False,
+                "clustered": False,
+            }
         if kind == "clustered":
             assert loaded.catalog_layout("layout")["layout_clustered"]["clustered"] is True
         sql = workloads.query_sql(w, "%s", loaded.table_ref("layout", plan, "forced"))
         expected = loaded.expected_access("layout", plan)
-        assert expected == {"none": "scan", "nonclustered": "index:layout_nonclustered",
-                            "clustered": "index:layout_clustered",
-                            "covering": "index-only:layout_covering",
-                            "covering_wrong_order": "index-only:layout_covering_wrong_order",
-                            }[kind]  # fmt: skip
+        assert (
+            expected
+            == {
+                "none": "scan",
+                "nonclustered": "index:layout_nonclustered",
+                "clustered": "index:layout_clustered",
+                "covering": "index-only:layout_covering",
+                "covering_wrong_order": "index-only:layout_covering_wrong_order",
+            }[kind]
+        )
         conn = loaded.connect()
         try:
             for args in workloads.query_args(w, ROWS, SEED)[:2]:
@@ -519,8 +556,10 @@ def test_knobs_read_back_in_place_and_restart(tmp_path, image, rows):
         assert {k: applied[k] for k in asked} == asked
         assert applied["page_size"] == 8192
         assert (applied["pg_shared_buffers"], applied["pg_autovacuum"], applied["pg_jit"]) == (
-            "8MB", "off", "off"
-        )  # fmt: skip
+            "8MB",
+            "off",
+            "off",
+        )
         eng.create_table("accounts", IndexPlan("none", ()))
         eng.load("accounts", rows[:2000])
 
@@ -562,9 +601,15 @@ def _public_tables(container_id: str) -> list[str]:
     """The kept server's tables, asked inside the container (local connections: trust)."""
     c = containers.client().containers.get(container_id)
     code, out = c.exec_run(
-        ["psql", "-U", "postgres", "-tAc",
-         "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"], user="postgres",
-    )  # fmt: skip
+        [
+            "psql",
+            "-U",
+            "postgres",
+            "-tAc",
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'",
+        ],
+        user="postgres",
+    )
     assert code == 0, out
     return out.decode().split()
 
@@ -583,15 +628,20 @@ def test_points_of_a_run_share_a_server_restarted_for_buffer_pool(image, tmp_pat
     starts, kept, builds = [], [], []
     try:
         for p in points:
-            out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
-                                   tmp_path / "d", run_id)  # fmt: skip
+            out = runner.run_point(
+                p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d", run_id
+            )
             row = pd.read_csv(out).iloc[0]
             assert row["applied_buffer_pool"] == p.knobs["buffer_pool"]
             assert row["applied_io_concurrency"] == p.knobs["io_concurrency"]
             starts.append(int(row["engine_starts"]))
             builds.append(row["table_build"])
-            ids = [c.id for c in containers.client().containers.list(
-                filters={"label": f"{containers.RUN_LABEL}={run_id}"})]  # fmt: skip
+            ids = [
+                c.id
+                for c in containers.client().containers.list(
+                    filters={"label": f"{containers.RUN_LABEL}={run_id}"}
+                )
+            ]
             kept.append(ids)
             assert _public_tables(ids[0]) == ["accounts"]  # kept for the next point
         # A new server, an io_concurrency change in place, a restart for 32 MiB, in place again.
@@ -632,8 +682,9 @@ def test_measured_points_end_to_end(image, tmp_path):
             points, errors = spec.expand(sweep, "postgres")
             assert errors == []
             for p in points:
-                out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w",
-                                       tmp_path / "d", run_id)  # fmt: skip
+                out = runner.run_point(
+                    p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d", run_id
+                )
                 frames[p.workload.type] = pd.read_csv(out)
     finally:
         recovery.clean(run_id)

@@ -84,8 +84,11 @@ def _commits(eng: PostgresEngine, n: int, start: int) -> float:
         cur = conn.cursor()
         t0 = time.perf_counter()
         for i in range(start, start + n):
-            cur.execute("INSERT INTO accounts (id, name, hundreds1, hundreds2, lat, balance, "
-                        "filler) VALUES (%s, 'n', 0, 0, 0, 0, 'x')", (i,))  # fmt: skip
+            cur.execute(
+                "INSERT INTO accounts (id, name, hundreds1, hundreds2, lat, balance, "
+                "filler) VALUES (%s, 'n', 0, 0, 0, 0, 'x')",
+                (i,),
+            )
             conn.commit()
         return time.perf_counter() - t0
     finally:
@@ -95,9 +98,17 @@ def _commits(eng: PostgresEngine, n: int, start: int) -> float:
 def _standby_count(eng: PostgresEngine) -> int:
     assert eng.standby is not None
     code, out = eng.standby.exec(
-        ["psql", "-h", "/run/postgresql", "-U", "postgres", "-tAc",
-         "SELECT count(*) FROM accounts"], user="postgres",
-    )  # fmt: skip
+        [
+            "psql",
+            "-h",
+            "/run/postgresql",
+            "-U",
+            "postgres",
+            "-tAc",
+            "SELECT count(*) FROM accounts",
+        ],
+        user="postgres",
+    )
     assert code == 0, out
     return int(out.strip())
 
@@ -163,8 +174,9 @@ def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, i
 
 
 def _walsender_pid(eng: PostgresEngine) -> int:
-    rows = eng.admin_query("SELECT pid FROM pg_stat_replication WHERE application_name = %s",
-                           (standby.STANDBY_NAME,))  # fmt: skip
+    rows = eng.admin_query(
+        "SELECT pid FROM pg_stat_replication WHERE application_name = %s", (standby.STANDBY_NAME,)
+    )
     assert len(rows) == 1, rows
     return int(rows[0][0])
 

@@ -41,22 +41,30 @@ def _env() -> dict[str, str]:
 
 def _args(workdir: Path) -> list[str]:
     return [
-        "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-        "--profile", str(REPO / "workflows" / "profile"),
-        "--config", f"sweeps={workdir / 'sweeps'}/*.yaml", "calibrate=off",
-    ]  # fmt: skip
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(REPO / "workflows" / "profile"),
+        "--config",
+        f"sweeps={workdir / 'sweeps'}/*.yaml",
+        "calibrate=off",
+    ]
 
 
 def _snakemake(workdir: Path, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "snakemake", *_args(workdir), *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=_env())  # fmt: skip
+    return subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env()
+    )
 
 
 def _follow(*args: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "tunelab.cli", "progress", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env())  # fmt: skip
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
+    )
 
 
 def _ready(proc: subprocess.Popen) -> None:
@@ -86,9 +94,14 @@ def run(tmp_path_factory):
     # as a stopped `./lab run` counts, from the fields it kept (here in another directory)
     fields = work / "fields"
     fields.write_bytes("".join(f"{f}\0" for f in pipeline.run_fields(args)).encode())
-    counted = subprocess.run([sys.executable, "-m", "tunelab.run.pipeline", "--count-pending-from",
-                              str(fields)], capture_output=True, text=True, env=_env(),
-                             cwd=REPO, check=True)  # fmt: skip
+    counted = subprocess.run(
+        [sys.executable, "-m", "tunelab.run.pipeline", "--count-pending-from", str(fields)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        check=True,
+    )
     assert counted.stdout == "4\n", counted.stderr
     earlier = sorted(p.point_id for p in _points(work))[0]
     first = _snakemake(work, "--cores", "1", f"results/sqlite/tiny/{earlier}.csv")
@@ -97,8 +110,11 @@ def run(tmp_path_factory):
     assert f"point-results results/sqlite/tiny/{earlier}.csv" in log.read_text()
     helper = subprocess.run(
         [sys.executable, "-m", "tunelab.run.pipeline", "--for-run", *args],
-        capture_output=True, text=True, env=_env(), check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    )
     options = helper.stdout.split("\0")[:-1]
     # the sweep is measured again in rounds, so every point of it gets its file anew
     assert options[:4] == ["--total", "4", "--job-log", str(log)]
@@ -145,8 +161,10 @@ def test_one_line_per_point_with_its_median_and_the_points_left(run):
 
 
 def _span(job: str, pid: int, start: int, end: int) -> str:
-    return json.dumps({"job": job, "kind": "exclusive", "pid": pid, "start_ns": start,
-                       "end_ns": end}) + "\n"  # fmt: skip
+    return (
+        json.dumps({"job": job, "kind": "exclusive", "pid": pid, "start_ns": start, "end_ns": end})
+        + "\n"
+    )
 
 
 @pytest.mark.slow
@@ -156,8 +174,16 @@ def test_a_cut_last_line_and_a_failed_point_are_no_crash(run, tmp_path):
     before = log.read_bytes()
     try:
         sleeper = subprocess.Popen(["sleep", "120"])
-        follower = _follow("--job-log", str(log), "--pid", str(sleeper.pid), "--total", "2",
-                           "--directory", str(work))  # fmt: skip
+        follower = _follow(
+            "--job-log",
+            str(log),
+            "--pid",
+            str(sleeper.pid),
+            "--total",
+            "2",
+            "--directory",
+            str(work),
+        )
         _ready(follower)  # it reads from the end it found
         point = f"results/sqlite/tiny/{earlier}.csv"
         missing = "results/sqlite/tiny/gone.csv"
@@ -194,8 +220,16 @@ def test_the_process_gone_ends_it_with_exit_0(tmp_path):
 def test_sigterm_reads_the_log_once_more_and_ends_with_exit_0(tmp_path):
     log = tmp_path / "jobs.jsonl"
     log.write_text(_span("point-results results/old.csv", 1 << 30, 0, 1))  # an earlier run
-    follower = _follow("--job-log", str(log), "--pid", str(os.getpid()), "--total", "1",
-                       "--directory", str(tmp_path))  # fmt: skip
+    follower = _follow(
+        "--job-log",
+        str(log),
+        "--pid",
+        str(os.getpid()),
+        "--total",
+        "1",
+        "--directory",
+        str(tmp_path),
+    )
     _ready(follower)
     with open(log, "a") as f:
         f.write(_span("point-results results/sqlite/s/p.csv", 1 << 30, 0, 1))
@@ -228,8 +262,14 @@ def test_time_left_counts_the_sweep_measured_before_its_points_files(tmp_path):
     p = progress.Progress(total=4, directory=tmp_path)
     p.add({"job": "run-sweep results/sqlite/s/rounds.csv.gz", "start_ns": 0, "end_ns": 60 * sec})
     for i in range(2):
-        p.add({"job": f"point-results results/sqlite/s/p{i}.csv", "pid": 1 << 30,
-               "start_ns": (60 + i) * sec, "end_ns": (60 + i) * sec + sec // 2})  # fmt: skip
+        p.add(
+            {
+                "job": f"point-results results/sqlite/s/p{i}.csv",
+                "pid": 1 << 30,
+                "start_ns": (60 + i) * sec,
+                "end_ns": (60 + i) * sec + sec // 2,
+            }
+        )
     lines = p.settle(final=True)
     assert lines[0].startswith("1/4 s p0: failed") and lines[1].startswith("2/4 s p1: failed")
     # 61.5 s for the two points of the batch: each line counts both, not only those before it
@@ -244,8 +284,14 @@ def test_time_left_of_a_large_batch_falls_steadily_from_a_sensible_start(tmp_pat
     p = progress.Progress(total=120, directory=tmp_path)
     p.add({"job": "run-sweep results/sqlite/s/rounds.csv.gz", "start_ns": 0, "end_ns": 600 * sec})
     for i in range(60):
-        p.add({"job": f"point-results results/sqlite/s/p{i}.csv", "pid": 1 << 30,
-               "start_ns": 600 * sec, "end_ns": 600 * sec + 1})  # fmt: skip
+        p.add(
+            {
+                "job": f"point-results results/sqlite/s/p{i}.csv",
+                "pid": 1 << 30,
+                "start_ns": 600 * sec,
+                "end_ns": 600 * sec + 1,
+            }
+        )
     lines = p.settle(final=True)
     assert lines[0].endswith("· ~20 min left")  # 119 points left at 10 s each
     assert lines[-1].endswith("· ~10 min left")
@@ -268,8 +314,11 @@ def test_the_workflow_writes_the_options_its_plan_gives(tmp_path):
     subprocess.run(cmd, env=env, capture_output=True, check=True, timeout=600)
     helper = subprocess.run(
         [sys.executable, "-m", "tunelab.run.pipeline", "--for-run", *_args(tmp_path)],
-        capture_output=True, text=True, env=_env(), check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    )
     written = json.loads(run_file.read_text())
     assert written == helper.stdout.split("\0")[:-1]
     assert written[:2] == ["--total", "4"]

@@ -48,8 +48,15 @@ def _without_sys_admin(*argv: str) -> subprocess.CompletedProcess:
     privileges): root or not, it can attach no loop device and mount nothing."""
     if shutil.which("setpriv") is None or os.geteuid() != 0:
         pytest.skip("needs setpriv (util-linux) and root to drop a capability")
-    cmd = ["setpriv", "--inh-caps=-sys_admin", "--bounding-set=-sys_admin",
-           sys.executable, "-m", "tunelab.cli", *argv]  # fmt: skip
+    cmd = [
+        "setpriv",
+        "--inh-caps=-sys_admin",
+        "--bounding-set=-sys_admin",
+        sys.executable,
+        "-m",
+        "tunelab.cli",
+        *argv,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=120)
 
 
@@ -64,8 +71,9 @@ def test_a_host_without_loop_devices_refuses_the_knob_in_one_line():
 
 
 def test_the_pack_on_such_a_host_skips_the_sweep_saying_why():
-    done = _without_sys_admin("validate", "--skip-other-engines", "--engine", "postgres",
-                              str(PREFETCH))  # fmt: skip
+    done = _without_sys_admin(
+        "validate", "--skip-other-engines", "--engine", "postgres", str(PREFETCH)
+    )
     assert done.returncode == 0, done.stderr
     assert "skipped (postgres cannot set the kernel's read-ahead on this host" in done.stdout
 
@@ -149,8 +157,7 @@ def test_sqlite_scan_without_read_ahead_sends_many_more_smaller_requests(tmp_pat
 
     eng = SQLiteEngine(tmp_path / "w" / "engine", "t")
     try:
-        found = _requests_off_and_on(eng, {"page_size": 4096, "buffer_pool": 2000},
-                                     tmp_path / "d")  # fmt: skip
+        found = _requests_off_and_on(eng, {"page_size": 4096, "buffer_pool": 2000}, tmp_path / "d")
         assert eng.path.parent == eng.disk.mountpoint and os.path.ismount(eng.path.parent)
     finally:
         eng.teardown()
@@ -235,17 +242,32 @@ def test_a_killed_point_leaves_its_device_to_recover_which_restores_everything(
         workloads: [{{type: scan}}]
         cache: cold
         repetitions: 100
-        """)  # fmt: skip
+        """)
     points, errors = spec.expand(sweep, engine)
     assert not errors, errors
     work, checkout = tmp_path / "work", tmp_path / "checkout"
     checkout.mkdir()
     run = ["--run-id", f"killed{uuid.uuid4().hex[:6]}"] if engine != "sqlite" else []
-    cmd = [sys.executable, "-m", "tunelab.cli", "run-point", str(sweep), points[0].point_id,
-           "--out", str(tmp_path / "out.csv"), "--workdir", str(work),
-           "--data-dir", str(tmp_path / "data"), "--engine", engine, *run]  # fmt: skip
-    proc = subprocess.Popen(cmd, env=_env(), cwd=tmp_path, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "tunelab.cli",
+        "run-point",
+        str(sweep),
+        points[0].point_id,
+        "--out",
+        str(tmp_path / "out.csv"),
+        "--workdir",
+        str(work),
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--engine",
+        engine,
+        *run,
+    ]
+    proc = subprocess.Popen(
+        cmd, env=_env(), cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         loop = _wait_for_device(work, proc)
         os.killpg(proc.pid, signal.SIGKILL)
@@ -291,8 +313,13 @@ def test_a_device_left_by_a_reboot_is_only_files_and_recover_deletes_them(tmp_pa
 def test_rows_derive_request_size_and_rate_from_the_devices_counters():
     from tunelab.measure import runner
 
-    c = {"logical_reads": 100.0, "physical_reads": 100.0, "dev_read_requests": 25.0,
-         "dev_read_bytes": 25 * 65536.0, "dev_read_ms": 3.0}  # fmt: skip
+    c = {
+        "logical_reads": 100.0,
+        "physical_reads": 100.0,
+        "dev_read_requests": 25.0,
+        "dev_read_bytes": 25 * 65536.0,
+        "dev_read_ms": 3.0,
+    }
     out = runner.derived(c, 0.5, 4096)
     assert out["dev_read_request_kib"] == 64
     assert out["dev_read_mb_s"] == 25 * 65536 / 0.5 / 1e6

@@ -164,8 +164,9 @@ def test_a_killed_runs_job_server_is_stopped_then_the_lock_goes(tmp_path):
     try:
         lines = _recover(tmp_path / "w", checkout)
         assert server.wait(timeout=10) == -signal.SIGTERM
-        assert lines[0] == (f"stopped the job server of a killed run (pid {server.pid}) and the "
-                            "jobs it still ran")  # fmt: skip
+        assert lines[0] == (
+            f"stopped the job server of a killed run (pid {server.pid}) and the jobs it still ran"
+        )
         assert "removed a stale Snakemake lock" in lines[-1]
         assert _locks(checkout) == []
     finally:

@@ -28,8 +28,13 @@ workloads:
 cache: warm
 repetitions: 2
 """
-PAGES = ("sqlite/tiny.html", "sqlite/tiny.verdicts.json", "engines/tiny.html",
-         "shared-pools.html", "index.html")  # fmt: skip
+PAGES = (
+    "sqlite/tiny.html",
+    "sqlite/tiny.verdicts.json",
+    "engines/tiny.html",
+    "shared-pools.html",
+    "index.html",
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +45,22 @@ def pack(tmp_path_factory) -> Path:
     (work / "sweeps").mkdir()
     (work / "sweeps" / "tiny.yaml").write_text(SWEEP)
     done = subprocess.run(
-        [str(REPO / "lab"), "run", "--directory", str(work), "--cores", "2", "--config",
-         "sweeps=sweeps/*.yaml", "calibrate=off"],
-        cwd=REPO, capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
+        [
+            str(REPO / "lab"),
+            "run",
+            "--directory",
+            str(work),
+            "--cores",
+            "2",
+            "--config",
+            "sweeps=sweeps/*.yaml",
+            "calibrate=off",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, workflow_failure(work, done)
     return work
 
@@ -56,8 +73,11 @@ def kept(pack: Path, to: Path) -> Path:
 
 
 def digests(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def lab_report(work: Path, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -68,10 +88,19 @@ def lab_report(work: Path, tmp_path: Path) -> subprocess.CompletedProcess:
     docker = shims / "docker"
     docker.write_text(f'#!/bin/sh\ntouch "{tmp_path}/docker-called"\nexit 1\n')
     docker.chmod(0o755)
-    env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}",
-           "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}  # fmt: skip
-    return subprocess.run([str(REPO / "lab"), "report", "--directory", str(work)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{shims}:{os.environ['PATH']}",
+        "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock",
+    }
+    return subprocess.run(
+        [str(REPO / "lab"), "report", "--directory", str(work)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_stored_results_render_every_page_measuring_nothing_the_same_every_time(pack, tmp_path):

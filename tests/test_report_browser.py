@@ -186,34 +186,50 @@ def text_overlaps(chromium: str, page: Path, tmp_path: Path, insert: str = "") -
     probe = tmp_path / f"probe-{page.stem}.html"
     probe.write_text(text.replace("</body>", f"<script>{OVERLAP_JS}</script></body>"))
     proc = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         f"--user-data-dir={tmp_path / 'chromium-profile'}",
-         f"--window-size={WINDOW[0]},{WINDOW[1]}", "--dump-dom", probe.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'chromium-profile'}",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+            "--dump-dom",
+            probe.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     found = json.loads(html_lib.unescape(OVERLAPS_RE.search(proc.stdout).group(1)))
     assert found["pieces"] > 20, "no text laid out"
     return found["overlaps"]
 
 
 def test_the_overlap_probe_finds_text_drawn_over_text(chromium, pages, tmp_path):
-    over = '<div style="position:relative"><span>first words</span><span style="position:' \
-        'absolute;left:0;top:0">second words</span></div>'  # fmt: skip
+    over = (
+        '<div style="position:relative"><span>first words</span><span style="position:'
+        'absolute;left:0;top:0">second words</span></div>'
+    )
     assert text_overlaps(chromium, pages[1], tmp_path, insert=over)
 
 
-def test_no_text_overlaps_on_a_sweep_page_even_with_long_plan_names(chromium, tmp_path_factory,
-                                                                   tmp_path):  # fmt: skip
+def test_no_text_overlaps_on_a_sweep_page_even_with_long_plan_names(
+    chromium, tmp_path_factory, tmp_path
+):
     """The engine sweep's page has the plan column; a long index name in it breaks inside
     its cell instead of running into the next one ("…wrong_orde0.4 %")."""
     from tunelab.report.tables import html_table
 
     report, _ = rendered("engine", tmp_path_factory)
-    long = pd.DataFrame({
-        "index type": ["covering_wrong_order"],
-        "access path": ["index accounts_covering_wrong_order; covering_index_scan_of_it"],
-        "client share": ["0.4 %"],
-    })  # fmt: skip
+    long = pd.DataFrame(
+        {
+            "index type": ["covering_wrong_order"],
+            "access path": ["index accounts_covering_wrong_order; covering_index_scan_of_it"],
+            "client share": ["0.4 %"],
+        }
+    )
     table = html_table(long, "long-plan", wrap=["access path"])
     assert text_overlaps(chromium, report, tmp_path, insert=table) == []
 

@@ -154,8 +154,12 @@ def test_rows_without_a_recorded_plan_are_named_not_guessed(engine, tmp_path):
     assert "Every point whose plan was recorded ran the access path" in text
     assert "plans were not recorded for 4 point(s)" in text
     assert checks.as_bool(pd.Series([True, "false", "True", np.nan, "0"])).tolist() == [
-        True, False, True, None, False,
-    ]  # fmt: skip
+        True,
+        False,
+        True,
+        None,
+        False,
+    ]
 
 
 # -- engine time and client time ------------------------------------------------------------
@@ -186,9 +190,15 @@ def test_a_client_bound_point_is_flagged_and_the_others_are_not(engine, tmp_path
     header, *body = tables_of(tables.summary_html(bound))["summary"]
     col = header.index("client share: median")
     flagged = [_key(c, header) for c in body if c[col].endswith("client-bound")]
-    assert len(flagged) == 1 and flagged[0][:1] == ("none",) and flagged[0][2:] == (
-        "range", "warm",
-    )  # fmt: skip
+    assert (
+        len(flagged) == 1
+        and flagged[0][:1] == ("none",)
+        and flagged[0][2:]
+        == (
+            "range",
+            "warm",
+        )
+    )
     assert [c[col] for c in body if c[col].endswith("client-bound")] == ["80.0 % client-bound"]
     note = callouts.client_note(bound)
     assert note.startswith('<div class="tl-warn"><b>Client-bound:</b>')
@@ -196,8 +206,9 @@ def test_a_client_bound_point_is_flagged_and_the_others_are_not(engine, tmp_path
     assert "cache = warm: client share 80.0 %, rows to the client: all" in note
     assert "<code>fetch: count</code>" in note
     # The real rows: SQLite's own time is most of the response time, no point is flagged.
-    assert "client-bound" not in "".join(r[col] for r in tables_of(tables.summary_html(data))[
-        "summary"][1:])  # fmt: skip
+    assert "client-bound" not in "".join(
+        r[col] for r in tables_of(tables.summary_html(data))["summary"][1:]
+    )
     assert callouts.client_note(data).startswith('<div class="tl-note">At every point')
 
 

@@ -58,10 +58,11 @@ def measured(tmp_path_factory) -> list[pd.DataFrame]:
     points, errors = spec.expand(work / "tiny-scan.yaml", "sqlite")
     assert errors == []
     return [
-        pd.read_csv(runner.run_point(p, work / "points" / f"{p.point_id}.csv", work / "w",
-                                     work / "d"))
+        pd.read_csv(
+            runner.run_point(p, work / "points" / f"{p.point_id}.csv", work / "w", work / "d")
+        )
         for p in sorted(points, key=lambda p: p.knobs["buffer_pool"])
-    ]  # fmt: skip
+    ]
 
 
 def prefetch_rows(measured: list[pd.DataFrame], engine: str) -> pd.DataFrame:
@@ -79,11 +80,16 @@ def prefetch_rows(measured: list[pd.DataFrame], engine: str) -> pd.DataFrame:
         rows = measured[VALUES["os_read_ahead"].index(combo["os_read_ahead"])]
         knobs = {**registry.info(engine).defaults(), **fixed, **combo}
         slug = "_".join(f"{k}-{v}" for k, v in combo.items())
-        frames.append(rows.drop(columns=[c for c in rows if c.startswith("knob_")]).assign(
-            engine=engine, sweep=SWEEP, sweep_file=str(PREFETCH), point_id=f"{slug}_scan_cold",
-            **{f"knob_{k}": v for k, v in knobs.items()},
-            **{f"applied_{k}": v for k, v in combo.items()},
-        ))  # fmt: skip
+        frames.append(
+            rows.drop(columns=[c for c in rows if c.startswith("knob_")]).assign(
+                engine=engine,
+                sweep=SWEEP,
+                sweep_file=str(PREFETCH),
+                point_id=f"{slug}_scan_cold",
+                **{f"knob_{k}": v for k, v in knobs.items()},
+                **{f"applied_{k}": v for k, v in combo.items()},
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 

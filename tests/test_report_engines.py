@@ -267,11 +267,18 @@ def test_a_run_of_one_engine_fills_its_column_and_keeps_the_others(stored):
     numbers = guide.numbers_from_run(*stored)
     only_pg = {
         "engines": {"postgres": numbers["engines"]["postgres"]},
-        "sweeps": {s: {**e, "engines": {"postgres": [{**c, "word": "reproduced"}
-                                                     for c in e["engines"]["postgres"]]},
-                       "cannot": {"sqlite": "not this engine"}}
-                   for s, e in numbers["sweeps"].items() if "postgres" in e["engines"]},
-    }  # fmt: skip
+        "sweeps": {
+            s: {
+                **e,
+                "engines": {
+                    "postgres": [{**c, "word": "reproduced"} for c in e["engines"]["postgres"]]
+                },
+                "cannot": {"sqlite": "not this engine"},
+            }
+            for s, e in numbers["sweeps"].items()
+            if "postgres" in e["engines"]
+        },
+    }
     both = guide.merged(numbers, only_pg)
     assert set(both["engines"]) == {"sqlite", "postgres"}
     for sweep, entry in only_pg["sweeps"].items():

@@ -21,8 +21,12 @@ from tunelab.report.data import load
 
 # Each would be a tag, a comment or the end of a <script> block if it reached a page raw;
 # '<!--<script' inside a script block makes the parser take the rest of the page as script.
-HOSTILE = ("<script>alert(1)</script>", "<!--<script", "</script>",
-           '"><img src=x onerror=alert(1)>')  # fmt: skip
+HOSTILE = (
+    "<script>alert(1)</script>",
+    "<!--<script",
+    "</script>",
+    '"><img src=x onerror=alert(1)>',
+)
 TEXT = " ".join(HOSTILE)
 END = '<p id="page-end">the end of the page</p>'
 SCRIPT_RE = re.compile(r"<script\b[^>]*>(.*?)</script>", re.S)
@@ -80,12 +84,22 @@ def hostile_report(tmp_path: Path) -> tuple[Path, Path]:
     sweep_file = tmp_path / "escape.yaml"
     sweep_file.write_text(yaml.safe_dump(sweep))
     rows = [
-        {"sweep": "escape", "point_id": f"p{index}", "engine": "sqlite",
-         "engine_version": TEXT, "knob_index": kind, f"knob_{TEXT}": "1",
-         f"applied_{TEXT}": "2", "cache_requested": TEXT, "elapsed_s": 1.0 + rep / 10,
-         "started_at": f"2026-01-0{rep + 1}T00:00:00", "host_name": "vm"}
-        for index, kind in enumerate(["none", TEXT]) for rep in range(3)
-    ]  # fmt: skip
+        {
+            "sweep": "escape",
+            "point_id": f"p{index}",
+            "engine": "sqlite",
+            "engine_version": TEXT,
+            "knob_index": kind,
+            f"knob_{TEXT}": "1",
+            f"applied_{TEXT}": "2",
+            "cache_requested": TEXT,
+            "elapsed_s": 1.0 + rep / 10,
+            "started_at": f"2026-01-0{rep + 1}T00:00:00",
+            "host_name": "vm",
+        }
+        for index, kind in enumerate(["none", TEXT])
+        for rep in range(3)
+    ]
     csv = tmp_path / "escape.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
     return csv, sweep_file
@@ -94,8 +108,16 @@ def hostile_report(tmp_path: Path) -> tuple[Path, Path]:
 def test_a_report_shows_every_value_of_its_files_as_text(hostile_report, tmp_path):
     csv, sweep_file = hostile_report
     data = load(csv, sweep_file)
-    verdicts = [{"claim": TEXT, "word": TEXT, "evidence": TEXT, "causes": [TEXT],
-                 "source": TEXT, "reported": TEXT}]  # fmt: skip
+    verdicts = [
+        {
+            "claim": TEXT,
+            "word": TEXT,
+            "evidence": TEXT,
+            "causes": [TEXT],
+            "source": TEXT,
+            "reported": TEXT,
+        }
+    ]
     body = (
         sections.header_html(data, TEXT)
         + sections.claims_html(verdicts)
@@ -114,11 +136,21 @@ def test_a_report_shows_every_value_of_its_files_as_text(hostile_report, tmp_pat
 
 def test_the_index_shows_every_field_of_a_summary_as_text(tmp_path):
     summary = {
-        "sweep": TEXT, "title": TEXT, "description": TEXT, "engine": TEXT,
-        "engine_versions": [TEXT], "swept": [TEXT], "points": TEXT, "rows": TEXT,
-        "reps_min": TEXT, "reps_max": TEXT + "!", "cache": [TEXT],
-        "first_started": TEXT, "last_started": TEXT, "hosts": [TEXT, TEXT + "2"],
-    }  # fmt: skip
+        "sweep": TEXT,
+        "title": TEXT,
+        "description": TEXT,
+        "engine": TEXT,
+        "engine_versions": [TEXT],
+        "swept": [TEXT],
+        "points": TEXT,
+        "rows": TEXT,
+        "reps_min": TEXT,
+        "reps_max": TEXT + "!",
+        "cache": [TEXT],
+        "first_started": TEXT,
+        "last_started": TEXT,
+        "hosts": [TEXT, TEXT + "2"],
+    }
     report = tmp_path / "reports" / "sqlite" / "escape.html"
     report.parent.mkdir(parents=True)
     block = f'<script type="application/json" id="{sections.SUMMARY_ID}">'
@@ -150,8 +182,9 @@ def test_a_page_across_engines_shows_its_files_text_as_text(tmp_path):
     from tunelab.report import engines
 
     quoted = json.dumps(TEXT)  # a YAML string
-    text = SWEEP.replace("A range query through an index or a scan, as the selectivity grows.",
-                         quoted).replace("SQLite's note.", quoted)  # fmt: skip
+    text = SWEEP.replace(
+        "A range query through an index or a scan, as the selectivity grows.", quoted
+    ).replace("SQLite's note.", quoted)
     text = text.replace("the scan overtakes the index", TEXT.replace('"', "'"))
     sweep = tmp_path / "tiny-range.yaml"
     sweep.write_text(text)

@@ -125,8 +125,9 @@ def test_the_sources_crossover_and_ratio_are_drawn_on_the_axis(ranged):
     fig = plots.knob_figure(data, "wl_selectivity")
     time_ax, throughput_ax = fig.axes[:2]
     for ax in (time_ax, throughput_ax):
-        assert [ln.get_gid() for ln in ax.get_lines() if str(ln.get_gid()).startswith(
-            "source|")] == ["source|0.05"]  # fmt: skip
+        assert [
+            ln.get_gid() for ln in ax.get_lines() if str(ln.get_gid()).startswith("source|")
+        ] == ["source|0.05"]
     marks = [ln for ln in time_ax.get_lines() if str(ln.get_gid()).startswith("source-ratio|")]
     scan = rows[rows["knob_index"] == "none"]
     expected = float(np.median(scan.loc[scan["wl_selectivity"] == 0.001, "elapsed_s"])) * 14 / 8
@@ -170,12 +171,18 @@ def test_too_many_series_is_one_rule_for_every_section(ranged, monkeypatch):
 @pytest.mark.parametrize(
     ("old", "new", "said"),
     [
-        ("reported_value: {a: 14, b: 8, unit: s}", "reported_value: {a: 14, b: 8, unit: sec}",
-         ".reported_value.unit: 'sec' is no unit the axis of elapsed_s shows (allowed: s, ms)"),
-        ("reported_value: {a: 14, b: 8, unit: s}", "reported_value: {a: 14, b: 4, unit: s}",
-         ".reported_value: a/b = 3.5 but source_ratio is 1.75"),
+        (
+            "reported_value: {a: 14, b: 8, unit: s}",
+            "reported_value: {a: 14, b: 8, unit: sec}",
+            ".reported_value.unit: 'sec' is no unit the axis of elapsed_s shows (allowed: s, ms)",
+        ),
+        (
+            "reported_value: {a: 14, b: 8, unit: s}",
+            "reported_value: {a: 14, b: 4, unit: s}",
+            ".reported_value: a/b = 3.5 but source_ratio is 1.75",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_source_figure_the_axis_cannot_show_is_one_line_exit_2(tmp_path, old, new, said):
     root = _copy_pack(tmp_path)
     text = (root / "findings.yaml").read_text()

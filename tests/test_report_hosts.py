@@ -92,14 +92,24 @@ def claim_rows(host_of: dict[str, str]) -> pd.DataFrame:
     out = []
     for point, index_type, scale in (("c", "clustered", 0.02), ("n", "nonclustered", 0.2)):
         for rep in range(6):
-            out.append({"point_id": point, "rep": rep, "knob_index": index_type,
-                        "elapsed_s": scale * (1 + rep / 100),
-                        "host_name": host_of[point]})  # fmt: skip
+            out.append(
+                {
+                    "point_id": point,
+                    "rep": rep,
+                    "knob_index": index_type,
+                    "elapsed_s": scale * (1 + rep / 100),
+                    "host_name": host_of[point],
+                }
+            )
     return pd.DataFrame(out)
 
 
-CLAIM = {"says": "clustered wins", "kind": "lower", "a": {"index": "clustered"},
-         "b": {"index": "nonclustered"}}  # fmt: skip
+CLAIM = {
+    "says": "clustered wins",
+    "kind": "lower",
+    "a": {"index": "clustered"},
+    "b": {"index": "nonclustered"},
+}
 
 
 def test_a_claim_checked_on_rows_of_two_hosts_says_so():

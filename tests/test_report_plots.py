@@ -82,8 +82,12 @@ def test_hit_ratio_is_drawn_beside_the_reads_and_the_device_rate(scan):
     rows, names = sections.io_rows(scan[0])  # as the page draws it
     fig = plots.io_figure(rows, "knob_cache_size", names)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
-    assert titles == ["Reads from the OS", "Reads from the OS per second",
-                      "Rate of bytes read from the device", "Hit ratio"]  # fmt: skip
+    assert titles == [
+        "Reads from the OS",
+        "Reads from the OS per second",
+        "Rate of bytes read from the device",
+        "Hit ratio",
+    ]
     assert fig.axes[3].get_ylim() == pytest.approx((-0.03, 1.03))
 
 
@@ -215,8 +219,11 @@ def _known_medians(rows: pd.DataFrame, tmp_path):
     csv, sweep = tmp_path / "known.csv", tmp_path / "sweep.yaml"
     import yaml
 
-    doc = {"name": "sqlite-index-range", "knobs": {"index": ["none", "secondary"]},
-           "workloads": [{"type": "range", "selectivity": [0.001, 0.01, 0.1]}]}  # fmt: skip
+    doc = {
+        "name": "sqlite-index-range",
+        "knobs": {"index": ["none", "secondary"]},
+        "workloads": [{"type": "range", "selectivity": [0.001, 0.01, 0.1]}],
+    }
     sweep.write_text(yaml.safe_dump(doc))
     return load(csv, sweep)
 
@@ -290,16 +297,26 @@ def measured_locking(tmp_path_factory):
     if "sqlite" not in _LOCKING:
         work = tmp_path_factory.mktemp("locking")
         measured_sweep = work / "measured.yaml"
-        measured_sweep.write_text(LOCK_SWEEP.format(name="locking", engine="sqlite",
-                                  knob="buffer_pool", first=10, second=1000))  # fmt: skip
+        measured_sweep.write_text(
+            LOCK_SWEEP.format(
+                name="locking", engine="sqlite", knob="buffer_pool", first=10, second=1000
+            )
+        )
         rows = _measure_points(measured_sweep, "sqlite", work)
         lock = {10: "table", 1000: "row"}
         rows["knob_lock_granularity"] = rows.pop("knob_buffer_pool").map(lock)
         rows["applied_lock_granularity"] = rows.pop("applied_buffer_pool").map(lock)
         rows.to_csv(work / "locking.csv", index=False)
         sweep = work / "locking.yaml"
-        sweep.write_text(LOCK_SWEEP.format(name="locking", engine="sqlite",
-                         knob="lock_granularity", first="row", second="table"))  # fmt: skip
+        sweep.write_text(
+            LOCK_SWEEP.format(
+                name="locking",
+                engine="sqlite",
+                knob="lock_granularity",
+                first="row",
+                second="table",
+            )
+        )
         _LOCKING["sqlite"] = (load(work / "locking.csv", sweep), rows)
     return _LOCKING["sqlite"]
 
@@ -357,8 +374,11 @@ def test_lock_figure_draws_the_throughput_ratio_with_its_interval(tmp_path_facto
     _check_lock_figure(data, rows)
     ratios = plots.lock_ratios(data)
     assert list(ratios[["workload", "wl_threads"]].itertuples(index=False, name=None)) == [
-        ("insert", 1), ("insert", 4), ("update", 1), ("update", 4)
-    ]  # fmt: skip
+        ("insert", 1),
+        ("insert", 4),
+        ("update", 1),
+        ("update", 4),
+    ]
     assert (ratios["n_row"] == 3).all() and (ratios["n_table"] == 3).all()
     # the same rows give the same intervals (the bootstrap is seeded per point)
     again = plots.lock_ratios(data)
@@ -382,8 +402,11 @@ def test_lock_figure_of_a_real_mariadb_locking_sweep(tmp_path_factory, image):
 
     work = tmp_path_factory.mktemp("mdb-locking")
     sweep = work / "locking.yaml"
-    sweep.write_text(LOCK_SWEEP.format(name="locking", engine="mariadb",
-                     knob="lock_granularity", first="row", second="table"))  # fmt: skip
+    sweep.write_text(
+        LOCK_SWEEP.format(
+            name="locking", engine="mariadb", knob="lock_granularity", first="row", second="table"
+        )
+    )
     run_id = f"lock-{uuid.uuid4().hex[:6]}"
     try:
         rows = _measure_points(sweep, "mariadb", work, run_id)

@@ -88,9 +88,33 @@ repetitions: 6
 
 # Words of the verdicts that need no entry: plain English and the figures' units.
 PLAIN = {
-    "and", "or", "the", "of", "at", "by", "for", "in", "to", "is", "it", "its", "on", "with",
-    "per", "over", "each", "every", "this", "that", "as", "from", "how", "ms", "s", "e",
-}  # fmt: skip
+    "and",
+    "or",
+    "the",
+    "of",
+    "at",
+    "by",
+    "for",
+    "in",
+    "to",
+    "is",
+    "it",
+    "its",
+    "on",
+    "with",
+    "per",
+    "over",
+    "each",
+    "every",
+    "this",
+    "that",
+    "as",
+    "from",
+    "how",
+    "ms",
+    "s",
+    "e",
+}
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +164,9 @@ def test_the_index_opens_with_one_row_per_question_with_figures_and_verdicts(ren
     assert "6.7 s with 4K pages, just under 6 s with 32K" in scan[1]  # the source's figure
     assert scan[2] == similar[1] == locking[2] == "sqlite"
     # this run's figure: both sides' medians in the unit of the source (a time)
-    figure = re.fullmatch(r"page size 32768 ([\d.]+) (ms|s) vs page size 4096 ([\d.]+) (ms|s)",
-                          scan[3])  # fmt: skip
+    figure = re.fullmatch(
+        r"page size 32768 ([\d.]+) (ms|s) vs page size 4096 ([\d.]+) (ms|s)", scan[3]
+    )
     assert figure, scan[3]
     assert any(scan[4].startswith(w) for w in WORDS) and "% interval" in scan[4]
     assert "larger pages, fewer reads: " in scan[5]  # the explanation checked on the rows
@@ -185,8 +210,13 @@ def test_every_word_the_verdicts_use_has_a_glossary_entry(rendered):
         verdict, why = row[-2:]
         if not verdict.startswith(("cannot run here", "not run")):  # not an engine's reason
             used |= tokens(f"{verdict} {why}")
-    says = tokens(" ".join(f["says"] for f in findings.load(out.parents[1] / "findings.yaml")
-                           .entries for f in [f, *f.get("explains", [])]))  # fmt: skip
+    says = tokens(
+        " ".join(
+            f["says"]
+            for f in findings.load(out.parents[1] / "findings.yaml").entries
+            for f in [f, *f.get("explains", [])]
+        )
+    )
     unexplained = used - PLAIN - settings - says - questions.glossary_words()
     assert not unexplained, f"words without a glossary entry: {sorted(unexplained)}"
     text = out.read_text()
@@ -207,9 +237,13 @@ def test_a_finding_naming_no_listed_question_is_one_line_before_anything_starts(
     (tmp_path / "sweeps" / "q-scan.yaml").write_text(SWEEP)
     proc = subprocess.run(
         [sys.executable, "-m", "tunelab.cli", "validate", str(tmp_path / "sweeps" / "q-scan.yaml")],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line == (f"{tmp_path / 'findings.yaml'}: findings[2].question: no question '1E' in "
-                    "questions: (allowed: 2A, 1B, 2B)")  # fmt: skip
+    assert line == (
+        f"{tmp_path / 'findings.yaml'}: findings[2].question: no question '1E' in "
+        "questions: (allowed: 2A, 1B, 2B)"
+    )

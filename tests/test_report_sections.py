@@ -273,7 +273,13 @@ def test_rendered_report_puts_the_locking_figure_after_the_knob_figures(tmp_path
     out = tmp_path_factory.mktemp("locking-report") / "locking.html"
     text = render(TEMPLATE, report_params(data.results_csv, data.sweep_file), out).read_text()
     assert "Traceback" not in text
-    order = [text.index(h) for h in ("Response time and throughput",
-             "Row locks versus a table lock", "Summary per point")]  # fmt: skip
+    order = [
+        text.index(h)
+        for h in (
+            "Response time and throughput",
+            "Row locks versus a table lock",
+            "Summary per point",
+        )
+    ]
     assert order == sorted(order)
     assert 'id="locking"' in text

@@ -127,9 +127,13 @@ def test_a_round_takes_the_median_of_its_rows_and_only_shared_rounds_pair():
 
 @pytest.mark.parametrize(
     "old_rounds, new_rounds",
-    [(None, None), ([0, 1, 2, 3], None), ([0, 0, 0, 0], [0, 0, 0, 0]),
-     ([math.nan] * 4, [math.nan] * 4)],
-)  # fmt: skip
+    [
+        (None, None),
+        ([0, 1, 2, 3], None),
+        ([0, 0, 0, 0], [0, 0, 0, 0]),
+        ([math.nan] * 4, [math.nan] * 4),
+    ],
+)
 def test_without_two_shared_rounds_the_comparison_is_unpaired(old_rounds, new_rounds):
     old, new = [1.0, 1.1, 0.9, 1.05], [2.0, 2.1, 1.9, 2.2]
     t = stats.compare_samples(old, new, old_rounds=old_rounds, new_rounds=new_rounds)

@@ -168,8 +168,12 @@ def test_what_the_check_file_vouches_for_is_checked_too(points):
     assert _problem(p) == "repetitions (rep) are 0, 0, 1; expected 0..2 in order"
 
     dropped = frame.drop(columns=["elapsed_s"])
-    _forge(p, dropped.to_csv(index=False, lineterminator="\n").encode(), record,
-           columns=list(dropped.columns))  # fmt: skip
+    _forge(
+        p,
+        dropped.to_csv(index=False, lineterminator="\n").encode(),
+        record,
+        columns=list(dropped.columns),
+    )
     assert _problem(p) == "required column(s) missing: elapsed_s"
 
     other = frame.assign(point_id="another").to_csv(index=False, lineterminator="\n")
@@ -212,8 +216,10 @@ def test_points_of_one_workload_must_share_their_columns(points, tmp_path):
 def test_a_file_set_aside_is_kept_and_never_overwritten(points):
     p = points[0]
     data, check = p.read_bytes(), results.check_path(p).read_bytes()
-    assert [m.name for m in results.set_aside(p)] == [f"{p.name}.rejected",
-                                                      f"{p.stem}.check.json.rejected"]  # fmt: skip
+    assert [m.name for m in results.set_aside(p)] == [
+        f"{p.name}.rejected",
+        f"{p.stem}.check.json.rejected",
+    ]
     assert not p.exists() and not results.check_path(p).exists()
     p.write_bytes(b"second")
     assert [m.name for m in results.set_aside(p)] == [f"{p.name}.rejected.2"]
@@ -242,8 +248,9 @@ def _merge(points: list[Path], out: Path, capsys) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
-def test_merge_refuses_bad_points_names_each_and_writes_nothing(points, tmp_path, capsys,
-                                                                monkeypatch):  # fmt: skip
+def test_merge_refuses_bad_points_names_each_and_writes_nothing(
+    points, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("TUNELAB_LOCK_DIR", str(tmp_path / "lock"))
     monkeypatch.delenv("TUNELAB_JOB_LOG", raising=False)
     good, empty, cut = points
@@ -268,8 +275,7 @@ def test_merge_refuses_bad_points_names_each_and_writes_nothing(points, tmp_path
     assert good.stat().st_mtime_ns == stamp and _problem(good) is None  # nothing valid lost
 
 
-def test_merge_of_verified_points_has_every_repetition_once(points, tmp_path, capsys,
-                                                            monkeypatch):  # fmt: skip
+def test_merge_of_verified_points_has_every_repetition_once(points, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TUNELAB_LOCK_DIR", str(tmp_path / "lock"))
     monkeypatch.delenv("TUNELAB_JOB_LOG", raising=False)
     out = tmp_path / "merged.csv"
@@ -325,8 +331,9 @@ def _run(pack: Path):
     seen = len(log.read_text().splitlines())
     proc = snakemake(pack, "--cores", "2")
     spans = [json.loads(line) for line in log.read_text().splitlines()[seen:]]
-    measured = sorted(Path(s["job"].split()[1]).name for s in spans
-                      if s["job"].startswith("run-sweep"))  # fmt: skip
+    measured = sorted(
+        Path(s["job"].split()[1]).name for s in spans if s["job"].startswith("run-sweep")
+    )
     return proc, measured
 
 

@@ -31,8 +31,13 @@ def test_provenance_that_looks_like_a_number_stays_text(tmp_path):
     lab's readers keep it, and the commit, as written, through a round's journal too."""
     from tunelab.measure import sweeprun
 
-    row = {"point_id": "p", "rep": 0, "elapsed_s": 1.0, "findings_digest": "2443e27572355759",
-           "git_commit": "1234e5678901"}  # fmt: skip
+    row = {
+        "point_id": "p",
+        "rep": 0,
+        "elapsed_s": 1.0,
+        "findings_digest": "2443e27572355759",
+        "git_commit": "1234e5678901",
+    }
     path = results.write_rows([row], tmp_path / "rows.csv")
     assert pd.read_csv(path)["findings_digest"].iloc[0] == float("inf")  # the trap
     back = results.read_results([path])

@@ -65,8 +65,13 @@ class DriftingSession:
         tick = next(DriftingSession.clock)
         if DriftingSession.fail_at is not None and tick == DriftingSession.fail_at:
             raise RuntimeError("killed")
-        return {"point_id": self.point.point_id, "rep": rep, **(extra or {}),
-                "tick": tick, "elapsed_s": 1.0 + 0.01 * tick}  # fmt: skip
+        return {
+            "point_id": self.point.point_id,
+            "rep": rep,
+            **(extra or {}),
+            "tick": tick,
+            "elapsed_s": 1.0 + 0.01 * tick,
+        }
 
 
 @pytest.fixture
@@ -173,8 +178,9 @@ def test_points_of_one_block_interleave_round_by_round_and_blocks_alternate(monk
     for r in range(6):  # each round's places are 0..3, as in rounds order
         assert sorted(v.order for v in visits if v.round == r) == [0, 1, 2, 3]
     # a linear drift: each block's points have the same mean tick over the two passes
-    mean_tick = {b: np.mean([t for t, v in enumerate(visits) if blocks[v.point] == b])
-                 for b in "ab"}  # fmt: skip
+    mean_tick = {
+        b: np.mean([t for t, v in enumerate(visits) if blocks[v.point] == b]) for b in "ab"
+    }
     assert mean_tick["a"] == pytest.approx(mean_tick["b"])
     again = list(sweeprun.schedule(4, 0, 6, "blocked", seed=3, blocks=blocks))
     assert again == visits  # the order is the seed's: a continued run repeats it
@@ -203,10 +209,15 @@ cache: warm
     found, errors = spec.expand(path, "postgres")
     assert not errors
     block = {
-        (p.knobs["lock_granularity"], p.knobs["buffer_pool"], p.knobs["index"], p.workload.type,
-         p.workload.params.get("selectivity")): sweeprun.block_of(p)
+        (
+            p.knobs["lock_granularity"],
+            p.knobs["buffer_pool"],
+            p.knobs["index"],
+            p.workload.type,
+            p.workload.params.get("selectivity"),
+        ): sweeprun.block_of(p)
         for p in found
-    }  # fmt: skip
+    }
     assert (
         block["row", 2048, "none", "update", None] == block["table", 2048, "none", "update", None]
     )  # in place: one server
@@ -242,8 +253,14 @@ repetitions: 4
 """)
     found, errors = spec.expand(path, "postgres")
     assert not errors and len({sweeprun.block_of(p) for p in found}) == 2
-    args = (found, tmp_path / "t.csv.gz", tmp_path / "w", tmp_path, None,
-            sweeprun.fixed_budget(found))  # fmt: skip
+    args = (
+        found,
+        tmp_path / "t.csv.gz",
+        tmp_path / "w",
+        tmp_path,
+        None,
+        sweeprun.fixed_budget(found),
+    )
     frame, _ = sweeprun.measure_rounds(*args, log=lambda _: None)
     by_tick = frame.sort_values("tick")
     sequence = list(by_tick["point_id"])
@@ -355,12 +372,18 @@ class EffectSession(DriftingSession):
         from tunelab.store import results
 
         base = 1.0 - (self.effect if self.point.knobs["buffer_pool"] == 512 else 0.0)
-        return {"point_id": self.point.point_id, "rep": rep, **(extra or {}),
-                "sweep": self.point.sweep, "workload": "scan", "cache_requested": "warm",
-                f"{results.KNOB_PREFIX}buffer_pool": self.point.knobs["buffer_pool"],
-                "repetitions_min": self.point.repetitions_min,
-                "repetitions_max": self.point.repetitions,
-                "elapsed_s": base * float(np.exp(self.rng.normal(0, self.spread)))}  # fmt: skip
+        return {
+            "point_id": self.point.point_id,
+            "rep": rep,
+            **(extra or {}),
+            "sweep": self.point.sweep,
+            "workload": "scan",
+            "cache_requested": "warm",
+            f"{results.KNOB_PREFIX}buffer_pool": self.point.knobs["buffer_pool"],
+            "repetitions_min": self.point.repetitions_min,
+            "repetitions_max": self.point.repetitions,
+            "elapsed_s": base * float(np.exp(self.rng.normal(0, self.spread))),
+        }
 
 
 def _sequential_sweep(tmp_path, monkeypatch, effect, spread):
@@ -374,9 +397,15 @@ def _sequential_sweep(tmp_path, monkeypatch, effect, spread):
     found, errors = spec.expand(path, "sqlite")
     assert not errors and found[0].repetitions_min == 6 and found[0].repetitions == 30
     expect = spec.load_yaml(path)[0]["expect"]
-    frame, reason = sweeprun.measure_rounds(found, tmp_path / "r.csv.gz", tmp_path / "w",
-                                            tmp_path, None, sweeprun.claims_rule(found, expect),
-                                            log=lambda _: None)  # fmt: skip
+    frame, reason = sweeprun.measure_rounds(
+        found,
+        tmp_path / "r.csv.gz",
+        tmp_path / "w",
+        tmp_path,
+        None,
+        sweeprun.claims_rule(found, expect),
+        log=lambda _: None,
+    )
     return frame, reason, claims.evaluate_sweep(expect, frame, "sqlite")[0]
 
 
@@ -396,7 +425,8 @@ def test_an_effect_too_small_for_its_noise_stops_once_the_budget_cannot_decide_i
     last = int(frame["round"].max()) + 1
     assert last < 30 and reason.startswith(
         f"stopped at round {last}: every other claim decided; these would need more rounds "
-        "than the budget of 30: a larger pool")  # fmt: skip
+        "than the budget of 30: a larger pool"
+    )
     assert verdict.verdict == "inconclusive" and verdict.needed and verdict.needed > 90
     assert f"({last} rounds" in verdict.evidence
 
@@ -416,8 +446,9 @@ def test_rounds_after_a_look_measure_only_the_points_the_stop_rule_names(tmp_pat
             return sweeprun.Stop(False, "next look at round 6")
         return sweeprun.Stop(n >= 12, "open" if n < 12 else "budget", still)
 
-    frame, reason = sweeprun.measure_rounds(found, tmp_path / "r.csv.gz", tmp_path / "w",
-                                            tmp_path, None, stop, log=lambda _: None)  # fmt: skip
+    frame, reason = sweeprun.measure_rounds(
+        found, tmp_path / "r.csv.gz", tmp_path / "w", tmp_path, None, stop, log=lambda _: None
+    )
     last = frame.groupby("knob_buffer_pool")["round"].max().to_dict()
     assert last == {64: 11, 128: 11, 512: 5} and reason == "budget"
     assert len(frame) == 6 * 3 + 6 * 2
@@ -448,9 +479,15 @@ def test_one_disturbed_round_at_the_first_look_does_not_end_measuring(tmp_path, 
     found, errors = spec.expand(path, "sqlite")
     assert not errors
     expect = spec.load_yaml(path)[0]["expect"]
-    frame, reason = sweeprun.measure_rounds(found, tmp_path / "r.csv.gz", tmp_path / "w",
-                                            tmp_path, None, sweeprun.claims_rule(found, expect),
-                                            log=lambda _: None)  # fmt: skip
+    frame, reason = sweeprun.measure_rounds(
+        found,
+        tmp_path / "r.csv.gz",
+        tmp_path / "w",
+        tmp_path,
+        None,
+        sweeprun.claims_rule(found, expect),
+        log=lambda _: None,
+    )
     first = claims.evaluate(claims.parse(expect)[0], frame[frame["round"] < 6], 0.035)
     assert first.verdict == "inconclusive" and first.needed <= 24, first.needed
     assert not sequential.futile(first.needed, 12) and sequential.futile(37, 12)

@@ -95,10 +95,14 @@ def test_a_claim_the_budget_cannot_decide_ends_measuring_at_a_look():
     )
     # at the budget every undecided claim is named, those given up on as well
     assert sequential.decide(names, 30, looks, {"d": 45}) == (
-        True, "budget of 30 rounds reached (claims undecided: d, e)")  # fmt: skip
+        True,
+        "budget of 30 rounds reached (claims undecided: d, e)",
+    )
     # a claim decided meanwhile is no longer beyond the budget
     assert sequential.decide({"a": "holds", "d": "holds"}, 12, looks, {"d": 45}) == (
-        True, "decided at round 12")  # fmt: skip
+        True,
+        "decided at round 12",
+    )
 
 
 def test_a_decided_claim_keeps_its_verdict():
@@ -163,8 +167,9 @@ def test_a_comparison_between_blocks_pairs_the_medians_of_its_passes():
     a = _order_rows([1] * 6, [0, 0, 0, 1, 1, 1]).assign(elapsed_s=[1.0, 1.1, 1.2, 2.0, 2.1, 2.2])
     b = _order_rows([2] * 6, [0, 0, 0, 1, 1, 1]).assign(elapsed_s=1.0)
     (ub, ua), unit = sequential.pairing(b, a)
-    t = stats.compare_samples(b["elapsed_s"], a["elapsed_s"], old_rounds=ub, new_rounds=ua,
-                              unit=unit)  # fmt: skip
+    t = stats.compare_samples(
+        b["elapsed_s"], a["elapsed_s"], old_rounds=ub, new_rounds=ua, unit=unit
+    )
     assert t.paired and t.n == 2 and t.unit == "pass"
     assert t.new_median == pytest.approx(1.6) and not t.can_decide(0.05)
 
@@ -214,8 +219,17 @@ def test_the_cap_on_repetitions_is_the_schemas():
 
 
 def _rows(n):
-    return [{"sweep": "s", "point_id": "p", "rep": r, "engine": "e", "workload": "scan",
-             "elapsed_s": 1.0 + r} for r in range(n)]  # fmt: skip
+    return [
+        {
+            "sweep": "s",
+            "point_id": "p",
+            "rep": r,
+            "engine": "e",
+            "workload": "scan",
+            "elapsed_s": 1.0 + r,
+        }
+        for r in range(n)
+    ]
 
 
 def test_a_point_may_end_with_any_count_of_rounds_between_min_and_max(tmp_path):
@@ -242,8 +256,10 @@ def test_a_check_file_whose_count_lies_outside_the_range_asked_fails(tmp_path):
 def test_a_budget_for_one_engine_is_refused_the_same_budget_runs_on_every_engine(write_sweep):
     """No ``overrides.<engine>.repetitions``: a budget raised for the engine where a claim was
     undecided is optional stopping across runs."""
-    body = BODY + "repetitions: {min: 6, max: 12}\noverrides:\n  sqlite:\n" \
-        "    repetitions: {min: 6, max: 24}\n"  # fmt: skip
+    body = (
+        BODY + "repetitions: {min: 6, max: 12}\noverrides:\n  sqlite:\n"
+        "    repetitions: {min: 6, max: 24}\n"
+    )
     path = write_sweep(body)
     points, errors = spec.expand(path, engine="sqlite")
     assert points == [] and [str(e) for e in errors] == [

@@ -15,8 +15,20 @@ from tunelab.report.data import ReportInputError
 from tunelab.report.index import SHARED_POOLS_PAGE, write_index
 from tunelab.run import pipeline
 
-ARGS = ["--pages", "2000", "--references", "30000", "--members", "1,2,4",
-        "--write-share", "0,0.3", "--lbp", "40,100", "--gbp", "20,80,320,1280,2000"]  # fmt: skip
+ARGS = [
+    "--pages",
+    "2000",
+    "--references",
+    "30000",
+    "--members",
+    "1,2,4",
+    "--write-share",
+    "0,0.3",
+    "--lbp",
+    "40,100",
+    "--gbp",
+    "20,80,320,1280,2000",
+]
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +62,21 @@ def test_the_knee_table_and_the_reading_take_their_figures_from_the_curves(curve
     frame = shared_pools.load(curves_csv)
     knees = shared_curves.knees(frame)
     table = shared_pools.knees_html(frame)
-    rows = re.findall(r"<tr><td>(\d+)</td><td>([\d.]+)</td><td>([\d,]+)</td><td>([^<]+)</td>",
-                      table)  # fmt: skip
+    rows = re.findall(
+        r"<tr><td>(\d+)</td><td>([\d.]+)</td><td>([\d,]+)</td><td>([^<]+)</td>", table
+    )
     assert len(rows) == len(knees)
     for k, (m, w, lbp, knee) in zip(knees.itertuples(), rows, strict=True):
-        assert (int(m), float(w), int(lbp.replace(",", ""))) == (k.members, k.write_share,
-                                                                 k.lbp_pages)  # fmt: skip
-        expect = "none below the largest" if pd.isna(k.gbp_knee_pages) else (
-            f"{int(k.gbp_knee_pages):,}")  # fmt: skip
+        assert (int(m), float(w), int(lbp.replace(",", ""))) == (
+            k.members,
+            k.write_share,
+            k.lbp_pages,
+        )
+        expect = (
+            "none below the largest"
+            if pd.isna(k.gbp_knee_pages)
+            else (f"{int(k.gbp_knee_pages):,}")
+        )
         assert knee == expect
     reading = shared_pools.reading_html(frame)
     multi = knees[(knees["members"] > 1)].dropna(subset=["gbp_knee_pages"])

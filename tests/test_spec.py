@@ -79,39 +79,67 @@ SCAN = "workloads: [{type: scan}]\n"
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncolour: red\n",
-         "x.yaml: colour: unknown key (allowed: access, cache, dataset, description, engines"),
-        ("name: x\ndataset: {rows: many}\nworkloads: [{type: scan}]\n",
-         "x.yaml: dataset.rows: 'many' has the wrong type (allowed: integer)"),
-        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\nrepetitions: 0\n",
-         "x.yaml: repetitions: 0 out of range (allowed: >= 1)"),
-        (H + "knobs: {page_size: 4096}\n" + SCAN,
-         "x.yaml: knobs.page_size: 4096 is not valid (allowed: a list or null)"),
-        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: sort}]\n",
-         "x.yaml: workloads[0].type: 'sort' not allowed (allowed: insert, update, scan"),
-        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan, rows: 5}]\n",
-         "x.yaml: workloads[0].rows: unknown key (allowed: fetch, type)"),
+        (
+            "name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncolour: red\n",
+            "x.yaml: colour: unknown key (allowed: access, cache, dataset, description, engines",
+        ),
+        (
+            "name: x\ndataset: {rows: many}\nworkloads: [{type: scan}]\n",
+            "x.yaml: dataset.rows: 'many' has the wrong type (allowed: integer)",
+        ),
+        (
+            "name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\nrepetitions: 0\n",
+            "x.yaml: repetitions: 0 out of range (allowed: >= 1)",
+        ),
+        (
+            H + "knobs: {page_size: 4096}\n" + SCAN,
+            "x.yaml: knobs.page_size: 4096 is not valid (allowed: a list or null)",
+        ),
+        (
+            "name: x\ndataset: {rows: 1000}\nworkloads: [{type: sort}]\n",
+            "x.yaml: workloads[0].type: 'sort' not allowed (allowed: insert, update, scan",
+        ),
+        (
+            "name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan, rows: 5}]\n",
+            "x.yaml: workloads[0].rows: unknown key (allowed: fetch, type)",
+        ),
         ("name: x\nworkloads: [{type: scan}]\n", "x.yaml: dataset: missing"),
-        (H + "knobs: {page_size: [3000]}\n" + SCAN,
-         "x.yaml: knobs.page_size: 3000 must be a power of two (allowed: integer 512..65536"),
-        (H + "knobs: {page_size: [131072]}\n" + SCAN,
-         "x.yaml: knobs.page_size: 131072 out of range (allowed: integer 512..65536"),
-        (H + "knobs: {prefetch_size: [4]}\n" + SCAN,
-         "x.yaml: knobs.prefetch_size: sqlite cannot express knob 'prefetch_size'"),
-        (H + "fixed: {lock_granularity: row}\n" + SCAN,
-         "x.yaml: fixed.lock_granularity: 'row' not allowed (allowed: database)"),
-        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: range, selectivity: 1.5}]\n",
-         "x.yaml: workloads[0].selectivity: 1.5 out of range (allowed: 0 < s <= 1)"),
-        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: insert, rows: 2000}]\n",
-         "x.yaml: workloads[0].rows: 2000 exceeds dataset.rows (1000)"),
+        (
+            H + "knobs: {page_size: [3000]}\n" + SCAN,
+            "x.yaml: knobs.page_size: 3000 must be a power of two (allowed: integer 512..65536",
+        ),
+        (
+            H + "knobs: {page_size: [131072]}\n" + SCAN,
+            "x.yaml: knobs.page_size: 131072 out of range (allowed: integer 512..65536",
+        ),
+        (
+            H + "knobs: {prefetch_size: [4]}\n" + SCAN,
+            "x.yaml: knobs.prefetch_size: sqlite cannot express knob 'prefetch_size'",
+        ),
+        (
+            H + "fixed: {lock_granularity: row}\n" + SCAN,
+            "x.yaml: fixed.lock_granularity: 'row' not allowed (allowed: database)",
+        ),
+        (
+            "name: x\ndataset: {rows: 1000}\nworkloads: [{type: range, selectivity: 1.5}]\n",
+            "x.yaml: workloads[0].selectivity: 1.5 out of range (allowed: 0 < s <= 1)",
+        ),
+        (
+            "name: x\ndataset: {rows: 1000}\nworkloads: [{type: insert, rows: 2000}]\n",
+            "x.yaml: workloads[0].rows: 2000 exceeds dataset.rows (1000)",
+        ),
         ("name: x\ndataset: {rows: 1000\n", "x.yaml: line 3: not valid YAML"),
         ("- just\n- a list\n", "x.yaml: a sweep file must be a mapping of keys"),
-        ("name: x\nengines: [mariadb]\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n",
-         "x.yaml: engines: this sweep does not run on sqlite (allowed: mariadb)"),
-        ("name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncache: [cold, warm]\n",
-         "x.yaml: cache: ['cold', 'warm'] not allowed (allowed: cold, warm, both)"),
+        (
+            "name: x\nengines: [mariadb]\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n",
+            "x.yaml: engines: this sweep does not run on sqlite (allowed: mariadb)",
+        ),
+        (
+            "name: x\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncache: [cold, warm]\n",
+            "x.yaml: cache: ['cold', 'warm'] not allowed (allowed: cold, warm, both)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_error_names_file_field_and_what_is_allowed(write_sweep, body, expected):
     path = write_sweep(body, "x.yaml")
     got = messages(path, "sqlite")
@@ -119,10 +147,16 @@ def test_each_error_names_file_field_and_what_is_allowed(write_sweep, body, expe
 
 
 def test_every_error_of_every_file_is_reported_in_one_call(write_sweep, capsys):
-    a = write_sweep("name: a\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncache: hot\n"
-                    "knobs: {page_size: [3]}\n", "a.yaml")  # fmt: skip
-    b = write_sweep("name: b\ndataset: {rows: 1000}\nknobs: {buffer_pool: [0], page_size: [7]}\n"
-                    "workloads: [{type: scan}]\n", "b.yaml")  # fmt: skip
+    a = write_sweep(
+        "name: a\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\ncache: hot\n"
+        "knobs: {page_size: [3]}\n",
+        "a.yaml",
+    )
+    b = write_sweep(
+        "name: b\ndataset: {rows: 1000}\nknobs: {buffer_pool: [0], page_size: [7]}\n"
+        "workloads: [{type: scan}]\n",
+        "b.yaml",
+    )
     assert main(["validate", str(a), str(b)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith(f"{a}: cache: 'hot' not allowed") for line in err)
@@ -145,8 +179,9 @@ def test_cli_bad_input_exits_2_without_traceback(write_sweep, tmp_path):
         ["plan", str(bad)],
         ["validate", str(tmp_path / "nope.yaml")],
     ):
-        proc = subprocess.run([sys.executable, "-m", "tunelab.cli", *args],
-                              capture_output=True, text=True)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-m", "tunelab.cli", *args], capture_output=True, text=True
+        )
         assert proc.returncode == 2
         assert "Traceback" not in proc.stderr
         assert proc.stderr.count("\n") >= 1 and proc.stderr.startswith(str(tmp_path))

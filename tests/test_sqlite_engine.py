@@ -95,9 +95,13 @@ def test_a_clustered_tables_pages_lie_in_key_order_in_the_file(engine, tmp_path)
     # each leaf is followed by the next page of the file.
     build(engine, tmp_path, "multipoint", "clustered")
     with apsw.Connection(str(engine.path)) as db:
-        leaves = [r[0] for r in db.execute(
-            "SELECT pageno FROM dbstat WHERE name = 'accounts' AND pagetype = 'leaf' ORDER BY path"
-        )]  # fmt: skip
+        leaves = [
+            r[0]
+            for r in db.execute(
+                "SELECT pageno FROM dbstat WHERE name = 'accounts' AND pagetype = 'leaf'"
+                " ORDER BY path"
+            )
+        ]
     adjacent = sum(b == a + 1 for a, b in zip(leaves, leaves[1:])) / (len(leaves) - 1)
     assert len(leaves) > 100 and adjacent > 0.9
     plan = workloads.Workload("multipoint").index_plan("clustered")
@@ -149,8 +153,17 @@ def test_run_point_writes_one_row_per_repetition_with_provenance(write_sweep, tm
         assert (frame["elapsed_s"] > 0).all()
         assert (frame["applied_buffer_pool"] == 50).all()
         assert frame["cache_achieved"].eq(p.cache).all()
-        for col in ("engine_version", "host_cpu", "host_kernel", "host_fs", "git_commit",
-                    "started_at", "seed", "c_logical_reads", "hit_ratio_app"):  # fmt: skip
+        for col in (
+            "engine_version",
+            "host_cpu",
+            "host_kernel",
+            "host_fs",
+            "git_commit",
+            "started_at",
+            "seed",
+            "c_logical_reads",
+            "hit_ratio_app",
+        ):
             assert frame[col].notna().all(), col
         if p.cache == "cold":
             assert (frame["c_physical_reads"] > 0).all()
@@ -210,8 +223,9 @@ def test_a_points_trace_predicts_its_measured_physical_reads(write_sweep, tmp_pa
         """
     )
     points, _ = spec.expand(path)
-    trace = read_trace(runner.trace_point(points[0], tmp_path / "t.trace.npz", tmp_path / "w",
-                                          tmp_path / "d"))  # fmt: skip
+    trace = read_trace(
+        runner.trace_point(points[0], tmp_path / "t.trace.npz", tmp_path / "w", tmp_path / "d")
+    )
     assert len(trace.pages) > 2000 and trace.meta["point_id"] == points[0].point_id
     for p in points:
         out = runner.run_point(p, tmp_path / f"{p.point_id}.csv", tmp_path / "w", tmp_path / "d")
@@ -225,8 +239,11 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
     """Within a workflow run the first point builds the table and keeps a copy of the file;
     later points with the same data, layout and page size copy it instead of loading, and
     measure the same: same rows, same cold procedure, the same bytes on disk."""
-    path = sweep(write_sweep, "cache: both\n        fixed: {index: nonclustered}",
-                 "{type: multipoint, queries: 2}")  # fmt: skip
+    path = sweep(
+        write_sweep,
+        "cache: both\n        fixed: {index: nonclustered}",
+        "{type: multipoint, queries: 2}",
+    )
     points, _ = spec.expand(path)
     work, data = tmp_path / "w", tmp_path / "d"
     frames = {}
@@ -243,8 +260,13 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
     assert frames["cold"]["resident_fraction"].eq(0).all()
     assert (frames["cold"]["c_physical_reads"] > 0).all()
     # Another page size is another table: built, not copied.
-    other = spec.expand(sweep(write_sweep, "fixed: {index: nonclustered, page_size: 8192}",
-                              "{type: multipoint, queries: 2}"))[0][0]  # fmt: skip
+    other = spec.expand(
+        sweep(
+            write_sweep,
+            "fixed: {index: nonclustered, page_size: 8192}",
+            "{type: multipoint, queries: 2}",
+        )
+    )[0][0]
     out = runner.run_point(other, tmp_path / "p8k.csv", work, data, "run1")
     assert pd.read_csv(out)["table_build"].eq("built").all()
     assert len(list((work / sqlite.KEPT_TABLES / "sqlite-tables").glob("*.db"))) == 2

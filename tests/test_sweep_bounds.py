@@ -24,47 +24,88 @@ def sweep(body: str, engine: str = "sqlite") -> str:
 @pytest.mark.parametrize(
     ("body", "lines"),
     [
-        (sweep("workloads: [{type: point, lookups: 1000000000000}]\n"),
-         ["workloads[0].lookups: 1000000000000 out of range (allowed: 1..1000000)"]),
-        (sweep("workloads: [{type: insert, rows: 1000, threads: 100000}]\n"),
-         ["workloads[0].threads: 100000 out of range (allowed: 1..64)"]),
-        (sweep("workloads: [{type: multipoint, queries: 101}]\n"),
-         ["workloads[0].queries: 101 out of range (allowed: 1..100)"]),
-        (sweep("workloads: [{type: range, queries: [1, 10001]}]\n"),
-         ["workloads[0].queries: 10001 out of range (allowed: 1..10000)"]),
-        (sweep("workloads: [{type: scan}]\n").replace("rows: 1000,", "rows: 100000000,"),
-         ["dataset.rows: 100000000 out of range (allowed: <= 10000000)"]),
-        (sweep("workloads: [{type: scan}]\n").replace("rows: 1000,", "rows: 1000.0,"),
-         ["dataset.rows: 1000.0 has the wrong type (allowed: integer)"]),
-        (sweep("workloads: [{type: point, lookups: 1000.0}]\n"),
-         ["workloads[0].lookups: 1000.0 is not valid (allowed: an integer or a list)"]),
-        (sweep("knobs: {buffer_pool: [64.0, 128]}\nworkloads: [{type: scan}]\n"),
-         ["knobs.buffer_pool: 64.0 must be an integer (allowed: integer 1..10000000"]),
-        (sweep("workloads: [{type: scan}]\n1: a\nzz: b\nnull: c\n"),
-         ["1: unknown key (allowed: access, cache", "None: unknown key (allowed: access",
-          "zz: unknown key (allowed: access"]),
-        (sweep("workloads: [{type: scan, 7: a, zz: b}]\n"),
-         ["workloads[0].7: unknown key (allowed: fetch, type)",
-          "workloads[0].zz: unknown key (allowed: fetch, type)"]),
-        (sweep("fixed: {network_rtt_ms: .nan}\nworkloads: [{type: scan}]\n", "postgres"),
-         ["fixed.network_rtt_ms: '.nan' is not a finite number"]),
-        (sweep("fixed: {overhead_ms: .inf}\nworkloads: [{type: scan}]\n", "db2"),
-         ["fixed.overhead_ms: '.inf' is not a finite number"]),
-        (sweep("workloads: [{type: range, selectivity: [0.1, -.inf]}]\n"),
-         ["workloads[0].selectivity[1]: '-.inf' is not a finite number"]),
-        (sweep("workloads: [{type: point, lookups: 1.0e+999}]\n"),
-         ["workloads[0].lookups: '1.0e+999' is not a finite number"]),
+        (
+            sweep("workloads: [{type: point, lookups: 1000000000000}]\n"),
+            ["workloads[0].lookups: 1000000000000 out of range (allowed: 1..1000000)"],
+        ),
+        (
+            sweep("workloads: [{type: insert, rows: 1000, threads: 100000}]\n"),
+            ["workloads[0].threads: 100000 out of range (allowed: 1..64)"],
+        ),
+        (
+            sweep("workloads: [{type: multipoint, queries: 101}]\n"),
+            ["workloads[0].queries: 101 out of range (allowed: 1..100)"],
+        ),
+        (
+            sweep("workloads: [{type: range, queries: [1, 10001]}]\n"),
+            ["workloads[0].queries: 10001 out of range (allowed: 1..10000)"],
+        ),
+        (
+            sweep("workloads: [{type: scan}]\n").replace("rows: 1000,", "rows: 100000000,"),
+            ["dataset.rows: 100000000 out of range (allowed: <= 10000000)"],
+        ),
+        (
+            sweep("workloads: [{type: scan}]\n").replace("rows: 1000,", "rows: 1000.0,"),
+            ["dataset.rows: 1000.0 has the wrong type (allowed: integer)"],
+        ),
+        (
+            sweep("workloads: [{type: point, lookups: 1000.0}]\n"),
+            ["workloads[0].lookups: 1000.0 is not valid (allowed: an integer or a list)"],
+        ),
+        (
+            sweep("knobs: {buffer_pool: [64.0, 128]}\nworkloads: [{type: scan}]\n"),
+            ["knobs.buffer_pool: 64.0 must be an integer (allowed: integer 1..10000000"],
+        ),
+        (
+            sweep("workloads: [{type: scan}]\n1: a\nzz: b\nnull: c\n"),
+            [
+                "1: unknown key (allowed: access, cache",
+                "None: unknown key (allowed: access",
+                "zz: unknown key (allowed: access",
+            ],
+        ),
+        (
+            sweep("workloads: [{type: scan, 7: a, zz: b}]\n"),
+            [
+                "workloads[0].7: unknown key (allowed: fetch, type)",
+                "workloads[0].zz: unknown key (allowed: fetch, type)",
+            ],
+        ),
+        (
+            sweep("fixed: {network_rtt_ms: .nan}\nworkloads: [{type: scan}]\n", "postgres"),
+            ["fixed.network_rtt_ms: '.nan' is not a finite number"],
+        ),
+        (
+            sweep("fixed: {overhead_ms: .inf}\nworkloads: [{type: scan}]\n", "db2"),
+            ["fixed.overhead_ms: '.inf' is not a finite number"],
+        ),
+        (
+            sweep("workloads: [{type: range, selectivity: [0.1, -.inf]}]\n"),
+            ["workloads[0].selectivity[1]: '-.inf' is not a finite number"],
+        ),
+        (
+            sweep("workloads: [{type: point, lookups: 1.0e+999}]\n"),
+            ["workloads[0].lookups: '1.0e+999' is not a finite number"],
+        ),
         # cold: an eviction before every timed statement, so no more than 100 of them
-        (sweep("workloads: [{type: point, lookups: 5000}]\ncache: cold\n"),
-         ["workloads[0].lookups: 5000 timed statements cannot each meet a cold cache"]),
-        (sweep("workloads: [{type: point, lookups: 5000, batch: 10}]\ncache: both\n"),
-         ["workloads[0].lookups: 500 timed statements cannot each meet a cold cache"]),
-        (sweep("workloads: [{type: scan}, {type: range, queries: [100, 101]}]\n"),
-         ["workloads[1].queries: 101 timed statements cannot each meet a cold cache (cache: "
-          "cold evicts before every statement, untimed) (allowed: at most 100 statements a "
-          "cold repetition: fewer queries, or cache: warm)"]),
+        (
+            sweep("workloads: [{type: point, lookups: 5000}]\ncache: cold\n"),
+            ["workloads[0].lookups: 5000 timed statements cannot each meet a cold cache"],
+        ),
+        (
+            sweep("workloads: [{type: point, lookups: 5000, batch: 10}]\ncache: both\n"),
+            ["workloads[0].lookups: 500 timed statements cannot each meet a cold cache"],
+        ),
+        (
+            sweep("workloads: [{type: scan}, {type: range, queries: [100, 101]}]\n"),
+            [
+                "workloads[1].queries: 101 timed statements cannot each meet a cold cache (cache: "
+                "cold evicts before every statement, untimed) (allowed: at most 100 statements a "
+                "cold repetition: fewer queries, or cache: warm)"
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_count_that_would_fail_later_is_one_line_now(write_sweep, capsys, body, lines):
     path = write_sweep(body)
     assert main(["validate", str(path)]) == 2
@@ -93,8 +134,9 @@ def test_cold_asks_for_no_more_statements_than_can_each_meet_a_cold_cache(
 def test_a_pool_larger_than_the_hosts_memory_is_refused_naming_it(write_sweep, capsys):
     gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     pool = f"{int(gib) + 8}GiB"
-    path = write_sweep(sweep(f"fixed: {{buffer_pool: {pool}}}\nworkloads: [{{type: scan}}]\n",
-                             "postgres"))  # fmt: skip
+    path = write_sweep(
+        sweep(f"fixed: {{buffer_pool: {pool}}}\nworkloads: [{{type: scan}}]\n", "postgres")
+    )
     assert main(["validate", str(path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     pages = (int(gib) + 8) * 2**30 // 8192
@@ -104,8 +146,9 @@ def test_a_pool_larger_than_the_hosts_memory_is_refused_naming_it(write_sweep, c
         "(allowed: at most the host's memory)"
     )
     # In pages, at the engine's own page size, the same.
-    path = write_sweep(sweep(f"fixed: {{buffer_pool: {pages}}}\nworkloads: [{{type: scan}}]\n",
-                             "postgres"))  # fmt: skip
+    path = write_sweep(
+        sweep(f"fixed: {{buffer_pool: {pages}}}\nworkloads: [{{type: scan}}]\n", "postgres")
+    )
     assert main(["validate", str(path)]) == 2
     assert "more than this host's memory" in capsys.readouterr().err
 
@@ -115,8 +158,11 @@ def small_disk(tmp_path: Path):
     """A folder on a file system of 1 MiB (tmpfs; mounting needs root)."""
     folder = tmp_path / "small"
     folder.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs: {proc.stderr.strip()}")
     try:
@@ -131,8 +177,10 @@ def test_a_data_set_larger_than_the_free_disk_is_refused_naming_the_folder(small
     data = small_disk / "data"  # made by the run: its parent's free space counts
     proc = subprocess.run(
         [sys.executable, "-m", "tunelab.cli", "validate", "--data-dir", str(data), str(path)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     (line,) = proc.stderr.splitlines()
     assert line.startswith(f"{path}: dataset.rows: 100000 rows need about 14.1 MiB in {data}/,")
@@ -150,12 +198,15 @@ FIRST = "  - id: insert-page-size\n"  # the findings file's first finding
 @pytest.mark.parametrize(
     ("edit", "field", "said"),
     [
-        (("findings:\n", f"findings: {alias_bomb()}\nunused:\n"), "findings[0]",
-         "YAML anchors and aliases are not allowed (found &a)"),
+        (
+            ("findings:\n", f"findings: {alias_bomb()}\nunused:\n"),
+            "findings[0]",
+            "YAML anchors and aliases are not allowed (found &a)",
+        ),
         (("alpha: 0.05", "alpha: .nan"), "rules.alpha", "'.nan' is not a finite number"),
         ((FIRST, FIRST + "    1: x\n    zz: y\n"), "findings[0]", "unknown key(s): 1, zz"),
     ],
-)  # fmt: skip
+)
 def test_the_findings_file_is_read_by_the_sweeps_reader(tmp_path, edit, field, said):
     text = (WORKFLOWS / "findings.yaml").read_text()
     assert text.count(edit[0]) == 1
@@ -174,8 +225,18 @@ def test_a_reports_sweep_file_is_read_by_the_sweeps_reader(tmp_path):
     bomb.write_text(billion_laughs("lookups"))
     rows = tmp_path / "rows.csv"
     rows.write_text("sweep,elapsed_s\nlol,1.0\n")
-    cmd = [sys.executable, "-m", "tunelab.cli", "report", "--results", str(rows),
-           "--sweep", str(bomb), "--out", str(tmp_path / "lol.html")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "tunelab.cli",
+        "report",
+        "--results",
+        str(rows),
+        "--sweep",
+        str(bomb),
+        "--out",
+        str(tmp_path / "lol.html"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [

@@ -51,8 +51,10 @@ def test_false_positives_stay_within_alpha_and_twice_the_margin_is_found(kind):
     where they are ``DECIDABLE``."""
     fpr = sim.rate(kind, True, sim.Noise(), PACKS)
     power = sim.rate(kind, False, sim.Noise(**DECIDABLE), PACKS)
-    print(f"\n{kind}: passes of {sequential.PASS_ROUNDS}: false positives {fpr} (3 % effects), "
-          f"power {power} ({DECIDABLE['pass_']:.1%} effects)")  # fmt: skip
+    print(
+        f"\n{kind}: passes of {sequential.PASS_ROUNDS}: false positives {fpr} (3 % effects), "
+        f"power {power} ({DECIDABLE['pass_']:.1%} effects)"
+    )
     assert fpr.share <= ALPHA + _bound(ALPHA, PACKS)
     assert power.share >= POWER - _bound(POWER, PACKS)
 

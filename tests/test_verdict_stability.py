@@ -79,8 +79,10 @@ def test_the_wall_time_comes_from_the_job_log_else_from_the_rows(bench, capsys, 
     write_run(a, CLEAR)
     write_run(b, CLEAR)
     (a / "logs").mkdir()
-    spans = [{"job": "run-point x", "start_ns": 0, "end_ns": 100 * 10**9},
-             {"job": "report x", "start_ns": 50 * 10**9, "end_ns": 150 * 10**9}]  # fmt: skip
+    spans = [
+        {"job": "run-point x", "start_ns": 0, "end_ns": 100 * 10**9},
+        {"job": "report x", "start_ns": 50 * 10**9, "end_ns": 150 * 10**9},
+    ]
     (a / "logs" / "jobs.jsonl").write_text("".join(json.dumps(s) + "\n" for s in spans))
     _, lines, _ = run_bench(bench, capsys, a, b)
     assert lines[1] == (

@@ -35,13 +35,20 @@ repetitions: 2
 def snakemake(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     cmd = [
-        sys.executable, "-m", "snakemake",
-        "--snakefile", str(REPO / "Snakefile"),
-        "--directory", str(workdir),
-        "--profile", str(REPO / "workflows" / "profile"),
-        "--config", f"sweeps={workdir / 'sweeps'}/*.yaml", "calibrate=off",
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(REPO / "workflows" / "profile"),
+        "--config",
+        f"sweeps={workdir / 'sweeps'}/*.yaml",
+        "calibrate=off",
         *args,
-    ]  # fmt: skip
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
 
 

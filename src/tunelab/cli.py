@@ -69,8 +69,9 @@ def hadr_calc_main(argv: list[str]) -> int:
 
         cal = calibrate.load(path)
         if cal.write_rate_mb_s is None:
-            raise ValueError(f"{path}: write_rate_mb_s: none (write time did not grow with "
-                             "size); give --disk")  # fmt: skip
+            raise ValueError(
+                f"{path}: write_rate_mb_s: none (write time did not grow with size); give --disk"
+            )
         return cal.write_rate_mb_s * cal.mb_bytes / 2**20, cal.write_overhead_ms / 1000
 
     return hadr_cli.main(argv, engines.names(), modes, disk)
@@ -104,8 +105,13 @@ def _calibration(path: str | None):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    return validate(args.files, args.engine, args.calibration, args.skip_other_engines,
-                    data_dir=Path(args.data_dir))  # fmt: skip
+    return validate(
+        args.files,
+        args.engine,
+        args.calibration,
+        args.skip_other_engines,
+        data_dir=Path(args.data_dir),
+    )
 
 
 def validate(
@@ -171,8 +177,9 @@ def run_list(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",")]
     for i, name in enumerate(names):
         if name not in allowed:
-            raise ValueError(f"engine={text}: unknown engine {name!r} "
-                             f"(allowed: {', '.join(allowed)}, or all)")  # fmt: skip
+            raise ValueError(
+                f"engine={text}: unknown engine {name!r} (allowed: {', '.join(allowed)}, or all)"
+            )
         if name in names[:i]:
             raise ValueError(f"engine={text}: {name} is listed twice (each engine runs once)")
     return names
@@ -193,11 +200,25 @@ def cmd_engines(args: argparse.Namespace) -> int:
     for name in engines.names():
         info = engines.info(name)
         for k in info.knobs.values():
-            rows.append({"engine": name, "knob": k.name, "allowed": k.allowed_text(),
-                         "default": k.default, "meaning": k.meaning})  # fmt: skip
+            rows.append(
+                {
+                    "engine": name,
+                    "knob": k.name,
+                    "allowed": k.allowed_text(),
+                    "default": k.default,
+                    "meaning": k.meaning,
+                }
+            )
         for k, why in info.notes.items():
-            rows.append({"engine": name, "knob": k, "allowed": "not a knob", "default": None,
-                         "meaning": why})  # fmt: skip
+            rows.append(
+                {
+                    "engine": name,
+                    "knob": k,
+                    "allowed": "not a knob",
+                    "default": None,
+                    "meaning": why,
+                }
+            )
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0
@@ -212,8 +233,9 @@ def cmd_engines(args: argparse.Namespace) -> int:
 
 
 def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
-    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration),
-                                 data_dir=Path(args.data_dir))  # fmt: skip
+    points, errors = spec.expand(
+        Path(args.file), args.engine, _calibration(args.calibration), data_dir=Path(args.data_dir)
+    )
     for e in errors:
         _err(str(e))
     if errors:
@@ -257,8 +279,9 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
     from tunelab.engines.base import EngineError
     from tunelab.measure import sweeprun
 
-    points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration),
-                                 data_dir=Path(args.data_dir))  # fmt: skip
+    points, errors = spec.expand(
+        Path(args.file), args.engine, _calibration(args.calibration), data_dir=Path(args.data_dir)
+    )
     for e in errors:
         _err(str(e))
     if errors:
@@ -270,8 +293,14 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
     doc, _ = spec.load_yaml(Path(args.file))  # read and checked by expand above
     judged_by, _ = claimspec.sweep_claims(doc, args.file, args.engine)
     try:
-        sweeprun.run_sweep(points, Path(args.out), *dirs, args.run_id, judged_by,
-                           log=lambda line: print(line, flush=True))  # fmt: skip
+        sweeprun.run_sweep(
+            points,
+            Path(args.out),
+            *dirs,
+            args.run_id,
+            judged_by,
+            log=lambda line: print(line, flush=True),
+        )
     except EngineError as exc:
         _err(f"{args.file}: {exc}")
         return EXIT_FAILED
@@ -330,8 +359,10 @@ def image(engine: str, version: str | None = None) -> int:
     src = engines.info(engine).image
     names = [v.version for v in src.versions] if src is not None else []
     if version is not None and version not in names:
-        _err(f"engine {engine}: --version {version} not allowed (allowed: "
-             f"{', '.join(names) or 'none: it has one version'})")  # fmt: skip
+        _err(
+            f"engine {engine}: --version {version} not allowed (allowed: "
+            f"{', '.join(names) or 'none: it has one version'})"
+        )
         return EXIT_USAGE
     if src is None:
         print(f"engine {engine}: runs without a container image")
@@ -393,10 +424,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("validate", help="validate sweep files (every error, one line each)")
     sp.add_argument("files", nargs="+", metavar="FILE")
-    sp.add_argument("--skip-other-engines", action="store_true",
-                    help="with --engine: skip sweeps that do not list that engine")  # fmt: skip
-    sp.add_argument("--data-dir", default=str(spec.DATA_DIR),
-                    help="where the data sets go: each must fit its free space")  # fmt: skip
+    sp.add_argument(
+        "--skip-other-engines",
+        action="store_true",
+        help="with --engine: skip sweeps that do not list that engine",
+    )
+    sp.add_argument(
+        "--data-dir",
+        default=str(spec.DATA_DIR),
+        help="where the data sets go: each must fit its free space",
+    )
     common(sp)
     sp.set_defaults(func=cmd_validate)
 
@@ -408,9 +445,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("engines", help="list engines and the knobs and values they support")
     sp.add_argument("--json", action="store_true")
-    sp.add_argument("--run-list", metavar="LIST", help="check an engine list of `./lab run "
-                    "--config engine=LIST` (all, or names joined by commas) and print it, one "
-                    "engine a line")  # fmt: skip
+    sp.add_argument(
+        "--run-list",
+        metavar="LIST",
+        help="check an engine list of `./lab run "
+        "--config engine=LIST` (all, or names joined by commas) and print it, one "
+        "engine a line",
+    )
     sp.set_defaults(func=cmd_engines)
 
     sp = sub.add_parser("run-point", help="measure one point of a sweep (Snakemake calls this)")
@@ -418,25 +459,34 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("point", metavar="POINT_ID")
     sp.add_argument("--out", required=True, help="results CSV to write")
     sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
-    sp.add_argument("--run-id", help="a workflow run whose points may share one server engine "
-                    "(removed when the run ends; `tunelab recover` after a kill)")  # fmt: skip
+    sp.add_argument(
+        "--run-id",
+        help="a workflow run whose points may share one server engine "
+        "(removed when the run ends; `tunelab recover` after a kill)",
+    )
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
     common(sp)
     sp.set_defaults(func=cmd_run_point)
 
-    sp = sub.add_parser("run-sweep", help="measure every point of a sweep in rounds "
-                        "(Snakemake calls this)")  # fmt: skip
+    sp = sub.add_parser(
+        "run-sweep", help="measure every point of a sweep in rounds (Snakemake calls this)"
+    )
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("--out", required=True, help="the sweep's rounds file (every row)")
     sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
-    sp.add_argument("--run-id", help="a workflow run whose points may share one server engine "
-                    "(removed when the run ends; `tunelab recover` after a kill)")  # fmt: skip
+    sp.add_argument(
+        "--run-id",
+        help="a workflow run whose points may share one server engine "
+        "(removed when the run ends; `tunelab recover` after a kill)",
+    )
     sp.add_argument("--data-dir", default="data", help="cached generated data sets")
     common(sp)
     sp.set_defaults(func=cmd_run_sweep)
 
-    sp = sub.add_parser("point-results", help="one point's rows of a sweep's rounds file, "
-                        "verified, to its results file")  # fmt: skip
+    sp = sub.add_parser(
+        "point-results",
+        help="one point's rows of a sweep's rounds file, verified, to its results file",
+    )
     sp.add_argument("rounds", metavar="ROUNDS_CSV")
     sp.add_argument("point", metavar="POINT_ID")
     sp.add_argument("--out", required=True, help="the point's results CSV")
@@ -455,11 +505,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("engine", choices=engines.names())
     sp.set_defaults(func=cmd_preflight)
 
-    sp = sub.add_parser("image", help="the container image an engine runs with here, built "
-                        "first where the lab builds it (containers/ENGINE/build.sh)")  # fmt: skip
+    sp = sub.add_parser(
+        "image",
+        help="the container image an engine runs with here, built "
+        "first where the lab builds it (containers/ENGINE/build.sh)",
+    )
     sp.add_argument("engines", nargs="+", choices=engines.names(), metavar="ENGINE")
-    sp.add_argument("--version", help="one of the engine's versions (knob engine_version, "
-                    "`tunelab engines`); default: its default one")  # fmt: skip
+    sp.add_argument(
+        "--version",
+        help="one of the engine's versions (knob engine_version, "
+        "`tunelab engines`); default: its default one",
+    )
     sp.set_defaults(func=cmd_image)
 
     sp = sub.add_parser("datagen", help="generate and cache a data set by its key")

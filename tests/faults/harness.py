@@ -74,14 +74,27 @@ class Lab:
         return self.results_dir or self.work / "results"
 
     def args(self) -> list[str]:
-        return [str(REPO / "lab"), "run", "--directory", str(self.work), "--config",
-                f"sweeps={self.work / 'sweeps'}/*.yaml", f"engine={self.engine}",
-                "calibrate=off", "shared_pools=off", *self.extra_config,
-                *([f"results_dir={self.results_dir}"] if self.results_dir else [])]  # fmt: skip
+        return [
+            str(REPO / "lab"),
+            "run",
+            "--directory",
+            str(self.work),
+            "--config",
+            f"sweeps={self.work / 'sweeps'}/*.yaml",
+            f"engine={self.engine}",
+            "calibrate=off",
+            "shared_pools=off",
+            *self.extra_config,
+            *([f"results_dir={self.results_dir}"] if self.results_dir else []),
+        ]
 
     def env(self) -> dict[str, str]:
-        env = {**os.environ, "TUNELAB_LOCK_DIR": str(self.lock_dir),
-               "TMPDIR": str(self.work / "tmp"), **self.env_extra}  # fmt: skip
+        env = {
+            **os.environ,
+            "TUNELAB_LOCK_DIR": str(self.lock_dir),
+            "TMPDIR": str(self.work / "tmp"),
+            **self.env_extra,
+        }
         for name in ("TUNELAB_JOB_LOG", "PYTHONUNBUFFERED", "TUNELAB_DEBUG"):
             env.pop(name, None)
         return env
@@ -93,9 +106,14 @@ class Lab:
         log.write(f"\n=== run at {time.strftime('%H:%M:%S')}\n".encode())
         log.flush()
         ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
-        return subprocess.Popen(self.args(), stdout=log, stderr=subprocess.STDOUT,
-                                env=self.env(), start_new_session=True,
-                                preexec_fn=ignore)  # fmt: skip
+        return subprocess.Popen(
+            self.args(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env(),
+            start_new_session=True,
+            preexec_fn=ignore,
+        )
 
     def run(self, timeout: float = 900) -> tuple[int, str]:
         """One plain run to its end: exit status and what it printed."""
@@ -243,8 +261,9 @@ def loops_under(root: Path) -> list[str]:
     """Loop devices whose backing file lies under ``root``."""
     if not shutil.which("losetup"):
         return []
-    done = subprocess.run(["losetup", "-a", "-O", "NAME,BACK-FILE", "--noheadings"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["losetup", "-a", "-O", "NAME,BACK-FILE", "--noheadings"], capture_output=True, text=True
+    )
     return [ln for ln in done.stdout.splitlines() if str(root) in ln]
 
 
@@ -257,8 +276,11 @@ def docker_left(root: Path) -> list[str]:
     c = containers.client()
     mine = str(root)
     ours = {"label": "tunelab=1"}
-    left = [f"container {x.name}" for x in c.containers.list(all=True, filters=ours)
-            if x.labels.get("tunelab.workdir", "").startswith(mine)]  # fmt: skip
+    left = [
+        f"container {x.name}"
+        for x in c.containers.list(all=True, filters=ours)
+        if x.labels.get("tunelab.workdir", "").startswith(mine)
+    ]
     for net in c.networks.list(filters={"label": "tunelab=1"}):
         if net.attrs.get("Labels", {}).get("tunelab.workdir", "").startswith(mine):
             left.append(f"network {net.name}")
@@ -273,15 +295,21 @@ def leftovers(lab: Lab) -> list[str]:
     work = lab.work
     left = []
     for name in ("runs", "points"):  # engine data and run directories (secrets among them)
-        left += [f".tunelab/{name}/{p.name}" for p in (work / ".tunelab" / name).glob("*")
-                 if p.name != ownership.STAMP]  # fmt: skip
+        left += [
+            f".tunelab/{name}/{p.name}"
+            for p in (work / ".tunelab" / name).glob("*")
+            if p.name != ownership.STAMP
+        ]
     left += [f"secret {p}" for p in work.rglob("secret")]
     locks = work / ".snakemake" / "locks"
     if locks.is_dir():
         left += [f"snakemake lock {p.name}" for p in locks.iterdir()]
     left += [f"temporary {p.relative_to(work)}" for p in (work / "tmp").iterdir()]
-    left += [f"partial write {p.relative_to(work)}" for p in work.rglob(".*.tmp")
-             if ".snakemake" not in p.parts]  # fmt: skip
+    left += [
+        f"partial write {p.relative_to(work)}"
+        for p in work.rglob(".*.tmp")
+        if ".snakemake" not in p.parts
+    ]
     left += [f"loop device {ln}" for ln in loops_under(work)]
     left += docker_left(work)
     for pid in Path("/proc").glob("[0-9]*"):  # no process of the run lives on

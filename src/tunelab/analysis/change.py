@@ -433,22 +433,38 @@ def judge(
             residual = np.array([j.estimate.change - base[j.estimate.key] for j in members])
             inflate = np.array([1 + median_variance(others[j.estimate.key]) for j in members])
             b = between(residual / np.sqrt(inflate), se2, e0.metric, history.get(group, ()))
-            noise = {kind: float(np.mean([j.estimate.se**2 + b.sd**2 for j in part]))
-                     for kind, part in parts.items()}  # fmt: skip
+            noise = {
+                kind: float(np.mean([j.estimate.se**2 + b.sd**2 for j in part]))
+                for kind, part in parts.items()
+            }
             engine = group.split(":")[0]
             for kind, part in parts.items():
                 extra = noise[kind] * median_variance(len(part))
-                shifts.append(Shift(group, kind, e0.metric, e0.direction, h[kind],
-                                    math.sqrt(extra), math.sqrt(run_var + extra),
-                                    len(part), len(runs), cpu.get(group, math.nan),
-                                    device.get(f"{engine}/{kind}", math.nan)))  # fmt: skip
+                shifts.append(
+                    Shift(
+                        group,
+                        kind,
+                        e0.metric,
+                        e0.direction,
+                        h[kind],
+                        math.sqrt(extra),
+                        math.sqrt(run_var + extra),
+                        len(part),
+                        len(runs),
+                        cpu.get(group, math.nan),
+                        device.get(f"{engine}/{kind}", math.nan),
+                    )
+                )
             for j in members:
                 key = j.estimate.key
                 kind = own[key]
                 j.residual = j.estimate.change - base[key]
-                j.sd = math.sqrt(j.estimate.se**2 + max(b.sd, j.estimate.floor)**2
-                                 + noise[kind] * median_variance(others[key])
-                                 + (0.0 if kind else run_var))  # fmt: skip
+                j.sd = math.sqrt(
+                    j.estimate.se**2
+                    + max(b.sd, j.estimate.floor) ** 2
+                    + noise[kind] * median_variance(others[key])
+                    + (0.0 if kind else run_var)
+                )
         else:
             b = between(d, se2, e0.metric, history.get(group, ()))
             # too few points to take the host's shift out: a whole run's drift is noise
@@ -487,8 +503,13 @@ def _flag_points(judged: Sequence[Judged]) -> dict[str, list[Judged]]:
     return families
 
 
-def decide(judged: Sequence[Judged], shifts: list[Shift], level: float, min_effect: float,
-           procedure: str = BH) -> int:  # fmt: skip
+def decide(
+    judged: Sequence[Judged],
+    shifts: list[Shift],
+    level: float,
+    min_effect: float,
+    procedure: str = BH,
+) -> int:
     """Set each point's and shift's verdict and adjusted p; the number of the points'
     hypotheses. The points are one family at ``SHIFT_SHARE`` of ``level``, the shifts
     another at the rest (so that a block-wide change, many shifts flagged, does not loosen
@@ -530,8 +551,10 @@ def decide(judged: Sequence[Judged], shifts: list[Shift], level: float, min_effe
 
 def test_shifts(shifts: list[Shift]) -> list[Shift]:
     """Each run-wide shift's p (worse) against the run-to-run SD of a whole run."""
-    return [dataclasses.replace(s, p_worse=float(sst.norm.sf(s.direction * s.shift / s.sd)))
-            for s in shifts]  # fmt: skip
+    return [
+        dataclasses.replace(s, p_worse=float(sst.norm.sf(s.direction * s.shift / s.sd)))
+        for s in shifts
+    ]
 
 
 def flag_shift(s: Shift, adjusted: float, level: float, margin: float) -> Shift:

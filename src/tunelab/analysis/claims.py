@@ -130,9 +130,13 @@ def css_class(text: str) -> str:
 
 CLIENT_BOUND = 0.5  # as the report flags it
 # the direction a claim of each directional kind states (``decisions.directional``)
-DIRECTION = {"lower": decisions.LOWER, "falls": decisions.LOWER,
-             FLAT_THEN_FALLS: decisions.LOWER,
-             "higher": decisions.HIGHER, "rises": decisions.HIGHER}  # fmt: skip
+DIRECTION = {
+    "lower": decisions.LOWER,
+    "falls": decisions.LOWER,
+    FLAT_THEN_FALLS: decisions.LOWER,
+    "higher": decisions.HIGHER,
+    "rises": decisions.HIGHER,
+}
 SPECIAL_KEYS = {"cache": "cache_requested", "workload": "workload"}
 
 
@@ -213,8 +217,11 @@ def metric_column(name: str) -> str:
 
 def column(frame: pd.DataFrame, key: str) -> str | None:
     """The rows' column a claim's key names (``index`` → ``knob_index``)."""
-    for col in (SPECIAL_KEYS.get(key), f"{results.KNOB_PREFIX}{key}",
-                f"{results.WORKLOAD_PREFIX}{key}"):  # fmt: skip
+    for col in (
+        SPECIAL_KEYS.get(key),
+        f"{results.KNOB_PREFIX}{key}",
+        f"{results.WORKLOAD_PREFIX}{key}",
+    ):
         if col and col in frame:
             return col
     return None
@@ -253,8 +260,12 @@ def _context_columns(frame: pd.DataFrame, claim: Claim) -> list[str]:
 
 
 def _context_text(key: tuple, cols: Sequence[str]) -> str:
-    names = [c.removeprefix(results.KNOB_PREFIX).removeprefix(results.WORKLOAD_PREFIX)
-             .replace("cache_requested", "cache") for c in cols]  # fmt: skip
+    names = [
+        c.removeprefix(results.KNOB_PREFIX)
+        .removeprefix(results.WORKLOAD_PREFIX)
+        .replace("cache_requested", "cache")
+        for c in cols
+    ]
     # a workload that has no value of a key (a multipoint's selectivity) is not named by it
     return ", ".join(f"{n} {v}" for n, v in zip(names, key) if not pd.isna(v))
 
@@ -298,14 +309,20 @@ def _test(a: pd.DataFrame, b: pd.DataFrame, metric: str, alpha: float) -> stats.
     figures and tables give the same interval for the same comparison."""
     ids = [r.get("point_id", []) for r in (b, a)]
     old, new = hostspeed.values([b, a], metric_column(metric)) or (
-        _values(b, metric), _values(a, metric))  # fmt: skip
+        _values(b, metric),
+        _values(a, metric),
+    )
     (old_units, new_units), unit = sequential.pairing(b, a)
     try:
         return stats.compare_samples(
-            old, new, alpha=alpha,
+            old,
+            new,
+            alpha=alpha,
             key=stats.comparison_key(metric_column(metric), *ids),
-            old_rounds=old_units, new_rounds=new_units, unit=unit,
-        )  # fmt: skip
+            old_rounds=old_units,
+            new_rounds=new_units,
+            unit=unit,
+        )
     except ValueError:
         return None
 
@@ -339,16 +356,32 @@ def _side(shown: pd.DataFrame, label: str, rows: pd.DataFrame, metric: str) -> d
     f = figures.of_points(shown, points, metric_column(metric))
     if f.n == 0 and metric == "uses_index":
         f = stats.median_interval(_values(rows, metric))
-    return {"label": label, "points": points, "median": f.median, "low": f.low,
-            "high": f.high, "level": f.coverage, "n": f.n}  # fmt: skip
+    return {
+        "label": label,
+        "points": points,
+        "median": f.median,
+        "low": f.low,
+        "high": f.high,
+        "level": f.coverage,
+        "n": f.n,
+    }
 
 
 def _test_detail(t: stats.RatioTest | None) -> dict[str, Any] | None:
     """What a page folds beneath a ratio: its test, rounds and the interval's real level."""
     if t is None:
         return None
-    return {"n": t.n, "unit": t.unit, "paired": t.paired, "n_old": t.n_old, "n_new": t.n_new,
-            "p": t.p, "min_p": t.min_p, "level": t.real_level, "method": t.method}  # fmt: skip
+    return {
+        "n": t.n,
+        "unit": t.unit,
+        "paired": t.paired,
+        "n_old": t.n_old,
+        "n_new": t.n_new,
+        "p": t.p,
+        "min_p": t.min_p,
+        "level": t.real_level,
+        "method": t.method,
+    }
 
 
 def _evidence_causes(
@@ -364,8 +397,10 @@ def _evidence_causes(
     if t.ratio == 1 and t.low == t.high == 1:
         found.append(f"{seen} (the same values on both sides)")
     elif verdict == SHORT:
-        found.append(f"found instead: ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], short "
-                     f"of the claimed {m:.0%}")  # fmt: skip
+        found.append(
+            f"found instead: ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], short "
+            f"of the claimed {m:.0%}"
+        )
     elif abs(t.ratio - 1) < m:
         found.append(f"{seen} (ratio {t.ratio:.3g}, within ±{m:.0%})")
     elif verdict == CONTRADICTED:
@@ -374,8 +409,10 @@ def _evidence_causes(
         return found, None
     shown = t.low >= 1 + m or t.high <= 1 - m  # the whole interval past the margin
     if abs(t.ratio - 1) >= m and t.significant(claim.alpha) and not shown:
-        found.append(f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
-                     f"interval [{t.low:.3g}, {t.high:.3g}])")  # fmt: skip
+        found.append(
+            f"a difference, not shown to reach ±{m:.0%} (ratio {t.ratio:.3g}, "
+            f"interval [{t.low:.3g}, {t.high:.3g}])"
+        )
     if not t.can_decide(claim.alpha):
         n = f"{t.n} {t.unit}s" if t.paired else f"{t.n_new} and {t.n_old} repetitions"
         found.append(f"too few repetitions: {n} give no p below {t.min_p:.2g}")
@@ -400,8 +437,10 @@ def _row_causes(rows: pd.DataFrame, metric: str) -> list[str]:
         missed = cold[cold["cache_achieved"] != "cold"]
         for pid, g in missed.groupby("point_id"):
             asked = int((cold["point_id"] == pid).sum())
-            found.append(f"cache not cold at {pid} ({len(g)} of {asked} repetitions "
-                         f"{g['cache_achieved'].iloc[0]})")  # fmt: skip
+            found.append(
+                f"cache not cold at {pid} ({len(g)} of {asked} repetitions "
+                f"{g['cache_achieved'].iloc[0]})"
+            )
     # the client's share of the time can only blur a time or a rate, never a count
     if "client_share" in rows and metric_column(metric).endswith("_s"):
         for pid, g in rows.groupby("point_id"):
@@ -412,10 +451,16 @@ def _row_causes(rows: pd.DataFrame, metric: str) -> list[str]:
 
 
 def _outcome(
-    verdict: str, text: str, t: stats.RatioTest | None, claim: Claim, rows: pd.DataFrame,
-    extra: Sequence[str] = (), between: str = "", curve: dict[str, Any] | None = None,
+    verdict: str,
+    text: str,
+    t: stats.RatioTest | None,
+    claim: Claim,
+    rows: pd.DataFrame,
+    extra: Sequence[str] = (),
+    between: str = "",
+    curve: dict[str, Any] | None = None,
     metric: str | None = None,
-) -> Outcome:  # fmt: skip
+) -> Outcome:
     ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
     detail = _test_detail(t)
     metric = claim.metric if metric is None else metric
@@ -423,8 +468,9 @@ def _outcome(
         return Outcome(verdict, text, ratio=ratio, test=detail, curve=curve, metric=metric)
     evidence, needed = _evidence_causes(verdict, t, claim, between)
     causes = [*extra, *evidence, *_row_causes(rows, claim.metric)]
-    return Outcome(verdict, text, causes, needed, ratio=ratio, test=detail, curve=curve,
-                   metric=metric)  # fmt: skip
+    return Outcome(
+        verdict, text, causes, needed, ratio=ratio, test=detail, curve=curve, metric=metric
+    )
 
 
 def _uses_index(path: Any) -> float:
@@ -475,8 +521,12 @@ def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outco
     """``than``: the ratio a/b in ``rows`` (where ``where`` holds) over the ratio a/b in
     ``other`` (where ``than`` replaces it), per shared unit, paired."""
     metric, alpha, m = claim.metric, claim.alpha, claim.min_effect
-    sides = [_select(rows, claim.a), _select(rows, claim.b),
-             _select(other, claim.a), _select(other, claim.b)]  # fmt: skip
+    sides = [
+        _select(rows, claim.a),
+        _select(rows, claim.b),
+        _select(other, claim.a),
+        _select(other, claim.b),
+    ]
     values = hostspeed.values(sides, metric_column(metric)) or [_values(s, metric) for s in sides]
     units, unit = sequential.pairing(*sides)
     here, here_units = _ratio_per_unit(values[0], values[1], units[0], units[1])
@@ -487,9 +537,14 @@ def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outco
     ids = [r.get("point_id", []) for r in (sides[2], sides[0])]
     try:
         t = stats.compare_samples(
-            there, here, alpha=alpha, key=stats.comparison_key(metric_column(metric), *ids),
-            old_rounds=there_units, new_rounds=here_units, unit=unit,
-        )  # fmt: skip
+            there,
+            here,
+            alpha=alpha,
+            key=stats.comparison_key(metric_column(metric), *ids),
+            old_rounds=there_units,
+            new_rounds=here_units,
+            unit=unit,
+        )
     except ValueError:
         t = None
     claimed = decisions.LOWER if claim.kind == "lower" else decisions.HIGHER
@@ -498,9 +553,11 @@ def _interaction(claim: Claim, rows: pd.DataFrame, other: pd.DataFrame) -> Outco
     if t is None:
         text = f"{label} ({where}) vs ({than}): no finite values on one side"
     else:
-        text = (f"{label} {float(np.median(here)):.3g} ({where}) vs {float(np.median(there)):.3g}"
-                f" ({than}): ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, "
-                f"{_n_text(t)}")  # fmt: skip
+        text = (
+            f"{label} {float(np.median(here)):.3g} ({where}) vs {float(np.median(there)):.3g}"
+            f" ({than}): ratio {t.ratio:.3g} [{t.low:.3g}, {t.high:.3g}], p={t.p:.2g}, "
+            f"{_n_text(t)}"
+        )
     out = _outcome(verdict, text, t, claim, pd.concat(sides), metric="")
     if t is None or not math.isfinite(t.ratio):
         return out
@@ -573,8 +630,9 @@ def _trend(
         if decisions.directional(step, -claimed, alpha, m) == HOLDS and decisions.clears(
             step, -claimed, m
         ):
-            breaks.append(f"{low} → {high} ratio {step.ratio:.3g} [{step.low:.3g}, "
-                          f"{step.high:.3g}]")  # fmt: skip
+            breaks.append(
+                f"{low} → {high} ratio {step.ratio:.3g} [{step.low:.3g}, {step.high:.3g}]"
+            )
     extra = []
     if breaks:
         text += "; against the trend: " + ", ".join(breaks)
@@ -601,9 +659,12 @@ def _step_word(t: stats.RatioTest | None, alpha: float, m: float) -> str:
         return STEP_FALLS
     if decisions.directional(t, decisions.HIGHER, alpha, m) == HOLDS:
         return STEP_RISES
-    if t is not None and decisions.usable(t, alpha) and decisions.short_of(
-        t, decisions.LOWER, m
-    ) and decisions.short_of(t, decisions.HIGHER, m):  # fmt: skip
+    if (
+        t is not None
+        and decisions.usable(t, alpha)
+        and decisions.short_of(t, decisions.LOWER, m)
+        and decisions.short_of(t, decisions.HIGHER, m)
+    ):
         return STEP_LEVEL
     return STEP_UNCLEAR
 
@@ -631,11 +692,19 @@ def _curve(
         for low, high in zip(along, along[1:])
     ]
     shape = [w for i, w in enumerate(words) if i == 0 or w != words[i - 1]]
-    at = f"{claim.along} {along[0]} … {along[-1]}" if len(along) > 2 else (
-        f"{claim.along} {along[0]}, {along[-1]}")  # fmt: skip
+    at = (
+        f"{claim.along} {along[0]} … {along[-1]}"
+        if len(along) > 2
+        else (f"{claim.along} {along[0]}, {along[-1]}")
+    )
     text = f"{_series_text(medians, metric)} at {at}: {', then '.join(shape)}"
-    return {"along": claim.along, "values": [_plain(v) for v in along], "medians": medians,
-            "shape": ", then ".join(shape), "text": text}  # fmt: skip
+    return {
+        "along": claim.along,
+        "values": [_plain(v) for v in along],
+        "medians": medians,
+        "shape": ", then ".join(shape),
+        "text": text,
+    }
 
 
 def _plain(value: Any) -> Any:
@@ -654,7 +723,8 @@ def _pool_holds_data(rows: pd.DataFrame, col: str, along: list[Any]) -> list[boo
     for v in along:
         r = _at(rows, col, v)
         pool = pd.to_numeric(r["applied_buffer_pool"], errors="coerce") * pd.to_numeric(
-            r["page_size_bytes"], errors="coerce")  # fmt: skip
+            r["page_size_bytes"], errors="coerce"
+        )
         data = pd.to_numeric(r["data_bytes"], errors="coerce")
         if not (pool.notna().any() and data.notna().any()):
             return None
@@ -683,49 +753,68 @@ def _flat_then_falls(
     held = _pool_holds_data(rows, col, along)
     curve = _curve(claim, rows, col, along, shown)
     if held is None:
-        return Outcome(INCONCLUSIVE, f"curve: {curve['text']}",
-                       ["the rows record no pool or data size to tell where the pool holds "
-                        "the data"], curve=curve, metric=metric)  # fmt: skip
+        return Outcome(
+            INCONCLUSIVE,
+            f"curve: {curve['text']}",
+            ["the rows record no pool or data size to tell where the pool holds the data"],
+            curve=curve,
+            metric=metric,
+        )
     below = [v for v, h in zip(along, held) if not h]
     holding = [v for v, h in zip(along, held) if h]
     if len(below) < 2 or not holding:
-        why = ("no pool swept holds the data" if not holding else
-               "fewer than two pools swept below the data")  # fmt: skip
-        return Outcome(INCONCLUSIVE, f"{why}; curve: {curve['text']}", [why], curve=curve,
-                       metric=metric)  # fmt: skip
+        why = (
+            "no pool swept holds the data"
+            if not holding
+            else "fewer than two pools swept below the data"
+        )
+        return Outcome(
+            INCONCLUSIVE, f"{why}; curve: {curve['text']}", [why], curve=curve, metric=metric
+        )
     small, large, first = below[0], below[-1], holding[0]
     t_flat = _test(_at(rows, col, large), _at(rows, col, small), metric, alpha)
     t_gain = _test(_at(rows, col, first), _at(rows, col, large), metric, alpha)
     gained_below = decisions.directional(t_flat, decisions.LOWER, alpha, m) == HOLDS
-    level_below = (t_flat is not None and decisions.usable(t_flat, alpha)
-                   and decisions.short_of(t_flat, decisions.LOWER, m))  # fmt: skip
+    level_below = (
+        t_flat is not None
+        and decisions.usable(t_flat, alpha)
+        and decisions.short_of(t_flat, decisions.LOWER, m)
+    )
     gain = decisions.directional(t_gain, decisions.LOWER, alpha, m)
     extra: list[str] = []
     if gained_below:
         verdict = CONTRADICTED
-        extra.append(f"a gain below the data: {name} {small} → {large} ratio "
-                     f"{t_flat.ratio:.3g} [{t_flat.low:.3g}, {t_flat.high:.3g}]")  # fmt: skip
+        extra.append(
+            f"a gain below the data: {name} {small} → {large} ratio "
+            f"{t_flat.ratio:.3g} [{t_flat.low:.3g}, {t_flat.high:.3g}]"
+        )
     elif gain in (SHORT, decisions.SIMILAR, CONTRADICTED):
         verdict = gain
-        extra.append(f"no gain once the pool holds the data: {name} {large} → {first} ratio "
-                     f"{t_gain.ratio:.3g} [{t_gain.low:.3g}, {t_gain.high:.3g}]")  # fmt: skip
+        extra.append(
+            f"no gain once the pool holds the data: {name} {large} → {first} ratio "
+            f"{t_gain.ratio:.3g} [{t_gain.low:.3g}, {t_gain.high:.3g}]"
+        )
     elif level_below and gain == HOLDS:
         verdict = HOLDS
     else:
         verdict = INCONCLUSIVE
         if not level_below:
-            extra.append(f"below the data ({name} {small} → {large}) neither level nor a gain "
-                         f"of {m:.0%} shown")  # fmt: skip
+            extra.append(
+                f"below the data ({name} {small} → {large}) neither level nor a gain "
+                f"of {m:.0%} shown"
+            )
 
     def side(v: Any) -> dict[str, Any]:
         return _side(shown, f"{name} {v}", _at(rows, col, v), metric)
 
     flat_sides, gain_sides = [side(large), side(small)], [side(first), side(large)]
-    text = (f"below the data: "
-            f"{_compare_text(t_flat, metric, f'{name} {large}', f'{name} {small}', flat_sides)}"
-            f"; once the pool holds the data: "
-            f"{_compare_text(t_gain, metric, f'{name} {first}', f'{name} {large}', gain_sides)}"
-            f"; curve: {curve['text']}")  # fmt: skip
+    text = (
+        f"below the data: "
+        f"{_compare_text(t_flat, metric, f'{name} {large}', f'{name} {small}', flat_sides)}"
+        f"; once the pool holds the data: "
+        f"{_compare_text(t_gain, metric, f'{name} {first}', f'{name} {large}', gain_sides)}"
+        f"; curve: {curve['text']}"
+    )
     rows_of_sides = pd.concat([_at(rows, col, v) for v in (small, large, first)])
     if verdict in (HOLDS, INCONCLUSIVE):
         between = f"{name} {large} and {first}"
@@ -736,8 +825,16 @@ def _flat_then_falls(
     t, sides = (t_flat, flat_sides) if gained_below else (t_gain, gain_sides)
     ratio = (t.ratio, t.low, t.high) if t is not None and math.isfinite(t.ratio) else None
     causes = [*extra, *_row_causes(rows_of_sides, metric)]
-    return Outcome(verdict, text, causes, ratio=ratio, sides=sides, test=_test_detail(t),
-                   curve=curve, metric=metric)  # fmt: skip
+    return Outcome(
+        verdict,
+        text,
+        causes,
+        ratio=ratio,
+        sides=sides,
+        test=_test_detail(t),
+        curve=curve,
+        metric=metric,
+    )
 
 
 def _crossover(
@@ -769,9 +866,14 @@ def _crossover(
     # Curves that cross back have no one crossing to place.
     once = _crossed_back(signs) is None
     # where the figures' medians cross, as the page's figure draws them
-    medians = [(x, _side(shown, "", _at(a_rows, col, v), metric)["median"],
-                _side(shown, "", _at(b_rows, col, v), metric)["median"])
-               for x, v in zip(xs, along)]  # fmt: skip
+    medians = [
+        (
+            x,
+            _side(shown, "", _at(a_rows, col, v), metric)["median"],
+            _side(shown, "", _at(b_rows, col, v), metric)["median"],
+        )
+        for x, v in zip(xs, along)
+    ]
     estimate = _crossing_estimate(medians, _bracket(xs, signs)) if once else None
     est = f"≈{show(estimate)} " if estimate is not None else ""
     ratios = ", ".join(f"{show(x)}: {t.ratio:.2f}" for x, t in zip(xs, tests) if t is not None)
@@ -817,10 +919,20 @@ def _crossing(
         if lo <= left and right <= hi:
             return HOLDS, where, []
         if right <= lo or left >= hi:
-            return CONTRADICTED, where, [f"found instead: the crossing {where}, outside "
-                                         f"[{show(lo)}, {show(hi)}]"]  # fmt: skip
-        return INCONCLUSIVE, where, [f"the crossing ({show(left)}–{show(right)}) straddles an end "
-                                     f"of [{show(lo)}, {show(hi)}]", *edge]  # fmt: skip
+            return (
+                CONTRADICTED,
+                where,
+                [f"found instead: the crossing {where}, outside [{show(lo)}, {show(hi)}]"],
+            )
+        return (
+            INCONCLUSIVE,
+            where,
+            [
+                f"the crossing ({show(left)}–{show(right)}) straddles an end "
+                f"of [{show(lo)}, {show(hi)}]",
+                *edge,
+            ],
+        )
     if upper_end is not None:  # a never clearly lower: the crossing lies before upper_end
         right = xs[upper_end]
         if upper_end == 0:
@@ -831,12 +943,18 @@ def _crossing(
         else:
             where = f"below {show(right)}, where b is first clearly lower"
         if right <= lo:
-            return CONTRADICTED, where, [f"found instead: the crossing {where}, below the "
-                                         f"window [{show(lo)}, {show(hi)}]"]  # fmt: skip
+            return (
+                CONTRADICTED,
+                where,
+                [f"found instead: the crossing {where}, below the window [{show(lo)}, {show(hi)}]"],
+            )
         if upper_end == 0:
             to = f"down to {show(lo)}" if math.isfinite(lo) else "smaller values"
-            return INCONCLUSIVE, where, [f"the crossing lies below the tested range; sweep {to} "
-                                         "to place it"]  # fmt: skip
+            return (
+                INCONCLUSIVE,
+                where,
+                [f"the crossing lies below the tested range; sweep {to} to place it"],
+            )
         return INCONCLUSIVE, where, [f"no value before {show(right)} where a is clearly lower"]
     if lower_end is not None:  # b never clearly lower: the crossing lies after lower_end
         left = xs[lower_end]
@@ -847,12 +965,18 @@ def _crossing(
         else:
             where = f"above {show(left)}, where a is last clearly lower"
         if left >= hi:
-            return CONTRADICTED, where, [f"found instead: the crossing {where}, above the "
-                                         f"window [{show(lo)}, {show(hi)}]"]  # fmt: skip
+            return (
+                CONTRADICTED,
+                where,
+                [f"found instead: the crossing {where}, above the window [{show(lo)}, {show(hi)}]"],
+            )
         if lower_end == len(xs) - 1:
             to = f"up to {show(hi)}" if math.isfinite(hi) else "larger values"
-            return INCONCLUSIVE, where, [f"the crossing lies above the tested range; sweep {to} "
-                                         "to place it"]  # fmt: skip
+            return (
+                INCONCLUSIVE,
+                where,
+                [f"the crossing lies above the tested range; sweep {to} to place it"],
+            )
         return INCONCLUSIVE, where, [f"no value after {show(left)} where b is clearly lower"]
     return INCONCLUSIVE, "no clear difference at any value", ["no clear difference at any value"]
 
@@ -893,9 +1017,11 @@ def _crossing_estimate(
 
 
 def evaluate(
-    claim: Claim, frame: pd.DataFrame, alpha: float | None = None,
+    claim: Claim,
+    frame: pd.DataFrame,
+    alpha: float | None = None,
     shown: pd.DataFrame | None = None,
-) -> Verdict:  # fmt: skip
+) -> Verdict:
     """The claim's verdict on a sweep's rows (one engine). ``alpha``, when given, replaces
     the claim's own (a procedure that looks several times spends its alpha over the looks).
     ``shown``: every row of the sweep (``frame`` may be the rounds up to a look), whose
@@ -923,15 +1049,25 @@ def evaluate(
         parts.append(f"{label}: {o.text}" if label else o.text)
         outcomes.append(o)
         ratio = list(o.ratio) if o.ratio else None
-        contexts.append({"label": label, "word": word(o.verdict, claim.role), "ratio": ratio,
-                         "crossing": o.crossing, "sides": o.sides, "test": o.test,
-                         "curve": o.curve, "metric": o.metric})  # fmt: skip
+        contexts.append(
+            {
+                "label": label,
+                "word": word(o.verdict, claim.role),
+                "ratio": ratio,
+                "crossing": o.crossing,
+                "sides": o.sides,
+                "test": o.test,
+                "curve": o.curve,
+                "metric": o.metric,
+            }
+        )
     overall = decisions.combine([o.verdict for o in outcomes], claim.contexts)
     # the causes of the contexts that gave the verdict, not of those that did otherwise
     for c, o in zip(contexts, outcomes):
         if o.verdict == overall:
-            named = [f"{c['label']}: {w}" if len(outcomes) > 1 and c["label"] else w
-                     for w in o.causes]  # fmt: skip
+            named = [
+                f"{c['label']}: {w}" if len(outcomes) > 1 and c["label"] else w for w in o.causes
+            ]
             causes.extend(w for w in named if w not in causes)
     needed = [o.needed for o in outcomes if o.verdict == INCONCLUSIVE and o.needed]
     weight = None
@@ -939,15 +1075,26 @@ def evaluate(
         weight = hostspeed.weight_of(rows)
         parts.append(f"times {hostspeed.NOTE}, weight {weight:.2f}")
     return Verdict(
-        claim, overall, "; ".join(parts), causes if overall != HOLDS else [], _hosts(rows),
-        max(needed) if needed and overall == INCONCLUSIVE else None, contexts, weight=weight,
-    )  # fmt: skip
+        claim,
+        overall,
+        "; ".join(parts),
+        causes if overall != HOLDS else [],
+        _hosts(rows),
+        max(needed) if needed and overall == INCONCLUSIVE else None,
+        contexts,
+        weight=weight,
+    )
 
 
 def _refuted(
-    claim: Claim, o: Outcome, rows: pd.DataFrame, other: pd.DataFrame | None,
-    shown: pd.DataFrame, refuting: float, k: int,
-) -> Outcome:  # fmt: skip
+    claim: Claim,
+    o: Outcome,
+    rows: pd.DataFrame,
+    other: pd.DataFrame | None,
+    shown: pd.DataFrame,
+    refuting: float,
+    k: int,
+) -> Outcome:
     """A context against the claim at alpha, tested again by the same comparison at the
     refuting level (``decisions.refuting_alpha``: alpha over the ``k`` contexts): against
     there too, it stays so; else it is undecided (``decisions.strict``), saying why."""
@@ -956,10 +1103,13 @@ def _refuted(
     level = f"alpha {refuting:.2g}, alpha over {k} contexts"
     if verdict == o.verdict:
         return dataclasses.replace(o, text=f"{o.text}; against the claim at {level} too")
-    why = (f"against the claim at alpha {claim.alpha:.2g} only, not at {level}, the level "
-           f"that refutes it")  # fmt: skip
-    return dataclasses.replace(o, verdict=verdict, text=f"{o.text}; {why}",
-                               causes=[why, *o.causes], needed=None)  # fmt: skip
+    why = (
+        f"against the claim at alpha {claim.alpha:.2g} only, not at {level}, the level "
+        f"that refutes it"
+    )
+    return dataclasses.replace(
+        o, verdict=verdict, text=f"{o.text}; {why}", causes=[why, *o.causes], needed=None
+    )
 
 
 def _within(frame: pd.DataFrame, cols: Sequence[str], key: tuple) -> pd.DataFrame:
@@ -968,8 +1118,11 @@ def _within(frame: pd.DataFrame, cols: Sequence[str], key: tuple) -> pd.DataFram
     for col, value in zip(cols, key):
         if col not in frame:
             return frame.iloc[0:0]
-        mask &= frame[col].isna() if pd.isna(value) else frame[col].map(
-            lambda cell, v=value: same(cell, v))  # fmt: skip
+        mask &= (
+            frame[col].isna()
+            if pd.isna(value)
+            else frame[col].map(lambda cell, v=value: same(cell, v))
+        )
     return frame[mask]
 
 
@@ -1059,8 +1212,9 @@ def evaluate_sweep(
     for v in verdicts:
         judged = v.claim.findings_digest
         if judged and measured and measured != {judged}:
-            v.other_version = (f"rows measured under findings {', '.join(sorted(measured))}, "
-                               f"judged under {judged}")  # fmt: skip
+            v.other_version = (
+                f"rows measured under findings {', '.join(sorted(measured))}, judged under {judged}"
+            )
     return verdicts
 
 
@@ -1097,8 +1251,10 @@ def headline(frame: pd.DataFrame, verdicts: Sequence[Verdict]) -> str | None:
         medians = rows.groupby(along)[col].median()
         order = _sorted_along(rows, along)
         first, last = medians[order[0]], medians[order[-1]]
-        return (f"{c.metric} {_fmt(first, c.metric)} → {_fmt(last, c.metric)} as {c.along} "
-                f"goes {order[0]} → {order[-1]}{where}")  # fmt: skip
+        return (
+            f"{c.metric} {_fmt(first, c.metric)} → {_fmt(last, c.metric)} as {c.along} "
+            f"goes {order[0]} → {order[-1]}{where}"
+        )
     keys = set(c.a) | set(c.b)
     key_col = column(rows, next(iter(keys))) if len(keys) == 1 else None
     if key_col and rows["point_id"].nunique() == rows[key_col].nunique():

@@ -167,9 +167,11 @@ class Trend:
 
 
 def trend(
-    positions: np.ndarray, values: np.ndarray, rounds: np.ndarray | None = None,
+    positions: np.ndarray,
+    values: np.ndarray,
+    rounds: np.ndarray | None = None,
     unit: str = "round",
-) -> Trend:  # fmt: skip
+) -> Trend:
     """The trend of ``values`` over ``positions`` (the rank of each row's value of ``along``).
 
     Rows measured in rounds are blocked by round, as every other comparison pairs them: Page's
@@ -197,8 +199,11 @@ def trend(
         return Trend(math.nan, 1.0, "no spread")
     result = stats.kendalltau(x, y)
     tau = float(result.statistic)
-    return Trend(math.copysign(1.0, tau) if tau else math.nan, float(result.pvalue),
-                 f"Kendall τ={tau:.2f}, p={result.pvalue:.2g}")  # fmt: skip
+    return Trend(
+        math.copysign(1.0, tau) if tau else math.nan,
+        float(result.pvalue),
+        f"Kendall τ={tau:.2f}, p={result.pvalue:.2g}",
+    )
 
 
 def _blocks(x: np.ndarray, y: np.ndarray, rounds: np.ndarray | None) -> np.ndarray | None:

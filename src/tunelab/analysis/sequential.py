@@ -112,8 +112,13 @@ def pairing(*sides: pd.DataFrame) -> tuple[list[np.ndarray | None], str]:
     if not sides or any("round" not in s for s in sides):
         return [None] * len(sides), ROUND
     rounds = [pd.to_numeric(s["round"], errors="coerce").to_numpy(dtype=float) for s in sides]
-    modes = {m for s in sides if "order_mode" in s for m in s["order_mode"].unique()
-             if isinstance(m, str)}  # fmt: skip
+    modes = {
+        m
+        for s in sides
+        if "order_mode" in s
+        for m in s["order_mode"].unique()
+        if isinstance(m, str)
+    }
     if modes <= {"rounds"}:
         return rounds, ROUND
     if all("block" in s for s in sides):
@@ -187,10 +192,15 @@ def decide(
     if n >= budget:  # every claim still undecided, given up or not, is named
         undecided = [k for k, v in verdict_names.items() if v not in DECIDED]
         if not undecided:
-            return StopDecision(True, f"decided at round {n}" if verdict_names else
-                                f"budget of {budget} rounds reached (no claims)")  # fmt: skip
-        return StopDecision(True, f"budget of {budget} rounds reached "
-                            f"(claims undecided: {', '.join(undecided)})")  # fmt: skip
+            return StopDecision(
+                True,
+                f"decided at round {n}"
+                if verdict_names
+                else f"budget of {budget} rounds reached (no claims)",
+            )
+        return StopDecision(
+            True, f"budget of {budget} rounds reached (claims undecided: {', '.join(undecided)})"
+        )
     if n not in looks:
         upcoming = min(x for x in looks if x > n)
         return StopDecision(False, f"next look at round {upcoming}")

@@ -113,7 +113,10 @@ class _Cluster:
             present, valid = _within(qm, t), _ratio(qm, qm + v) * _within(qm + v, t)
             self.t_lbp[m] = t
             self.miss[m], self.invalid[m], self.valid[m] = (
-                qm * (1 - present), qm * (present - valid), qm * valid)  # fmt: skip
+                qm * (1 - present),
+                qm * (present - valid),
+                qm * valid,
+            )
         self.write = w * self.total
         self.reads = self.miss + self.invalid  # GBP reads, per member and page
         self.touch = self.write + self.reads.sum(axis=0)
@@ -151,8 +154,9 @@ class _Cluster:
         return h_miss, h_invalid, pi
 
 
-def shared_ratios(rates: np.ndarray, write_share: float, lbp_pages: int,
-                  gbp_pages: int) -> SharedRatios:  # fmt: skip
+def shared_ratios(
+    rates: np.ndarray, write_share: float, lbp_pages: int, gbp_pages: int
+) -> SharedRatios:
     """The cluster's counters per reference for LRU LBPs of ``lbp_pages`` pages and an LRU
     GBP of ``gbp_pages`` (see the module's docstring)."""
     q = np.asarray(rates, dtype=float)
@@ -168,8 +172,9 @@ def shared_ratios(rates: np.ndarray, write_share: float, lbp_pages: int,
     return SharedRatios(1.0 - float(c.miss.sum()), float(c.invalid.sum()), reads, reads - hits)
 
 
-def trace_rates(pages: int, members: int, affinity: float, alpha: float | None,
-                seed: int = 0) -> np.ndarray:  # fmt: skip
+def trace_rates(
+    pages: int, members: int, affinity: float, alpha: float | None, seed: int = 0
+) -> np.ndarray:
     """The ``rates`` of the traces ``members.shared_trace`` draws with these parameters (the
     same page popularities for the same seed): a member is chosen uniformly; with probability
     ``affinity`` it picks a page of its own partition (page % members == m), else any page,

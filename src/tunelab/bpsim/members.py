@@ -392,8 +392,9 @@ class SharedPools:
     ``policy`` is the LBPs' (``lru`` or ``clock``); the GBP is LRU.
     """
 
-    def __init__(self, members: int, pages: int, lbp_pages: int, gbp_pages: int,
-                 policy: str = "lru") -> None:  # fmt: skip
+    def __init__(
+        self, members: int, pages: int, lbp_pages: int, gbp_pages: int, policy: str = "lru"
+    ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy {policy!r}: allowed values are {', '.join(POLICIES)}")
         _check_pool_sizes(lbp_pages=lbp_pages, gbp_pages=gbp_pages)
@@ -430,8 +431,7 @@ class SharedPools:
                 raise ValueError(f"{name} {low if low < 0 else high} outside 0..{top - 1}")
         if self.references + member.size >= 2**31 - 1 and self._held.dtype == np.int32:
             self._held, self._current = self._held.astype(np.int64), self._current.astype(np.int64)
-        args = (member, page, write, self._held, self._current, self._gbp, self._lbp,
-                self._counts)  # fmt: skip
+        args = (member, page, write, self._held, self._current, self._gbp, self._lbp, self._counts)
         if self.policy == "lru":
             _shared_lru(*args, self.lbp_pages, self.gbp_pages)
         else:
@@ -520,8 +520,12 @@ def shared_trace_pieces(
     """``shared_trace`` in pieces of at most ``piece`` references, in time order, so that a
     trace of any length takes the memory of one piece. Pages are numbered 0..pages-1. A
     trace of at most ``piece`` references is one piece, equal to ``shared_trace``'s."""
-    for name, value in (("pages", pages), ("references", references), ("members", members),
-                        ("piece", piece)):  # fmt: skip
+    for name, value in (
+        ("pages", pages),
+        ("references", references),
+        ("members", members),
+        ("piece", piece),
+    ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     _check_share(write_share=write_share, affinity=affinity)
@@ -533,9 +537,14 @@ def shared_trace_pieces(
             "each member needs a partition of its own"
         )
     attrs = {
-        "generator": "shared_trace", "pages": pages, "members": members,
-        "write_share": write_share, "affinity": affinity, "alpha": alpha, "seed": seed,
-    }  # fmt: skip
+        "generator": "shared_trace",
+        "pages": pages,
+        "members": members,
+        "write_share": write_share,
+        "affinity": affinity,
+        "alpha": alpha,
+        "seed": seed,
+    }
     rng = np.random.default_rng(seed)
     weights = _popularity(pages, alpha, rng)
     anywhere = _PageDraw(np.arange(pages), weights)
@@ -573,8 +582,9 @@ def shared_trace(
     popularities apply. Each reference is a write with probability ``write_share``.
     ``attrs`` records the parameters, ``members`` among them.
     """
-    pieces = list(shared_trace_pieces(pages, references, members, write_share, affinity,
-                                      alpha, seed))  # fmt: skip
+    pieces = list(
+        shared_trace_pieces(pages, references, members, write_share, affinity, alpha, seed)
+    )
     if len(pieces) == 1:
         return pieces[0]
     frame = pd.concat(pieces, ignore_index=True)

@@ -47,17 +47,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--pages", type=int, default=50_000, help="distinct pages in the database")
     p.add_argument("--references", type=int, default=500_000, help="per trace")
-    p.add_argument("--alpha", default="0.9",
-                   help="Zipf skew of page popularity, or 'uniform'")  # fmt: skip
-    p.add_argument("--affinity", type=float, default=0.8,
-                   help="share of a member's references to its own partition")  # fmt: skip
+    p.add_argument("--alpha", default="0.9", help="Zipf skew of page popularity, or 'uniform'")
+    p.add_argument(
+        "--affinity",
+        type=float,
+        default=0.8,
+        help="share of a member's references to its own partition",
+    )
     p.add_argument("--members", type=_list(int, 1, "member count"), default=[1, 2, 4])
-    p.add_argument("--write-share", type=_list(float, 0, "write share"),
-                   default=[0.05, 0.2, 0.5])  # fmt: skip
-    p.add_argument("--lbp", type=_list(int, 1, "LBP size"),
-                   help="LBP sizes in pages (default 2, 5 and 10 %% of --pages)")  # fmt: skip
-    p.add_argument("--gbp", type=_list(int, 1, "GBP size"),
-                   help="GBP sizes in pages (default 10 from 1 to 100 %% of --pages)")  # fmt: skip
+    p.add_argument("--write-share", type=_list(float, 0, "write share"), default=[0.05, 0.2, 0.5])
+    p.add_argument(
+        "--lbp",
+        type=_list(int, 1, "LBP size"),
+        help="LBP sizes in pages (default 2, 5 and 10 %% of --pages)",
+    )
+    p.add_argument(
+        "--gbp",
+        type=_list(int, 1, "GBP size"),
+        help="GBP sizes in pages (default 10 from 1 to 100 %% of --pages)",
+    )
     p.add_argument("--policy", choices=POLICIES, default="lru", help="the LBPs' policy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="write every simulated point as CSV")
@@ -83,8 +91,10 @@ def _check(args) -> None:
     if not 0 <= args.affinity <= 1:
         raise UsageError(f"--affinity {args.affinity}: must be within [0, 1]")
     if args.affinity > 0 and args.pages < max(args.members):
-        raise UsageError(f"--pages {args.pages}: must be >= the largest member count "
-                         f"({max(args.members)}) when --affinity > 0")  # fmt: skip
+        raise UsageError(
+            f"--pages {args.pages}: must be >= the largest member count "
+            f"({max(args.members)}) when --affinity > 0"
+        )
     if args.out and Path(args.out).exists() and not args.force:
         raise UsageError(f"--out {args.out}: file exists; pass --force to overwrite")
 
@@ -113,19 +123,25 @@ def run(args) -> int:
     _check(args)
     alpha = _alpha(args.alpha)
     lbp = args.lbp or sorted({max(1, args.pages * p // 100) for p in (2, 5, 10)})
-    gbp = args.gbp or sorted({int(x) for x in np.geomspace(max(1, args.pages // 100),
-                                                           args.pages, 10).round()})  # fmt: skip
+    gbp = args.gbp or sorted(
+        {int(x) for x in np.geomspace(max(1, args.pages // 100), args.pages, 10).round()}
+    )
 
     def trace_for(members: int, share: float):
-        return shared_trace_pieces(args.pages, args.references, members, share,
-                                   args.affinity, alpha, args.seed)  # fmt: skip
+        return shared_trace_pieces(
+            args.pages, args.references, members, share, args.affinity, alpha, args.seed
+        )
 
-    frame = shared_curves.curves(trace_for, args.members, args.write_share, lbp, gbp,
-                                 args.policy)  # fmt: skip
+    frame = shared_curves.curves(trace_for, args.members, args.write_share, lbp, gbp, args.policy)
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        trace = {"pages": args.pages, "alpha": args.alpha, "affinity": args.affinity,
-                 "policy": args.policy, "seed": args.seed}  # fmt: skip
+        trace = {
+            "pages": args.pages,
+            "alpha": args.alpha,
+            "affinity": args.affinity,
+            "policy": args.policy,
+            "seed": args.seed,
+        }
         frame.assign(**trace).to_csv(args.out, index=False)
     knees = shared_curves.knees(frame)
     print(
@@ -149,8 +165,10 @@ def run(args) -> int:
     print("LBP at the largest GBP: references a valid copy served / found their copy invalid:")
     top = frame[frame["gbp_pages"] == frame["gbp_pages"].max()]
     for (m, w), g in top.groupby(["members", "write_share"]):
-        cells = ", ".join(f"{r.lbp_pages}: {r.valid_lbp_ratio:.1%} / {r.invalid_ratio:.1%}"
-                          for r in g.sort_values("lbp_pages").itertuples())  # fmt: skip
+        cells = ", ".join(
+            f"{r.lbp_pages}: {r.valid_lbp_ratio:.1%} / {r.invalid_ratio:.1%}"
+            for r in g.sort_values("lbp_pages").itertuples()
+        )
         print(f"  {m} members, writes {w:g}: {cells}")
     return 0
 

@@ -35,10 +35,19 @@ RULE_SHARE = {2: 0.45, 3: 0.375}  # members (3: three or more) -> GBP / sum of L
 RULE_FLOOR = 0.25
 KNEE_SHARE = 0.05
 COLUMNS = [
-    "members", "write_share", "lbp_pages", "gbp_pages", "references", "lbp_hit_ratio",
-    "valid_lbp_ratio", "invalid_ratio", "gbp_hit_ratio", "hit_ratio", "physical_reads",
+    "members",
+    "write_share",
+    "lbp_pages",
+    "gbp_pages",
+    "references",
+    "lbp_hit_ratio",
+    "valid_lbp_ratio",
+    "invalid_ratio",
+    "gbp_hit_ratio",
+    "hit_ratio",
+    "physical_reads",
     "castouts",
-]  # fmt: skip
+]
 
 
 def rule_of_thumb(members: int) -> float | None:
@@ -76,8 +85,11 @@ def curves(
     for m in members:
         for share in write_shares:
             pages, pieces = _pieces(trace_for(m, share))
-            pools = {(lbp, gbp): SharedPools(m, pages, int(lbp), int(gbp), policy)
-                     for lbp in lbp_sizes for gbp in gbp_sizes}  # fmt: skip
+            pools = {
+                (lbp, gbp): SharedPools(m, pages, int(lbp), int(gbp), policy)
+                for lbp in lbp_sizes
+                for gbp in gbp_sizes
+            }
             for piece in pieces:
                 columns = [piece[name].to_numpy() for name in ("member", "page", "write")]
                 for pool in pools.values():
@@ -86,16 +98,24 @@ def curves(
                 c = pool.result().cluster
                 refs = c["pool_data_l_reads"]
                 valid = c["pool_data_lbp_pages_found"] - c["pool_data_gbp_invalid_pages"]
-                rows.append({
-                    "members": m, "write_share": share, "lbp_pages": int(lbp),
-                    "gbp_pages": int(gbp), "references": refs,
-                    "lbp_hit_ratio": c["lbp_hit_ratio"],
-                    "valid_lbp_ratio": valid / refs if refs else math.nan,
-                    "invalid_ratio": c["pool_data_gbp_invalid_pages"] / refs
-                    if refs else math.nan,
-                    "gbp_hit_ratio": c["gbp_hit_ratio"], "hit_ratio": c["hit_ratio"],
-                    "physical_reads": c["pool_data_p_reads"], "castouts": c["castouts"],
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "members": m,
+                        "write_share": share,
+                        "lbp_pages": int(lbp),
+                        "gbp_pages": int(gbp),
+                        "references": refs,
+                        "lbp_hit_ratio": c["lbp_hit_ratio"],
+                        "valid_lbp_ratio": valid / refs if refs else math.nan,
+                        "invalid_ratio": c["pool_data_gbp_invalid_pages"] / refs
+                        if refs
+                        else math.nan,
+                        "gbp_hit_ratio": c["gbp_hit_ratio"],
+                        "hit_ratio": c["hit_ratio"],
+                        "physical_reads": c["pool_data_p_reads"],
+                        "castouts": c["castouts"],
+                    }
+                )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -111,12 +131,16 @@ def knees(frame: pd.DataFrame, share: float = KNEE_SHARE) -> pd.DataFrame:
         flat = g[g["physical_reads"] <= floor * (1 + share)]
         knee = int(flat["gbp_pages"].iloc[0])
         found = knee < int(g["gbp_pages"].iloc[-1])  # a size below the largest is as good
-        out.append({
-            "members": m, "write_share": w, "lbp_pages": lbp,
-            "gbp_knee_pages": knee if found else math.nan,
-            "gbp_knee_share": knee / (m * lbp) if found else math.nan,
-            "rule_share": rule_of_thumb(int(m)),
-            "reads_at_knee": float(flat["physical_reads"].iloc[0]),
-            "reads_at_largest": floor,
-        })  # fmt: skip
+        out.append(
+            {
+                "members": m,
+                "write_share": w,
+                "lbp_pages": lbp,
+                "gbp_knee_pages": knee if found else math.nan,
+                "gbp_knee_share": knee / (m * lbp) if found else math.nan,
+                "rule_share": rule_of_thumb(int(m)),
+                "reads_at_knee": float(flat["physical_reads"].iloc[0]),
+                "reads_at_largest": floor,
+            }
+        )
     return pd.DataFrame(out)

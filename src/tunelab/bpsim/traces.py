@@ -228,8 +228,9 @@ def _checked(path: Path, pages, prefetch, meta) -> Trace:
     if prefetch is not None:
         prefetch = np.asarray(prefetch)
         if prefetch.dtype.kind not in "uib":
-            raise TraceFormatError(f"{path}: prefetch flags must be integers 0 or 1, got "
-                                   f"{prefetch.dtype}")  # fmt: skip
+            raise TraceFormatError(
+                f"{path}: prefetch flags must be integers 0 or 1, got {prefetch.dtype}"
+            )
         if prefetch.shape != pages.shape:
             raise TraceFormatError(f"{path}: prefetch flags must have one entry per page")
         if prefetch.size and prefetch.max() > 1:

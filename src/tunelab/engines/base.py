@@ -201,10 +201,14 @@ def version_knob(image: ImageSource, meaning: str) -> Knob:
     """The ``engine_version`` knob of an engine whose image comes in several versions: each
     version a server of its own (fresh), read back from the server's own version string."""
     return Knob(
-        VERSION_KNOB, "string", meaning, values=tuple(v.version for v in image.versions),
-        fresh=True, readback="the server's version string: its number must be the version "
+        VERSION_KNOB,
+        "string",
+        meaning,
+        values=tuple(v.version for v in image.versions),
+        fresh=True,
+        readback="the server's version string: its number must be the version "
         "asked or a release of it (17.12 for 17)",
-    )  # fmt: skip
+    )
 
 
 def version_applied(info: EngineInfo, number: str) -> str:
@@ -361,8 +365,10 @@ class Engine(abc.ABC):
             raise EngineError(f"{info.name} cannot express knob(s) {', '.join(unknown)}")
         for name, value in full.items():
             if (problem := info.knobs[name].check(value)) is not None:
-                raise EngineError(f"{info.name}: knob {name}={value!r} {problem} "
-                                  f"(allowed: {info.knobs[name].allowed_text()})")  # fmt: skip
+                raise EngineError(
+                    f"{info.name}: knob {name}={value!r} {problem} "
+                    f"(allowed: {info.knobs[name].allowed_text()})"
+                )
         for fld, msg, allowed in cls.check_point(full):
             raise EngineError(f"{info.name}: knob {fld}: {msg} (allowed: {allowed})")
         return full
@@ -426,9 +432,18 @@ class Engine(abc.ABC):
         the table's files are made with (the fresh knobs, e.g. the page size)."""
         fresh = {k: self.knobs.get(k) for k in sorted(self.info.fresh_knobs)}
         text = json.dumps(
-            [TABLE_BUILD, self.info.name, table, data.key, index.kind, index.key, index.include,
-             fresh], default=str,
-        )  # fmt: skip
+            [
+                TABLE_BUILD,
+                self.info.name,
+                table,
+                data.key,
+                index.kind,
+                index.key,
+                index.include,
+                fresh,
+            ],
+            default=str,
+        )
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def build_table(self, table: str, index: IndexPlan, source: Source, changes: bool) -> str:
@@ -588,10 +603,13 @@ class Engine(abc.ABC):
         have = self.catalog_layout(table)
         kinds = [index.kind, *self.info.knobs["index"].values]
         found = next(
-            (k for k in dict.fromkeys(kinds)
-             if self.expected_layout(table, IndexPlan(k, index.key, index.include)) == have),
+            (
+                k
+                for k in dict.fromkeys(kinds)
+                if self.expected_layout(table, IndexPlan(k, index.key, index.include)) == have
+            ),
             f"unrecognised {have}",
-        )  # fmt: skip
+        )
         granularity = self.lock_granularity_in_effect(table, table_lock)
         return {"index": found, "lock_granularity": granularity}
 
@@ -626,9 +644,14 @@ class Engine(abc.ABC):
 
     # -- review ---------------------------------------------------------------------------------
     def planned_sql(
-        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
-        workload: str | None = None, cache: str | None = None,
-    ) -> list[str]:  # fmt: skip
+        self,
+        knobs: dict[str, Any],
+        dataset: Dataset,
+        index: IndexPlan,
+        *,
+        workload: str | None = None,
+        cache: str | None = None,
+    ) -> list[str]:
         """Every statement/command a point would run, for `tunelab plan --sql`, in the order a
         point runs them. ``workload`` (a type) puts the table's build where the runner does
         it: once before a read's repetitions; before every repetition of a write, and an

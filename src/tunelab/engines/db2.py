@@ -153,80 +153,111 @@ INFO = EngineInfo(
     "one buffer pool and automatic storage table space per point",
     knobs={
         "page_size": Knob(
-            "page_size", "integer",
+            "page_size",
+            "integer",
             "PAGESIZE of a new buffer pool and table space (created in place, equal by "
             "construction)",
-            values=PAGE_SIZES, unit="bytes", default=4096,
+            values=PAGE_SIZES,
+            unit="bytes",
+            default=4096,
             readback="SYSCAT.TABLESPACES and SYSCAT.BUFFERPOOLS PAGESIZE",
         ),
         "buffer_pool": Knob(
-            "buffer_pool", "integer", "CREATE BUFFERPOOL ... IMMEDIATE SIZE n (pages)",
-            minimum=2, maximum=2_147_483_647, unit="pages", default=1000,
+            "buffer_pool",
+            "integer",
+            "CREATE BUFFERPOOL ... IMMEDIATE SIZE n (pages)",
+            minimum=2,
+            maximum=2_147_483_647,
+            unit="pages",
+            default=1000,
             readback="SYSCAT.BUFFERPOOLS NPAGES, MON_GET_BUFFERPOOL BP_CUR_BUFFSZ",
         ),
         "extent_size": Knob(
-            "extent_size", "integer", "table space EXTENTSIZE (pages)",
-            minimum=2, maximum=256, unit="pages", default=32,
+            "extent_size",
+            "integer",
+            "table space EXTENTSIZE (pages)",
+            minimum=2,
+            maximum=256,
+            unit="pages",
+            default=32,
             readback="SYSCAT.TABLESPACES EXTENTSIZE",
         ),
         "prefetch_size": PagesOrAutomatic(
-            "prefetch_size", "integer",
-            "table space PREFETCHSIZE (pages; IBM advises a multiple of extent_size), or "
-            "AUTOMATIC",
-            minimum=1, maximum=32767, unit="pages", default=32,
+            "prefetch_size",
+            "integer",
+            "table space PREFETCHSIZE (pages; IBM advises a multiple of extent_size), or AUTOMATIC",
+            minimum=1,
+            maximum=32767,
+            unit="pages",
+            default=32,
             readback="SYSCAT.TABLESPACES PREFETCHSIZE (-1: AUTOMATIC)",
         ),
         "overhead_ms": Knob(
-            "overhead_ms", "number",
+            "overhead_ms",
+            "number",
             "table space OVERHEAD (optimizer's seek + latency cost; INHERIT when unset)",
-            minimum=0, unit="ms",
+            minimum=0,
+            unit="ms",
             readback="SYSCAT.TABLESPACES OVERHEAD",
         ),
         "transferrate_ms": Knob(
-            "transferrate_ms", "number",
+            "transferrate_ms",
+            "number",
             "table space TRANSFERRATE (optimizer's time to read one page; INHERIT when unset)",
-            minimum=0, unit="ms",
+            minimum=0,
+            unit="ms",
             readback="SYSCAT.TABLESPACES TRANSFERRATE",
         ),
         "direct_io": Knob(
-            "direct_io", "boolean",
+            "direct_io",
+            "boolean",
             "true: NO FILE SYSTEM CACHING (direct I/O); false: FILE SYSTEM CACHING",
             default=True,
             readback="MON_GET_TABLESPACE FS_CACHING",
         ),
         "lock_granularity": Knob(
-            "lock_granularity", "string",
+            "lock_granularity",
+            "string",
             "ALTER TABLE ... LOCKSIZE ROW|TABLE; table also takes LOCK TABLE ... IN "
             "EXCLUSIVE MODE at the start of each transaction",
-            values=("row", "table"), default="row",
+            values=("row", "table"),
+            default="row",
             readback="SYSCAT.TABLES LOCKSIZE",
         ),
         "sync_mode": Knob(
-            "sync_mode", "string",
+            "sync_mode",
+            "string",
             "none: no standby; otherwise HADR_SYNCMODE of a standby (a second container, "
             "db2_hadr.py, restored from the primary's backup): SYNC (the commit waits for the "
             "standby's log write), NEARSYNC (its receipt), ASYNC (the send), SUPERASYNC "
             "(nothing)",
-            values=(db2_hadr.NONE, *db2_hadr.MODES), default=db2_hadr.NONE,
+            values=(db2_hadr.NONE, *db2_hadr.MODES),
+            default=db2_hadr.NONE,
             readback="MON_GET_HADR on the primary: HADR_ROLE PRIMARY, HADR_SYNCMODE, "
             "HADR_STATE PEER (REMOTE_CATCHUP for SUPERASYNC), HADR_CONNECT_STATUS CONNECTED",
         ),
         "network_rtt_ms": Knob(
-            "network_rtt_ms", "number",
+            "network_rtt_ms",
+            "number",
             "round trip between primary and standby: delay proxies (host.delayproxy) on the "
             "run network's gateway, between each database and its partner's HADR port, hold "
             "each byte half of it each way; 0: the proxies' hop only",
-            minimum=0, maximum=1000, unit="ms", default=0,
+            minimum=0,
+            maximum=1000,
+            unit="ms",
+            default=0,
             readback="the proxy's delay; MON_GET_HADR's log gap and log time lags are recorded "
             "per repetition",
         ),
         "index": Knob(
-            "index", "string",
+            "index",
+            "string",
             "none; nonclustered: CREATE INDEX; clustered: CREATE INDEX ... CLUSTER, REORG "
             "TABLE ... INDEX, RUNSTATS; covering: CREATE UNIQUE INDEX ... INCLUDE on a unique "
             "key, else a composite (key, selected columns); covering_wrong_order: (selected "
             "columns, key)",
-            values=INDEX_KINDS, default="none",
+            values=INDEX_KINDS,
+            default="none",
             readback="SYSCAT.INDEXES and SYSCAT.INDEXCOLUSE",
         ),
     },
@@ -258,7 +289,7 @@ INFO = EngineInfo(
         "each read bypasses the OS page cache, with FILE SYSTEM CACHING the OS may serve it",
         direct_knob="direct_io",
     ),
-)  # fmt: skip
+)
 
 
 # -- the image ---------------------------------------------------------------------------------
@@ -273,8 +304,13 @@ def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
     legal: ``warn_point``.)"""
     rtt = knobs.get("network_rtt_ms") or 0
     if rtt and not db2_hadr.wants_standby(knobs):
-        return [("network_rtt_ms", f"{rtt} ms needs a standby: sync_mode is none",
-                 "0, or a sync_mode other than none")]  # fmt: skip
+        return [
+            (
+                "network_rtt_ms",
+                f"{rtt} ms needs a standby: sync_mode is none",
+                "0, or a sync_mode other than none",
+            )
+        ]
     return []
 
 
@@ -411,8 +447,14 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         """An autocommit connection to the lab's database through ``port`` (a proxy's)."""
         return self._open(DATABASE, port, True, timeout_s)
 
-    def _open(self, database: str | None, port: int, autocommit: bool, timeout_s: float,
-              host: str = "127.0.0.1") -> Any:  # fmt: skip
+    def _open(
+        self,
+        database: str | None,
+        port: int,
+        autocommit: bool,
+        timeout_s: float,
+        host: str = "127.0.0.1",
+    ) -> Any:
         import ibm_db_dbi
 
         dsn = (
@@ -544,8 +586,9 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         self.execute([load_sql(table, f"{DATA_MOUNT}/{LOAD_DIR}/{host_file.name}")])
         got = int(self.query(f"SELECT COUNT(*) FROM {ident(table)}")[0][0])
         if got != source.dataset.rows:
-            raise EngineError(f"db2: LOAD put {got} rows in {table}, the data set has "
-                              f"{source.dataset.rows}")  # fmt: skip
+            raise EngineError(
+                f"db2: LOAD put {got} rows in {table}, the data set has {source.dataset.rows}"
+            )
 
     def keep_table(self, table: str, key: str, changes: bool) -> None:
         """Not kept: a Db2 point's table lives in the point's own table space (its page size,
@@ -726,9 +769,14 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
 
     # -- review ----------------------------------------------------------------------------------
     def planned_sql(
-        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
-        workload: str | None = None, cache: str | None = None,
-    ) -> list[str]:  # fmt: skip
+        self,
+        knobs: dict[str, Any],
+        dataset: Dataset,
+        index: IndexPlan,
+        *,
+        workload: str | None = None,
+        cache: str | None = None,
+    ) -> list[str]:
         """See ``Engine.planned_sql``."""
         knobs = {**INFO.defaults(), **knobs}
         page = int(knobs["page_size"])
@@ -811,17 +859,22 @@ def _planned_standby(knobs: dict[str, Any]) -> list[str]:
         "on the network's gateway, <log port> to the primary's HADR port "
         f"{db2_hadr.HADR_PORT} and <admin port> to the standby's, {rtt / 2:g} ms each way",
     ]
-    link = db2_hadr.Link("<primary ip>", "<standby ip>", "<gateway>", "<log port>",
-                         "<admin port>")  # type: ignore[arg-type]  # fmt: skip
+    link = db2_hadr.Link("<primary ip>", "<standby ip>", "<gateway>", "<log port>", "<admin port>")  # type: ignore[arg-type]
     steps = db2_hadr.setup_steps(mode, link)
-    lines += [f"-- {s.where} ({s.what}): docker exec <{s.where}> {shlex.join(clp(s.script))}"
-              for s in steps]  # fmt: skip
+    lines += [
+        f"-- {s.where} ({s.what}): docker exec <{s.where}> {shlex.join(clp(s.script))}"
+        for s in steps
+    ]
     states = " or ".join(db2_hadr.READY_STATES[mode])
-    lines.append(f"{db2_hadr.hadr_sql()}  -- until HADR_STATE {states} and HADR_CONNECT_STATUS "
-                 "CONNECTED; read back, and after every timed section")  # fmt: skip
-    lines += [f"-- a kept pair in another mode, {s.where} ({s.what}): "
-              f"docker exec <{s.where}> {shlex.join(clp(s.script))}"
-              for s in db2_hadr.mode_steps(mode)]  # fmt: skip
+    lines.append(
+        f"{db2_hadr.hadr_sql()}  -- until HADR_STATE {states} and HADR_CONNECT_STATUS "
+        "CONNECTED; read back, and after every timed section"
+    )
+    lines += [
+        f"-- a kept pair in another mode, {s.where} ({s.what}): "
+        f"docker exec <{s.where}> {shlex.join(clp(s.script))}"
+        for s in db2_hadr.mode_steps(mode)
+    ]
     return lines
 
 

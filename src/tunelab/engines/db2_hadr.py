@@ -68,17 +68,31 @@ STANDBY_BACKUP_MOUNT = "/hadr-backup"
 STANDBY_DIR = "standby"  # <home>/standby: the standby's data mount on the host
 # HADR_STATE a pair must show (with HADR_CONNECT_STATUS CONNECTED) before a point is measured:
 # SUPERASYNC never enters peer state (IBM's HADR wiki, "Monitoring HADR").
-READY_STATES = {"SYNC": ("PEER",), "NEARSYNC": ("PEER",), "ASYNC": ("PEER",),
-                "SUPERASYNC": ("REMOTE_CATCHUP",)}  # fmt: skip
+READY_STATES = {
+    "SYNC": ("PEER",),
+    "NEARSYNC": ("PEER",),
+    "ASYNC": ("PEER",),
+    "SUPERASYNC": ("REMOTE_CATCHUP",),
+}
 READY_TIMEOUT_S = 300
 LINK_PINGS = 7  # as the open engines: each move to a point measures the link again
 # Read back from SYSPROC.MON_GET_HADR on the primary (one row per standby).
 HADR_COLUMNS = (
-    "HADR_ROLE", "HADR_SYNCMODE", "HADR_STATE", "HADR_CONNECT_STATUS", "HADR_LOG_GAP",
-    "PRIMARY_LOG_TIME", "STANDBY_LOG_TIME", "STANDBY_REPLAY_LOG_TIME",
-    "SOCK_SEND_BUF_REQUESTED", "SOCK_SEND_BUF_ACTUAL", "SOCK_RECV_BUF_REQUESTED",
-    "SOCK_RECV_BUF_ACTUAL", "PEER_WINDOW", "STANDBY_SPOOL_LIMIT",
-)  # fmt: skip
+    "HADR_ROLE",
+    "HADR_SYNCMODE",
+    "HADR_STATE",
+    "HADR_CONNECT_STATUS",
+    "HADR_LOG_GAP",
+    "PRIMARY_LOG_TIME",
+    "STANDBY_LOG_TIME",
+    "STANDBY_REPLAY_LOG_TIME",
+    "SOCK_SEND_BUF_REQUESTED",
+    "SOCK_SEND_BUF_ACTUAL",
+    "SOCK_RECV_BUF_REQUESTED",
+    "SOCK_RECV_BUF_ACTUAL",
+    "PEER_WINDOW",
+    "STANDBY_SPOOL_LIMIT",
+)
 
 
 def wants_standby(knobs: dict[str, Any]) -> bool:
@@ -120,17 +134,25 @@ def nat_pair(inside: Any, outside: Any) -> str:
     return f"{inside}|{outside}"
 
 
-def hadr_cfg(mode: str, local: tuple[Any, Any], remote: tuple[Any, Any],
-             database: str = DATABASE) -> str:  # fmt: skip
+def hadr_cfg(
+    mode: str, local: tuple[Any, Any], remote: tuple[Any, Any], database: str = DATABASE
+) -> str:
     """The HADR configuration of one database: (host, port) of itself (NAT pairs) and of its
     partner as it reaches it, the partner's instance, the mode and the fixed settings."""
     if mode not in MODES:
         raise EngineError(f"db2: HADR_SYNCMODE {mode!r} not allowed ({', '.join(MODES)})")
-    return update_cfg(database, {
-        "HADR_LOCAL_HOST": local[0], "HADR_LOCAL_SVC": local[1],
-        "HADR_REMOTE_HOST": remote[0], "HADR_REMOTE_SVC": remote[1],
-        "HADR_REMOTE_INST": INSTANCE, "HADR_SYNCMODE": mode, **FIXED_CFG,
-    })  # fmt: skip
+    return update_cfg(
+        database,
+        {
+            "HADR_LOCAL_HOST": local[0],
+            "HADR_LOCAL_SVC": local[1],
+            "HADR_REMOTE_HOST": remote[0],
+            "HADR_REMOTE_SVC": remote[1],
+            "HADR_REMOTE_INST": INSTANCE,
+            "HADR_SYNCMODE": mode,
+            **FIXED_CFG,
+        },
+    )
 
 
 def start_hadr(role: str, database: str = DATABASE) -> str:
@@ -166,33 +188,48 @@ def setup_steps(mode: str, link: Link, database: str = DATABASE) -> list[Step]:
     standby, both configured, HADR started on the standby, then on the primary."""
     db = ident(database)
     backup = f"{DATA_MOUNT}/{BACKUP_DIR}"
-    primary = hadr_cfg(mode, (nat_pair(link.primary_ip, link.gateway),
-                              nat_pair(HADR_PORT, link.log_port)),
-                       (link.gateway, link.admin_port), db)  # fmt: skip
-    standby = hadr_cfg(mode, (nat_pair(link.standby_ip, link.gateway),
-                              nat_pair(HADR_PORT, link.admin_port)),
-                       (link.gateway, link.log_port), db)  # fmt: skip
+    primary = hadr_cfg(
+        mode,
+        (nat_pair(link.primary_ip, link.gateway), nat_pair(HADR_PORT, link.log_port)),
+        (link.gateway, link.admin_port),
+        db,
+    )
+    standby = hadr_cfg(
+        mode,
+        (nat_pair(link.standby_ip, link.gateway), nat_pair(HADR_PORT, link.admin_port)),
+        (link.gateway, link.log_port),
+        db,
+    )
     archive = update_cfg(db, {"LOGARCHMETH1": f"DISK:{ARCHIVE_DIR}", "LOGINDEXBUILD": "ON"})
     restore = f"RESTORE DATABASE {db} FROM {STANDBY_BACKUP_MOUNT} WITHOUT PROMPTING"
     # A database the image may have made on the standby is dropped first, as IBM advises.
     drop = f"db2 {shlex.quote(f'DROP DATABASE {db}')} >/dev/null 2>&1"
     return [
-        Step("primary", "archive logging, HADR registry variables",
-             f"mkdir -p {ARCHIVE_DIR} || exit 1; {registry_script()}; {_db2(archive)}"),
+        Step(
+            "primary",
+            "archive logging, HADR registry variables",
+            f"mkdir -p {ARCHIVE_DIR} || exit 1; {registry_script()}; {_db2(archive)}",
+        ),
         # Offline: the instance restart deactivated the database, and a switch from circular
         # to archive logging leaves it backup pending until an offline backup. The backup
         # directory is emptied, not removed: it is the standby's mount.
-        Step("primary", "offline backup",
-             f"{restart_instance_script()}; rm -rf {backup}/*; "
-             f"{_db2(f'BACKUP DATABASE {db} TO {backup}')}; chmod -R a+rX {backup}"),
-        Step("standby", "HADR registry variables",
-             f"{registry_script()}; {restart_instance_script()}"),
+        Step(
+            "primary",
+            "offline backup",
+            f"{restart_instance_script()}; rm -rf {backup}/*; "
+            f"{_db2(f'BACKUP DATABASE {db} TO {backup}')}; chmod -R a+rX {backup}",
+        ),
+        Step(
+            "standby",
+            "HADR registry variables",
+            f"{registry_script()}; {restart_instance_script()}",
+        ),
         Step("standby", "restore", f"mkdir -p {ARCHIVE_DIR} || exit 1; {drop}; {_db2(restore)}"),
         Step("standby", "HADR configuration", _db2(standby)),
         Step("primary", "HADR configuration", _db2(primary)),
         Step("standby", "start as standby", _db2(start_hadr("STANDBY", db))),
         Step("primary", "start as primary", _db2(start_hadr("PRIMARY", db))),
-    ]  # fmt: skip
+    ]
 
 
 def mode_steps(mode: str, database: str = DATABASE) -> list[Step]:
@@ -227,9 +264,12 @@ def _rows(rows: list[tuple]) -> list[dict[str, Any]]:
 def state_text(rows: list[tuple]) -> str:
     if not rows:
         return "MON_GET_HADR shows no HADR pair"
-    return "; ".join(f"HADR_ROLE {r['HADR_ROLE']}, HADR_SYNCMODE {r['HADR_SYNCMODE']}, "
-                     f"HADR_STATE {r['HADR_STATE']}, HADR_CONNECT_STATUS "
-                     f"{r['HADR_CONNECT_STATUS']}" for r in _rows(rows))  # fmt: skip
+    return "; ".join(
+        f"HADR_ROLE {r['HADR_ROLE']}, HADR_SYNCMODE {r['HADR_SYNCMODE']}, "
+        f"HADR_STATE {r['HADR_STATE']}, HADR_CONNECT_STATUS "
+        f"{r['HADR_CONNECT_STATUS']}"
+        for r in _rows(rows)
+    )
 
 
 def ready(rows: list[tuple], mode: str) -> bool:
@@ -238,9 +278,12 @@ def ready(rows: list[tuple], mode: str) -> bool:
     if len(named) != 1:
         return False
     r = named[0]
-    return (r["HADR_ROLE"] == "PRIMARY" and r["HADR_SYNCMODE"] == mode
-            and r["HADR_CONNECT_STATUS"] == "CONNECTED"
-            and r["HADR_STATE"] in READY_STATES[mode])  # fmt: skip
+    return (
+        r["HADR_ROLE"] == "PRIMARY"
+        and r["HADR_SYNCMODE"] == mode
+        and r["HADR_CONNECT_STATUS"] == "CONNECTED"
+        and r["HADR_STATE"] in READY_STATES[mode]
+    )
 
 
 def _stamp(value: Any) -> Any:
@@ -273,8 +316,11 @@ def applied(rows: list[tuple], network_rtt_ms: Any) -> dict[str, Any]:
                 f"db2: SOCK_{side}_BUF_REQUESTED is {asked}, not {SOCKET_BUFFER_BYTES} "
                 "(DB2_HADR_SOSNDBUF / DB2_HADR_SORCVBUF not in effect: no instance restart?)"
             )
-    extras = {f"db2_hadr_{k.removeprefix('HADR_').lower()}": _stamp(v)
-              for k, v in r.items() if k != "HADR_SYNCMODE"}  # fmt: skip
+    extras = {
+        f"db2_hadr_{k.removeprefix('HADR_').lower()}": _stamp(v)
+        for k, v in r.items()
+        if k != "HADR_SYNCMODE"
+    }
     return {"sync_mode": mode, "network_rtt_ms": network_rtt_ms, **extras}
 
 
@@ -295,9 +341,10 @@ def gauges(rows: list[tuple]) -> dict[str, float]:
     return {
         "db2_hadr_log_gap_bytes": math.nan if gap is None else float(gap),
         "db2_hadr_log_time_lag_ms": _ms(r.get("PRIMARY_LOG_TIME"), r.get("STANDBY_LOG_TIME")),
-        "db2_hadr_replay_time_lag_ms": _ms(r.get("PRIMARY_LOG_TIME"),
-                                           r.get("STANDBY_REPLAY_LOG_TIME")),
-    }  # fmt: skip
+        "db2_hadr_replay_time_lag_ms": _ms(
+            r.get("PRIMARY_LOG_TIME"), r.get("STANDBY_REPLAY_LOG_TIME")
+        ),
+    }
 
 
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
@@ -306,9 +353,14 @@ _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
 def container_ip(hosts: str, hostname: str) -> str:
     """The address /etc/hosts gives the container's own name (Docker writes one per network):
     HADR_LOCAL_HOST must be one address the primary listens on."""
-    found = [parts[0] for line in hosts.splitlines()
-             if len(parts := line.split()) > 1 and hostname.strip() in parts[1:]
-             and _IPV4.match(parts[0]) and not parts[0].startswith("127.")]  # fmt: skip
+    found = [
+        parts[0]
+        for line in hosts.splitlines()
+        if len(parts := line.split()) > 1
+        and hostname.strip() in parts[1:]
+        and _IPV4.match(parts[0])
+        and not parts[0].startswith("127.")
+    ]
     if len(found) != 1:
         raise EngineError(f"db2: no single IPv4 address for {hostname.strip()!r} in /etc/hosts")
     return found[0]
@@ -409,17 +461,26 @@ class HadrMixin:
         self.stop_proxy()
         cpus = self._proxy_cpus()
         try:
-            self.proxy = delayproxy.Proxy(HADR_PORT, rtt_ms / 2, link.log_port, cpus,
-                                          listen_host=link.gateway,
-                                          target_host=link.primary_ip)  # fmt: skip
-            self.admin_proxy = delayproxy.Proxy(HADR_PORT, rtt_ms / 2, link.admin_port, cpus,
-                                                listen_host=link.gateway,
-                                                target_host=link.standby_ip)  # fmt: skip
+            self.proxy = delayproxy.Proxy(
+                HADR_PORT,
+                rtt_ms / 2,
+                link.log_port,
+                cpus,
+                listen_host=link.gateway,
+                target_host=link.primary_ip,
+            )
+            self.admin_proxy = delayproxy.Proxy(
+                HADR_PORT,
+                rtt_ms / 2,
+                link.admin_port,
+                cpus,
+                listen_host=link.gateway,
+                target_host=link.standby_ip,
+            )
         except OSError as exc:
             self.stop_proxy()
             raise EngineError(f"db2: a delay proxy did not start: {exc}") from None
-        return dataclasses.replace(link, log_port=self.proxy.port,
-                                   admin_port=self.admin_proxy.port)  # fmt: skip
+        return dataclasses.replace(link, log_port=self.proxy.port, admin_port=self.admin_proxy.port)
 
     def stop_proxy(self) -> None:
         for proxy in (self.proxy, self.admin_proxy):
@@ -443,12 +504,19 @@ class HadrMixin:
         # Root in the primary, whose data mount holds them all, makes the folders anew.
         code, out = self.container.exec(["sh", "-c", standby_dirs_script()], user="root")
         if code:
-            raise EngineError(f"db2: cannot make the standby's folders (exit {code}): "
-                              f"{' '.join(out.split())[-300:]}")  # fmt: skip
+            raise EngineError(
+                f"db2: cannot make the standby's folders (exit {code}): "
+                f"{' '.join(out.split())[-300:]}"
+            )
         keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
         try:
-            self.standby = containers.start(self._spec(), self.run_id, self.point_id + KEY_SUFFIX,
-                                            keep_key=keep, run_dir=self.run_dir)  # fmt: skip
+            self.standby = containers.start(
+                self._spec(),
+                self.run_id,
+                self.point_id + KEY_SUFFIX,
+                keep_key=keep,
+                run_dir=self.run_dir,
+            )
             gateway = containers.network_gateway(self.run_id)
         except containers.ContainerError as exc:
             raise EngineError(f"db2: the standby did not start: {exc}") from None
@@ -461,8 +529,9 @@ class HadrMixin:
         """The standby kept with a kept primary; False when there is none running."""
         if self.container is None or self.run_dir is None or not self._standby_file.exists():
             return False
-        self.standby = containers.attach(self._spec(), self.run_id,
-                                         self.keep_key(knobs) + KEY_SUFFIX)  # fmt: skip
+        self.standby = containers.attach(
+            self._spec(), self.run_id, self.keep_key(knobs) + KEY_SUFFIX
+        )
         return self.standby is not None
 
     def run_steps(self, steps: list[Step]) -> None:
@@ -471,8 +540,10 @@ class HadrMixin:
             assert rc is not None
             code, out = rc.exec(clp(step.script), user="root")
             if code != 0:
-                raise EngineError(f"db2: HADR set-up, {step.where} ({step.what}) failed "
-                                  f"(exit {code}): {' '.join(out.split())[-400:]}")  # fmt: skip
+                raise EngineError(
+                    f"db2: HADR set-up, {step.where} ({step.what}) failed "
+                    f"(exit {code}): {' '.join(out.split())[-400:]}"
+                )
 
     def remove_standby(self) -> None:
         self.stop_proxy()
@@ -488,9 +559,11 @@ class HadrMixin:
         while not ready(rows := self.query(hadr_sql()), mode):
             if time.monotonic() > deadline:
                 logs = self.standby.logs(tail=20) if self.standby is not None else ""
-                raise EngineError(f"db2: the standby is not ready for {mode} after "
-                                  f"{timeout_s:g} s ({state_text(rows)}); its last log "
-                                  f"lines:\n{logs}")  # fmt: skip
+                raise EngineError(
+                    f"db2: the standby is not ready for {mode} after "
+                    f"{timeout_s:g} s ({state_text(rows)}); its last log "
+                    f"lines:\n{logs}"
+                )
             time.sleep(0.5)
 
     def measure_link(self, pings: int = LINK_PINGS) -> float:
@@ -498,8 +571,9 @@ class HadrMixin:
         primary's client port through a second proxy with the same delay (HADR's own channel
         carries no query the lab could time), after one that opens the way."""
         assert self.container is not None and self.proxy is not None
-        probe = delayproxy.Proxy(self.container.host_port, self.proxy.delay_ms, 0,
-                                 self._proxy_cpus())  # fmt: skip
+        probe = delayproxy.Proxy(
+            self.container.host_port, self.proxy.delay_ms, 0, self._proxy_cpus()
+        )
         try:
             conn = self.open_at(probe.port, 10)
             try:

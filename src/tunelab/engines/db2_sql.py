@@ -196,14 +196,30 @@ def admin_cmd(command: str) -> str:
 
 # Cumulative counters (since activation) of the point's buffer pool; summed over members.
 BUFFERPOOL_COUNTERS = (
-    "POOL_DATA_L_READS", "POOL_INDEX_L_READS", "POOL_TEMP_DATA_L_READS",
-    "POOL_TEMP_INDEX_L_READS", "POOL_DATA_P_READS", "POOL_INDEX_P_READS",
-    "POOL_TEMP_DATA_P_READS", "POOL_TEMP_INDEX_P_READS", "POOL_ASYNC_DATA_READS",
-    "POOL_ASYNC_INDEX_READS", "POOL_READ_TIME", "POOL_ASYNC_READ_TIME",
-    "UNREAD_PREFETCH_PAGES", "DIRECT_READS", "POOL_DATA_WRITES", "POOL_INDEX_WRITES",
-    "POOL_WRITE_TIME", "VECTORED_IOS", "PAGES_FROM_VECTORED_IOS", "BLOCK_IOS",
-    "PAGES_FROM_BLOCK_IOS", "PREFETCH_WAITS", "PREFETCH_WAIT_TIME",
-)  # fmt: skip
+    "POOL_DATA_L_READS",
+    "POOL_INDEX_L_READS",
+    "POOL_TEMP_DATA_L_READS",
+    "POOL_TEMP_INDEX_L_READS",
+    "POOL_DATA_P_READS",
+    "POOL_INDEX_P_READS",
+    "POOL_TEMP_DATA_P_READS",
+    "POOL_TEMP_INDEX_P_READS",
+    "POOL_ASYNC_DATA_READS",
+    "POOL_ASYNC_INDEX_READS",
+    "POOL_READ_TIME",
+    "POOL_ASYNC_READ_TIME",
+    "UNREAD_PREFETCH_PAGES",
+    "DIRECT_READS",
+    "POOL_DATA_WRITES",
+    "POOL_INDEX_WRITES",
+    "POOL_WRITE_TIME",
+    "VECTORED_IOS",
+    "PAGES_FROM_VECTORED_IOS",
+    "BLOCK_IOS",
+    "PAGES_FROM_BLOCK_IOS",
+    "PREFETCH_WAITS",
+    "PREFETCH_WAIT_TIME",
+)
 DATABASE_COUNTERS = ("LOCK_WAITS", "LOCK_ESCALS", "LOCK_WAIT_TIME", "LOCK_TIMEOUTS", "DEADLOCKS")
 # The log's (MON_GET_TRANSACTION_LOG): pages written (LOG_WRITES, 4 KiB log pages), the write
 # requests that wrote them (NUM_LOG_WRITE_IO: the log writer's flushes, each synchronous),
@@ -231,15 +247,20 @@ def counters_from(
     """Common counter keys (engines.md) plus db2_ extras from the monitor rows."""
     b = {c: float(v or 0) for c, v in zip(BUFFERPOOL_COUNTERS, bp, strict=True)}
     d = {c: float(v or 0) for c, v in zip(DATABASE_COUNTERS, db, strict=True)}
-    g = {c: float(v or 0) for c, v in zip(LOG_COUNTERS, log or [0] * len(LOG_COUNTERS),
-                                          strict=True)}  # fmt: skip
+    g = {
+        c: float(v or 0) for c, v in zip(LOG_COUNTERS, log or [0] * len(LOG_COUNTERS), strict=True)
+    }
     physical = (
-        b["POOL_DATA_P_READS"] + b["POOL_INDEX_P_READS"]
-        + b["POOL_TEMP_DATA_P_READS"] + b["POOL_TEMP_INDEX_P_READS"]
-    )  # fmt: skip
+        b["POOL_DATA_P_READS"]
+        + b["POOL_INDEX_P_READS"]
+        + b["POOL_TEMP_DATA_P_READS"]
+        + b["POOL_TEMP_INDEX_P_READS"]
+    )
     out = {
-        "logical_reads": b["POOL_DATA_L_READS"] + b["POOL_INDEX_L_READS"]
-        + b["POOL_TEMP_DATA_L_READS"] + b["POOL_TEMP_INDEX_L_READS"],
+        "logical_reads": b["POOL_DATA_L_READS"]
+        + b["POOL_INDEX_L_READS"]
+        + b["POOL_TEMP_DATA_L_READS"]
+        + b["POOL_TEMP_INDEX_L_READS"],
         # Db2's physical reads include the pages its prefetchers read (async reads).
         "physical_reads": physical,
         "prefetch_reads": b["POOL_ASYNC_DATA_READS"] + b["POOL_ASYNC_INDEX_READS"],
@@ -253,7 +274,7 @@ def counters_from(
         "log_writes": g["NUM_LOG_WRITE_IO"],
         "log_syncs": g["NUM_LOG_WRITE_IO"],  # Db2 writes its log synchronously
         "log_write_time_ms": g["LOG_WRITE_TIME"],
-    }  # fmt: skip
+    }
     for group in (b, d, g):
         out.update({f"db2_{k.lower()}": v for k, v in group.items()})
     return out
@@ -357,14 +378,23 @@ _GUIDELINE = re.compile(r"\s*/\* <OPTGUIDELINES>.*?</OPTGUIDELINES> \*/", re.DOT
 QUERYTAG = "TUNELAB"  # EXPLAIN_STATEMENT.QUERYTAG is CHAR(20)
 EXPLAIN_SCHEMA = SCHEMA  # EXPLAIN writes to the session user's tables before SYSTOOLS'
 EXPLAIN_TABLES = (
-    "EXPLAIN_INSTANCE", "EXPLAIN_STATEMENT", "EXPLAIN_OPERATOR", "EXPLAIN_STREAM",
+    "EXPLAIN_INSTANCE",
+    "EXPLAIN_STATEMENT",
+    "EXPLAIN_OPERATOR",
+    "EXPLAIN_STREAM",
     "EXPLAIN_ARGUMENT",
-)  # fmt: skip
+)
 # The columns that identify one explained statement in every explain table.
 _EXPLAIN_KEY = (
-    "EXPLAIN_REQUESTER", "EXPLAIN_TIME", "SOURCE_NAME", "SOURCE_SCHEMA", "SOURCE_VERSION",
-    "EXPLAIN_LEVEL", "STMTNO", "SECTNO",
-)  # fmt: skip
+    "EXPLAIN_REQUESTER",
+    "EXPLAIN_TIME",
+    "SOURCE_NAME",
+    "SOURCE_SCHEMA",
+    "SOURCE_VERSION",
+    "EXPLAIN_LEVEL",
+    "STMTNO",
+    "SECTNO",
+)
 _ACCESS_OPERATORS = ("TBSCAN", "IXSCAN", "FETCH", "RIDSCN")
 
 
@@ -468,14 +498,22 @@ def plan_sql(queryno: int | str) -> dict[str, str]:
         return f"{latest}SELECT {cols} FROM {joined} ORDER BY {order}"
 
     return {
-        "operators": of("EXPLAIN_OPERATOR", "X.OPERATOR_ID, X.OPERATOR_TYPE, X.TOTAL_COST",
-                        "X.OPERATOR_ID"),
-        "streams": of("EXPLAIN_STREAM", "X.STREAM_ID, X.SOURCE_TYPE, X.SOURCE_ID, "
-                      "X.TARGET_TYPE, X.TARGET_ID, X.OBJECT_SCHEMA, X.OBJECT_NAME, "
-                      "X.STREAM_COUNT", "X.STREAM_ID"),
-        "arguments": of("EXPLAIN_ARGUMENT", "X.OPERATOR_ID, X.ARGUMENT_TYPE, X.ARGUMENT_VALUE",
-                        "X.OPERATOR_ID, X.ARGUMENT_TYPE"),
-    }  # fmt: skip
+        "operators": of(
+            "EXPLAIN_OPERATOR", "X.OPERATOR_ID, X.OPERATOR_TYPE, X.TOTAL_COST", "X.OPERATOR_ID"
+        ),
+        "streams": of(
+            "EXPLAIN_STREAM",
+            "X.STREAM_ID, X.SOURCE_TYPE, X.SOURCE_ID, "
+            "X.TARGET_TYPE, X.TARGET_ID, X.OBJECT_SCHEMA, X.OBJECT_NAME, "
+            "X.STREAM_COUNT",
+            "X.STREAM_ID",
+        ),
+        "arguments": of(
+            "EXPLAIN_ARGUMENT",
+            "X.OPERATOR_ID, X.ARGUMENT_TYPE, X.ARGUMENT_VALUE",
+            "X.OPERATOR_ID, X.ARGUMENT_TYPE",
+        ),
+    }
 
 
 @dataclass
@@ -608,9 +646,14 @@ APPLICATION_HANDLE_SQL = "VALUES SYSPROC.MON_GET_APPLICATION_HANDLE()"
 # CLIENT_IDLE_WAIT_TIME, outside it. TOTAL_SECTION_TIME would leave out the compilation of each
 # literal statement, which the client's clock does see. Milliseconds, TOTAL_CPU_TIME in µs.
 CONNECTION_COUNTERS = (
-    "TOTAL_RQST_TIME", "TOTAL_SECTION_TIME", "TOTAL_COMPILE_TIME", "TOTAL_WAIT_TIME",
-    "CLIENT_IDLE_WAIT_TIME", "RQSTS_COMPLETED_TOTAL", "TOTAL_CPU_TIME",
-)  # fmt: skip
+    "TOTAL_RQST_TIME",
+    "TOTAL_SECTION_TIME",
+    "TOTAL_COMPILE_TIME",
+    "TOTAL_WAIT_TIME",
+    "CLIENT_IDLE_WAIT_TIME",
+    "RQSTS_COMPLETED_TOTAL",
+    "TOTAL_CPU_TIME",
+)
 
 
 def connection_sql(handles: Sequence[int]) -> str:

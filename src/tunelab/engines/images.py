@@ -139,8 +139,9 @@ def _mirror_refusal(script: str, suite: str, mirror: str) -> str | None:
     if (script, suite, mirror) in _served:
         return None
     try:
-        proc = subprocess.run([script, "--suite", suite, "--check"], capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            [script, "--suite", suite, "--check"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{script} --check did not answer: {exc}"
     if proc.returncode == 0:

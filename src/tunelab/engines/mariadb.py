@@ -89,70 +89,96 @@ INFO = EngineInfo(
     summary="MariaDB / InnoDB in a container (Docker); the open stand-in for DB2's knobs",
     knobs={
         "page_size": Knob(
-            "page_size", "integer", "innodb_page_size, on a fresh data directory",
-            values=PAGE_SIZES, unit="bytes", fresh=True, default=16384,
+            "page_size",
+            "integer",
+            "innodb_page_size, on a fresh data directory",
+            values=PAGE_SIZES,
+            unit="bytes",
+            fresh=True,
+            default=16384,
             readback="SHOW GLOBAL VARIABLES innodb_page_size",
         ),
         "buffer_pool": Knob(
-            "buffer_pool", "integer",
+            "buffer_pool",
+            "integer",
             "innodb_buffer_pool_size = pages x page_size, resized in place; InnoDB keeps whole "
             "MiB and needs at least 2/3/6/11/21 MiB at 4/8/16/32/64 KiB pages",
-            minimum=min(mib * MIB // p for p, mib in MIN_POOL_MIB.items()), unit="pages",
+            minimum=min(mib * MIB // p for p, mib in MIN_POOL_MIB.items()),
+            unit="pages",
             readback="innodb_buffer_pool_size / innodb_page_size",
         ),
         "read_ahead_threshold": Knob(
-            "read_ahead_threshold", "integer",
+            "read_ahead_threshold",
+            "integer",
             "innodb_read_ahead_threshold: sequential pages of an extent that trigger linear "
             "read-ahead of the next extent (0 turns it off)",
-            minimum=0, maximum=64, default=56,
+            minimum=0,
+            maximum=64,
+            default=56,
             readback="innodb_read_ahead_threshold",
         ),
         "random_read_ahead": Knob(
-            "random_read_ahead", "boolean", "innodb_random_read_ahead", default=False,
+            "random_read_ahead",
+            "boolean",
+            "innodb_random_read_ahead",
+            default=False,
             readback="innodb_random_read_ahead",
         ),
         "lock_granularity": Knob(
-            "lock_granularity", "string",
+            "lock_granularity",
+            "string",
             "row: InnoDB row locks; table: LOCK TABLES ... WRITE around every transaction",
-            values=("row", "table"), default="row",
+            values=("row", "table"),
+            default="row",
             readback="SHOW OPEN TABLES (In_use) while a probe transaction holds the lock; "
             "information_schema.TABLES ENGINE for InnoDB's row locks",
         ),
         "index": Knob(
-            "index", "string",
+            "index",
+            "string",
             "none; nonclustered: secondary index; clustered: PRIMARY KEY (attribute, id), "
             "rebuilt after the load; covering: composite (attribute, selected columns); "
             "covering_wrong_order: (selected columns, attribute)",
-            values=INDEX_KINDS, default="none",
+            values=INDEX_KINDS,
+            default="none",
             readback="information_schema.STATISTICS",
         ),
         "direct_io": Knob(
-            "direct_io", "boolean",
+            "direct_io",
+            "boolean",
             "innodb_flush_method=O_DIRECT (true) or fsync (false, reads use the OS cache)",
-            restart=True, default=True, readback="innodb_flush_method",
+            restart=True,
+            default=True,
+            readback="innodb_flush_method",
         ),
         readahead.NAME: readahead.knob(
             "the data directory (InnoDB's reads meet it only with direct_io: false: O_DIRECT "
             "bypasses the page cache and its read-ahead)"
         ),
         "sync_mode": Knob(
-            "sync_mode", "string",
+            "sync_mode",
+            "string",
             "none: no replica (and no binary log); otherwise a replica (a second container, "
             "mariadb_replica.py) of the primary's binary log (ROW, sync_binlog=1): async (no "
             "semi-sync), or semi-sync with rpl_semi_sync_master_wait_point = AFTER_COMMIT or "
             "AFTER_SYNC (the commit waits for the replica's receipt of its events, after the "
             "binary log's sync, after or before the storage engine's commit)",
-            values=replica.MODES, default=replica.NONE,
+            values=replica.MODES,
+            default=replica.NONE,
             readback="log_bin, rpl_semi_sync_master_enabled, rpl_semi_sync_master_wait_point; "
             "Rpl_semi_sync_master_status ON with one client; the replica's Slave_IO_Running "
             "and Slave_SQL_Running",
         ),
         "network_rtt_ms": Knob(
-            "network_rtt_ms", "number",
+            "network_rtt_ms",
+            "number",
             "round trip between primary and replica: a delay proxy (host.delayproxy) on the "
             "run network's gateway holds each byte half of it each way; 0: the proxy's hops "
             "only",
-            minimum=0, maximum=1000, unit="ms", default=0,
+            minimum=0,
+            maximum=1000,
+            unit="ms",
+            default=0,
             readback="the proxy's delay; the link's round trip measured through it and the "
             "semi-sync status variables are recorded per repetition",
         ),
@@ -186,7 +212,7 @@ INFO = EngineInfo(
         "bypasses the OS page cache, with fsync the OS may serve it from its page cache",
         direct_knob="direct_io",
     ),
-)  # fmt: skip
+)
 
 
 def _literal(value: Any) -> str:
@@ -363,16 +389,26 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         if nbytes < MIN_POOL_MIB[page] * MIB:
             return [("buffer_pool", f"{pages} pages is below InnoDB's minimum", allowed)]
         if nbytes % MIB:
-            return [("buffer_pool", f"{pages} pages is not whole MiB: InnoDB would truncate it",
-                     allowed)]  # fmt: skip
+            return [
+                (
+                    "buffer_pool",
+                    f"{pages} pages is not whole MiB: InnoDB would truncate it",
+                    allowed,
+                )
+            ]
         return []
 
     @staticmethod
     def warn_point(knobs: dict[str, Any]) -> list[tuple[str, str]]:
         if readahead.wanted(knobs) and knobs.get("direct_io", True):
-            return [(readahead.NAME, "InnoDB reads its files with O_DIRECT (direct_io: true), "
-                     "which bypasses the kernel's read-ahead: os_read_ahead changes nothing "
-                     "there (set direct_io: false)")]  # fmt: skip
+            return [
+                (
+                    readahead.NAME,
+                    "InnoDB reads its files with O_DIRECT (direct_io: true), "
+                    "which bypasses the kernel's read-ahead: os_read_ahead changes nothing "
+                    "there (set direct_io: false)",
+                )
+            ]
         return []
 
     # -- the server ---------------------------------------------------------------------------
@@ -444,9 +480,14 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         return f"DROP TABLE IF EXISTS {DATABASE}.{table}"
 
     def open_connection(
-        self, database: str | None, autocommit: bool, timeout_s: float, local_infile: bool = False,
-        port: int | None = None, host: str = "127.0.0.1",
-    ) -> Any:  # fmt: skip
+        self,
+        database: str | None,
+        autocommit: bool,
+        timeout_s: float,
+        local_infile: bool = False,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+    ) -> Any:
         import MySQLdb.cursors
 
         assert self.container is not None
@@ -472,8 +513,11 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         replica's published one, or the delay proxy's on the run network's gateway."""
         return connect_with_retry(
             lambda timeout: self.open_connection(None, True, timeout, port=port, host=host),
-            self.connect_errors, self.info.name, self.connect_deadline_s, self.connect_pause_s,
-        )  # fmt: skip
+            self.connect_errors,
+            self.info.name,
+            self.connect_deadline_s,
+            self.connect_pause_s,
+        )
 
     # -- the replica (mariadb_replica.py) -------------------------------------------------------
     def keep_key(self, knobs: dict[str, Any]) -> str:
@@ -574,8 +618,11 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         counted, since LOAD DATA turns a malformed line into a warning, not an error."""
         conn = connect_with_retry(
             lambda timeout: self.open_connection(DATABASE, False, timeout, local_infile=True),
-            self.connect_errors, self.info.name, self.connect_deadline_s, self.connect_pause_s,
-        )  # fmt: skip
+            self.connect_errors,
+            self.info.name,
+            self.connect_deadline_s,
+            self.connect_pause_s,
+        )
         try:
             cur = conn.cursor()
             cur.execute(load_sql(table, Path(source.csv).resolve()))
@@ -585,8 +632,10 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         finally:
             conn.close()
         if got != source.dataset.rows:
-            raise EngineError(f"mariadb: LOAD DATA put {got} rows in {table}, the data set has "
-                              f"{source.dataset.rows}")  # fmt: skip
+            raise EngineError(
+                f"mariadb: LOAD DATA put {got} rows in {table}, the data set has "
+                f"{source.dataset.rows}"
+            )
 
     def create_index(self, table: str, index: IndexPlan) -> None:
         self.admin_execute(f"USE {DATABASE}")
@@ -683,8 +732,10 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         # JSON_TABLE yields the array's values in order, and STRAIGHT_JOIN keeps it the outer
         # table: each key an eq_ref look-up in turn. One parameter: one statement text.
         k = KEYS_ALIAS
-        return (f"JSON_TABLE(%s, '$[*]' COLUMNS (id INT PATH '$')) AS {k} "
-                f"STRAIGHT_JOIN {table_ref} ON {table}.id = {k}.id")  # fmt: skip
+        return (
+            f"JSON_TABLE(%s, '$[*]' COLUMNS (id INT PATH '$')) AS {k} "
+            f"STRAIGHT_JOIN {table_ref} ON {table}.id = {k}.id"
+        )
 
     def key_args(self, keys: Sequence[int]) -> tuple:
         return (json.dumps([int(k) for k in keys]),)
@@ -845,9 +896,14 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def planned_sql(
-        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
-        workload: str | None = None, cache: str | None = None,
-    ) -> list[str]:  # fmt: skip
+        self,
+        knobs: dict[str, Any],
+        dataset: Dataset,
+        index: IndexPlan,
+        *,
+        workload: str | None = None,
+        cache: str | None = None,
+    ) -> list[str]:
         """See ``Engine.planned_sql``."""
         full = self.full_knobs(knobs)
         opts = " ".join(f"--{k}={v}" for k, v in _option_pairs(_server_options(full)))
@@ -861,16 +917,20 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
             out.append("-- every repetition, untimed: the table built again")
         out += [f"DROP TABLE IF EXISTS {DATABASE}.{table}", self.table_ddl(table, index)]
         if workload != "insert":
-            out.append(f"{load_sql(table, f'<data dir>/{dataset.key}.csv')}  -- {dataset.rows} "
-                       "rows, then SELECT COUNT(*)")  # fmt: skip
+            out.append(
+                f"{load_sql(table, f'<data dir>/{dataset.key}.csv')}  -- {dataset.rows} "
+                "rows, then SELECT COUNT(*)"
+            )
         out += [*self.index_ddl(table, index), f"ANALYZE TABLE {table}"]
         if workload == "insert":
             out[-1] += "  -- the empty table: the timed inserts maintain the index"
         if workload is not None and workload != "insert":
             out.append("EXPLAIN FORMAT=JSON <statement>  -- before timing, each distinct one")
         if full.get("lock_granularity") == "table":
-            out.append(f"SET autocommit = 0; LOCK TABLES {table} WRITE; ...; COMMIT; "
-                       "UNLOCK TABLES  -- around every transaction")  # fmt: skip
+            out.append(
+                f"SET autocommit = 0; LOCK TABLES {table} WRITE; ...; COMMIT; "
+                "UNLOCK TABLES  -- around every transaction"
+            )
         cold = "cold" if cache == "cold" else "cold points"
         before = {"cold": "each cold start", "warm": "each warm-up"}.get(
             cache, "each cold start or warm-up"

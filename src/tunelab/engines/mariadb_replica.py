@@ -204,12 +204,12 @@ def planned_sql(knobs: dict[str, Any], database: str) -> list[str]:
         *(
             sql.replace("%s", secret).replace("%%", "%") + "  -- on the primary"
             for sql, _ in user_sql()
-        ),  # fmt: skip
+        ),
         "SELECT @@GLOBAL.gtid_binlog_pos  -- on the primary: where the new replica starts",
         *(
             sql.replace("%s", "'<that position>'") + "  -- on the replica"
             for sql in replica_setup_sql(database)
-        ),  # fmt: skip
+        ),
         _change_master("'<the gateway>'", "<the proxy's port>").replace("%s", secret)
         + "  -- on the replica",
         "START SLAVE  -- on the replica",
@@ -252,8 +252,13 @@ def replica_running(slave: dict[str, Any]) -> bool:
 def slave_text(slave: dict[str, Any]) -> str:
     if not slave:
         return "SHOW SLAVE STATUS shows no primary"
-    keys = ("Slave_IO_Running", "Slave_SQL_Running", "Slave_IO_State", "Last_IO_Error",
-            "Last_SQL_Error")  # fmt: skip
+    keys = (
+        "Slave_IO_Running",
+        "Slave_SQL_Running",
+        "Slave_IO_State",
+        "Last_IO_Error",
+        "Last_SQL_Error",
+    )
     return ", ".join(f"{k} {slave.get(k)!r}" for k in keys if slave.get(k) not in (None, ""))
 
 
@@ -279,8 +284,9 @@ def fallback(mark: dict[str, Any], status: dict[str, Any]) -> str | None:
     return ", ".join(problems) or None
 
 
-def applied(variables: dict[str, str], status: dict[str, str], slave: dict[str, Any],
-            network_rtt_ms: Any) -> dict[str, Any]:  # fmt: skip
+def applied(
+    variables: dict[str, str], status: dict[str, str], slave: dict[str, Any], network_rtt_ms: Any
+) -> dict[str, Any]:
     """sync_mode as the primary has it ("none" without a binary log; the wait point when
     semi-sync is on, else "async"), network_rtt_ms as the proxy holds it, and what the two
     servers say beside them as mariadb_*. EngineError when the replica does not run, or
@@ -318,7 +324,7 @@ def replica_spec(primary: containers.ContainerSpec, home: Path) -> containers.Co
         volumes={
             str(home / REPLICA_DIR / Path(host).name): inside
             for host, inside in primary.volumes.items()
-        },  # fmt: skip
+        },
     )
 
 
@@ -384,8 +390,10 @@ class ReplicaMixin(StandbyBase):
         return {**rows[0], "_semisync_slave_status": status[0]["Value"] if status else None}
 
     def semisync_status(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in
-                self.admin_query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")}  # fmt: skip
+        return {
+            str(k): str(v)
+            for k, v in self.admin_query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")
+        }
 
     def _variable(self, name: str) -> str:
         rows = self.admin_query("SHOW GLOBAL VARIABLES WHERE Variable_name = %s", (name,))
@@ -403,11 +411,13 @@ class ReplicaMixin(StandbyBase):
             self.proxy_in_place(rtt, self.container.host_port, listen_host=self._gateway())
         ):
             # The replica reconnects at once to the new proxy, on the port it knows.
-            self._guarded("STOP SLAVE IO_THREAD",
-                          lambda: self.replica_query("STOP SLAVE IO_THREAD"))  # fmt: skip
+            self._guarded(
+                "STOP SLAVE IO_THREAD", lambda: self.replica_query("STOP SLAVE IO_THREAD")
+            )
             self._open_link(rtt)
-            self._guarded("START SLAVE IO_THREAD",
-                          lambda: self.replica_query("START SLAVE IO_THREAD"))  # fmt: skip
+            self._guarded(
+                "START SLAVE IO_THREAD", lambda: self.replica_query("START SLAVE IO_THREAD")
+            )
         self.apply_mode(knobs)
         self.wait_replica()
         self.link_rtt_ms = self.measure_link()
@@ -443,8 +453,9 @@ class ReplicaMixin(StandbyBase):
             self._save_kept()
         for sql, takes_password in user_sql():
             args = (self.password,) if takes_password else ()
-            self._guarded("the replication login",
-                          lambda sql=sql, args=args: self.admin_execute(sql, args))  # fmt: skip
+            self._guarded(
+                "the replication login", lambda sql=sql, args=args: self.admin_execute(sql, args)
+            )
         position = self._variable("gtid_binlog_pos")
         self.launch_standby(self._replica_spec(), knobs)
         self._open_link(rtt)
@@ -453,10 +464,16 @@ class ReplicaMixin(StandbyBase):
         setup = replica_setup_sql(self.database or "")
         for sql in setup:
             args = (position,) if "%s" in sql else ()
-            self._guarded(f"the replica's {sql.split(' =')[0]}",
-                          lambda sql=sql, args=args: self.replica_query(sql, args))  # fmt: skip
-        self._guarded("CHANGE MASTER", lambda: self.replica_query(
-            change_master_sql(gateway, self.proxy.port), (self.password,)))  # fmt: skip
+            self._guarded(
+                f"the replica's {sql.split(' =')[0]}",
+                lambda sql=sql, args=args: self.replica_query(sql, args),
+            )
+        self._guarded(
+            "CHANGE MASTER",
+            lambda: self.replica_query(
+                change_master_sql(gateway, self.proxy.port), (self.password,)
+            ),
+        )
         self._guarded("START SLAVE", lambda: self.replica_query("START SLAVE"))
 
     def apply_mode(self, knobs: dict[str, Any]) -> None:
@@ -489,8 +506,12 @@ class ReplicaMixin(StandbyBase):
                     f"{status.get('Rpl_semi_sync_master_clients')}); its last log lines:\n"
                     f"{self.standby_logs()}"
                 )
-            if (on and not renegotiated and replica_running(slave)
-                    and time.monotonic() - began > RENEGOTIATE_AFTER_S):  # fmt: skip
+            if (
+                on
+                and not renegotiated
+                and replica_running(slave)
+                and time.monotonic() - began > RENEGOTIATE_AFTER_S
+            ):
                 self.replica_query("STOP SLAVE IO_THREAD")
                 self.replica_query("START SLAVE IO_THREAD")
                 renegotiated = True
@@ -502,8 +523,10 @@ class ReplicaMixin(StandbyBase):
         position = self._variable("gtid_binlog_pos")
         rows = self.replica_query(catch_up_sql(), (position, int(timeout_s)))
         if not rows or rows[0]["applied"] != 0:
-            raise EngineError(f"mariadb: the replica has not applied {position!r} after "
-                              f"{timeout_s:g} s ({slave_text(self.slave_status())})")  # fmt: skip
+            raise EngineError(
+                f"mariadb: the replica has not applied {position!r} after "
+                f"{timeout_s:g} s ({slave_text(self.slave_status())})"
+            )
 
     def measure_link(self, pings: int = LINK_PINGS) -> float:
         """The link's round trip in ms, as the replica's traffic has it: the median of
@@ -525,11 +548,21 @@ class ReplicaMixin(StandbyBase):
 
     # -- reading back ------------------------------------------------------------------------
     def applied_replication(self) -> dict[str, Any]:
-        names = ("log_bin", "binlog_format", "sync_binlog", "rpl_semi_sync_master_enabled",
-                 "rpl_semi_sync_master_wait_point", "rpl_semi_sync_master_timeout")  # fmt: skip
+        names = (
+            "log_bin",
+            "binlog_format",
+            "sync_binlog",
+            "rpl_semi_sync_master_enabled",
+            "rpl_semi_sync_master_wait_point",
+            "rpl_semi_sync_master_timeout",
+        )
         marks = ", ".join(["%s"] * len(names))
-        variables = {str(k): str(v) for k, v in self.admin_query(
-            f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names)}  # fmt: skip
+        variables = {
+            str(k): str(v)
+            for k, v in self.admin_query(
+                f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names
+            )
+        }
         if variables.get("log_bin") != "ON":
             return applied(variables, {}, {}, 0)
         if self.standby is None:
@@ -550,8 +583,7 @@ class ReplicaMixin(StandbyBase):
                     f"asynchronous replication: {problem}); the replica: {slave_text(slave)}; "
                     f"its last log lines:\n{self.standby_logs()}"
                 )
-        return {**semisync_gauges(status), **replica_gauges(slave),
-                "link_rtt_ms": self.link_rtt_ms}  # fmt: skip
+        return {**semisync_gauges(status), **replica_gauges(slave), "link_rtt_ms": self.link_rtt_ms}
 
     def semisync_counters(self) -> dict[str, float]:
         status = self.semisync_status()

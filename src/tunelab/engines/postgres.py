@@ -110,10 +110,14 @@ class _BlockSize(Knob):
 
 # PostgreSQL 15 by default; 17 (knob engine_version) from the next Debian release's package.
 IMAGE = ImageSource(
-    "postgres:15", "tunelab/postgres:local", "postgres/build.sh",
-    versions=(ImageVersion("15", "bookworm", "postgres:15"),
-              ImageVersion("17", "trixie", "postgres:17")),
-)  # fmt: skip
+    "postgres:15",
+    "tunelab/postgres:local",
+    "postgres/build.sh",
+    versions=(
+        ImageVersion("15", "bookworm", "postgres:15"),
+        ImageVersion("17", "trixie", "postgres:17"),
+    ),
+)
 
 INFO = EngineInfo(
     name="postgres",
@@ -121,49 +125,65 @@ INFO = EngineInfo(
     "switches force the access path",
     knobs={
         "page_size": _BlockSize(
-            "page_size", "integer",
+            "page_size",
+            "integer",
             "BLCKSZ is fixed when PostgreSQL is compiled: only the server's block size "
             "(SHOW block_size) is accepted",
-            values=(BLOCK_SIZE,), unit="bytes", default=BLOCK_SIZE,
+            values=(BLOCK_SIZE,),
+            unit="bytes",
+            default=BLOCK_SIZE,
             readback="SHOW block_size",
         ),
         "buffer_pool": Knob(
-            "buffer_pool", "integer",
+            "buffer_pool",
+            "integer",
             "shared_buffers = pages x 8 KiB, set at start (a restart); a sequential scan of a "
             "table larger than a quarter of shared_buffers reads through a 256 KiB ring, so "
             "it never fills the pool",
-            minimum=16, maximum=MAX_SHARED_BUFFERS, unit="pages", restart=True,
+            minimum=16,
+            maximum=MAX_SHARED_BUFFERS,
+            unit="pages",
+            restart=True,
             readback="pg_settings: shared_buffers (in 8 kB units)",
         ),
         "io_concurrency": Knob(
-            "io_concurrency", "integer",
+            "io_concurrency",
+            "integer",
             "effective_io_concurrency, in place (settings file, pg_reload_conf()): how many "
             "heap pages a bitmap heap scan asks the kernel to prefetch (posix_fadvise); "
             "sequential and plain index scans never prefetch (kernel read-ahead only); 0: off",
-            minimum=0, maximum=1000, default=1,
+            minimum=0,
+            maximum=1000,
+            default=1,
             readback="SHOW effective_io_concurrency",
         ),
         "maintenance_io_concurrency": Knob(
-            "maintenance_io_concurrency", "integer",
+            "maintenance_io_concurrency",
+            "integer",
             "maintenance_io_concurrency, in place (settings file, pg_reload_conf()): the "
             "prefetch depth of work done for many sessions (in 15: recovery's prefetch and the "
             "heap pages an index's tuple deletion reads); no query's read uses it",
-            minimum=0, maximum=1000, default=10,
+            minimum=0,
+            maximum=1000,
+            default=10,
             readback="SHOW maintenance_io_concurrency",
         ),
         readahead.NAME: readahead.knob(
             "the data directory (a sequential scan reads block after block and relies on it)"
         ),
         "lock_granularity": Knob(
-            "lock_granularity", "string",
+            "lock_granularity",
+            "string",
             "row: PostgreSQL's row locks (a writer holds ROW EXCLUSIVE on the table); table: "
             "LOCK TABLE ... IN EXCLUSIVE MODE at the start of each transaction (other writers "
             "wait, readers do not)",
-            values=("row", "table"), default="row",
+            values=("row", "table"),
+            default="row",
             readback="pg_locks of a probe transaction on the table",
         ),
         "sync_mode": Knob(
-            "sync_mode", "string",
+            "sync_mode",
+            "string",
             "none: no standby; otherwise a streaming standby (a second container, "
             "postgres_standby.py) named in synchronous_standby_names, and synchronous_commit = "
             "this value: off, local (the local flush only), remote_write (the standby has "
@@ -174,21 +194,27 @@ INFO = EngineInfo(
             "sync_state sync",
         ),
         "network_rtt_ms": Knob(
-            "network_rtt_ms", "number",
+            "network_rtt_ms",
+            "number",
             "round trip between primary and standby: a delay proxy (tunelab.host.delayproxy) on "
             "127.0.0.1 holds each byte half of it each way; 0: the proxy's hop only",
-            minimum=0, maximum=1000, unit="ms", default=0,
+            minimum=0,
+            maximum=1000,
+            unit="ms",
+            default=0,
             readback="the proxy's delay; the standby's write, flush and replay lags are "
             "recorded per repetition",
         ),
         "index": Knob(
-            "index", "string",
+            "index",
+            "string",
             "none; nonclustered: CREATE INDEX (key); clustered: CREATE INDEX (key), then "
             "CLUSTER ... USING it (the heap is reordered once; later writes do not keep the "
             "order); covering: CREATE INDEX (key) INCLUDE (selected columns); "
             "covering_wrong_order: (selected columns, key); unique on id, which then replaces "
             "the primary key; VACUUM (ANALYZE) after, so index-only scans skip the heap",
-            values=INDEX_KINDS, default="none",
+            values=INDEX_KINDS,
+            default="none",
             readback="pg_index: key and INCLUDE columns, unique, indisclustered",
         ),
         "engine_version": version_knob(
@@ -233,7 +259,7 @@ INFO = EngineInfo(
         "idx_blks_read, like pg_stat_database's blks_read): each a read(2) of the relation's "
         "file, which the OS page cache may serve (PostgreSQL 15 has no direct I/O)"
     ),
-)  # fmt: skip
+)
 
 
 # -- settings ------------------------------------------------------------------------------
@@ -290,8 +316,11 @@ def planner_switches(index: IndexPlan) -> dict[str, str]:
     (``access: forced``). They add a huge cost to the other paths, not forbid them: the
     runner checks the plan EXPLAIN shows anyway."""
     if index.kind == "none" or not index.key:
-        return {"enable_indexscan": "off", "enable_indexonlyscan": "off",
-                "enable_bitmapscan": "off"}  # fmt: skip
+        return {
+            "enable_indexscan": "off",
+            "enable_indexonlyscan": "off",
+            "enable_bitmapscan": "off",
+        }
     if _covers(index):
         # The index-only scan of the covering index is left cheapest (a plain scan of the same
         # index costs its heap fetches on top). Not enable_indexscan = off: in PostgreSQL 15
@@ -395,8 +424,13 @@ def expected_layout(table: str, index: IndexPlan) -> dict[str, dict[str, Any]]:
     """What ``catalog_layout`` shows once ``table_ddl`` and ``index_ddl`` ran."""
     out: dict[str, dict[str, Any]] = {}
     if _has_primary_key(index):
-        out[f"{table}_pkey"] = {"key": ("id",), "include": (), "unique": True,
-                                "primary": True, "clustered": False}  # fmt: skip
+        out[f"{table}_pkey"] = {
+            "key": ("id",),
+            "include": (),
+            "unique": True,
+            "primary": True,
+            "clustered": False,
+        }
     spec = _index_spec(table, index)
     if spec is not None:
         out[spec["name"]] = {k: v for k, v in spec.items() if k != "name"}
@@ -510,8 +544,14 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             secrets=(self.password,),
         )
 
-    def _open(self, user: str, autocommit: bool, timeout_s: float, options: str = "",
-              port: int | None = None) -> Any:  # fmt: skip
+    def _open(
+        self,
+        user: str,
+        autocommit: bool,
+        timeout_s: float,
+        options: str = "",
+        port: int | None = None,
+    ) -> Any:
         import psycopg
 
         assert self.container is not None
@@ -546,15 +586,22 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         options = " ".join(f"-c {k}={v}" for k, v in self._forced.items())
         return server.connect_with_retry(
             lambda timeout: self._open(LAB_ROLE, False, timeout, options),
-            self.connect_errors, self.info.name, self.connect_deadline_s,
-        )  # fmt: skip
+            self.connect_errors,
+            self.info.name,
+            self.connect_deadline_s,
+        )
 
     @staticmethod
     def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
         rtt = knobs.get("network_rtt_ms") or 0
         if rtt and not standby.wants_standby(knobs):
-            return [("network_rtt_ms", f"{rtt} ms needs a standby: sync_mode is none",
-                     "0, or a sync_mode other than none")]  # fmt: skip
+            return [
+                (
+                    "network_rtt_ms",
+                    f"{rtt} ms needs a standby: sync_mode is none",
+                    "0, or a sync_mode other than none",
+                )
+            ]
         return []
 
     def write_settings(self, knobs: dict[str, Any]) -> None:
@@ -609,8 +656,10 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             self.park_proxy()
 
     def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
-        names = {"io_concurrency": "effective_io_concurrency",
-                 "maintenance_io_concurrency": "maintenance_io_concurrency"}  # fmt: skip
+        names = {
+            "io_concurrency": "effective_io_concurrency",
+            "maintenance_io_concurrency": "maintenance_io_concurrency",
+        }
         if not changed & set(names):
             return
         self.admin_query("SELECT pg_reload_conf()")
@@ -720,10 +769,15 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             (table,),
         )
         return {
-            name: {"key": tuple(cols[:nkey]), "include": tuple(cols[nkey:]),
-                   "unique": unique, "primary": primary, "clustered": clustered}
+            name: {
+                "key": tuple(cols[:nkey]),
+                "include": tuple(cols[nkey:]),
+                "unique": unique,
+                "primary": primary,
+                "clustered": clustered,
+            }
             for name, nkey, unique, primary, clustered, cols in rows
-        }  # fmt: skip
+        }
 
     def expected_layout(self, table: str, index: IndexPlan) -> dict[str, dict[str, Any]]:
         return expected_layout(table, index)
@@ -739,12 +793,13 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
                 self.lock_table(cur, table)
             cur.execute(f"UPDATE {table} SET balance = balance WHERE false")
             modes = {
-                m for (m,) in self.admin_query(
+                m
+                for (m,) in self.admin_query(
                     "SELECT mode FROM pg_locks WHERE pid = %s AND locktype = 'relation' "
                     "AND relation = to_regclass(%s) AND granted",
                     (conn.info.backend_pid, table),
                 )
-            }  # fmt: skip
+            }
             conn.rollback()
         finally:
             conn.close()
@@ -1001,8 +1056,10 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             return {"sync_mode": standby.NONE, "network_rtt_ms": 0}
         state = self.replication_state()
         if state != ("streaming", "sync"):
-            raise EngineError(f"postgres: the standby is not the synchronous one streaming "
-                              f"(pg_stat_replication: {state or 'none connected'})")  # fmt: skip
+            raise EngineError(
+                f"postgres: the standby is not the synchronous one streaming "
+                f"(pg_stat_replication: {state or 'none connected'})"
+            )
         return {
             "sync_mode": self._setting("synchronous_commit"),
             "network_rtt_ms": 2 * self.proxy.delay_ms if self.proxy is not None else None,
@@ -1041,9 +1098,14 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
 
     # -- review ---------------------------------------------------------------------------------
     def planned_sql(
-        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
-        workload: str | None = None, cache: str | None = None,
-    ) -> list[str]:  # fmt: skip
+        self,
+        knobs: dict[str, Any],
+        dataset: Dataset,
+        index: IndexPlan,
+        *,
+        workload: str | None = None,
+        cache: str | None = None,
+    ) -> list[str]:
         """See ``Engine.planned_sql``."""
         full = self.full_knobs(knobs)
         table = dataset.table
@@ -1070,8 +1132,9 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         if workload is not None and workload != "insert":
             out.append("EXPLAIN (FORMAT JSON) <statement>  -- before timing, each distinct one")
         if full.get("lock_granularity") == "table":
-            out.append(f"LOCK TABLE {table} IN EXCLUSIVE MODE; ...; COMMIT  "
-                       "-- every write transaction")  # fmt: skip
+            out.append(
+                f"LOCK TABLE {table} IN EXCLUSIVE MODE; ...; COMMIT  -- every write transaction"
+            )
         out.append(f"{FLUSH_SQL}  -- on each timed connection before its counters are read")
         cold = "cold" if cache == "cold" else "cold points"
         if cache in (None, "cold"):

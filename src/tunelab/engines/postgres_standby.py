@@ -38,28 +38,59 @@ HBA_LINE = "host replication postgres all scram-sha-256"
 
 
 def standby_spec(
-    image: str, password: str, home: Path, primary_port: int, proxy_port: int,
+    image: str,
+    password: str,
+    home: Path,
+    primary_port: int,
+    proxy_port: int,
     cpuset: str | None,
-) -> containers.ContainerSpec:  # fmt: skip
+) -> containers.ContainerSpec:
     """The standby's container: base backup from the primary's port when its data directory
     is empty, then the server, streaming through the proxy's port."""
     postgres = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"]
     conninfo = f"host=127.0.0.1 port={proxy_port} user=postgres application_name={STANDBY_NAME}"
-    backup = [*postgres, "pg_basebackup", "-h", "127.0.0.1", "-p", str(primary_port),
-              "-U", "postgres", "-D", DATADIR, "-X", "stream", "-c", "fast"]  # fmt: skip
-    server = [*postgres, "postgres", "-D", DATADIR,
-              "-c", "listen_addresses=", "-c", f"primary_conninfo={conninfo}",
-              "-c", "wal_retrieve_retry_interval=100ms", "-c", "hot_standby=on"]  # fmt: skip
-    script = "; ".join([
-        "set -euo pipefail",
-        f"mkdir -p {DATADIR} /run/postgresql",
-        f"chown postgres:postgres {DATADIR} /run/postgresql",
-        f"chmod 0700 {DATADIR}",
-        f'if [ ! -s {DATADIR}/PG_VERSION ]; then {shlex.join(backup)}; fi',
-        f"touch {DATADIR}/standby.signal",
-        f"chown postgres:postgres {DATADIR}/standby.signal",
-        f"exec {shlex.join(server)}",
-    ])  # fmt: skip
+    backup = [
+        *postgres,
+        "pg_basebackup",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(primary_port),
+        "-U",
+        "postgres",
+        "-D",
+        DATADIR,
+        "-X",
+        "stream",
+        "-c",
+        "fast",
+    ]
+    server = [
+        *postgres,
+        "postgres",
+        "-D",
+        DATADIR,
+        "-c",
+        "listen_addresses=",
+        "-c",
+        f"primary_conninfo={conninfo}",
+        "-c",
+        "wal_retrieve_retry_interval=100ms",
+        "-c",
+        "hot_standby=on",
+    ]
+    script = "; ".join(
+        [
+            "set -euo pipefail",
+            f"mkdir -p {DATADIR} /run/postgresql",
+            f"chown postgres:postgres {DATADIR} /run/postgresql",
+            f"chmod 0700 {DATADIR}",
+            f"if [ ! -s {DATADIR}/PG_VERSION ]; then {shlex.join(backup)}; fi",
+            f"touch {DATADIR}/standby.signal",
+            f"chown postgres:postgres {DATADIR}/standby.signal",
+            f"exec {shlex.join(server)}",
+        ]
+    )
     return containers.ContainerSpec(
         image=image,
         port=0,
@@ -111,8 +142,14 @@ class StandbyMixin(StandbyBase):
         """A new standby for the running primary (its data directory made anew)."""
         assert self.container is not None and self.proxy is not None
         self.allow_replication()
-        spec = standby_spec(self.image or "", self.password, self.home, self.container.host_port,
-                            self.proxy.port, self.placed_spec().cpuset)  # fmt: skip
+        spec = standby_spec(
+            self.image or "",
+            self.password,
+            self.home,
+            self.container.host_port,
+            self.proxy.port,
+            self.placed_spec().cpuset,
+        )
         (self.home / "standby").mkdir(parents=True, exist_ok=True)
         self.launch_standby(spec, knobs)
 
@@ -120,8 +157,14 @@ class StandbyMixin(StandbyBase):
         """The standby kept with a kept primary; False when there is none running."""
         if self.container is None:
             return False
-        spec = standby_spec(self.image or "", self.password, self.home, self.container.host_port,
-                            0, self.placed_spec().cpuset)  # fmt: skip
+        spec = standby_spec(
+            self.image or "",
+            self.password,
+            self.home,
+            self.container.host_port,
+            0,
+            self.placed_spec().cpuset,
+        )
         return self.attach_kept_standby(spec, knobs)
 
     def replication_state(self) -> tuple[str, str] | None:

@@ -29,13 +29,16 @@ SERVER_BYTES = 12 << 30
 def knob(how: str) -> Knob:
     """The knob as an engine declares it; ``how``: what its data files are, there."""
     return Knob(
-        NAME, "integer",
+        NAME,
+        "integer",
         f"the kernel's read-ahead, in KiB, for {how}: they live on a loop device of the "
         "point's own (direct I/O to a file in the work directory, ext4), whose "
         "queue/read_ahead_kb this sets; 0: off. The host's disks are left alone",
-        minimum=0, maximum=MAX_KB, unit="KiB",
+        minimum=0,
+        maximum=MAX_KB,
+        unit="KiB",
         readback="/sys/block/<loop device>/queue/read_ahead_kb",
-    )  # fmt: skip
+    )
 
 
 def wanted(knobs: dict[str, Any]) -> bool:
@@ -84,8 +87,10 @@ class LabDisk:
         assert self.device is not None
         got = self.device.set_read_ahead(int(kb))
         if got != int(kb):  # the kernel rounds to whole pages
-            raise EngineError(f"{self.engine}: /dev/{self.device.loop} has read_ahead_kb {got} "
-                              f"after {int(kb)} was written")  # fmt: skip
+            raise EngineError(
+                f"{self.engine}: /dev/{self.device.loop} has read_ahead_kb {got} "
+                f"after {int(kb)} was written"
+            )
 
     def applied(self) -> dict[str, Any]:
         """The knob as the kernel has it, and how it was applied (not a knob, recorded)."""
@@ -99,8 +104,11 @@ class LabDisk:
         if self.device is None:
             return {}
         c = self.device.counters()
-        return {"dev_read_requests": c["requests"], "dev_read_bytes": c["bytes"],
-                "dev_read_ms": c["ms"]}  # fmt: skip
+        return {
+            "dev_read_requests": c["requests"],
+            "dev_read_bytes": c["bytes"],
+            "dev_read_ms": c["ms"],
+        }
 
     def release(self) -> None:
         try:

@@ -88,9 +88,9 @@ class ServerEngine(Engine):
     def __init__(self, workdir: Path, run_id: str):
         super().__init__(workdir, run_id)
         # The runner gives each point <points>/<point id>/engine; the label names the point.
-        self.point_id = self.workdir.parent.name if self.workdir.name == "engine" else (
-            self.workdir.name
-        )  # fmt: skip
+        self.point_id = (
+            self.workdir.parent.name if self.workdir.name == "engine" else (self.workdir.name)
+        )
         self.image: str | None = None
         self.container: containers.RunningContainer | None = None
         self.password = containers.generate_password()
@@ -216,8 +216,9 @@ class ServerEngine(Engine):
         return self.home / "datadir"
 
     def _new_disk(self) -> readahead.LabDisk:
-        return readahead.LabDisk(self.info.name, self.home / DEVICE_DIR, self.data_mount,
-                                 readahead.SERVER_BYTES)  # fmt: skip
+        return readahead.LabDisk(
+            self.info.name, self.home / DEVICE_DIR, self.data_mount, readahead.SERVER_BYTES
+        )
 
     @classmethod
     def version_refusal(cls, version: str) -> str | None:
@@ -240,8 +241,9 @@ class ServerEngine(Engine):
         """The image of the engine's version the knobs ask (``engine_version``; else its
         default), built first where the lab builds it."""
         version = (knobs or {}).get(VERSION_KNOB)
-        return ensure_image(self.info.name, self.info.image,
-                            version=None if version is None else str(version))  # fmt: skip
+        return ensure_image(
+            self.info.name, self.info.image, version=None if version is None else str(version)
+        )
 
     # -- the lifecycle ----------------------------------------------------------------------
     def keep_key(self, knobs: dict[str, Any]) -> str:
@@ -282,8 +284,11 @@ class ServerEngine(Engine):
         self.image = self.image or self.image_tag(full)
         found = containers.attach(self.placed_spec(), self.run_id, key)
         disk = self._new_disk() if readahead.wanted(full) else None
-        if (found is not None and (self.home / "knobs.json").exists()
-                and (disk is None or disk.reopen())):  # fmt: skip
+        if (
+            found is not None
+            and (self.home / "knobs.json").exists()
+            and (disk is None or disk.reopen())
+        ):
             self.container, self.disk = found, disk
             self.knobs = json.loads((self.home / "knobs.json").read_text())
             self.tables.clear()
@@ -306,9 +311,12 @@ class ServerEngine(Engine):
             self.image = self.image or self.image_tag(full)
             keep = self.keep_key(full) if self.run_dir is not None else None
             self.container = containers.start(
-                self.placed_spec(), self.run_id, self.point_id, keep_key=keep,
+                self.placed_spec(),
+                self.run_id,
+                self.point_id,
+                keep_key=keep,
                 run_dir=self.run_dir,
-            )  # fmt: skip
+            )
         except containers.ContainerError as exc:
             raise EngineError(f"{self.info.name} did not start: {exc}") from None
         self.starts += 1
@@ -360,8 +368,11 @@ class ServerEngine(Engine):
             raise EngineError(f"{self.info.name}: not provisioned")
         return connect_with_retry(
             lambda timeout: self.open_connection(database, autocommit, timeout),
-            self.connect_errors, self.info.name, self.connect_deadline_s, self.connect_pause_s,
-        )  # fmt: skip
+            self.connect_errors,
+            self.info.name,
+            self.connect_deadline_s,
+            self.connect_pause_s,
+        )
 
     def connect(self) -> Any:
         return self.connection(self.database, autocommit=False)

@@ -50,29 +50,45 @@ INFO = EngineInfo(
     summary=f"SQLite {apsw.sqlite_lib_version()} embedded (apsw), one database file per point",
     knobs={
         "page_size": Knob(
-            "page_size", "integer", "PRAGMA page_size on a fresh database file",
-            minimum=512, maximum=65536, power_of_two=True, unit="bytes", fresh=True,
-            default=4096, readback="PRAGMA page_size",
+            "page_size",
+            "integer",
+            "PRAGMA page_size on a fresh database file",
+            minimum=512,
+            maximum=65536,
+            power_of_two=True,
+            unit="bytes",
+            fresh=True,
+            default=4096,
+            readback="PRAGMA page_size",
         ),
         "buffer_pool": Knob(
-            "buffer_pool", "integer", "PRAGMA cache_size (pages of the connection's page cache)",
-            minimum=1, maximum=10_000_000, unit="pages", default=2000,
+            "buffer_pool",
+            "integer",
+            "PRAGMA cache_size (pages of the connection's page cache)",
+            minimum=1,
+            maximum=10_000_000,
+            unit="pages",
+            default=2000,
             readback="PRAGMA cache_size on a timed connection",
         ),
         "index": Knob(
-            "index", "string",
+            "index",
+            "string",
             "none; nonclustered: CREATE INDEX; clustered: WITHOUT ROWID table keyed on "
             "(attribute, id), VACUUM after the load; covering: composite index (attribute, "
             "selected columns); "
             "covering_wrong_order: (selected columns, attribute)",
             values=("none", "nonclustered", "clustered", "covering", "covering_wrong_order"),
-            default="none", readback="PRAGMA index_list / index_info",
+            default="none",
+            readback="PRAGMA index_list / index_info",
         ),
         "lock_granularity": Knob(
-            "lock_granularity", "string",
+            "lock_granularity",
+            "string",
             "SQLite locks the whole database file, not rows or tables, for each write "
             "transaction: database only",
-            values=("database",), default="database",
+            values=("database",),
+            default="database",
             readback="a second connection cannot begin a write while one holds it",
         ),
         readahead.NAME: readahead.knob("the database file"),
@@ -105,7 +121,7 @@ INFO = EngineInfo(
         "SQLite read from the database file through the OS, whose page cache may serve them; "
         "what reached the device is the process's read_bytes (/proc/self/io)"
     ),
-)  # fmt: skip
+)
 
 
 # Below the lab's work directory: the tables runs keep (``SQLiteEngine._kept``).
@@ -147,8 +163,9 @@ class SQLiteEngine(Engine):
     def provision(self, knobs: dict[str, Any]) -> None:
         knobs = self.full_knobs(knobs)
         moved = readahead.wanted(knobs) != (self.disk is not None)  # onto a device, or off it
-        restart = (self.knobs.get("page_size") != knobs.get("page_size")
-                   or not self.path.exists() or moved)  # fmt: skip
+        restart = (
+            self.knobs.get("page_size") != knobs.get("page_size") or not self.path.exists() or moved
+        )
         self.knobs = knobs
         if restart:
             # A page size applies to a new file; a fresh file is this engine's "restart".
@@ -167,8 +184,9 @@ class SQLiteEngine(Engine):
             self.disk.release()
             self.disk = None
             return
-        self.disk = readahead.LabDisk(INFO.name, self.workdir / "sqlite-device",
-                                      self.path.parent, readahead.SQLITE_BYTES)  # fmt: skip
+        self.disk = readahead.LabDisk(
+            INFO.name, self.workdir / "sqlite-device", self.path.parent, readahead.SQLITE_BYTES
+        )
         self.disk.create()
 
     def _remove_files(self) -> None:
@@ -223,8 +241,17 @@ class SQLiteEngine(Engine):
         # Every layout but the clustered one (a WITHOUT ROWID table on its key) loads the same
         # rowid table; its secondary index comes after the load, as in a build from scratch.
         shape = ["clustered", *index.key] if index.kind == "clustered" else ["rowid"]
-        text = json.dumps([TABLE_BUILD, "loaded", table, data.key, shape,
-                           int(self.knobs["page_size"]), build_fingerprint()])  # fmt: skip
+        text = json.dumps(
+            [
+                TABLE_BUILD,
+                "loaded",
+                table,
+                data.key,
+                shape,
+                int(self.knobs["page_size"]),
+                build_fingerprint(),
+            ]
+        )
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
     def reuse_loaded(self, table: str, key: str) -> bool:
@@ -470,9 +497,14 @@ class SQLiteEngine(Engine):
         return self.path.stat().st_size if self.path.exists() else None
 
     def planned_sql(
-        self, knobs: dict[str, Any], dataset: Dataset, index: IndexPlan, *,
-        workload: str | None = None, cache: str | None = None,
-    ) -> list[str]:  # fmt: skip
+        self,
+        knobs: dict[str, Any],
+        dataset: Dataset,
+        index: IndexPlan,
+        *,
+        workload: str | None = None,
+        cache: str | None = None,
+    ) -> list[str]:
         """See ``Engine.planned_sql``."""
         table = dataset.table
         cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)

@@ -52,8 +52,13 @@ def rtt_needs_standby(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
     """The cross-knob rule of every engine with a standby: a round trip needs one."""
     rtt = knobs.get("network_rtt_ms") or 0
     if rtt and not wants_standby(knobs):
-        return [("network_rtt_ms", f"{rtt} ms needs a standby: sync_mode is none",
-                 "0, or a sync_mode other than none")]  # fmt: skip
+        return [
+            (
+                "network_rtt_ms",
+                f"{rtt} ms needs a standby: sync_mode is none",
+                "0, or a sync_mode other than none",
+            )
+        ]
     return []
 
 
@@ -113,8 +118,13 @@ class StandbyBase:
         cpus = getattr(placement, "engine", None) if placement is not None else None
         return list(cpus or ())
 
-    def open_proxy(self, rtt_ms: float, target_port: int, listen_host: str = "127.0.0.1",
-                   target_host: str = "127.0.0.1") -> delayproxy.Proxy:  # fmt: skip
+    def open_proxy(
+        self,
+        rtt_ms: float,
+        target_port: int,
+        listen_host: str = "127.0.0.1",
+        target_host: str = "127.0.0.1",
+    ) -> delayproxy.Proxy:
         """The delay proxy to the primary's ``target_port``, on the port the standby uses (the
         one the server's home keeps, else a free one, then kept): half of ``rtt_ms`` each way.
         The one ``proxy_in_place`` finds is kept, with its delay changed."""
@@ -123,16 +133,26 @@ class StandbyBase:
             return self.proxy
         port = int(self.saved_link().get("proxy_port", 0))
         try:
-            self.proxy = delayproxy.Proxy(target_port, rtt_ms / 2, port, self._proxy_cpus(),
-                                          listen_host=listen_host,
-                                          target_host=target_host)  # fmt: skip
+            self.proxy = delayproxy.Proxy(
+                target_port,
+                rtt_ms / 2,
+                port,
+                self._proxy_cpus(),
+                listen_host=listen_host,
+                target_host=target_host,
+            )
         except OSError as exc:
             raise EngineError(f"{self.info.name}: {exc}") from None
         self.save_link(proxy_port=self.proxy.port)
         return self.proxy
 
-    def proxy_in_place(self, rtt_ms: float, target_port: int, listen_host: str = "127.0.0.1",
-                       target_host: str = "127.0.0.1") -> bool:  # fmt: skip
+    def proxy_in_place(
+        self,
+        rtt_ms: float,
+        target_port: int,
+        listen_host: str = "127.0.0.1",
+        target_host: str = "127.0.0.1",
+    ) -> bool:
         """Whether this point's proxy, or the one an earlier point of this process parked for
         the server, runs between the same ends on the port the standby uses: then its delay
         is now half of ``rtt_ms`` and the standby's connection stayed up. Else none is left
@@ -179,8 +199,9 @@ class StandbyBase:
         """Start the standby's container (kept with the primary in a run)."""
         keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
         try:
-            self.standby = containers.start(spec, self.run_id, self.point_id + KEY_SUFFIX,
-                                            keep_key=keep, run_dir=self.run_dir)  # fmt: skip
+            self.standby = containers.start(
+                spec, self.run_id, self.point_id + KEY_SUFFIX, keep_key=keep, run_dir=self.run_dir
+            )
         except containers.ContainerError as exc:
             raise EngineError(f"{self.info.name}: the standby did not start: {exc}") from None
 

@@ -55,20 +55,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("scans", nargs="+", metavar="SCAN", help="workload files (see below)")
     disk = p.add_mutually_exclusive_group(required=True)
-    disk.add_argument("--disk", nargs=2, metavar=("RATE", "OVERHEAD"),
-                      help="log disk write rate (MB/s) and overhead per write (s)")  # fmt: skip
-    disk.add_argument("--calibration", metavar="FILE",
-                      help="the disk's write model from `tunelab calibrate` instead")  # fmt: skip
-    p.add_argument("--network", nargs=2, required=True, metavar=("RATE", "RTT"),
-                   help="primary-standby send rate in MB/s and round trip in seconds")  # fmt: skip
-    p.add_argument("--apply", metavar="SECONDS", default="0",
-                   help="the standby's replay time per flush, for modes that wait for replay "
-                   "(remote-apply ack; default 0: a lower bound)")  # fmt: skip
-    p.add_argument("--modes", metavar="LIST",
-                   help="comma-separated modes, case-insensitive (default: "
-                   f"{','.join(DEFAULT_MODES)}, or all of --engine's)")  # fmt: skip
-    p.add_argument("--engine", metavar="NAME",
-                   help="model that engine's replication settings, not IBM's modes")  # fmt: skip
+    disk.add_argument(
+        "--disk",
+        nargs=2,
+        metavar=("RATE", "OVERHEAD"),
+        help="log disk write rate (MB/s) and overhead per write (s)",
+    )
+    disk.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="the disk's write model from `tunelab calibrate` instead",
+    )
+    p.add_argument(
+        "--network",
+        nargs=2,
+        required=True,
+        metavar=("RATE", "RTT"),
+        help="primary-standby send rate in MB/s and round trip in seconds",
+    )
+    p.add_argument(
+        "--apply",
+        metavar="SECONDS",
+        default="0",
+        help="the standby's replay time per flush, for modes that wait for replay "
+        "(remote-apply ack; default 0: a lower bound)",
+    )
+    p.add_argument(
+        "--modes",
+        metavar="LIST",
+        help="comma-separated modes, case-insensitive (default: "
+        f"{','.join(DEFAULT_MODES)}, or all of --engine's)",
+    )
+    p.add_argument(
+        "--engine", metavar="NAME", help="model that engine's replication settings, not IBM's modes"
+    )
     return p
 
 

@@ -51,9 +51,13 @@ def interval_lines(interval: Interval, scores: Sequence[Score], width: int = 10)
     ]
     for s in scores:
         lines.append(
-            _head(s.mode.name, s.marker, width) + group(s.target)
-            + ", min " + group(s.min) + ", max " + group(s.max)
-        )  # fmt: skip
+            _head(s.mode.name, s.marker, width)
+            + group(s.target)
+            + ", min "
+            + group(s.min)
+            + ", max "
+            + group(s.max)
+        )
     return lines
 
 

@@ -73,9 +73,15 @@ def parse_scanner(text: str, name: str) -> Workload:
             raise ScanError(f"{where}: rate line: not in the scanner's layout: {line.strip()!r}")
         values = {
             key: _number(where, key, m[key])
-            for key in ("rate", "seconds", "flush_pages", "flush_seconds", "trans_pages",
-                        "open_trans")
-        }  # fmt: skip
+            for key in (
+                "rate",
+                "seconds",
+                "flush_pages",
+                "flush_seconds",
+                "trans_pages",
+                "open_trans",
+            )
+        }
         work.intervals.append(Interval(label=m["label"], **values))
     return work
 

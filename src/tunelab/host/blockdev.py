@@ -47,8 +47,16 @@ _TOOL_PATH = os.pathsep.join(["/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 TOOLS = {"losetup": "util-linux", "mkfs.ext4": "e2fsprogs", "mount": "mount", "umount": "mount"}
 # One inode per 256 KiB: engines keep few, large files, and mkfs writes the inode tables
 # at once (lazy_itable_init=0), so that no background initialisation runs in a timed section.
-MKFS_OPTIONS = ("-q", "-F", "-m", "0", "-i", "262144",
-                "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard")  # fmt: skip
+MKFS_OPTIONS = (
+    "-q",
+    "-F",
+    "-m",
+    "0",
+    "-i",
+    "262144",
+    "-E",
+    "lazy_itable_init=0,lazy_journal_init=0,nodiscard",
+)
 MOUNT_OPTIONS = "noatime"
 # The kernel's read-ahead for a block device it creates (VM_READAHEAD_PAGES, 128 KiB): what a
 # loop device the lab's attach created gets back.
@@ -131,9 +139,10 @@ def loops_backed_under(directory: Path) -> list[str]:
     """The attached loop devices whose backing file lies below ``directory``."""
     root = str(Path(directory).resolve()).rstrip("/") + "/"
     return sorted(
-        d.name for d in SYS_BLOCK.glob("loop*")
+        d.name
+        for d in SYS_BLOCK.glob("loop*")
         if (f := backing_file(d.name)) is not None and f.startswith(root)
-    )  # fmt: skip
+    )
 
 
 def _unescape(field: str) -> str:
@@ -162,8 +171,12 @@ def stat(loop: str) -> dict[str, float]:
     """The device's cumulative read counters (``/sys/block/<dev>/stat``): requests completed,
     bytes read (sectors of 512 bytes) and milliseconds spent reading."""
     fields = _sys(loop, "stat").read_text().split()
-    return {"requests": float(fields[0]), "merged": float(fields[1]),
-            "bytes": float(fields[2]) * 512, "ms": float(fields[3])}  # fmt: skip
+    return {
+        "requests": float(fields[0]),
+        "merged": float(fields[1]),
+        "bytes": float(fields[2]) * 512,
+        "ms": float(fields[3]),
+    }
 
 
 # -- one device ---------------------------------------------------------------------------
@@ -211,10 +224,16 @@ class Device:
         )
 
     def _save(self, state: str) -> None:
-        doc = {"loop": self.loop, "backing": str(self.backing), "mountpoint": str(self.mountpoint),
-               "read_ahead_before_kb": self.read_ahead_before_kb,
-               "attached_kb": self.attached_kb, "state": state,
-               "backing_dev": self.backing_id[0], "backing_ino": self.backing_id[1]}  # fmt: skip
+        doc = {
+            "loop": self.loop,
+            "backing": str(self.backing),
+            "mountpoint": str(self.mountpoint),
+            "read_ahead_before_kb": self.read_ahead_before_kb,
+            "attached_kb": self.attached_kb,
+            "state": state,
+            "backing_dev": self.backing_id[0],
+            "backing_ino": self.backing_id[1],
+        }
         tmp = self.root / f".{RECORD}.tmp"
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
@@ -258,8 +277,14 @@ def create(root: Path, mountpoint: Path, size_bytes: int) -> Device:
         # Attaching sets the loop device's limits, its read-ahead too (here 2560 KiB where it
         # had 128): what it had before is what it gets back.
         before = all_read_ahead()
-        path = _run("attach the loop device", "losetup", "--find", "--show", "--direct-io=on",
-                    str(dev.backing))  # fmt: skip
+        path = _run(
+            "attach the loop device",
+            "losetup",
+            "--find",
+            "--show",
+            "--direct-io=on",
+            str(dev.backing),
+        )
         dev.loop = Path(path).name
         dev.read_ahead_before_kb = before.get(dev.loop, KERNEL_DEFAULT_KB)
         dev.attached_kb = read_ahead_kb(dev.loop)
@@ -271,8 +296,16 @@ def create(root: Path, mountpoint: Path, size_bytes: int) -> Device:
             )
         _run("make the file system", "mkfs.ext4", *MKFS_OPTIONS, f"/dev/{dev.loop}")
         mountpoint.mkdir(parents=True, exist_ok=True)
-        _run("mount it", "mount", "-t", "ext4", "-o", MOUNT_OPTIONS, f"/dev/{dev.loop}",
-             str(mountpoint))  # fmt: skip
+        _run(
+            "mount it",
+            "mount",
+            "-t",
+            "ext4",
+            "-o",
+            MOUNT_OPTIONS,
+            f"/dev/{dev.loop}",
+            str(mountpoint),
+        )
         (mountpoint / "lost+found").rmdir()
         dev._save("mounted")
     except BaseException:
@@ -336,9 +369,14 @@ def reopen(root: Path) -> Device | None:
     loop, mountpoint = str(doc.get("loop") or ""), Path(doc.get("mountpoint", ""))
     if not loop or backing_file(loop) != doc.get("backing") or mountpoint not in mounts_of(loop):
         return None
-    return Device(Path(root).resolve(), mountpoint, loop, int(doc["read_ahead_before_kb"]),
-                  int(doc.get("attached_kb", 0)),
-                  (int(doc.get("backing_dev", 0)), int(doc.get("backing_ino", 0))))  # fmt: skip
+    return Device(
+        Path(root).resolve(),
+        mountpoint,
+        loop,
+        int(doc["read_ahead_before_kb"]),
+        int(doc.get("attached_kb", 0)),
+        (int(doc.get("backing_dev", 0)), int(doc.get("backing_ino", 0))),
+    )
 
 
 def _umount(path: Path, attempts: int = 50) -> None:

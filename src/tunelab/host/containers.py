@@ -588,10 +588,13 @@ def start(
         for attempt in range(_PORT_ATTEMPTS):
             port = 0 if spec.host_network else _free_port()
             where: dict[str, Any] = (
-                {"network_mode": "host"} if spec.host_network
-                else {"ports": {f"{spec.port}/tcp": ("127.0.0.1", port)},
-                      "network": network.name}  # and no other: not the default bridge
-            )  # fmt: skip
+                {"network_mode": "host"}
+                if spec.host_network
+                else {
+                    "ports": {f"{spec.port}/tcp": ("127.0.0.1", port)},
+                    "network": network.name,
+                }  # and no other: not the default bridge
+            )
             try:
                 container = c.containers.create(
                     spec.image,

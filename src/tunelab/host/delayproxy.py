@@ -156,19 +156,38 @@ class Proxy:
     for this process's lock), optionally on given CPUs; ``port`` is where it listens, on
     ``listen_host`` (127.0.0.1, or the run network's gateway for a container on it)."""
 
-    def __init__(self, target_port: int, delay_ms: float, port: int = 0,
-                 cpus: Iterable[int] | None = None, listen_host: str = "127.0.0.1",
-                 target_host: str = "127.0.0.1") -> None:  # fmt: skip
+    def __init__(
+        self,
+        target_port: int,
+        delay_ms: float,
+        port: int = 0,
+        cpus: Iterable[int] | None = None,
+        listen_host: str = "127.0.0.1",
+        target_host: str = "127.0.0.1",
+    ) -> None:
         self.delay_ms = delay_ms
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         cpu_list = sorted(cpus or ())
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "tunelab.host.delayproxy", "--listen", f"{listen_host}:{port}",
-             "--target", f"{target_host}:{target_port}", "--delay-ms", repr(float(delay_ms)),
-             "--parent-pid", str(os.getpid())],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            [
+                sys.executable,
+                "-m",
+                "tunelab.host.delayproxy",
+                "--listen",
+                f"{listen_host}:{port}",
+                "--target",
+                f"{target_host}:{target_port}",
+                "--delay-ms",
+                repr(float(delay_ms)),
+                "--parent-pid",
+                str(os.getpid()),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
             text=True,
-        )  # fmt: skip
+        )
         if cpu_list:  # before it starts a connection's threads, which inherit it
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(self._process.pid, cpu_list)
@@ -222,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         listener = bind(*args.listen)
     except OSError as exc:
-        print(f"delayproxy: cannot listen on {args.listen[0]}:{args.listen[1]}: {exc.strerror}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"delayproxy: cannot listen on {args.listen[0]}:{args.listen[1]}: {exc.strerror}",
+            file=sys.stderr,
+        )
         return 1
     _tight_timers()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -49,8 +49,10 @@ def submit(argv: list[str], stdout: int = 1) -> int | None:
         request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "ignored": ignored}
         data = marshal.dumps(request)
         streams = array.array("i", [0, stdout, 2])
-        sock.sendmsg([len(data).to_bytes(HEADER_SIZE, "big")],
-                     [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams)])  # fmt: skip
+        sock.sendmsg(
+            [len(data).to_bytes(HEADER_SIZE, "big")],
+            [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, streams)],
+        )
         sock.sendall(data)
         pid = _reply(sock, replies, "pid")
     except (OSError, ValueError):
@@ -78,8 +80,9 @@ def submit(argv: list[str], stdout: int = 1) -> int | None:
         for signum, handler in held.items():  # the caller may go on (the workflow's end)
             _signal.signal(signum, handler)
     if code is None:
-        print(f"tunelab {argv[0]}: the run's job server stopped before the job ended",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"tunelab {argv[0]}: the run's job server stopped before the job ended", file=sys.stderr
+        )
         return 1
     return code
 

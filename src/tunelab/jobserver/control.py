@@ -91,8 +91,13 @@ def prestart() -> None:
     cmd = [sys.executable, "-m", jobs.SERVER_MODULE, "--standby", "--owner", str(os.getpid())]
     # Its own process group: the terminal's Ctrl-C reaches the jobs, which pass it on, never
     # twice. Still in the run's session: what kills the session kills it too.
-    _server = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, process_group=0)  # fmt: skip
+    _server = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        process_group=0,
+    )
 
 
 def start(run_id: str, workdir: str) -> None:

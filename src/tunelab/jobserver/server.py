@@ -29,12 +29,20 @@ if TYPE_CHECKING:
 # what a report's kernel imports (IPython, seaborn and scipy: about 2.5 s of each report);
 # the engines' modules too (the registry's, tunelab.engines).
 PRELOAD = (
-    "tunelab.cli", "tunelab.measure.runner", "tunelab.store.results", "tunelab.report.cli",
+    "tunelab.cli",
+    "tunelab.measure.runner",
+    "tunelab.store.results",
+    "tunelab.report.cli",
     "tunelab.run.check",
-    "tunelab.run.recovery", "ipykernel.kernelapp", "tunelab.report.sections",
-    "tunelab.report.methods", "tunelab.report.callouts", "tunelab.report.appendix",
-    "tunelab.report.data", "tunelab.jobserver.kernel_manager",
-)  # fmt: skip
+    "tunelab.run.recovery",
+    "ipykernel.kernelapp",
+    "tunelab.report.sections",
+    "tunelab.report.methods",
+    "tunelab.report.callouts",
+    "tunelab.report.appendix",
+    "tunelab.report.data",
+    "tunelab.jobserver.kernel_manager",
+)
 _MAX_REQUEST = 16 << 20
 
 
@@ -91,8 +99,11 @@ def _run_child(request: dict, fds: list[int]) -> int:
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
     for name, fd in (("stdout", 1), ("stderr", 2)):
         raw = io.FileIO(fd, "w", closefd=False)
-        setattr(sys, name, io.TextIOWrapper(raw, line_buffering=raw.isatty() or fd == 2,
-                                            write_through=fd == 2))  # fmt: skip
+        setattr(
+            sys,
+            name,
+            io.TextIOWrapper(raw, line_buffering=raw.isatty() or fd == 2, write_through=fd == 2),
+        )
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

@@ -75,8 +75,7 @@ def check_applied(
         if k in applied and not _same(v, applied[k])
     ]
     if complete:
-        wrong += [f"{k}: asked {v!r}, not read back" for k, v in asked.items()
-                  if k not in applied]  # fmt: skip
+        wrong += [f"{k}: asked {v!r}, not read back" for k, v in asked.items() if k not in applied]
     if wrong:
         raise EngineError(f"{point.engine} did not apply the knobs as asked: " + "; ".join(wrong))
 
@@ -226,8 +225,7 @@ def cold_state(states: list[CacheState]) -> CacheState:
     """A repetition's cold state: cold when every eviction was; the worst one's figures."""
     worst = max(states, key=lambda s: s.resident_fraction or 0.0)
     achieved = "cold" if all(s.achieved == "cold" for s in states) else "partial"
-    return CacheState("cold", achieved, worst.method, worst.resident_pages_after,
-                      worst.total_pages)  # fmt: skip
+    return CacheState("cold", achieved, worst.method, worst.resident_pages_after, worst.total_pages)
 
 
 def _prepare_cache(
@@ -282,8 +280,7 @@ class Setup:
     def runner(self) -> workloads.Run:
         # Only the insert workload needs the data set's rows here (the rows it inserts).
         rows = self.source.rows if self.workload.type == "insert" else []
-        return workloads.runner(self.engine, self.workload, rows, self.statements,
-                                self.table_lock)  # fmt: skip
+        return workloads.runner(self.engine, self.workload, rows, self.statements, self.table_lock)
 
 
 @contextlib.contextmanager
@@ -306,8 +303,9 @@ def provisioned(
         applied = eng.applied_knobs()
         check_applied(point, applied, complete=False)
         table_lock = point.knobs.get("lock_granularity") == "table"
-        stmts = workloads.statements(eng, w, plan, point.access, point.dataset.rows,
-                                     point.dataset.seed)  # fmt: skip
+        stmts = workloads.statements(
+            eng, w, plan, point.access, point.dataset.rows, point.dataset.seed
+        )
         setup = Setup(eng, w, plan, source, applied, table_lock, stmts)
         if not w.writes:
             setup.table_build = _prepare_table(eng, w, plan, source)

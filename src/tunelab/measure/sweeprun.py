@@ -113,9 +113,13 @@ def _groups(n_points: int, blocks: Sequence[Hashable] | None) -> list[list[int]]
 
 
 def schedule(
-    n_points: int, first: int, last: int, mode: str, seed: int,
+    n_points: int,
+    first: int,
+    last: int,
+    mode: str,
+    seed: int,
     blocks: Sequence[Hashable] | None = None,
-) -> Iterator[Visit]:  # fmt: skip
+) -> Iterator[Visit]:
     """The visits of rounds ``first`` .. ``last - 1``. In blocked mode ``first`` must start a
     pass; the blocks (``blocks``: one per point, see ``block_of``) go in the order they first
     appear on even passes and reversed on odd ones, and within a block every round takes its
@@ -167,8 +171,9 @@ class Journal:
         self.dir = Path(f"{out}.partial")
         self.key = json.dumps(
             [[p.point_id, p.knobs, p.workload.params, p.cache, p.dataset.key] for p in points],
-            default=str, sort_keys=True,
-        )  # fmt: skip
+            default=str,
+            sort_keys=True,
+        )
 
     def finished(self) -> list[pd.DataFrame]:
         """The kept rounds, 0, 1, ... while each is there (a gap ends them)."""
@@ -189,8 +194,9 @@ class Journal:
         self.dir.mkdir(parents=True, exist_ok=True)
         atomic.write_bytes(self.dir / "points.json", self.key.encode())
         if times:
-            atomic.write_csv(pd.concat(times, ignore_index=True), self.dir / QUERIES_FILE.format(r),
-                             level=1)  # fmt: skip
+            atomic.write_csv(
+                pd.concat(times, ignore_index=True), self.dir / QUERIES_FILE.format(r), level=1
+            )
         results.write_rows(rows, self.dir / ROUND_FILE.format(r), overwrite=True)
 
     def drop_from(self, r: int) -> None:
@@ -230,11 +236,17 @@ def claims_rule(points: Sequence[Point], expect: object) -> StopRule:
         if look not in judged:
             upto = rows[pd.to_numeric(rows["round"], errors="coerce") < look]
             verdicts = claims.evaluate_sweep(expect, upto, engine)
-            beyond = {v.claim.says: v.needed for v in verdicts if not v.decided and v.needed
-                      and sequential.futile(v.needed, n_max)}  # fmt: skip
+            beyond = {
+                v.claim.says: v.needed
+                for v in verdicts
+                if not v.decided and v.needed and sequential.futile(v.needed, n_max)
+            }
             open_ = [v.claim for v in verdicts if not v.decided and v.claim.says not in beyond]
-            judged[look] = ({v.claim.says: v.verdict for v in verdicts}, beyond,
-                            claims.compared_points(open_, upto))  # fmt: skip
+            judged[look] = (
+                {v.claim.says: v.verdict for v in verdicts},
+                beyond,
+                claims.compared_points(open_, upto),
+            )
         return judged[look]
 
     def stop(rows: pd.DataFrame, n: int) -> Stop:
@@ -316,9 +328,14 @@ def measure_rounds(
                     s.set_up_anew()  # the order turns: this block's new pass is set up anew
                     previous = None
                 last_block = block_ids[v.point]
-                extra = {"round": v.round, "order_in_round": v.order, "order_mode": mode,
-                         "pass": pass_of(v.round, mode), "block": block_ids[v.point],
-                         **device}  # fmt: skip
+                extra = {
+                    "round": v.round,
+                    "order_in_round": v.order,
+                    "order_mode": mode,
+                    "pass": pass_of(v.round, mode),
+                    "block": block_ids[v.point],
+                    **device,
+                }
                 n_times = len(s.times)
                 rows[v.round].append(s.repetition(v.round, extra, previous == v.point))
                 previous = v.point
@@ -334,8 +351,10 @@ def measure_rounds(
             active = _still_measured(points, wanted)
             if not finished and not active:
                 finished, reason = True, f"{reason}; no point left to measure"
-            log(f"{sweep}: round {first} of at most {budget} done" +
-                (f"; stopping ({reason})" if finished else ""))  # fmt: skip
+            log(
+                f"{sweep}: round {first} of at most {budget} done"
+                + (f"; stopping ({reason})" if finished else "")
+            )
             if finished:
                 break
             for i in [i for i in sessions if i not in active]:
@@ -357,16 +376,18 @@ def _still_measured(points: Sequence[Point], wanted: frozenset[str] | None) -> l
 def _write_plans(out: Path, point_id: str, plans: list[dict]) -> None:
     if plans:
         text = json.dumps(plans, indent=1, default=str)
-        atomic.write(runner.plans_path(out.parent / f"{point_id}.csv"),
-                     lambda f: f.write(text.encode()))  # fmt: skip
+        atomic.write(
+            runner.plans_path(out.parent / f"{point_id}.csv"), lambda f: f.write(text.encode())
+        )
 
 
 def write_sweep(frame: pd.DataFrame, reason: str, out: Path, journal: Journal) -> Path:
     """The sweep's rows (each with why measuring stopped) to ``out``, each statement's time
     beside each point's results file; then the journal goes."""
     frame = frame.assign(stop_reason=reason)
-    queries = [q for r in sorted(frame["round"].unique()) if (q := journal.queries(int(r)))
-               is not None]  # fmt: skip
+    queries = [
+        q for r in sorted(frame["round"].unique()) if (q := journal.queries(int(r))) is not None
+    ]
     if queries:
         times = pd.concat(queries, ignore_index=True)
         for point_id, t in times.groupby("point_id", sort=True):
@@ -384,8 +405,10 @@ def point_results(rounds: Path, point_id: str, out: Path) -> Path:
     mine = frame[frame["point_id"].astype(str) == point_id]
     if mine.empty:
         raise ValueError(f"{rounds}: no rows of point {point_id}")
-    asked = [int(mine[c].iloc[0]) if c in mine else len(mine)
-             for c in ("repetitions_max", "repetitions_min")]  # fmt: skip
+    asked = [
+        int(mine[c].iloc[0]) if c in mine else len(mine)
+        for c in ("repetitions_max", "repetitions_min")
+    ]
     return results.write_point(mine.to_dict("records"), out, *asked)
 
 
@@ -405,8 +428,9 @@ def run_sweep(
     stop = claims_rule(points, expect)
     sweep_dir = workdir / "sweeps" / points[0].sweep
     with runner.bench_slot(workdir):
-        frame, reason = measure_rounds(points, out, sweep_dir, data_dir, run_dir, stop, log,
-                                       lambda: devprobe.measure(workdir))  # fmt: skip
+        frame, reason = measure_rounds(
+            points, out, sweep_dir, data_dir, run_dir, stop, log, lambda: devprobe.measure(workdir)
+        )
     write_sweep(frame, reason, out, Journal(out, points))
     return out
 
@@ -451,9 +475,16 @@ def measure_again(
             where = workdir / "confirm" / points[0].sweep
             out = where / "rounds.csv"
             try:
-                frame, _ = measure_rounds(points, out, where, data_dir, None,
-                                          fixed_budget(points), log,
-                                          lambda: devprobe.measure(workdir))  # fmt: skip
+                frame, _ = measure_rounds(
+                    points,
+                    out,
+                    where,
+                    data_dir,
+                    None,
+                    fixed_budget(points),
+                    log,
+                    lambda: devprobe.measure(workdir),
+                )
             finally:
                 shutil.rmtree(where, ignore_errors=True)
             frames.append(frame)

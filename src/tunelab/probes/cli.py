@@ -61,8 +61,12 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--seconds", type=_positive, default=2.0, help="per size and repetition")
     d.add_argument("--repetitions", type=_count(1, 20), default=3, metavar="1..20")
     n = sub.add_parser("network", help="round trip and send rate through the delay proxy")
-    n.add_argument("--rtt-ms", type=_at_least_zero, default=0.0,
-                   help="the proxy's round trip, as network_rtt_ms (default 0)")  # fmt: skip
+    n.add_argument(
+        "--rtt-ms",
+        type=_at_least_zero,
+        default=0.0,
+        help="the proxy's round trip, as network_rtt_ms (default 0)",
+    )
     n.add_argument("--megabytes", type=_positive, default=64.0, help="sent per measurement")
     n.add_argument("--pings", type=_count(10, 10000), default=200, metavar="10..10000")
     return p

@@ -73,8 +73,10 @@ class DiskProbe:
         if rate is None:
             out.append("  line through both: the big write shows no transfer cost")
         else:
-            out.append(f"  line through both: overhead {overhead:.6f} s, rate "
-                       f"{rate / MIB:.3f} MB/s of 2^20")  # fmt: skip
+            out.append(
+                f"  line through both: overhead {overhead:.6f} s, rate "
+                f"{rate / MIB:.3f} MB/s of 2^20"
+            )
         out.append(f"hadr-calc option: --disk {self.rate_bytes_s / MIB:.3f} {self.overhead_s:.6f}")
         return out
 
@@ -95,8 +97,9 @@ def probe(directory: Path | str, seconds: float = 2.0, repetitions: int = 3) -> 
         raise fio.FioError(f"{directory}: not writable")
     free = shutil.disk_usage(directory).free
     if free < FILE_BYTES + (16 << 20):
-        raise fio.FioError(f"{directory}: {free >> 20} MiB free, the probe needs "
-                           f"{(FILE_BYTES >> 20) + 16} MiB")  # fmt: skip
+        raise fio.FioError(
+            f"{directory}: {free >> 20} MiB free, the probe needs {(FILE_BYTES >> 20) + 16} MiB"
+        )
     direct = fio.probe_direct_io(directory)
     path = directory / f".tunelab-probe-disk-{os.getpid()}.fio"
     args = fio.build_args(path, FILE_BYTES, _jobs(), int(seconds * 1000), direct.ok)

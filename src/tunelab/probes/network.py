@@ -75,9 +75,11 @@ class NetworkProbe:
         ]
         out += [f"    {s >> 10:>6} KiB  {r / MIB:9.1f} MB/s" for s, r in self.rates.items()]
         bdp = rate * self.rtt_median_s
-        out.append(f"  buffer: {size >> 10} KiB is within {MIN_GAIN:.0%} of the fastest; rate x "
-                   f"round trip is {bdp / 1024:.0f} KiB (on a long link, without the proxy's "
-                   "queue, a smaller buffer caps the rate)")  # fmt: skip
+        out.append(
+            f"  buffer: {size >> 10} KiB is within {MIN_GAIN:.0%} of the fastest; rate x "
+            f"round trip is {bdp / 1024:.0f} KiB (on a long link, without the proxy's "
+            "queue, a smaller buffer caps the rate)"
+        )
         out.append(f"hadr-calc option: --network {rate / MIB:.1f} {self.rtt_median_s:.6f}")
         return out
 
@@ -129,10 +131,19 @@ class _Server:
     def __init__(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tunelab.probes.network", "--serve",
-             "--parent-pid", str(os.getpid())],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tunelab.probes.network",
+                "--serve",
+                "--parent-pid",
+                str(os.getpid()),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         line = self.process.stdout.readline() if self.process.stdout else ""
         if not line.startswith("listening "):
             self.stop()
@@ -193,8 +204,9 @@ def _send_rate(port: int, size: int, total: int, rtt_s: float) -> float:
         return total / max(time.perf_counter() - t0 - rtt_s, 1e-9)
 
 
-def probe(rtt_ms: float = 0.0, megabytes: float = 64, pings: int = 200,
-          repetitions: int = 3) -> NetworkProbe:  # fmt: skip
+def probe(
+    rtt_ms: float = 0.0, megabytes: float = 64, pings: int = 200, repetitions: int = 3
+) -> NetworkProbe:
     """Start the far end and the proxy, measure, stop both (in every outcome)."""
     if not rtt_ms >= 0:
         raise ValueError(f"--rtt-ms: must be >= 0, not {rtt_ms}")

@@ -117,8 +117,9 @@ def hosts_note(data: ReportData) -> str | None:
     per_host = checks.points_per_host(frame)
     if len(per_host) < 2:
         return None
-    listed = ", ".join(f"{html.escape(h)}: {n} point{'s' if n != 1 else ''}"
-                       for h, n in per_host.items())  # fmt: skip
+    listed = ", ".join(
+        f"{html.escape(h)}: {n} point{'s' if n != 1 else ''}" for h, n in per_host.items()
+    )
     text = (
         f"<b>Measured on {len(per_host)} hosts</b> ({listed}). The figures and tables set "
         "medians measured on different hosts side by side, so a difference between points "

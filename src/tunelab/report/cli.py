@@ -56,8 +56,13 @@ def _index_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, type=Path, help="index HTML to write")
     p.add_argument("--results-dir", type=Path, default=Path("results"), help="result CSVs")
     p.add_argument("reports", nargs="+", type=Path, help="rendered report pages")
-    p.add_argument("--verdicts", nargs="*", type=Path, default=[],
-                   help="verdict files of `tunelab check --json` (shown per sweep)")  # fmt: skip
+    p.add_argument(
+        "--verdicts",
+        nargs="*",
+        type=Path,
+        default=[],
+        help="verdict files of `tunelab check --json` (shown per sweep)",
+    )
     return p
 
 
@@ -139,8 +144,10 @@ def shared_pools_main(argv: Sequence[str] | None = None) -> int:
     except (_UsageError, ReportInputError, RenderError) as exc:
         print(f"tunelab report-shared-pools: error: {exc}", file=sys.stderr)
         return 2
-    print(f"tunelab report-shared-pools: wrote {out} in {time.perf_counter() - start:.1f} s",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"tunelab report-shared-pools: wrote {out} in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -45,12 +45,34 @@ from tunelab.report.comparison import (
 )
 
 __all__ = [
-    "BETTER", "BH", "DEFAULT_LEVEL", "DEFAULT_MIN_EFFECT", "HOLM", "NOISY", "NOT_REPEATED",
-    "RANK", "SAME", "TOO_FEW", "TOO_SHORT", "WORSE", "CompareInputError", "Comparison",
-    "MetricChange", "change_line", "compare", "compare_frames", "compare_main", "load_side",
-    "main_shifts", "read_history", "record", "result_files", "shift_line", "summary_line",
+    "BETTER",
+    "BH",
+    "DEFAULT_LEVEL",
+    "DEFAULT_MIN_EFFECT",
+    "HOLM",
+    "NOISY",
+    "NOT_REPEATED",
+    "RANK",
+    "SAME",
+    "TOO_FEW",
+    "TOO_SHORT",
+    "WORSE",
+    "CompareInputError",
+    "Comparison",
+    "MetricChange",
+    "change_line",
+    "compare",
+    "compare_frames",
+    "compare_main",
+    "load_side",
+    "main_shifts",
+    "read_history",
+    "record",
+    "result_files",
+    "shift_line",
+    "summary_line",
     "text_lines",
-]  # fmt: skip
+]
 
 
 class _UsageError(Exception):
@@ -73,8 +95,9 @@ def _share(option: str) -> object:
                 f"{text!r} is not a number or a percentage (allowed: above 0 and below 1)"
             ) from None
         if not (0 < value < 1) or not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{text!r} is outside (0, 1) (allowed: above 0 "
-                                             "and below 1, e.g. 0.05 or 5%)")  # fmt: skip
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is outside (0, 1) (allowed: above 0 and below 1, e.g. 0.05 or 5%)"
+            )
         return value
 
     parse.__name__ = option  # argparse names the option's type in its message
@@ -92,33 +115,68 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("old", type=Path, metavar="OLD", help="results directory or result CSV")
     p.add_argument("new", type=Path, metavar="NEW", help="results directory or result CSV")
-    p.add_argument("--fdr", type=_share("--fdr"), default=DEFAULT_LEVEL,
-                   help="false-discovery rate of the flags (default 0.05; under --strict the "
-                   "family-wise rate)")  # fmt: skip
-    p.add_argument("--min-effect", type=_share("--min-effect"), default=DEFAULT_MIN_EFFECT,
-                   help="a flagged change's estimate beyond its block's shift must be past "
-                   "this too (default 0.05: NEW/OLD above 1.05 worse, below 1/1.05 "
-                   "better)")  # fmt: skip
-    p.add_argument("--strict", action="store_true",
-                   help="Holm's procedure instead: a family-wise false-alarm rate of --fdr "
-                   "whatever changed, and less power when several points changed")  # fmt: skip
-    p.add_argument("--html", type=Path, default=Path("compare.html"),
-                   help="comparison page to write (default: compare.html)")  # fmt: skip
-    p.add_argument("--markdown", type=Path, metavar="FILE",
-                   help="the tables as Markdown, for a CI job's summary")  # fmt: skip
+    p.add_argument(
+        "--fdr",
+        type=_share("--fdr"),
+        default=DEFAULT_LEVEL,
+        help="false-discovery rate of the flags (default 0.05; under --strict the "
+        "family-wise rate)",
+    )
+    p.add_argument(
+        "--min-effect",
+        type=_share("--min-effect"),
+        default=DEFAULT_MIN_EFFECT,
+        help="a flagged change's estimate beyond its block's shift must be past "
+        "this too (default 0.05: NEW/OLD above 1.05 worse, below 1/1.05 "
+        "better)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="Holm's procedure instead: a family-wise false-alarm rate of --fdr "
+        "whatever changed, and less power when several points changed",
+    )
+    p.add_argument(
+        "--html",
+        type=Path,
+        default=Path("compare.html"),
+        help="comparison page to write (default: compare.html)",
+    )
+    p.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="FILE",
+        help="the tables as Markdown, for a CI job's summary",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="the tables as JSON")
-    p.add_argument("--confirm", action="store_true",
-                   help="measure the flagged points' blocks again on this checkout, in new "
-                   "rounds, and keep only the alarms that repeat")  # fmt: skip
-    p.add_argument("--workdir", type=Path, default=Path(".tunelab"),
-                   help="engine data directories for --confirm (default .tunelab)")  # fmt: skip
-    p.add_argument("--data-dir", type=Path, default=Path("data"),
-                   help="cached generated data sets for --confirm (default data)")  # fmt: skip
-    p.add_argument("--history", type=Path, metavar="FILE",
-                   help="A/A history to read and update (default: compare-history.json in "
-                   "NEW's results directory, with OLD's carried over)")  # fmt: skip
-    p.add_argument("--no-record", action="store_true",
-                   help="do not record this comparison in the A/A history")  # fmt: skip
+    p.add_argument(
+        "--confirm",
+        action="store_true",
+        help="measure the flagged points' blocks again on this checkout, in new "
+        "rounds, and keep only the alarms that repeat",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(".tunelab"),
+        help="engine data directories for --confirm (default .tunelab)",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("data"),
+        help="cached generated data sets for --confirm (default data)",
+    )
+    p.add_argument(
+        "--history",
+        type=Path,
+        metavar="FILE",
+        help="A/A history to read and update (default: compare-history.json in "
+        "NEW's results directory, with OLD's carried over)",
+    )
+    p.add_argument(
+        "--no-record", action="store_true", help="do not record this comparison in the A/A history"
+    )
     return p
 
 
@@ -128,11 +186,16 @@ def _save(history: compare_history.History, result: Comparison) -> None:
     try:
         history.save()
     except OSError as exc:
-        print(f"{exc.filename or history.path}: {exc.strerror or exc} (A/A history not saved)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{exc.filename or history.path}: {exc.strerror or exc} (A/A history not saved)",
+            file=sys.stderr,
+        )
         return
-    print(f"tunelab compare: {result.recorded} A/A comparison(s) of commit {result.aa_commit} "
-          f"recorded in {history.path}", file=sys.stderr)  # fmt: skip
+    print(
+        f"tunelab compare: {result.recorded} A/A comparison(s) of commit {result.aa_commit} "
+        f"recorded in {history.path}",
+        file=sys.stderr,
+    )
 
 
 def compare_main(
@@ -151,8 +214,9 @@ def compare_main(
         history = read_history(args.old, args.new, args.history)
         old, new = load_side(args.old), load_side(args.new)
         procedure = HOLM if args.strict else BH
-        result = compare_frames(old, new, args.fdr, args.min_effect, history, str(args.old),
-                                str(args.new), procedure)  # fmt: skip
+        result = compare_frames(
+            old, new, args.fdr, args.min_effect, history, str(args.old), str(args.new), procedure
+        )
         measure = None
         if args.confirm:
             try:
@@ -189,9 +253,13 @@ def compare_main(
             doc = json_doc(result, summary, result.shifts)
             if result.confirmation is not None:
                 c = result.confirmation
-                doc["confirmation"] = {"points": c.points, "repetitions": c.repetitions,
-                                       "seconds": round(c.seconds, 1), "alarms": c.alarms,
-                                       "repeated": sorted(c.repeated)}  # fmt: skip
+                doc["confirmation"] = {
+                    "points": c.points,
+                    "repetitions": c.repetitions,
+                    "seconds": round(c.seconds, 1),
+                    "alarms": c.alarms,
+                    "repeated": sorted(c.repeated),
+                }
             written.append(atomic.write_text(args.json, compare_files.json_text(doc)))
     except OSError as exc:
         print(f"{exc.filename or args.html}: {exc.strerror or exc}", file=sys.stderr)

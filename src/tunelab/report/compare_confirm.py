@@ -62,8 +62,9 @@ def rows_of_blocks(frame: pd.DataFrame, blocks: set[tuple[str, str]]) -> pd.Data
     return pd.concat(keep, ignore_index=True, sort=False) if keep else frame.iloc[:0]
 
 
-def prepared(result: Comparison, new: pd.DataFrame, prepare: Prepare, workdir: Path,
-             data_dir: Path) -> Callable[[], pd.DataFrame] | None:  # fmt: skip
+def prepared(
+    result: Comparison, new: pd.DataFrame, prepare: Prepare, workdir: Path, data_dir: Path
+) -> Callable[[], pd.DataFrame] | None:
     """The measuring of the alarms' blocks, checked before anything is measured (None: no
     alarm). Raises ValueError for points that cannot be measured again."""
     keys, blocks = alarms(result)
@@ -79,23 +80,34 @@ def confirm(result: Comparison, old: pd.DataFrame, measure: Callable[[], pd.Data
     t0 = time.monotonic()
     again = measure()
     seconds = time.monotonic() - t0
-    wanted = set(zip(again["engine"].astype(str), again["sweep"].astype(str),
-                     again["point_id"].astype(str)))  # fmt: skip
+    wanted = set(
+        zip(again["engine"].astype(str), again["sweep"].astype(str), again["point_id"].astype(str))
+    )
     rows = zip(old["engine"].astype(str), old["sweep"].astype(str), old["point_id"].astype(str))
     mine = [k in wanted for k in rows]
-    second = compare_frames(old[mine], again, result.level, result.min_effect, None,
-                            result.old, "measured again", result.procedure)  # fmt: skip
+    second = compare_frames(
+        old[mine],
+        again,
+        result.level,
+        result.min_effect,
+        None,
+        result.old,
+        "measured again",
+        result.procedure,
+    )
     flagged, _ = alarms(second)
     repeated = keys & flagged
     for s, p, c in result.changes():
         if c.judged.verdict == change.WORSE:
             est = c.judged.estimate
             c.repeated = point_alarm(s.name, p.point, est.family or est.key) in repeated
-    lines = [change_line(s.name, p.point, c, second) for s, p, c in second.changes()
-             if c.judged.verdict == change.WORSE]  # fmt: skip
+    lines = [
+        change_line(s.name, p.point, c, second)
+        for s, p, c in second.changes()
+        if c.judged.verdict == change.WORSE
+    ]
     lines += [shift_line(sh) for sh in second.shifts if sh.verdict == WORSE]
-    result.confirmation = Confirmation(len(wanted), len(again), seconds, len(keys), repeated,
-                                       lines)  # fmt: skip
+    result.confirmation = Confirmation(len(wanted), len(again), seconds, len(keys), repeated, lines)
 
 
 def confirmation_line(result: Comparison) -> str:
@@ -104,6 +116,8 @@ def confirmation_line(result: Comparison) -> str:
     c = result.confirmation
     if c is None:
         return ""
-    return (f"confirm: {c.points} point(s) measured again in new rounds ({c.repetitions} "
-            f"repetitions, {c.seconds:.0f} s): {len(c.repeated)} of {c.alarms} alarm(s) "
-            "repeated" + (f" ({', '.join(sorted(c.repeated))})" if c.repeated else ""))  # fmt: skip
+    return (
+        f"confirm: {c.points} point(s) measured again in new rounds ({c.repetitions} "
+        f"repetitions, {c.seconds:.0f} s): {len(c.repeated)} of {c.alarms} alarm(s) "
+        "repeated" + (f" ({', '.join(sorted(c.repeated))})" if c.repeated else "")
+    )

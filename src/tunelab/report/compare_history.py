@@ -32,8 +32,14 @@ ABOUT = (
     "points (the root mean square of the run's blocks' shifts) that "
     f"comparisons of two runs of one commit on that host measured (the last {KEEP})."
 )
-FIELDS = {"variance": float, "points": int, "shift": float, "commit": str, "runs": list,
-          "recorded_at": str}  # fmt: skip
+FIELDS = {
+    "variance": float,
+    "points": int,
+    "shift": float,
+    "commit": str,
+    "runs": list,
+    "recorded_at": str,
+}
 
 
 class HistoryError(ValueError):
@@ -91,8 +97,14 @@ class History:
         return self.path
 
 
-def entry(variance: float, points: int, shift: float, commit: str, runs: tuple[str, str],
-          when: datetime | None = None) -> dict:  # fmt: skip
+def entry(
+    variance: float,
+    points: int,
+    shift: float,
+    commit: str,
+    runs: tuple[str, str],
+    when: datetime | None = None,
+) -> dict:
     return {
         "variance": round(float(variance), 8),
         "points": int(points),

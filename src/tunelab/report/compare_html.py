@@ -77,17 +77,37 @@ def _point_notes(p: PointComparison) -> str:
 
 
 def sweep_table(s: SweepComparison, result: Comparison, table_id: str) -> str:
-    head = ["point", "metric", "n OLD / NEW", "median OLD", "median NEW", "NEW / OLD",
-            "beyond its block's shift", f"{change.LEVEL:.0%} interval", "could have detected",
-            f"p ({q_name(result)})", "verdict", "provenance"]  # fmt: skip
+    head = [
+        "point",
+        "metric",
+        "n OLD / NEW",
+        "median OLD",
+        "median NEW",
+        "NEW / OLD",
+        "beyond its block's shift",
+        f"{change.LEVEL:.0%} interval",
+        "could have detected",
+        f"p ({q_name(result)})",
+        "verdict",
+        "provenance",
+    ]
     rows = []
     for p in s.points:
         notes = _point_notes(p)
         if p.incomparable or not p.changes:
-            verdict_cell = ("incomparable" if p.incomparable else short_note(p.too_short)
-                            if p.short else "too few repetitions to tell")  # fmt: skip
-            cells = [f'<td class="tl-point">{_e(p.point)}</td>', *["<td>—</td>"] * 9,
-                     f"<td>{verdict_cell}</td>", f'<td class="tl-why">{notes}</td>']  # fmt: skip
+            verdict_cell = (
+                "incomparable"
+                if p.incomparable
+                else short_note(p.too_short)
+                if p.short
+                else "too few repetitions to tell"
+            )
+            cells = [
+                f'<td class="tl-point">{_e(p.point)}</td>',
+                *["<td>—</td>"] * 9,
+                f"<td>{verdict_cell}</td>",
+                f'<td class="tl-why">{notes}</td>',
+            ]
             rows.append("<tr>" + "".join(cells) + "</tr>")
             continue
         span = len(p.changes)
@@ -129,8 +149,13 @@ def _aggregate(s: SweepComparison) -> list[tuple[str, str]]:
     rows = []
     for (col, a, b, stops), n in sorted(seen.items(), key=lambda kv: (not kv[0][3], kv[0][0])):
         tag = " <b>(incomparable)</b>" if stops else ""
-        rows.append((col, f"{_e(a)} → {_e(b)} <span class='tl-muted'>({n} of "
-                          f"{len(s.points)} points)</span>{tag}"))  # fmt: skip
+        rows.append(
+            (
+                col,
+                f"{_e(a)} → {_e(b)} <span class='tl-muted'>({n} of "
+                f"{len(s.points)} points)</span>{tag}",
+            )
+        )
     if s.one_sided:
         rows.append(("left out of matching", _e("; ".join(s.one_sided))))
     if s.only_old:
@@ -161,8 +186,10 @@ def method_text(result: Comparison) -> str:
             f"at most {j.level:g} of comparisons, and when several points changed each is "
             "tested at a level that grows with how many others stand out"
         )
-    decision += (f"; a flagged change is also past {100 * j.min_effect:g} % (the ratio beyond "
-                 "the shift, or the shift itself)")  # fmt: skip
+    decision += (
+        f"; a flagged change is also past {100 * j.min_effect:g} % (the ratio beyond "
+        "the shift, or the shift itself)"
+    )
     return (
         "Per point and metric: the log change of the median NEW / OLD. Its uncertainty is "
         "each run's median's (from the point's values at the unit they vary at: the round, or "
@@ -195,14 +222,15 @@ def method_text(result: Comparison) -> str:
 def between_text(result: Comparison) -> str:
     parts = []
     for group, b in sorted(result.judgement.between.items()):
-        parts.append(f"{group}: SD {pct(b.sd)} ({b.source}; this comparison alone "
-                     f"{pct(b.own_sd)})")  # fmt: skip
+        parts.append(f"{group}: SD {pct(b.sd)} ({b.source}; this comparison alone {pct(b.own_sd)})")
     text = "Between-run SD per engine and metric: " + "; ".join(parts) + "."
     if result.history_path:
         text += f" A/A history: {result.history_path} ({result.history_entries} comparison(s)"
         if result.aa:
-            text += (f"; OLD and NEW measured commit {result.aa_commit} on one host: "
-                     f"{result.recorded} recorded after judging")  # fmt: skip
+            text += (
+                f"; OLD and NEW measured commit {result.aa_commit} on one host: "
+                f"{result.recorded} recorded after judging"
+            )
         text += ")."
     return text
 
@@ -223,14 +251,19 @@ def html_page(result: Comparison) -> str:
         parts.append(_note(_e(shift_line(s)), "warn" if s.verdict == WORSE else "note"))
     worse = [(s, p, c) for s, p, c in result.changes() if c.verdict == WORSE]
     if worse:
-        items = "".join(f"<li>{_e(change_line(s.name, p.point, c, result))}</li>"
-                        for s, p, c in worse)  # fmt: skip
+        items = "".join(
+            f"<li>{_e(change_line(s.name, p.point, c, result))}</li>" for s, p, c in worse
+        )
         parts.append(_note(f"<b>Worse:</b><ul>{items}</ul>", "warn"))
     incomparable = [(s, p) for s, p in result.points() if p.incomparable]
     if incomparable:
-        parts.append(_note(f"<b>{len(incomparable)} point(s) not compared</b>: their "
-                           "provenance differs in a way that changes the times by itself.",
-                           "warn"))  # fmt: skip
+        parts.append(
+            _note(
+                f"<b>{len(incomparable)} point(s) not compared</b>: their "
+                "provenance differs in a way that changes the times by itself.",
+                "warn",
+            )
+        )
     parts.append(_note(_e(method_text(result))))
     parts.append(_note(_e(between_text(result))))
     parts.append("<h2>Changes per sweep</h2>")

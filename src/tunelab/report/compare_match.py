@@ -278,8 +278,11 @@ def sweeps(
     """(engine/sweep keys on both sides, only in OLD, only in NEW)."""
     by = ["engine", "sweep"]
     a, b = set(groups(old, by)), set(groups(new, by))
-    return (sorted(a & b), [f"{e}/{s}" for e, s in sorted(a - b)],
-            [f"{e}/{s}" for e, s in sorted(b - a)])  # fmt: skip
+    return (
+        sorted(a & b),
+        [f"{e}/{s}" for e, s in sorted(a - b)],
+        [f"{e}/{s}" for e, s in sorted(b - a)],
+    )
 
 
 def by_sweep(frame: pd.DataFrame) -> dict[tuple[str, ...], pd.DataFrame]:

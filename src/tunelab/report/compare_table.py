@@ -42,8 +42,11 @@ from tunelab.report.comparison import (
 
 FORMAT = 1
 HEAD = ("point", "metric", "old", "new", "change", "q", "could have detected", "verdict")
-METRIC_NAMES = {"elapsed_s": "time", "throughput_rows_s": "throughput",
-                "c_physical_reads": "reads from the OS"}  # fmt: skip
+METRIC_NAMES = {
+    "elapsed_s": "time",
+    "throughput_rows_s": "throughput",
+    "c_physical_reads": "reads from the OS",
+}
 INCOMPARABLE = "incomparable"
 
 
@@ -144,15 +147,31 @@ def change_row(sweep: str, point: str, c: MetricChange) -> Row:
     j = c.judged
     low, high = j.interval()
     moved_worse = j.estimate.direction * j.residual > 0
-    return Row(sweep, point, c.metric, c.scaled, c.old_median, half_width(j.estimate.old),
-               c.new_median, half_width(j.estimate.new), c.ratio, j.beyond, low, high,
-               j.p_worse if moved_worse else j.p_better, j.p_adjusted,
-               math.expm1(j.detectable), c.verdict)  # fmt: skip
+    return Row(
+        sweep,
+        point,
+        c.metric,
+        c.scaled,
+        c.old_median,
+        half_width(j.estimate.old),
+        c.new_median,
+        half_width(j.estimate.new),
+        c.ratio,
+        j.beyond,
+        low,
+        high,
+        j.p_worse if moved_worse else j.p_better,
+        j.p_adjusted,
+        math.expm1(j.detectable),
+        c.verdict,
+    )
 
 
 def short_note(seconds: float) -> str:
-    return (f"too short to compare (timed section {1000 * seconds:.2g} ms, below "
-            f"{1000 * change.MIN_SECTION_S:g} ms)")  # fmt: skip
+    return (
+        f"too short to compare (timed section {1000 * seconds:.2g} ms, below "
+        f"{1000 * change.MIN_SECTION_S:g} ms)"
+    )
 
 
 def sweep_rows(s: SweepComparison) -> list[Row]:
@@ -177,8 +196,11 @@ def q_name(result: Comparison) -> str:
 def decision_text(result: Comparison) -> str:
     """E.g. "Benjamini-Hochberg at FDR 0.05 over 160 hypotheses, flagged past 5 %"."""
     j = result.judgement
-    how = (f"Holm at family-wise {result.level:g}" if result.procedure == HOLM
-           else f"Benjamini-Hochberg at FDR {result.level:g}")  # fmt: skip
+    how = (
+        f"Holm at family-wise {result.level:g}"
+        if result.procedure == HOLM
+        else f"Benjamini-Hochberg at FDR {result.level:g}"
+    )
     return (
         f"{how} over {j.hypotheses} hypotheses, a flag's change past {100 * result.min_effect:g} %"
     )
@@ -229,8 +251,12 @@ def markdown(result: Comparison, summary: str, shifts: list[str]) -> str:
         rows = sweep_rows(s)
         if not rows:
             continue
-        lines += [f"### {_md(s.name)}", "",
-                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]  # fmt: skip
+        lines += [
+            f"### {_md(s.name)}",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---|" * len(head),
+        ]
         for r in rows:
             cells = [_md(c) for c in r.cells()]
             if r.verdict == "worse":
@@ -266,10 +292,10 @@ def json_doc(result: Comparison, summary: str, shifts: list[change.Shift]) -> di
                 "host": s.host,
             }
             for s in shifts
-        ],  # fmt: skip
+        ],
         "sweeps": [
             {"name": s.name, "rows": [r.as_dict() for r in sweep_rows(s)]} for s in result.sweeps
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -287,8 +313,10 @@ def text_lines(result: Comparison) -> list[str]:
     for s, p, c in result.changes():
         if c.verdict in (WORSE, BETTER):
             flagged.append((RANK[c.verdict], s.name, p.point, c.metric, c))
-    lines += [change_line(name, point, c, result) for *_, name, point, _, c in sorted(
-        flagged, key=lambda t: t[:4])]  # fmt: skip
+    lines += [
+        change_line(name, point, c, result)
+        for *_, name, point, _, c in sorted(flagged, key=lambda t: t[:4])
+    ]
     for s, p in result.points():
         if p.incomparable:
             lines.append(

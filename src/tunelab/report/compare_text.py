@@ -78,8 +78,9 @@ def change_line(sweep: str, point: str, c: MetricChange, result: Comparison) -> 
     if c.verdict in (WORSE, BETTER):
         p = j.p_worse if c.verdict == WORSE else j.p_better
         adjusted = "Holm " if result.procedure == HOLM else "q="
-        text += (f" (p={p_text(p)}, {adjusted}{p_text(j.p_adjusted)} over "
-                 f"{result.judgement.hypotheses})")  # fmt: skip
+        text += (
+            f" (p={p_text(p)}, {adjusted}{p_text(j.p_adjusted)} over {result.judgement.hypotheses})"
+        )
     elif c.verdict == NOISY:
         text += f" ({c.source} spread ±{pct(max(j.estimate.old.sd, j.estimate.new.sd))})"
     return text
@@ -92,13 +93,18 @@ def _ratio_of(log_change: float, what: str) -> str:
 def overall_line(result: Comparison, engine: str) -> str:
     """E.g. "sqlite: this run's host was 7 % slower overall (elapsed_s: median change over 75
     points 1.07x; CPU reference 1.02x, device probe 1.10x)"."""
-    changes = [c.judged.estimate.change for s, _, c in result.changes()
-               if s.engine == engine and c.metric == "elapsed_s"]  # fmt: skip
+    changes = [
+        c.judged.estimate.change
+        for s, _, c in result.changes()
+        if s.engine == engine and c.metric == "elapsed_s"
+    ]
     if not changes:
         return ""
     h = float(np.median(changes))
-    refs = [_ratio_of(result.cpu.get(f"{engine}:elapsed_s", math.nan), "CPU reference"),
-            _ratio_of(result.device.get(f"{engine}/", math.nan), "device probe")]  # fmt: skip
+    refs = [
+        _ratio_of(result.cpu.get(f"{engine}:elapsed_s", math.nan), "CPU reference"),
+        _ratio_of(result.device.get(f"{engine}/", math.nan), "device probe"),
+    ]
     refs = [r for r in refs if r]
     return (
         f"{engine}: this run's host was {pct(abs(h))} {'slower' if h > 0 else 'faster'} overall "
@@ -114,11 +120,14 @@ def shift_line(s: change.Shift) -> str:
     probe moved with it: the host's, not flagged"."""
     engine = s.group.split(":")[0]
     worse = s.direction * s.shift > 0
-    refs = [r for r in (_ratio_of(s.cpu, "CPU reference"), _ratio_of(s.device, "device probe"))
-            if r]  # fmt: skip
+    refs = [
+        r for r in (_ratio_of(s.cpu, "CPU reference"), _ratio_of(s.device, "device probe")) if r
+    ]
     if s.verdict == WORSE:
-        end = ("neither the CPU reference nor the device probe moved with it: a change of the "
-               "system under test: worse")  # fmt: skip
+        end = (
+            "neither the CPU reference nor the device probe moved with it: a change of the "
+            "system under test: worse"
+        )
     elif s.host:
         end = "the CPU reference or the device probe moved with it: the host's, not flagged"
     else:
@@ -174,8 +183,11 @@ def summary_line(result: Comparison) -> str:
     only_new = sum(len(s.only_new) for s in result.sweeps)
     j = result.judgement
     detect = detectable_summary(result)
-    how = (f"Holm at family-wise {j.level:g}" if result.procedure == HOLM
-           else f"Benjamini-Hochberg at FDR {j.level:g}")  # fmt: skip
+    how = (
+        f"Holm at family-wise {j.level:g}"
+        if result.procedure == HOLM
+        else f"Benjamini-Hochberg at FDR {j.level:g}"
+    )
     return (
         f"{compared} point(s) compared ({len(result.changes())} metrics, {j.hypotheses} "
         f"hypotheses, {how}, flagged past {100 * j.min_effect:g} %): {result.count(WORSE)} "

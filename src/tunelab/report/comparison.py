@@ -57,8 +57,7 @@ BH, HOLM = change.BH, change.HOLM
 WORSE, BETTER, NOISY, SAME = "worse", "better", "noisy", "same"
 NOT_REPEATED = "not-repeated"  # flagged worse, not again when measured again (--confirm)
 TOO_SHORT, TOO_FEW = "too-short", "too-few"
-RANK = {v: i for i, v in enumerate((WORSE, NOT_REPEATED, BETTER, NOISY, SAME, TOO_SHORT,
-                                    TOO_FEW))}  # fmt: skip
+RANK = {v: i for i, v in enumerate((WORSE, NOT_REPEATED, BETTER, NOISY, SAME, TOO_SHORT, TOO_FEW))}
 INCOMPARABLE_RANK = len(RANK)
 ROUNDS, PASSES, REPETITIONS = "rounds", "passes", "repetitions"
 
@@ -232,8 +231,15 @@ class _Pending:
     scaled: bool
 
 
-def _point_estimates(engine: str, sweep: str, name: str, o: pd.DataFrame, n: pd.DataFrame,
-                     pc: PointComparison, index: int) -> list[_Pending]:  # fmt: skip
+def _point_estimates(
+    engine: str,
+    sweep: str,
+    name: str,
+    o: pd.DataFrame,
+    n: pd.DataFrame,
+    pc: PointComparison,
+    index: int,
+) -> list[_Pending]:
     out = []
     mirrored = _mirrored(o, n)
     source = _unit_source(o)[1] if _unit_source(o)[1] == _unit_source(n)[1] else REPETITIONS
@@ -244,9 +250,16 @@ def _point_estimates(engine: str, sweep: str, name: str, o: pd.DataFrame, n: pd.
         if metric in TIMED and pc.short:
             continue
         scaled = hostspeed.values([o, n], metric)
-        x, y = (scaled if scaled is not None else [
-            pd.to_numeric(f[metric], errors="coerce").to_numpy(dtype=float)
-            if metric in f else np.full(len(f), np.nan) for f in (o, n)])  # fmt: skip
+        x, y = (
+            scaled
+            if scaled is not None
+            else [
+                pd.to_numeric(f[metric], errors="coerce").to_numpy(dtype=float)
+                if metric in f
+                else np.full(len(f), np.nan)
+                for f in (o, n)
+            ]
+        )
         if not (np.isfinite(x).any() and np.isfinite(y).any()):
             continue
         a, b = _side(x, o, metric), _side(y, n, metric)
@@ -267,8 +280,18 @@ def _point_estimates(engine: str, sweep: str, name: str, o: pd.DataFrame, n: pd.
             section if metric in TIMED else math.nan,
         )
         xf, yf = x[np.isfinite(x)], y[np.isfinite(y)]
-        out.append(_Pending(index, pc, metric, est, (float(np.median(xf)), float(np.median(yf))),
-                            (int(xf.size), int(yf.size)), source, scaled is not None))  # fmt: skip
+        out.append(
+            _Pending(
+                index,
+                pc,
+                metric,
+                est,
+                (float(np.median(xf)), float(np.median(yf))),
+                (int(xf.size), int(yf.size)),
+                source,
+                scaled is not None,
+            )
+        )
     return out
 
 
@@ -366,10 +389,12 @@ def compare_frames(
     # The host and the runs per engine: history pooled where both sides are one host.
     hosts, runs, commits, cpu = {}, {}, {}, {}
     device = {
-        k: _device_shift(pd.concat([p for p, _ in v], ignore_index=True, sort=False),
-                         pd.concat([q for _, q in v], ignore_index=True, sort=False))
+        k: _device_shift(
+            pd.concat([p for p, _ in v], ignore_index=True, sort=False),
+            pd.concat([q for _, q in v], ignore_index=True, sort=False),
+        )
         for k, v in per_kind.items()
-    }  # fmt: skip
+    }
     for engine, pairs in per_engine.items():
         o = pd.concat([p for p, _ in pairs], ignore_index=True, sort=False)
         n = pd.concat([q for _, q in pairs], ignore_index=True, sort=False)
@@ -388,18 +413,31 @@ def compare_frames(
                 group = f"{engine}:{metric}"
                 between[group] = history.between(host, group, runs[engine])
                 run_shifts[group] = history.shifts(host, group, runs[engine])
-    judgement = change.judge([p.estimate for p in pending], level, min_effect, between,
-                             run_shifts, cpu, device, procedure=procedure)  # fmt: skip
+    judgement = change.judge(
+        [p.estimate for p in pending],
+        level,
+        min_effect,
+        between,
+        run_shifts,
+        cpu,
+        device,
+        procedure=procedure,
+    )
     for p, j in zip(pending, judgement.points):
         p.point.changes.append(MetricChange(p.metric, j, *p.n, *p.medians, p.source, p.scaled))
     for s in sweeps:
         s.points.sort(key=lambda p: (p.rank, p.point))
     result = Comparison(
-        old_name, new_name, level, min_effect, procedure, sweeps,
+        old_name,
+        new_name,
+        level,
+        min_effect,
+        procedure,
+        sweeps,
         [f"{e}/{s}" for e, s in sorted(set(keys_old) - set(keys_new))],
         [f"{e}/{s}" for e, s in sorted(set(keys_new) - set(keys_old))],
         judgement,
-    )  # fmt: skip
+    )
     # the history's drift of a run: the root mean square of its blocks' shifts (the whole
     # run's where no block had its own), what a block's shift is judged against next time
     shifts = {}
@@ -411,8 +449,9 @@ def compare_frames(
     for group, b in judgement.between.items():
         engine = group.split(":")[0]
         if commits.get(engine) and runs[engine][0] != runs[engine][1] and b.points:
-            entry = history_mod.entry(b.own_sd**2, b.points, shifts.get(group, math.nan),
-                                      commits[engine], runs[engine])  # fmt: skip
+            entry = history_mod.entry(
+                b.own_sd**2, b.points, shifts.get(group, math.nan), commits[engine], runs[engine]
+            )
             result.aa.append((hosts[engine], group, entry))
     result.aa_commit = ", ".join(sorted({c for c in commits.values() if c}))
     result.cpu, result.device = cpu, device
@@ -432,8 +471,16 @@ def compare(
     """Compare two runs' results; ``history`` (``read_history``) pools the host's A/A
     comparisons into the noise, none when None (the prior then)."""
     old_path, new_path = Path(old_path), Path(new_path)
-    return compare_frames(load_side(old_path), load_side(new_path), level, min_effect, history,
-                          str(old_path), str(new_path), procedure)  # fmt: skip
+    return compare_frames(
+        load_side(old_path),
+        load_side(new_path),
+        level,
+        min_effect,
+        history,
+        str(old_path),
+        str(new_path),
+        procedure,
+    )
 
 
 def read_history(old_path: Path, new_path: Path, path: Path | None = None) -> history_mod.History:

@@ -78,9 +78,11 @@ def rule_text(v: dict[str, Any]) -> str:
 
 
 def _percent_selectivity(label: str) -> str:
-    return re.sub(r"selectivity ([0-9.e-]+)",
-                  lambda m: f"selectivity {fmt_selectivity_percent(float(m.group(1)))}",
-                  label)  # fmt: skip
+    return re.sub(
+        r"selectivity ([0-9.e-]+)",
+        lambda m: f"selectivity {fmt_selectivity_percent(float(m.group(1)))}",
+        label,
+    )
 
 
 def curves(v: dict[str, Any]) -> list[str]:

@@ -277,8 +277,9 @@ def _panels(exp: Experiment, cols: list[str]) -> list[tuple]:
     for run in exp.runs:
         present = [c for c in cols if c in run.data.results]
         combos = run.data.results[present].drop_duplicates() if present else pd.DataFrame()
-        own = [dict(zip(present, t, strict=True))
-               for t in combos.itertuples(index=False, name=None)] or [{}]  # fmt: skip
+        own = [
+            dict(zip(present, t, strict=True)) for t in combos.itertuples(index=False, name=None)
+        ] or [{}]
         keys = (
             [{**k, **o} for k in keys for o in own if _agree(k, o)]
             + [k for k in keys if not any(_agree(k, o) for o in own)]
@@ -287,8 +288,12 @@ def _panels(exp: Experiment, cols: list[str]) -> list[tuple]:
     tuples = dict.fromkeys(tuple(k.get(c, NOT_SET) for c in cols) for k in keys)
     orders = {c: v for r in reversed(exp.runs) for c, v in r.data.orders.items()}
     sort = [order_key(orders, c) for c in cols]
-    return sorted(tuples, key=lambda t: tuple(
-        (0,) if v is NOT_SET else (1, k(v)) for k, v in zip(sort, t, strict=True)))  # fmt: skip
+    return sorted(
+        tuples,
+        key=lambda t: tuple(
+            (0,) if v is NOT_SET else (1, k(v)) for k, v in zip(sort, t, strict=True)
+        ),
+    )
 
 
 def curve(
@@ -304,8 +309,15 @@ def curve(
         if values.size == 0:
             continue
         iv = stats.median_interval(values)
-        out.append({"x": value, "median": iv.median, "low": iv.low, "high": iv.high,
-                    "coverage": iv.coverage})  # fmt: skip
+        out.append(
+            {
+                "x": value,
+                "median": iv.median,
+                "low": iv.low,
+                "high": iv.high,
+                "coverage": iv.coverage,
+            }
+        )
     table = pd.DataFrame(out, columns=["x", "median", "low", "high", "coverage"])
     numeric = pd.to_numeric(table["x"], errors="coerce")
     if numeric.notna().all():
@@ -364,16 +376,26 @@ def _source_lines(ax: Any, exp: Experiment, x: str, panel: dict[str, Any]) -> No
     data = exp.runs[0].data
     for s in sources.lines(data, x):
         context = {sources.column(data.results, k): v for k, v in s.where.items()}
-        if any(c in context and v is not NOT_SET and not claimspec.same(v, context[c])
-               for c, v in panel.items()):  # fmt: skip
+        if any(
+            c in context and v is not NOT_SET and not claimspec.same(v, context[c])
+            for c, v in panel.items()
+        ):
             continue
-        ax.axvline(s.x, color=plots.SOURCE_COLOR, ls=":", lw=1.6, zorder=2,
-                   gid=f"source|{s.x:.6g}")  # fmt: skip
+        ax.axvline(s.x, color=plots.SOURCE_COLOR, ls=":", lw=1.6, zorder=2, gid=f"source|{s.x:.6g}")
         ax.annotate(
-            s.text, (s.x, 0.98), xycoords=("data", "axes fraction"), xytext=(-3, 0),
-            textcoords="offset points", rotation=90, ha="right", va="top",
-            fontsize="x-small", color=plots.SOURCE_COLOR, bbox=plots.TEXT_BOX, zorder=6,
-        )  # fmt: skip
+            s.text,
+            (s.x, 0.98),
+            xycoords=("data", "axes fraction"),
+            xytext=(-3, 0),
+            textcoords="offset points",
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize="x-small",
+            color=plots.SOURCE_COLOR,
+            bbox=plots.TEXT_BOX,
+            zorder=6,
+        )
 
 
 def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
@@ -383,10 +405,18 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
     shapes compare where absolute times do not."""
     cols = panel_columns(exp, x)
     styled = compared_column(exp, cols)
-    styles = list(dict.fromkeys(
-        str(v) for r in exp.runs if styled in r.data.results
-        for v in sorted(r.data.results[styled].dropna().unique(), key=str)
-    ))[: len(STYLES)] if styled else [None]  # fmt: skip
+    styles = (
+        list(
+            dict.fromkeys(
+                str(v)
+                for r in exp.runs
+                if styled in r.data.results
+                for v in sorted(r.data.results[styled].dropna().unique(), key=str)
+            )
+        )[: len(STYLES)]
+        if styled
+        else [None]
+    )
     cols = [c for c in cols if c != styled]
     keys = _panels(exp, cols)[:MAX_PANELS] or [()]
     colours = plots.palette_for([r.engine for r in exp.runs])
@@ -423,9 +453,17 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                 name = run.engine if value is None else f"{run.engine} · {value}"
                 # Categories (index types) are points: a line between them would read as a
                 # trend from one to the next. Numbers are joined.
-                ax.errorbar(xs, y, yerr=[y - lo, hi - y], color=colours[run.engine],
-                            ls=STYLES[ls] if numeric else "none", marker=MARKERS[ls], capsize=3,
-                            lw=1.6, label=name)  # fmt: skip
+                ax.errorbar(
+                    xs,
+                    y,
+                    yerr=[y - lo, hi - y],
+                    color=colours[run.engine],
+                    ls=STYLES[ls] if numeric else "none",
+                    marker=MARKERS[ls],
+                    capsize=3,
+                    lw=1.6,
+                    label=name,
+                )
                 drawn = True
                 ys_all += [float(v) for v in hi] + [float(v) for v in lo]
                 if xv.notna().all():
@@ -442,8 +480,9 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                 _source_lines(ax, exp, x, dict(zip(cols, key, strict=True)))
             if x == POOL_BYTES and xs_all:  # binary sizes: ticks at 64 KiB, 1 MiB, 16 MiB...
                 lo, hi = math.log2(min(xs_all)), math.log2(max(xs_all))
-                ax.set_xticks([2.0**k for k in range(math.floor(lo), math.ceil(hi) + 1)
-                               if k % 4 == 0])  # fmt: skip
+                ax.set_xticks(
+                    [2.0**k for k in range(math.floor(lo), math.ceil(hi) + 1) if k % 4 == 0]
+                )
                 ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: fmt_bytes(v)))
                 ax.xaxis.set_minor_formatter(NullFormatter())
             if not xs_all:
@@ -452,9 +491,13 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
                 plots._slant(ax, 20)  # categories: long names
             if not normalised and ys_all:
                 plots._finish_y(ax, np.asarray(ys_all, dtype=float), METRIC)  # log past 100x
-            ax.set_title(" · ".join(f"{plots.axis_label(c).split(' (')[0]} {plots.value_text(c, v)}"
-                                    for c, v in zip(cols, key, strict=True)
-                                    if v is not NOT_SET))  # fmt: skip
+            ax.set_title(
+                " · ".join(
+                    f"{plots.axis_label(c).split(' (')[0]} {plots.value_text(c, v)}"
+                    for c, v in zip(cols, key, strict=True)
+                    if v is not NOT_SET
+                )
+            )
             ax.set_xlabel(_x_label(x))
             ax.grid(bool(xs_all), axis="x")  # no grid line through a category's points
             ax.set_ylabel("time ÷ own first point" if normalised else label(METRIC))
@@ -468,8 +511,9 @@ def engines_figure(exp: Experiment, x: str, normalised: bool) -> Figure | None:
 
 def _categories(exp: Experiment, x: str) -> list[str]:
     """The values of a categorical ``x`` over every engine, in the sweep's order."""
-    seen = [str(v) for r in exp.runs if x in r.data.results
-            for v in r.data.results[x].dropna().unique()]  # fmt: skip
+    seen = [
+        str(v) for r in exp.runs if x in r.data.results for v in r.data.results[x].dropna().unique()
+    ]
     key = order_key(exp.runs[0].data.orders if exp.runs else {}, x)
     return sorted(dict.fromkeys(seen), key=key)
 
@@ -477,8 +521,11 @@ def _categories(exp: Experiment, x: str) -> list[str]:
 def _curves(runs: list[EngineRun], styled: str | None, styles: list) -> list[tuple]:
     """(engine, (line style, value of ``styled``)) per curve: one curve of an engine whose
     rows lack ``styled`` (no setting of it)."""
-    return [(run, item) for run in runs for item in (
-        enumerate(styles) if styled in run.data.results else [(0, None)])]  # fmt: skip
+    return [
+        (run, item)
+        for run in runs
+        for item in (enumerate(styles) if styled in run.data.results else [(0, None)])
+    ]
 
 
 def _x_label(x: str) -> str:
@@ -545,12 +592,15 @@ def claim_rows(exp: Experiment) -> list[dict[str, Any]]:
     """Each claim's name, role and (for an explanation of one engine) that engine."""
     known = {str(c.get("says")): c for c in exp.claims}
     return [
-        {"says": n, "role": known.get(n, {}).get("role", "claim"),
-         "engine": known.get(n, {}).get("explains_engine"),
-         "reported": known.get(n, {}).get("reported"),
-         "source_ratio": known.get(n, {}).get("source_ratio")}
+        {
+            "says": n,
+            "role": known.get(n, {}).get("role", "claim"),
+            "engine": known.get(n, {}).get("explains_engine"),
+            "reported": known.get(n, {}).get("reported"),
+            "source_ratio": known.get(n, {}).get("source_ratio"),
+        }
         for n in claim_names(exp)
-    ]  # fmt: skip
+    ]
 
 
 def verdict_of(run: EngineRun, claim: str) -> dict[str, Any] | None:
@@ -743,8 +793,10 @@ def page_html(exp: Experiment, page_dir: Path) -> str:
     if x:
         absent = [r.engine for r in exp.runs if x not in with_pool_bytes(r.data.results)]
         if absent:  # its own knob for the question: its report draws it
-            parts.append(f'<p class="tl-muted">Not in the figures: {esc(", ".join(absent))}, '
-                         f"whose rows do not set {esc(_x_label(x))}.</p>")  # fmt: skip
+            parts.append(
+                f'<p class="tl-muted">Not in the figures: {esc(", ".join(absent))}, '
+                f"whose rows do not set {esc(_x_label(x))}.</p>"
+            )
         for normalised in [True] if exp.shape_only else [False, True]:
             fig = engines_figure(exp, x, normalised)
             if fig is None:
@@ -799,8 +851,12 @@ class PagesError(RuntimeError):
 
     def __init__(self, failed: dict[str, str]) -> None:
         self.failed = failed
-        super().__init__("cross-engine page" + ("s" if len(failed) > 1 else "") + " not made: "
-                         + "; ".join(f"{s}: {why}" for s, why in failed.items()))  # fmt: skip
+        super().__init__(
+            "cross-engine page"
+            + ("s" if len(failed) > 1 else "")
+            + " not made: "
+            + "; ".join(f"{s}: {why}" for s, why in failed.items())
+        )
 
 
 def made_here(path: Path) -> bool:

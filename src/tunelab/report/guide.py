@@ -46,10 +46,14 @@ def numbers_from_run(results_dir: Path, reports_dir: Path) -> dict[str, Any]:
         entry["cannot"] = {e: why for e, why in missing if not why.startswith("not run")}
         for run in exp.runs:
             entry["engines"][run.engine] = [
-                {"claim": str(v.get("claim")), "word": word_of(v), "figures": figures_text(v),
-                 "level": min(evidence.levels(v), default=None)}
+                {
+                    "claim": str(v.get("claim")),
+                    "word": word_of(v),
+                    "figures": figures_text(v),
+                    "level": min(evidence.levels(v), default=None),
+                }
                 for v in run.verdicts
-            ]  # fmt: skip
+            ]
             frame = run.data.results
             started = (
                 sorted(frame["started_at"].dropna().astype(str)) if ("started_at" in frame) else []
@@ -72,16 +76,22 @@ def merged(stored: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
     others keep theirs (a run of one engine fills its column, never empties the rest); each
     sweep's findings are the run's (the findings file it was judged by)."""
     measured = set(run.get("engines", {}))
-    out = {"engines": {**{e: v for e, v in stored.get("engines", {}).items()
-                          if e not in measured}, **run.get("engines", {})},
-           "sweeps": {}}  # fmt: skip
+    out = {
+        "engines": {
+            **{e: v for e, v in stored.get("engines", {}).items() if e not in measured},
+            **run.get("engines", {}),
+        },
+        "sweeps": {},
+    }
     for sweep in sorted({*stored.get("sweeps", {}), *run.get("sweeps", {})}):
         old, new = stored.get("sweeps", {}).get(sweep, {}), run.get("sweeps", {}).get(sweep)
         if new is None:
             out["sweeps"][sweep] = old
             continue
-        engines = {**{e: v for e, v in (old.get("engines") or {}).items() if e not in measured},
-                   **new["engines"]}  # fmt: skip
+        engines = {
+            **{e: v for e, v in (old.get("engines") or {}).items() if e not in measured},
+            **new["engines"],
+        }
         cannot = {**(old.get("cannot") or {}), **new["cannot"]}
         out["sweeps"][sweep] = {
             "claims": new["claims"] or old.get("claims", []),

@@ -83,8 +83,9 @@ def _claims_cell(entry: dict[str, Any] | None) -> str:
     esc = html.escape
     verdicts = entry["verdicts"]
     counts = {k: sum(word_of(v) == k for v in verdicts) for k in WORDS}
-    badges = "".join(f'<span class="tl-verdict {css_class(k)}">{n} {k}</span>'
-                     for k, n in counts.items() if n)  # fmt: skip
+    badges = "".join(
+        f'<span class="tl-verdict {css_class(k)}">{n} {k}</span>' for k, n in counts.items() if n
+    )
     items = "".join(
         f'<li><span class="tl-verdict {css_class(word_of(v))}">{esc(word_of(v))}</span>'
         f"{esc(v['claim'])}"
@@ -93,7 +94,7 @@ def _claims_cell(entry: dict[str, Any] | None) -> str:
             f" — rows from {len(v['hosts'])} hosts compared: {esc(', '.join(v['hosts']))}"
             if len(v.get("hosts") or []) > 1
             else ""
-        )  # fmt: skip
+        )
         + "</li>"
         for v in verdicts
     )
@@ -162,8 +163,10 @@ def _row(
     when = esc(first if first == last else f"{first} – {last}") if first else "—"
     hosts = s.get("hosts") or []
     if len(hosts) > 1:  # the report says so at its top; the index too
-        when += (f'<div class="tl-hosts" title="{esc(", ".join(hosts))}">on {len(hosts)} '
-                 "hosts: medians of different hosts compared</div>")  # fmt: skip
+        when += (
+            f'<div class="tl-hosts" title="{esc(", ".join(hosts))}">on {len(hosts)} '
+            "hosts: medians of different hosts compared</div>"
+        )
     csv = _results_link(s, report, results_dir)
     rows = f'<a href="{esc(_rel(csv, out.parent))}">CSV</a>' if csv else "—"
     cells = [link, _claims_cell(checked) + stable, engine, swept, size, cache, when, rows]
@@ -271,12 +274,17 @@ def _engines_run(path: Path, results_dir: Path) -> str:
         newest = _newest_rows(results_dir / engine) if status != "ran" else None
         if newest is not None and newest.timestamp() > then:
             status, detail = "run again since", f"its newest rows {_when(newest)}"
-        items.append(f"<li><strong>{esc(engine)}</strong> {esc(status)}"
-                     + (f": {esc(detail)}" if detail else "") + "</li>")  # fmt: skip
+        items.append(
+            f"<li><strong>{esc(engine)}</strong> {esc(status)}"
+            + (f": {esc(detail)}" if detail else "")
+            + "</li>"
+        )
     if not items:
         return ""
-    return (f'<div id="engines-run"><p>The last run of several engines:</p>'
-            f"<ul>{''.join(items)}</ul></div>")  # fmt: skip
+    return (
+        f'<div id="engines-run"><p>The last run of several engines:</p>'
+        f"<ul>{''.join(items)}</ul></div>"
+    )
 
 
 def _newest_rows(folder: Path) -> datetime | None:
@@ -315,12 +323,15 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, str, engines.
         return "", "", "", failed
     esc = html.escape
     links = " · ".join(
-        (f"{esc(e.sweep)} <strong>not made</strong>" if failed and e.sweep in failed.failed
-         else f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>')
+        (
+            f"{esc(e.sweep)} <strong>not made</strong>"
+            if failed and e.sweep in failed.failed
+            else f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>'
+        )
         + f' <span class="tl-muted">({esc(", ".join(r.engine for r in e.runs) or "no rows")})'
         "</span>"
         for e in experiments
-    )  # fmt: skip
+    )
     side = f'<h2 id="side-by-side">Each experiment, engines side by side</h2><p>{links}</p>'
     if failed:
         side += f'<p class="tl-hosts">{esc(str(failed))}</p>'
@@ -367,10 +378,11 @@ def _stability_block(entry: dict[str, Any] | None, runs: int) -> str:
     esc = html.escape
     unstable = [c for c in entry["claims"] if not c.get("stable")]
     if not unstable:
-        return (f'<div class="tl-stability tl-stable">same verdicts in {runs} of {runs} '
-                "runs</div>")  # fmt: skip
-    items = "".join(f"<li>{esc(str(c.get('claim', '')))}: {esc(str(c.get('pooled', '')))}</li>"
-                    for c in unstable)  # fmt: skip
+        return f'<div class="tl-stability tl-stable">same verdicts in {runs} of {runs} runs</div>'
+    items = "".join(
+        f"<li>{esc(str(c.get('claim', '')))}: {esc(str(c.get('pooled', '')))}</li>"
+        for c in unstable
+    )
     return (
         f'<div class="tl-stability tl-unstable">{len(unstable)} of {len(entry["claims"])} '
         f"claim{'s' if len(entry['claims']) != 1 else ''} unstable over {runs} runs</div>"
@@ -385,6 +397,8 @@ def _stability_note(runs: list[str], sweeps: dict[tuple[str, str], dict]) -> str
     every = [c for e in sweeps.values() for c in e["claims"]]
     stable = sum(bool(c.get("stable")) for c in every)
     names = html.escape(", ".join(runs))
-    return (f'<p class="tl-stability">Claims checked over {len(runs)} runs '
-            f'(<span class="tl-muted">{names}</span>): {stable} of {len(every)} reached the '
-            "same verdict in every run.</p>\n")  # fmt: skip
+    return (
+        f'<p class="tl-stability">Claims checked over {len(runs)} runs '
+        f'(<span class="tl-muted">{names}</span>): {stable} of {len(every)} reached the '
+        "same verdict in every run.</p>\n"
+    )

@@ -220,8 +220,9 @@ _RATIO_RE = re.compile(r"ratio ([0-9.]+) \[([0-9.]+), ([0-9.]+)\]")
 
 def _percent_selectivity(label: str) -> str:
     """A context's selectivity as the assignment gives it, in percent."""
-    return re.sub(r"selectivity ([0-9.e-]+)",
-                  lambda m: f"selectivity {float(m.group(1)) * 100:.3g} %", label)  # fmt: skip
+    return re.sub(
+        r"selectivity ([0-9.e-]+)", lambda m: f"selectivity {float(m.group(1)) * 100:.3g} %", label
+    )
 
 
 def figures_text(v: dict[str, Any]) -> list[str]:

@@ -55,17 +55,24 @@ def intervals(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     if rows.empty:
         raise LogscanError(f"{source}: rows: no write repetition wrote any log")
     label = (
-        rows["engine"].astype(str) + "/" + rows["sweep"].astype(str) + "/"
-        + rows["point_id"].astype(str) + "#" + rows["rep"].astype(str)
-    )  # fmt: skip
-    return pd.DataFrame({
-        "label": label,
-        "seconds": num["elapsed_s"][usable],
-        "bytes": num["c_log_bytes"][usable],
-        "flushes": num["c_log_writes"][usable],
-        "transactions": num["transactions"][usable],
-        "open_transactions": num["open_transactions"][usable],
-    })  # fmt: skip
+        rows["engine"].astype(str)
+        + "/"
+        + rows["sweep"].astype(str)
+        + "/"
+        + rows["point_id"].astype(str)
+        + "#"
+        + rows["rep"].astype(str)
+    )
+    return pd.DataFrame(
+        {
+            "label": label,
+            "seconds": num["elapsed_s"][usable],
+            "bytes": num["c_log_bytes"][usable],
+            "flushes": num["c_log_writes"][usable],
+            "transactions": num["transactions"][usable],
+            "open_transactions": num["open_transactions"][usable],
+        }
+    )
 
 
 def read(paths: Sequence[Path]) -> pd.DataFrame:
@@ -115,10 +122,15 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="tunelab logscan", description=__doc__.split("\n\n")[0])
-    p.add_argument("results", nargs="+", type=Path,
-                   help="results directories (<engine>/<sweep>.csv) or result CSVs")  # fmt: skip
-    p.add_argument("--csv", action="store_true",
-                   help="print the intervals as `tunelab hadr-calc` reads them")  # fmt: skip
+    p.add_argument(
+        "results",
+        nargs="+",
+        type=Path,
+        help="results directories (<engine>/<sweep>.csv) or result CSVs",
+    )
+    p.add_argument(
+        "--csv", action="store_true", help="print the intervals as `tunelab hadr-calc` reads them"
+    )
     return p
 
 

@@ -110,18 +110,25 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
     modes, baseline = _replication(engine)
     if not modes:
         return None
-    clients = pd.to_numeric(frame.get("wl_threads", pd.Series(1, index=frame.index)),
-                            errors="coerce").fillna(1).astype(int)  # fmt: skip
+    clients = (
+        pd.to_numeric(frame.get("wl_threads", pd.Series(1, index=frame.index)), errors="coerce")
+        .fillna(1)
+        .astype(int)
+    )
     frame = frame.copy()  # one block: a row frame has hundreds of columns
     frame["clients"] = clients
-    writes = frame[frame.get("workload", pd.Series("", index=frame.index))
-                   .isin(("insert", "update"))]  # fmt: skip
+    writes = frame[
+        frame.get("workload", pd.Series("", index=frame.index)).isin(("insert", "update"))
+    ]
     rows = []
     keys = [MODE, RTT, "workload", "clients"]
     for (mode, rtt, workload, clients), point in writes.groupby(keys, sort=False):
-        base = writes[(writes[MODE] == baseline) & (writes[RTT] == rtt)
-                      & (writes["workload"] == workload)
-                      & (writes["clients"] == clients)]  # fmt: skip
+        base = writes[
+            (writes[MODE] == baseline)
+            & (writes[RTT] == rtt)
+            & (writes["workload"] == workload)
+            & (writes["clients"] == clients)
+        ]
         measured = _per_commit(point, "elapsed_s", clients)
         pages = _per_commit(point, "c_log_bytes") / model.PAGE_BYTES
         w = _median(point, "device_sync_us") / 1e6
@@ -131,21 +138,27 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
         replays = str(mode) in modes and modes[str(mode)].ack is model.Ack.REMOTE_APPLY
         # only a commit that waits for replay makes the standby report it at once
         apply = _replay_ms(point) / 1000 if replays else math.nan
-        if str(mode) in modes and str(mode) != baseline and not base.empty and pages > 0 \
-                and w > 0:  # fmt: skip
+        if str(mode) in modes and str(mode) != baseline and not base.empty and pages > 0 and w > 0:
             link = model.Link(math.inf, w, math.inf, rtt_s, apply if apply > 0 else 0.0)
             own = model.flush_time(modes[str(baseline)], pages, link)
             local = _per_commit(base, "elapsed_s", clients) - own
             predicted = local + model.flush_time(modes[str(mode)], pages, link)
-        rows.append({
-            "sync_mode": mode, "network_rtt_ms": rtt, "workload": workload, "clients": clients,
-            "link_rtt_ms": rtt_s * 1e3,
-            "log_kib_per_commit": pages * model.PAGE_BYTES / 1024, "w_ms": w * 1e3,
-            "measured_ms": measured * 1e3, "predicted_ms": predicted * 1e3,
-            "ratio": measured / predicted if predicted > 0 else math.nan,
-            "flush_lag_ms": _median(point, "repl_flush_lag_ms"),
-            "replay_ms": apply * 1e3,
-        })  # fmt: skip
+        rows.append(
+            {
+                "sync_mode": mode,
+                "network_rtt_ms": rtt,
+                "workload": workload,
+                "clients": clients,
+                "link_rtt_ms": rtt_s * 1e3,
+                "log_kib_per_commit": pages * model.PAGE_BYTES / 1024,
+                "w_ms": w * 1e3,
+                "measured_ms": measured * 1e3,
+                "predicted_ms": predicted * 1e3,
+                "ratio": measured / predicted if predicted > 0 else math.nan,
+                "flush_lag_ms": _median(point, "repl_flush_lag_ms"),
+                "replay_ms": apply * 1e3,
+            }
+        )
     if not rows:
         return None
     out = pd.DataFrame(rows)
@@ -158,8 +171,11 @@ def predictions(frame: pd.DataFrame, engine: str) -> pd.DataFrame | None:
 
 def _commit_times(point: pd.DataFrame, clients: int) -> np.ndarray:
     """One client's wall time per commit, per repetition (row)."""
-    return (clients * pd.to_numeric(point["elapsed_s"], errors="coerce")
-            / pd.to_numeric(point["transactions"], errors="coerce")).to_numpy()  # fmt: skip
+    return (
+        clients
+        * pd.to_numeric(point["elapsed_s"], errors="coerce")
+        / pd.to_numeric(point["transactions"], errors="coerce")
+    ).to_numpy()
 
 
 def orderings(frame: pd.DataFrame, engine: str, alpha: float = 1 - stats.LEVEL) -> pd.DataFrame:
@@ -187,33 +203,61 @@ def orderings(frame: pd.DataFrame, engine: str, alpha: float = 1 - stats.LEVEL) 
         ["network_rtt_ms", "workload", "clients"], sort=False
     ):
         replay = float(group["replay_ms"].median())
-        link = model.Link(math.inf, float(group["w_ms"].median()) / 1e3, math.inf,
-                          float(group["link_rtt_ms"].median()) / 1e3,
-                          replay / 1e3 if replay > 0 else 0.0)  # fmt: skip
-        cost = {m: model.flush_time(modes[m], 1.0, link) for m in group["sync_mode"].astype(str)
-                if m in modes}  # fmt: skip
+        link = model.Link(
+            math.inf,
+            float(group["w_ms"].median()) / 1e3,
+            math.inf,
+            float(group["link_rtt_ms"].median()) / 1e3,
+            replay / 1e3 if replay > 0 else 0.0,
+        )
+        cost = {
+            m: model.flush_time(modes[m], 1.0, link)
+            for m in group["sync_mode"].astype(str)
+            if m in modes
+        }
         ranked = sorted(cost, key=cost.get)
-        rows = frame[(frame[RTT] == rtt) & (frame["workload"] == workload)
-                     & (frame["clients"] == clients)]  # fmt: skip
+        rows = frame[
+            (frame[RTT] == rtt) & (frame["workload"] == workload) & (frame["clients"] == clients)
+        ]
         for faster, slower in zip(ranked, ranked[1:], strict=False):
             a, b = (rows[rows[MODE].astype(str) == m] for m in (faster, slower))
             try:
                 t = stats.compare_samples(
-                    _commit_times(a, clients), _commit_times(b, clients), alpha=alpha,
-                    key=stats.comparison_key("commit_time", a.get("point_id", []),
-                                             b.get("point_id", [])),
-                    old_rounds=a.get("round"), new_rounds=b.get("round"),
-                )  # fmt: skip
+                    _commit_times(a, clients),
+                    _commit_times(b, clients),
+                    alpha=alpha,
+                    key=stats.comparison_key(
+                        "commit_time", a.get("point_id", []), b.get("point_id", [])
+                    ),
+                    old_rounds=a.get("round"),
+                    new_rounds=b.get("round"),
+                )
             except ValueError:
                 continue
             if not math.isclose(cost[faster], cost[slower], rel_tol=1e-9):
-                order = ("not separated" if not t.significant(alpha)
-                         else "as predicted" if t.ratio > 1 else "reversed")  # fmt: skip
+                order = (
+                    "not separated"
+                    if not t.significant(alpha)
+                    else "as predicted"
+                    if t.ratio > 1
+                    else "reversed"
+                )
             else:
                 order = "tie"
-            out.append({"workload": workload, "clients": clients, "network_rtt_ms": rtt,
-                        "faster": faster, "slower": slower, "ratio": t.ratio, "low": t.low,
-                        "high": t.high, "p": t.p, "order": order})  # fmt: skip
+            out.append(
+                {
+                    "workload": workload,
+                    "clients": clients,
+                    "network_rtt_ms": rtt,
+                    "faster": faster,
+                    "slower": slower,
+                    "ratio": t.ratio,
+                    "low": t.low,
+                    "high": t.high,
+                    "p": t.p,
+                    "order": order,
+                }
+            )
     return pd.DataFrame(out)
 
 
@@ -223,17 +267,24 @@ def _order_text(pairs: pd.DataFrame) -> str:
         return ""
     counts = pairs["order"].value_counts()
     ranked = pairs[pairs["order"] != "tie"]
-    text = (f"Order of the modes (neighbours in the model's order at one link, "
-            f"{len(ranked)} pairs): measured significantly as predicted at "
-            f"{counts.get('as predicted', 0)}, reversed at {counts.get('reversed', 0)}, "
-            f"not separated by the measurements at {counts.get('not separated', 0)}")  # fmt: skip
+    text = (
+        f"Order of the modes (neighbours in the model's order at one link, "
+        f"{len(ranked)} pairs): measured significantly as predicted at "
+        f"{counts.get('as predicted', 0)}, reversed at {counts.get('reversed', 0)}, "
+        f"not separated by the measurements at {counts.get('not separated', 0)}"
+    )
     reversed_ = ranked[ranked["order"] == "reversed"]
     if not reversed_.empty:  # the pairs a reader must see; the rest are in the table
-        text += " (" + "; ".join(
-            f"{r.slower} over {r.faster}, {r.workload}, {r.clients} client"
-            f"{'s' if r.clients > 1 else ''}, {fmt(r.network_rtt_ms)} ms: {r.ratio:.3g} "
-            f"[{r.low:.3g}, {r.high:.3g}]" for r in reversed_.itertuples()
-        ) + ")"  # fmt: skip
+        text += (
+            " ("
+            + "; ".join(
+                f"{r.slower} over {r.faster}, {r.workload}, {r.clients} client"
+                f"{'s' if r.clients > 1 else ''}, {fmt(r.network_rtt_ms)} ms: {r.ratio:.3g} "
+                f"[{r.low:.3g}, {r.high:.3g}]"
+                for r in reversed_.itertuples()
+            )
+            + ")"
+        )
     ties = int(counts.get("tie", 0))
     return text + (f"; {ties} pairs the model ties." if ties else ".")
 
@@ -256,43 +307,57 @@ def logship_html(data: ReportData) -> str | None:
         return None
     baseline = _replication(data.engine)[1]
     lags = table["flush_lag_ms"].notna().any()
-    shown = pd.DataFrame({
-        "sync_mode": table["sync_mode"],
-        "round trip asked (ms)": table["network_rtt_ms"].map(fmt),
-        "round trip measured (ms)": table["link_rtt_ms"].map(fmt),
-        "workload": table["workload"],
-        "clients": table["clients"],
-        "log per commit (KiB)": table["log_kib_per_commit"].map(fmt),
-        "w: 4 KiB write + sync (ms)": table["w_ms"].map(fmt),
-        "measured (ms per commit, one client's)": table["measured_ms"].map(fmt),
-        "predicted (ms per commit)": [
-            "baseline" if m == baseline else fmt(v)
-            for m, v in zip(table["sync_mode"], table["predicted_ms"], strict=True)
-        ],
-        "measured / predicted": table["ratio"].map(fmt),
-        "standby's flush lag (ms)": table["flush_lag_ms"].map(fmt),
-        "standby's replay (ms)": table["replay_ms"].map(fmt),
-    })  # fmt: skip
+    shown = pd.DataFrame(
+        {
+            "sync_mode": table["sync_mode"],
+            "round trip asked (ms)": table["network_rtt_ms"].map(fmt),
+            "round trip measured (ms)": table["link_rtt_ms"].map(fmt),
+            "workload": table["workload"],
+            "clients": table["clients"],
+            "log per commit (KiB)": table["log_kib_per_commit"].map(fmt),
+            "w: 4 KiB write + sync (ms)": table["w_ms"].map(fmt),
+            "measured (ms per commit, one client's)": table["measured_ms"].map(fmt),
+            "predicted (ms per commit)": [
+                "baseline" if m == baseline else fmt(v)
+                for m, v in zip(table["sync_mode"], table["predicted_ms"], strict=True)
+            ],
+            "measured / predicted": table["ratio"].map(fmt),
+            "standby's flush lag (ms)": table["flush_lag_ms"].map(fmt),
+            "standby's replay (ms)": table["replay_ms"].map(fmt),
+        }
+    )
     if not lags:  # the engine reports no standby lag
         shown = shown.drop(columns="standby's flush lag (ms)")
     if not table["replay_ms"].notna().any():  # no mode waits for replay
         shown = shown.drop(columns="standby's replay (ms)")
     pairs = orderings(data.results, data.engine)
     verdict = " ".join(
-        [_within(table.loc[table["clients"] == n, "ratio"].dropna(), n)
-         for n in sorted(table["clients"].unique())] + [_order_text(pairs)]
-    )  # fmt: skip
+        [
+            _within(table.loc[table["clients"] == n, "ratio"].dropna(), n)
+            for n in sorted(table["clients"].unique())
+        ]
+        + [_order_text(pairs)]
+    )
     if not pairs.empty:
         against = {
-            (r.workload, r.clients, r.network_rtt_ms, r.slower):
-            f"{r.faster}: {r.ratio:.3g} [{r.low:.3g}, {r.high:.3g}], {r.order}"
+            (
+                r.workload,
+                r.clients,
+                r.network_rtt_ms,
+                r.slower,
+            ): f"{r.faster}: {r.ratio:.3g} [{r.low:.3g}, {r.high:.3g}], {r.order}"
             for r in pairs.itertuples()
-        }  # fmt: skip
+        }
         shown["measured against the next faster mode"] = [
             against.get(k, "")
-            for k in zip(table["workload"], table["clients"], table["network_rtt_ms"],
-                         table["sync_mode"].astype(str), strict=True)
-        ]  # fmt: skip
+            for k in zip(
+                table["workload"],
+                table["clients"],
+                table["network_rtt_ms"],
+                table["sync_mode"].astype(str),
+                strict=True,
+            )
+        ]
     how = (
         "Predicted per commit: the measured commit time of the same workload in the mode that "
         f"waits for the local flush alone ({baseline}, at the same round trip), with its flush "

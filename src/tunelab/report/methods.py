@@ -116,18 +116,29 @@ def _cold_units(rows: pd.DataFrame) -> str:
     if statements:
         n = int(each.sum())
         parts.append(
-            (f"each of the {statements} timed statements" if statements > 1 else "the timed "
-             "statement") + f" of {n} cold repetition{'s' if n != 1 else ''} (each statement "
+            (
+                f"each of the {statements} timed statements"
+                if statements > 1
+                else "the timed statement"
+            )
+            + f" of {n} cold repetition{'s' if n != 1 else ''} (each statement "
             "timed on its own: the steps between them stayed outside the clock)"
-        )  # fmt: skip
+        )
     if len(whole):
         other = "other " if statements else ""
         parts.append(
-            (f"each of the {len(whole)} {other}cold repetitions" if len(whole) > 1
-             else f"the {other}cold repetition")
-            + (f" ({several} of several statements, measured before each statement had a "
-               "cold cache of its own: only their first met it)" if several else "")
-        )  # fmt: skip
+            (
+                f"each of the {len(whole)} {other}cold repetitions"
+                if len(whole) > 1
+                else f"the {other}cold repetition"
+            )
+            + (
+                f" ({several} of several statements, measured before each statement had a "
+                "cold cache of its own: only their first met it)"
+                if several
+                else ""
+            )
+        )
     return "; and before ".join(parts)
 
 
@@ -232,8 +243,9 @@ def _lock_text(frame: pd.DataFrame) -> str:
         ends = np.maximum.accumulate(times[:, 1])
         overlaps += int((times[1:, 0] < ends[:-1]).sum())
     n_hosts = spans["_host"].nunique()
-    clock = "CLOCK_MONOTONIC" + (f", compared within each of the {n_hosts} hosts" if (
-        n_hosts > 1) else "")  # fmt: skip
+    clock = "CLOCK_MONOTONIC" + (
+        f", compared within each of the {n_hosts} hosts" if (n_hosts > 1) else ""
+    )
     text = (
         "Each measurement held tunelab's host-wide bench lock exclusively, so no other job of "
         f"the lab ran beside it; the {len(spans)} timed sections recorded in the rows "
@@ -353,26 +365,34 @@ def correction_moves(frame: pd.DataFrame) -> tuple[float, float] | None:
 def _device_text(frame: pd.DataFrame) -> str:
     """What the storage device gave during the run, from the probe before each round."""
     parts = []
-    for col, what in (("device_read_us", "a random 4 KiB read"),
-                      ("device_sync_us", "a 4 KiB write and its sync")):  # fmt: skip
+    for col, what in (
+        ("device_read_us", "a random 4 KiB read"),
+        ("device_sync_us", "a 4 KiB write and its sync"),
+    ):
         values = pd.to_numeric(frame.get(col, pd.Series()), errors="coerce").dropna()
         if len(values):
-            parts.append(f"{what} took {fmt(float(values.median()))} µs (median of the probes; "
-                         f"{fmt(float(values.min()))}–{fmt(float(values.max()))})")  # fmt: skip
+            parts.append(
+                f"{what} took {fmt(float(values.median()))} µs (median of the probes; "
+                f"{fmt(float(values.min()))}–{fmt(float(values.max()))})"
+            )
     if not parts:
         return ""
-    return ("The device holding the data was probed before each round with the same small job, "
-            "the same for every engine: " + "; ".join(parts) + ".")  # fmt: skip
+    return (
+        "The device holding the data was probed before each round with the same small job, "
+        "the same for every engine: " + "; ".join(parts) + "."
+    )
 
 
 def _calibration_text(data: ReportData, calibration_json: str) -> str:
     frame = data.results
     costs = [
         f"{name} {', '.join(unique(frame, col))} ms"
-        for name, col in (("OVERHEAD", "applied_overhead_ms"), ("TRANSFERRATE",
-                          "applied_transferrate_ms"))
+        for name, col in (
+            ("OVERHEAD", "applied_overhead_ms"),
+            ("TRANSFERRATE", "applied_transferrate_ms"),
+        )
         if unique(frame, col)
-    ]  # fmt: skip
+    ]
     cost = f" The table space's optimizer I/O costs were {' and '.join(costs)}." if costs else ""
     if not calibration_json or not Path(calibration_json).is_file():
         return "No device calibration is part of this report." + cost
@@ -418,14 +438,17 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
     commit = ", ".join(unique(frame, "git_commit"))
     hosts, named = host_lines(frame), len(checks.hosts(frame))
     where = (
-        f"on {named} hosts: {'; '.join(hosts)}" if named > 1
-        else f"on {'host ' if named else 'a host with '}{'; '.join(hosts)}" if hosts
+        f"on {named} hosts: {'; '.join(hosts)}"
+        if named > 1
+        else f"on {'host ' if named else 'a host with '}{'; '.join(hosts)}"
+        if hosts
         else "on an unrecorded host"
-    )  # fmt: skip
+    )
     setup = [
-        f"Measured with tunelab {code}" + (f" (commit {commit})" if commit else "")
+        f"Measured with tunelab {code}"
+        + (f" (commit {commit})" if commit else "")
         + f" on {_engine_text(frame, data.engine)}, {where}."
-    ]  # fmt: skip
+    ]
     jobs, nodes = checks.cluster_jobs(frame)
     if jobs:
         setup.append(
@@ -453,8 +476,10 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
     writes = unique(frame, "workload")
     writes = [w for w in ("insert", "update") if w in writes]
     if writes:
-        built = {"insert": "inserts: an empty table with its index", "update": "updates: the "
-                 "table reloaded and indexed"}  # fmt: skip
+        built = {
+            "insert": "inserts: an empty table with its index",
+            "update": "updates: the table reloaded and indexed",
+        }
         protocol.append(
             "Every repetition of a write started from the table built again, untimed ("
             + "; ".join(built[w] for w in writes)
@@ -463,8 +488,9 @@ def methods_text(data: ReportData, calibration_json: str = "") -> list[str]:
     if "cache_requested" in frame:
         protocol += [t for t in (_cold_text(data), _warm_text(frame)) if t]
     protocol += [t for t in (_access_text(data), _fetch_text(frame), _lock_text(frame)) if t]
-    protocol += [t for t in (_placement_text(frame), _interference_text(frame),
-                             _device_text(frame)) if t]  # fmt: skip
+    protocol += [
+        t for t in (_placement_text(frame), _interference_text(frame), _device_text(frame)) if t
+    ]
     cov = stats.coverage(int(reps.min()), stats.order_ranks(int(reps.min()))[0])
     analysis = [
         _calibration_text(data, calibration_json),

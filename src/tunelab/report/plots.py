@@ -53,8 +53,13 @@ LOG_SPAN = 10.0  # an axis whose positive values span more than this ratio is dr
 # Columns stored as fractions that the findings state in percent: drawn in % on every axis.
 PERCENT_COLUMNS = {marks.SELECTIVITY: "selectivity (% of rows)"}
 PERFORMANCE = ("elapsed_s", "throughput_rows_s")
-IO_COUNTS = ("c_physical_reads", "physical_reads_per_s", "os_read_mb_s", "c_dev_read_requests",
-             "dev_read_mb_s")  # fmt: skip
+IO_COUNTS = (
+    "c_physical_reads",
+    "physical_reads_per_s",
+    "os_read_mb_s",
+    "c_dev_read_requests",
+    "dev_read_mb_s",
+)
 HIT_RATIOS = {"hit_ratio_app": "application", "hit_ratio_sys": "system"}
 CLOCKS = {"elapsed_s": "response time (client clock)", "engine_elapsed_s": "engine time"}
 FIRST_REST = {"q_first_s": "first query", "q_rest_median_s": "later queries (median)"}
@@ -132,9 +137,11 @@ def set_x_scale(ax: Axes, values: Sequence[float] | np.ndarray) -> str:
 
 def value_text(column: str, value: Any) -> str:
     """A value as an axis or a legend shows it: a selectivity in % (as the findings say it)."""
-    if column in PERCENT_COLUMNS and isinstance(value, int | float | np.number) and not (
-        isinstance(value, bool)
-    ):  # fmt: skip
+    if (
+        column in PERCENT_COLUMNS
+        and isinstance(value, int | float | np.number)
+        and not (isinstance(value, bool))
+    ):
         return f"{float(value) * 100:.4g} %"
     return fmt(value)
 
@@ -247,12 +254,29 @@ def draw_metric(
             if banded:
                 ax.fill_between(gx, low, high, color=colors[h], alpha=0.16, lw=0)
             else:
-                ax.errorbar(gx, med, yerr=[med - low, high - med], color=colors[h], ls="none",
-                            capsize=2.5, lw=1.1, alpha=0.8, zorder=4)  # fmt: skip
+                ax.errorbar(
+                    gx,
+                    med,
+                    yerr=[med - low, high - med],
+                    color=colors[h],
+                    ls="none",
+                    capsize=2.5,
+                    lw=1.1,
+                    alpha=0.8,
+                    zorder=4,
+                )
             ax.plot(
-                gx, med, color=colors[h], ls=line_of[s], marker=marker_of[s], ms=5,
-                lw=1.8, label=legend_text(h, s), gid=f"median|{h}|{s}", zorder=5,
-            )  # fmt: skip
+                gx,
+                med,
+                color=colors[h],
+                ls=line_of[s],
+                marker=marker_of[s],
+                ms=5,
+                lw=1.8,
+                label=legend_text(h, s),
+                gid=f"median|{h}|{s}",
+                zorder=5,
+            )
             mark(list(g[x]), gx, med, h, s)
         shift = np.array([offset[(h, s)] for h, s in zip(d["_hue"], d["_style"], strict=True)])
         spread = 0.3 * slot if slot else 0.012 * span
@@ -274,9 +298,18 @@ def draw_metric(
             med = g["median"].to_numpy(float)
             err = [med - g["low"].to_numpy(float), g["high"].to_numpy(float) - med]
             bars = ax.errorbar(
-                px, med, yerr=err, color=colors[h], marker=marker_of[s], ms=6, ls="none",
-                capsize=4, lw=1.6, label=legend_text(h, s), zorder=4,
-            )  # fmt: skip
+                px,
+                med,
+                yerr=err,
+                color=colors[h],
+                marker=marker_of[s],
+                ms=6,
+                ls="none",
+                capsize=4,
+                lw=1.6,
+                label=legend_text(h, s),
+                zorder=4,
+            )
             bars.lines[0].set_gid(f"median|{h}|{s}")
             mark(list(g[x]), px, med, h, s)
         base = d[x].map(position).to_numpy(float)
@@ -295,13 +328,31 @@ def draw_metric(
     if ringed:
         mx, my = zip(*sorted(ringed))
         ax.plot(
-            mx, my, ls="none", marker=MISMATCH_MARKER, ms=15, mfc="none", mec=MISMATCH_COLOR,
-            mew=1.3, label=MISMATCH_LABEL, gid="mismatch", zorder=7,
-        )  # fmt: skip
+            mx,
+            my,
+            ls="none",
+            marker=MISMATCH_MARKER,
+            ms=15,
+            mfc="none",
+            mec=MISMATCH_COLOR,
+            mew=1.3,
+            label=MISMATCH_LABEL,
+            gid="mismatch",
+            zorder=7,
+        )
     sns.scatterplot(
-        x=np.asarray(raw_x, float), y=d[metric].to_numpy(float), hue=d["_hue"].to_numpy(),
-        hue_order=levels, palette=colors, ax=ax, legend=False, s=16, alpha=0.55, lw=0, zorder=3,
-    )  # fmt: skip
+        x=np.asarray(raw_x, float),
+        y=d[metric].to_numpy(float),
+        hue=d["_hue"].to_numpy(),
+        hue_order=levels,
+        palette=colors,
+        ax=ax,
+        legend=False,
+        s=16,
+        alpha=0.55,
+        lw=0,
+        zorder=3,
+    )
     _finish_y(ax, d[metric].to_numpy(float), metric)
     ax.set_xlabel(axis_label(x, engine))
     ax.set_ylabel(label(metric, engine) + (" (%)" if is_ratio(metric) else ""))
@@ -320,8 +371,10 @@ def _pool_axis(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
             "top", functions=(lambda p: p * page / unit, lambda b: b * unit / page)
         )
         if len(xs) <= 12:  # the same ticks as below, blank where those are
-            shown = {round(t, 9): bool(x.get_text()) for t, x in
-                     zip(ax.get_xticks(), ax.get_xticklabels(), strict=True)}  # fmt: skip
+            shown = {
+                round(t, 9): bool(x.get_text())
+                for t, x in zip(ax.get_xticks(), ax.get_xticklabels(), strict=True)
+            }
             texts = [fmt(v * page / unit) if shown.get(round(v, 9), True) else "" for v in xs]
             top.set_xticks([v * page / unit for v in xs], texts)
             top.xaxis.set_minor_locator(NullLocator())
@@ -342,25 +395,47 @@ def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
     unit = marks.pool_unit(xs, max(s.page_size for s in sizes))
     for t in sizes:
         text = t.text(unit) + (f" ({fmt_bytes(t.page_size)} pages)" if len(sizes) > 1 else "")
-        near = (lo / 8 <= t.pages <= hi * 8) if logx else (
-            lo - 0.5 * (hi - lo) <= t.pages <= hi + 0.5 * (hi - lo)
-        )  # fmt: skip
+        near = (
+            (lo / 8 <= t.pages <= hi * 8)
+            if logx
+            else (lo - 0.5 * (hi - lo) <= t.pages <= hi + 0.5 * (hi - lo))
+        )
         if near:
-            ax.axvline(t.pages, color="#444444", ls=(0, (5, 3)), lw=1.1, zorder=2,
-                       gid=f"table|{t.page_size}|{t.pages}")  # fmt: skip
+            ax.axvline(
+                t.pages,
+                color="#444444",
+                ls=(0, (5, 3)),
+                lw=1.1,
+                zorder=2,
+                gid=f"table|{t.page_size}|{t.pages}",
+            )
             ax.annotate(
-                text, (t.pages, 1.0), xycoords=("data", "axes fraction"), xytext=(-3, -4),
-                textcoords="offset points", rotation=90, ha="right", va="top",
-                fontsize="x-small", color="#444444", bbox=TEXT_BOX, zorder=6,
-            )  # fmt: skip
+                text,
+                (t.pages, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(-3, -4),
+                textcoords="offset points",
+                rotation=90,
+                ha="right",
+                va="top",
+                fontsize="x-small",
+                color="#444444",
+                bbox=TEXT_BOX,
+                zorder=6,
+            )
         else:
             right = t.pages > hi
             ax.annotate(
                 f"{text} →" if right else f"← {text}",
-                (1.0 if right else 0.0, 0.98), xycoords="axes fraction",
-                ha="right" if right else "left", va="top", fontsize="x-small",
-                color="#444444", gid=f"table|{t.page_size}|{t.pages}", bbox=TEXT_BOX,
-            )  # fmt: skip
+                (1.0 if right else 0.0, 0.98),
+                xycoords="axes fraction",
+                ha="right" if right else "left",
+                va="top",
+                fontsize="x-small",
+                color="#444444",
+                gid=f"table|{t.page_size}|{t.pages}",
+                bbox=TEXT_BOX,
+            )
 
 
 def mark_crossovers(ax: Axes, data: ReportData, x: str) -> list[marks.Crossover]:
@@ -371,14 +446,23 @@ def mark_crossovers(ax: Axes, data: ReportData, x: str) -> list[marks.Crossover]
     for c in found:
         who = " · ".join(t for t in (c.index, c.group) if t)
         for at in c.at:
-            ax.axvline(at, color="#1a1a1a", ls="-.", lw=1.0, zorder=2,
-                       gid=f"crossover|{who}|{at:.6g}")  # fmt: skip
+            ax.axvline(
+                at, color="#1a1a1a", ls="-.", lw=1.0, zorder=2, gid=f"crossover|{who}|{at:.6g}"
+            )
             ax.annotate(
                 f"{who + ': ' if who else ''}index = scan at {marks.fmt_selectivity(at)}",
-                (at, 0.02), xycoords=("data", "axes fraction"), xytext=(3, 0),
-                textcoords="offset points", rotation=90, ha="left", va="bottom",
-                fontsize="x-small", color="#1a1a1a", bbox=TEXT_BOX, zorder=6,
-            )  # fmt: skip
+                (at, 0.02),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, 0),
+                textcoords="offset points",
+                rotation=90,
+                ha="left",
+                va="bottom",
+                fontsize="x-small",
+                color="#1a1a1a",
+                bbox=TEXT_BOX,
+                zorder=6,
+            )
     return found
 
 
@@ -392,10 +476,19 @@ def mark_sources(ax: Axes, data: ReportData, x: str, metric: str) -> None:
     for s in sources.lines(data, x):
         ax.axvline(s.x, color=SOURCE_COLOR, ls=":", lw=1.6, zorder=2, gid=f"source|{s.x:.6g}")
         ax.annotate(
-            s.text, (s.x, 0.98), xycoords=("data", "axes fraction"), xytext=(-3, 0),
-            textcoords="offset points", rotation=90, ha="right", va="top",
-            fontsize="x-small", color=SOURCE_COLOR, bbox=TEXT_BOX, zorder=6,
-        )  # fmt: skip
+            s.text,
+            (s.x, 0.98),
+            xycoords=("data", "axes fraction"),
+            xytext=(-3, 0),
+            textcoords="offset points",
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize="x-small",
+            color=SOURCE_COLOR,
+            bbox=TEXT_BOX,
+            zorder=6,
+        )
     marks_ = sources.ratios(data, x, metric)
     if not marks_:
         return
@@ -409,10 +502,18 @@ def mark_sources(ax: Axes, data: ReportData, x: str, metric: str) -> None:
             if y is None:
                 continue
             ax.plot(
-                [m.a_x], [y], ls="none", marker="D", ms=8, mfc="white", mec=colors[level],
-                mew=1.8, zorder=6, gid=f"source-ratio|{level}|{m.a_x:.6g}",
+                [m.a_x],
+                [y],
+                ls="none",
+                marker="D",
+                ms=8,
+                mfc="white",
+                mec=colors[level],
+                mew=1.8,
+                zorder=6,
+                gid=f"source-ratio|{level}|{m.a_x:.6g}",
                 label="_nolegend_" if named else m.text,
-            )  # fmt: skip
+            )
             named = True
 
 
@@ -503,9 +604,13 @@ def _legend(fig: Figure, axes: Sequence[Axes], title: str) -> None:
                 seen.setdefault(text, handle)
     if seen:
         fig.legend(
-            list(seen.values()), list(seen), title=title or None, loc="outside lower center",
-            ncol=_legend_columns(fig, list(seen)), frameon=False,
-        )  # fmt: skip
+            list(seen.values()),
+            list(seen),
+            title=title or None,
+            loc="outside lower center",
+            ncol=_legend_columns(fig, list(seen)),
+            frameon=False,
+        )
 
 
 def _legend_columns(fig: Figure, texts: Sequence[str]) -> int:
@@ -552,15 +657,23 @@ def io_figure(data: ReportData, x: str, names: dict[str, str] | None = None) -> 
         if ratios:
             ax = axes[len(metrics)]
             long = frame.melt(
-                id_vars=[c for c in frame.columns if c not in ratios], value_vars=ratios,
-                var_name="ratio", value_name="hit_ratio",
-            )  # fmt: skip
+                id_vars=[c for c in frame.columns if c not in ratios],
+                value_vars=ratios,
+                var_name="ratio",
+                value_name="hit_ratio",
+            )
             long["ratio"] = long["ratio"].map(HIT_RATIOS)
             style_col = "ratio" if len(ratios) > 1 else None
             draw_metric(
-                ax, long, x, "hit_ratio", hue, style_col=style_col, engine=data.engine,
+                ax,
+                long,
+                x,
+                "hit_ratio",
+                hue,
+                style_col=style_col,
+                engine=data.engine,
                 orders=data.orders,
-            )  # fmt: skip
+            )
             ax.set_title("Hit ratio" + (": application vs system" if style_col else ""))
         _legend(fig, axes, hue_title(hue, data.engine))
     return fig
@@ -572,9 +685,14 @@ def overview_figure(data: ReportData, metric: str = "elapsed_s") -> Figure:
         fig, axes = _figure(len(data.dims))
         for ax, x in zip(axes, data.dims, strict=True):
             draw_metric(
-                ax, data.results, x, metric, data.hue_for(x), engine=data.engine,
+                ax,
+                data.results,
+                x,
+                metric,
+                data.hue_for(x),
+                engine=data.engine,
                 orders=data.orders,
-            )  # fmt: skip
+            )
             if metric in PERFORMANCE:
                 mark_crossovers(ax, data, x)
                 mark_sources(ax, data, x, metric)
@@ -598,11 +716,19 @@ def device_figure(data: ReportData) -> Figure:
         fig, axes = _figure(max(len(dims), 1))
         for ax, x in zip(axes, dims, strict=False):
             hue = data.hue_for(x)
-            draw_metric(ax, data.results, x, "device_fraction", hue, engine=data.engine,
-                        orders=data.orders)  # fmt: skip
+            draw_metric(
+                ax, data.results, x, "device_fraction", hue, engine=data.engine, orders=data.orders
+            )
             ax.axhline(1.0, color="#555555", ls="--", lw=1.0, zorder=2)
-            ax.annotate("device limit", (1.0, 1.0), xycoords=("axes fraction", "data"),
-                        ha="right", va="bottom", fontsize="small", color="#555555")  # fmt: skip
+            ax.annotate(
+                "device limit",
+                (1.0, 1.0),
+                xycoords=("axes fraction", "data"),
+                ha="right",
+                va="bottom",
+                fontsize="small",
+                color="#555555",
+            )
             ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
             ax.set_ylim(0, max(ax.get_ylim()[1], 1.1))
             ax.set_title(f"Achieved vs device, by {label(x, data.engine).split(' (')[0]}")
@@ -617,9 +743,11 @@ def _long(frame: pd.DataFrame, columns: dict[str, str], value: str, var: str) ->
     """Several measured columns as one (``value``), named in ``var`` by ``columns``."""
     present = [c for c in columns if _has(frame, c)]
     long = frame.melt(
-        id_vars=[c for c in frame.columns if c not in present], value_vars=present,
-        var_name=var, value_name=value,
-    )  # fmt: skip
+        id_vars=[c for c in frame.columns if c not in present],
+        value_vars=present,
+        var_name=var,
+        value_name=value,
+    )
     long[var] = long[var].map(columns)
     return long
 
@@ -635,15 +763,28 @@ def engine_time_figure(data: ReportData, x: str) -> Figure | None:
     with style():
         fig, axes = _figure(2)
         long = _long(frame, CLOCKS, "time_s", "clock")
-        draw_metric(axes[0], long, x, "time_s", hue, style_col="clock", engine=data.engine,
-                    orders=data.orders)  # fmt: skip
+        draw_metric(
+            axes[0],
+            long,
+            x,
+            "time_s",
+            hue,
+            style_col="clock",
+            engine=data.engine,
+            orders=data.orders,
+        )
         axes[0].set_title("Response time and the engine's time")
-        draw_metric(axes[1], frame, x, "client_share", hue, engine=data.engine,
-                    orders=data.orders)  # fmt: skip
+        draw_metric(axes[1], frame, x, "client_share", hue, engine=data.engine, orders=data.orders)
         axes[1].axhline(checks.CLIENT_BOUND, color="#555555", ls="--", lw=1.0, zorder=2)
-        axes[1].annotate("client-bound above", (1.0, checks.CLIENT_BOUND),
-                         xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                         fontsize="small", color="#555555")  # fmt: skip
+        axes[1].annotate(
+            "client-bound above",
+            (1.0, checks.CLIENT_BOUND),
+            xycoords=("axes fraction", "data"),
+            ha="right",
+            va="bottom",
+            fontsize="small",
+            color="#555555",
+        )
         axes[1].set_title("Client share of the response time")
         axes[1].set_ylabel("client share (%)")  # the title says of what: the long label was cut
         _legend(fig, axes, hue_title(hue, data.engine))
@@ -673,8 +814,9 @@ def _query_figure(
     with style():
         fig, (ax,) = _figure(1)
         fig.set_size_inches(PANEL_W * 1.25, PANEL_H + 0.5)
-        draw_metric(ax, long, x, "time_ms", hue, style_col=var, engine=data.engine,
-                    orders=data.orders)  # fmt: skip
+        draw_metric(
+            ax, long, x, "time_ms", hue, style_col=var, engine=data.engine, orders=data.orders
+        )
         ax.set_title(title)
         _legend(fig, [ax], hue_title(hue, data.engine))
     return fig
@@ -723,12 +865,21 @@ def lock_ratios(data: ReportData) -> pd.DataFrame | None:
         if not (_has(table, LOCK_METRIC) and _has(row, LOCK_METRIC)):
             continue
         test = lock_test(table, row)
-        rows.append({
-            **dict(zip(keys, key, strict=True)), "table_median": test.old_median,
-            "row_median": test.new_median, "ratio": test.ratio, "low": test.low,
-            "high": test.high, "p": test.p, "n_table": test.n_old, "n_row": test.n_new,
-            "method": test.method, "level": test.real_level,
-        })  # fmt: skip
+        rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                "table_median": test.old_median,
+                "row_median": test.new_median,
+                "ratio": test.ratio,
+                "low": test.low,
+                "high": test.high,
+                "p": test.p,
+                "n_table": test.n_old,
+                "n_row": test.n_new,
+                "method": test.method,
+                "level": test.real_level,
+            }
+        )
     if not rows:
         return None
     out = pd.DataFrame(rows)
@@ -745,9 +896,12 @@ def lock_test(table: pd.DataFrame, row: pd.DataFrame) -> stats.RatioTest:
     ids = [r.get("point_id", []) for r in (table, row)]
     rounds = [r.get("round", None) for r in (table, row)]
     return stats.compare_samples(
-        old=table[LOCK_METRIC], new=row[LOCK_METRIC],
-        key=stats.comparison_key(LOCK_METRIC, *ids), old_rounds=rounds[0], new_rounds=rounds[1],
-    )  # fmt: skip
+        old=table[LOCK_METRIC],
+        new=row[LOCK_METRIC],
+        key=stats.comparison_key(LOCK_METRIC, *ids),
+        old_rounds=rounds[0],
+        new_rounds=rounds[1],
+    )
 
 
 def ratio_keys(ratios: pd.DataFrame) -> list[str]:
@@ -775,8 +929,15 @@ def lock_figure(data: ReportData, ratios: pd.DataFrame | None = None) -> Figure 
         fig, (ax,) = _figure(1)
         fig.set_size_inches(PANEL_W * 1.25, PANEL_H + 0.5)
         ax.axhline(1.0, color="#555555", ls="--", lw=1.0, zorder=2, gid="parity")
-        ax.annotate("row = table", (0.0, 1.0), xycoords=("axes fraction", "data"), ha="left",
-                    va="bottom", fontsize="small", color="#555555")  # fmt: skip
+        ax.annotate(
+            "row = table",
+            (0.0, 1.0),
+            xycoords=("axes fraction", "data"),
+            ha="left",
+            va="bottom",
+            fontsize="small",
+            color="#555555",
+        )
         for i, h in enumerate(levels):
             g = d[d["_hue"] == h]
             px = (g[x].map(position) if x else pd.Series(0, g.index)).to_numpy(float)
@@ -786,15 +947,31 @@ def lock_figure(data: ReportData, ratios: pd.DataFrame | None = None) -> Figure 
             low = np.where(np.isfinite(g["low"]), g["low"], ratio)
             high = np.where(np.isfinite(g["high"]), g["high"], ratio)
             bars = ax.errorbar(
-                px, ratio, yerr=[ratio - low, high - ratio], color=colors[h],
-                marker=MARKERS[0], ms=6, ls="none", capsize=4, lw=1.6,
-                label=h if len(levels) > 1 else "_nolegend_", zorder=4,
-            )  # fmt: skip
+                px,
+                ratio,
+                yerr=[ratio - low, high - ratio],
+                color=colors[h],
+                marker=MARKERS[0],
+                ms=6,
+                ls="none",
+                capsize=4,
+                lw=1.6,
+                label=h if len(levels) > 1 else "_nolegend_",
+                zorder=4,
+            )
             bars.lines[0].set_gid(f"ratio|{h}")
             bars.lines[2][0].set_gid(f"interval|{h}")
             for at, r in zip(px, ratio, strict=True):
-                ax.annotate(f"{r:.2f}×", (at, r), xytext=(6, 0), textcoords="offset points",
-                            va="center", fontsize="x-small", bbox=TEXT_BOX, zorder=6)  # fmt: skip
+                ax.annotate(
+                    f"{r:.2f}×",
+                    (at, r),
+                    xytext=(6, 0),
+                    textcoords="offset points",
+                    va="center",
+                    fontsize="x-small",
+                    bbox=TEXT_BOX,
+                    zorder=6,
+                )
         ax.set_xticks(range(len(xs)), [fmt(v) for v in xs])
         ax.set_xlim(-0.6, len(xs) - 0.4)
         ax.grid(False, axis="x")
@@ -810,15 +987,20 @@ def lock_figure(data: ReportData, ratios: pd.DataFrame | None = None) -> Figure 
 
 def plotted_ratios(ax: Axes) -> dict[str, tuple[np.ndarray, np.ndarray, list[np.ndarray]]]:
     """hue -> (x, ratio, interval segments) as ``lock_figure`` drew them."""
-    points = {str(ln.get_gid())[6:]: ln for ln in ax.get_lines()
-              if str(ln.get_gid()).startswith("ratio|")}  # fmt: skip
-    bars = {str(c.get_gid())[9:]: c for c in ax.collections
-            if str(c.get_gid()).startswith("interval|")}  # fmt: skip
+    points = {
+        str(ln.get_gid())[6:]: ln for ln in ax.get_lines() if str(ln.get_gid()).startswith("ratio|")
+    }
+    bars = {
+        str(c.get_gid())[9:]: c for c in ax.collections if str(c.get_gid()).startswith("interval|")
+    }
     return {
-        h: (np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float),
-            [np.asarray(s, float) for s in bars[h].get_segments()])
+        h: (
+            np.asarray(ln.get_xdata(), float),
+            np.asarray(ln.get_ydata(), float),
+            [np.asarray(s, float) for s in bars[h].get_segments()],
+        )
         for h, ln in points.items()
-    }  # fmt: skip
+    }
 
 
 def _has(frame: pd.DataFrame, column: str) -> bool:

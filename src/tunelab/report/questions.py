@@ -415,16 +415,20 @@ def _engine_cells(exp: Experiment | None, engine: str, f: dict, index_dir: Path)
     if run is None:
         missing = exp.missing.get(engine, "") if exp else "no sweep file of it here"
         if missing.startswith("not run yet"):
-            return ["", '<span class="tl-muted">not run</span>',
-                    f'<span class="tl-why">{esc(missing)}</span>']  # fmt: skip
+            return [
+                "",
+                '<span class="tl-muted">not run</span>',
+                f'<span class="tl-why">{esc(missing)}</span>',
+            ]
         return ["", _badge(CANNOT_RUN), f'<span class="tl-why">{esc(missing)}</span>']
     v, explained = _verdicts_of(run, f)
     if v is None:
         return ["", '<span class="tl-muted">no verdict stored</span>', ""]
     href = _rel(run.report, index_dir) if run.report else ""
     ratio = _ratio_line(v)
-    verdict = _badge(word_of(v), href) + (f'<div class="tl-figure-ratio">{esc(ratio)}</div>'
-                                          if ratio else "")  # fmt: skip
+    verdict = _badge(word_of(v), href) + (
+        f'<div class="tl-figure-ratio">{esc(ratio)}</div>' if ratio else ""
+    )
     why = _readable(why_line(v, explained, ""))
     return [esc(run_figure(v, unit_of(v, run))), verdict, f'<span class="tl-why">{esc(why)}</span>']
 

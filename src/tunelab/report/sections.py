@@ -45,9 +45,11 @@ def summary(data: ReportData, title: str = "") -> dict[str, Any]:
     frame = data.results
     reps = reps_per_point(data)
     started = sorted(frame["started_at"].dropna().astype(str)) if "started_at" in frame else []
-    cache = sorted(frame["cache_requested"].dropna().astype(str).unique()) if (
-        "cache_requested" in frame
-    ) else []  # fmt: skip
+    cache = (
+        sorted(frame["cache_requested"].dropna().astype(str).unique())
+        if ("cache_requested" in frame)
+        else []
+    )
     return {
         "sweep": data.name,
         "title": title or data.name,
@@ -70,9 +72,11 @@ def summary(data: ReportData, title: str = "") -> dict[str, Any]:
 
 def header_html(data: ReportData, title: str = "") -> str:
     s = summary(data, title)
-    reps = str(s["reps_min"]) if s["reps_min"] == s["reps_max"] else (
-        f"{s['reps_min']}–{s['reps_max']}"
-    )  # fmt: skip
+    reps = (
+        str(s["reps_min"])
+        if s["reps_min"] == s["reps_max"]
+        else (f"{s['reps_min']}–{s['reps_max']}")
+    )
     engine = data.engine + (f" {', '.join(s['engine_versions'])}" if s["engine_versions"] else "")
     facts = [
         f"<b>{html.escape(engine)}</b>",
@@ -177,8 +181,10 @@ def _first_query_text(rows: pd.DataFrame) -> str:
     elif each == 0:
         text = f"In these cold repetitions {_FIRST_COLD}."
     else:
-        text = (f"In {each} of these {len(rows)} cold repetitions {_EACH_COLD}; in the other "
-                f"{len(rows) - each}, {_FIRST_COLD}.")  # fmt: skip
+        text = (
+            f"In {each} of these {len(rows)} cold repetitions {_EACH_COLD}; in the other "
+            f"{len(rows) - each}, {_FIRST_COLD}."
+        )
     return text + (
         " First: median over repetitions of the first query's time; later: median over "
         "repetitions of the median of the other queries; per query: median over repetitions "
@@ -308,8 +314,10 @@ def warnings(data: ReportData) -> list[str]:
             differ = frame[col].notna() & frame[applied].notna() & (a != b)
             if differ.any():
                 pairs = sorted({f"{x} → {y}" for x, y in zip(a[differ], b[differ], strict=True)})
-                said = (f"{label(col, data.engine)}: the engine applied other values than asked "
-                        f"in {int(differ.sum())} row(s): {', '.join(pairs[:6])}.")  # fmt: skip
+                said = (
+                    f"{label(col, data.engine)}: the engine applied other values than asked "
+                    f"in {int(differ.sum())} row(s): {', '.join(pairs[:6])}."
+                )
                 out.append(html.escape(said))
     if {"cache_requested", "cache_achieved"} <= set(frame.columns):
         off = frame["cache_requested"].astype(str) != frame["cache_achieved"].astype(str)
@@ -361,8 +369,9 @@ def figure_order(data: ReportData) -> list[str]:
     """The swept dimensions, the one the sweep's claims ask along (``along``) first: the
     figure that answers the question leads."""
     claims, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
-    along = [f"{p}{c['along']}" for c in claims if c.get("along")
-             for p in (KNOB_PREFIX, WORKLOAD_PREFIX)]  # fmt: skip
+    along = [
+        f"{p}{c['along']}" for c in claims if c.get("along") for p in (KNOB_PREFIX, WORKLOAD_PREFIX)
+    ]
     return sorted(data.dims, key=lambda d: (d not in along, data.dims.index(d)))
 
 
@@ -375,10 +384,12 @@ def not_drawn(data: ReportData, x: str) -> str | None:
     if x == first or series <= MAX_SERIES:
         return None
     shown = label(first, data.engine)
-    return note(f"Not drawn versus {html.escape(label(x, data.engine))}: {series} series would "
-                "share one panel, too many to tell apart; the figure against "
-                f"{html.escape(shown)} shows the same points, and the table gives each "
-                "one.")  # fmt: skip
+    return note(
+        f"Not drawn versus {html.escape(label(x, data.engine))}: {series} series would "
+        "share one panel, too many to tell apart; the figure against "
+        f"{html.escape(shown)} shows the same points, and the table gives each "
+        "one."
+    )
 
 
 def figures_html(data: ReportData) -> str:
@@ -525,8 +536,10 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
     finding in words, its source's figure beside this engine's, the verdict, the evidence and,
     where it did not reproduce, the likely cause; its explanations beneath it."""
     if not verdicts:
-        return note("No finding is stated for this sweep (workflows/findings.yaml) and the "
-                    "sweep states no claims (`expect:`).")  # fmt: skip
+        return note(
+            "No finding is stated for this sweep (workflows/findings.yaml) and the "
+            "sweep states no claims (`expect:`)."
+        )
     items = ""
     for i, v in enumerate(verdicts):
         said = word_of(v)
@@ -547,18 +560,25 @@ def claims_html(verdicts: list[dict[str, Any]]) -> str:
         explains = v.get("role") == "explains"
         head = (
             f'<span class="tl-explains">↳ why: {esc(str(v.get("claim", "")))}</span>'
-            if explains else f"<strong>{esc(str(v.get('claim', '')))}</strong>"
-        )  # fmt: skip
+            if explains
+            else f"<strong>{esc(str(v.get('claim', '')))}</strong>"
+        )
         # a finding's reading gives its contexts' counts; an explanation's are shown alone
-        counted = [contexts.tally(v) if explains else "", contexts.rule_text(v),
-                   *contexts.curves(v)]  # fmt: skip
+        counted = [
+            contexts.tally(v) if explains else "",
+            contexts.rule_text(v),
+            *contexts.curves(v),
+        ]
         read = ""
         if not explains:  # its explanations follow it (``claims.evaluate_sweep``'s order)
             below = [x for x in verdicts[i + 1 :] if x.get("finding") == v.get("finding")]
             mine = [x for x in below if x.get("role") == "explains"] if v.get("finding") else []
             read = contexts.reading(v, mine)
-        lines = [x for x in (read, source, here if figures else "", *counted,
-                             v.get("other_version")) if x]  # fmt: skip
+        lines = [
+            x
+            for x in (read, source, here if figures else "", *counted, v.get("other_version"))
+            if x
+        ]
         items += (
             f'<li><span class="tl-verdict {css_class(said)}">{esc(said)}</span>{head}'
             + "".join(f'<div class="tl-evidence">{esc(x)}</div>' for x in lines)

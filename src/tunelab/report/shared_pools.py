@@ -90,17 +90,29 @@ def curves_figure(frame: pd.DataFrame, metric: str) -> Figure:
     lbps = sorted(frame["lbp_pages"].unique())
     colours = plots.palette_for([str(x) for x in lbps])
     with plots.style():
-        fig, axes = plt.subplots(len(shares), len(members), sharex=True, sharey=True,
-                                 figsize=(3.3 * len(members), 2.5 * len(shares)),
-                                 squeeze=False, layout="constrained")  # fmt: skip
+        fig, axes = plt.subplots(
+            len(shares),
+            len(members),
+            sharex=True,
+            sharey=True,
+            figsize=(3.3 * len(members), 2.5 * len(shares)),
+            squeeze=False,
+            layout="constrained",
+        )
         for i, w in enumerate(shares):
             for j, m in enumerate(members):
                 ax = axes[i][j]
                 cell = frame[(frame["write_share"] == w) & (frame["members"] == m)]
                 for lbp in lbps:
                     line = cell[cell["lbp_pages"] == lbp].sort_values("gbp_pages")
-                    ax.plot(line["gbp_pages"], line[metric], marker="o", markersize=3,
-                            color=colours[str(lbp)], label=f"{lbp:,}")  # fmt: skip
+                    ax.plot(
+                        line["gbp_pages"],
+                        line[metric],
+                        marker="o",
+                        markersize=3,
+                        color=colours[str(lbp)],
+                        label=f"{lbp:,}",
+                    )
                 rule = shared_curves.rule_of_thumb(int(m))
                 if rule is not None:
                     for lbp in lbps:
@@ -125,13 +137,23 @@ def knees_frame(frame: pd.DataFrame) -> pd.DataFrame:
 def knees_html(frame: pd.DataFrame) -> str:
     """The GBP knee per (members, write share, LBP) beside the slides' rule."""
     k = knees_frame(frame)
-    titles = ("Members", "Write share", "LBP pages", "GBP knee (pages)", "of the LBPs' sum",
-              "slides' rule", "physical reads at the largest GBP")  # fmt: skip
+    titles = (
+        "Members",
+        "Write share",
+        "LBP pages",
+        "GBP knee (pages)",
+        "of the LBPs' sum",
+        "slides' rule",
+        "physical reads at the largest GBP",
+    )
     head = "".join(f"<th>{h}</th>" for h in titles)
     body = []
     for r in k.itertuples():
-        knee = ("none below the largest" if math.isnan(r.gbp_knee_pages)
-                else f"{int(r.gbp_knee_pages):,}")  # fmt: skip
+        knee = (
+            "none below the largest"
+            if math.isnan(r.gbp_knee_pages)
+            else f"{int(r.gbp_knee_pages):,}"
+        )
         body.append(
             f"<tr><td>{r.members}</td><td>{r.write_share:g}</td><td>{r.lbp_pages:,}</td>"
             f"<td>{knee}</td><td>{_pct(r.gbp_knee_share)}</td><td>{_pct(r.rule_share)}</td>"
@@ -157,8 +179,10 @@ def _knee_reading(k: pd.DataFrame) -> str:
     for w, g in multi.groupby("write_share"):
         found = g.dropna(subset=["gbp_knee_pages"])
         if found.empty:
-            parts.append(f"at a write share of {w:g} no GBP below the largest simulated was "
-                         "within reach of its reads")  # fmt: skip
+            parts.append(
+                f"at a write share of {w:g} no GBP below the largest simulated was "
+                "within reach of its reads"
+            )
             continue
         pages = sorted({int(x) for x in found["gbp_knee_pages"]})
         same = len(pages) == 1 and len(found) == len(g)
@@ -241,15 +265,21 @@ def lbp_html(frame: pd.DataFrame) -> str:
 def figures_html(frame: pd.DataFrame) -> str:
     out = []
     for metric, caption in (
-        ("gbp_hit_ratio", "GBP hit ratio against the GBP's size; dotted: the slides' GBP "
-                          "size for each LBP size"),
+        (
+            "gbp_hit_ratio",
+            "GBP hit ratio against the GBP's size; dotted: the slides' GBP size for each LBP size",
+        ),
         ("physical_reads", "Cluster physical reads against the GBP's size"),
-    ):  # fmt: skip
+    ):
         fig = curves_figure(frame, metric)
         out.append(plots.figure_html(fig, metric.replace("_", " "), caption))
         plt.close(fig)
     if frame["members"].eq(1).any():
-        out.append(note("With one member nothing is invalidated: its LBP is a single pool, "
-                        "and the GBP only keeps the pages the member changed, a second-level "
-                        "cache for them."))  # fmt: skip
+        out.append(
+            note(
+                "With one member nothing is invalidated: its LBP is a single pool, "
+                "and the GBP only keeps the pages the member changed, a second-level "
+                "cache for them."
+            )
+        )
     return "".join(out)

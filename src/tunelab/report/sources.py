@@ -146,8 +146,10 @@ def caption(data: ReportData, x: str, metrics: tuple[str, ...]) -> str:
     out = []
     found = lines(data, x)
     if found:
-        said = "; ".join(f"{s.text.removeprefix('source, ').removeprefix('source: ')}"
-                         f" ({s.source})" for s in found)  # fmt: skip
+        said = "; ".join(
+            f"{s.text.removeprefix('source, ').removeprefix('source: ')} ({s.source})"
+            for s in found
+        )
         out.append(f"Dotted lines: where the source reported the curves to cross: {said}.")
     for metric in metrics:
         for m in ratios(data, x, metric):

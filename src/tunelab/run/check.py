@@ -248,18 +248,28 @@ def _parser() -> argparse.ArgumentParser:
         "(runs of the same sweeps): each claim's verdict in every run and pooled, exit 1 "
         "when a claim's verdict differs between runs. Exit 2 for bad input.",
     )
-    parser.add_argument("results", nargs="*", type=Path, metavar="RESULTS",
-                        help="merged result CSVs, or results directories (a run's results/ "
-                        "or results/<engine>/); default: results/*/*.csv")  # fmt: skip
+    parser.add_argument(
+        "results",
+        nargs="*",
+        type=Path,
+        metavar="RESULTS",
+        help="merged result CSVs, or results directories (a run's results/ "
+        "or results/<engine>/); default: results/*/*.csv",
+    )
     parser.add_argument("--sweep", type=Path, help="the sweep file (default: from the rows)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the verdicts here")
-    parser.add_argument("--stability-out", type=Path, metavar="OUT",
-                        help="write each claim's verdict per run here (JSON; the index shows "
-                        "it when it lies beside it as stability.json)")  # fmt: skip
     parser.add_argument(
-        "--no-fail", action="store_true", help="exit 0 even when a finding is not reproduced"
-        " (or, over several runs, unstable)"
-    )  # fmt: skip
+        "--stability-out",
+        type=Path,
+        metavar="OUT",
+        help="write each claim's verdict per run here (JSON; the index shows "
+        "it when it lies beside it as stability.json)",
+    )
+    parser.add_argument(
+        "--no-fail",
+        action="store_true",
+        help="exit 0 even when a finding is not reproduced (or, over several runs, unstable)",
+    )
     return parser
 
 

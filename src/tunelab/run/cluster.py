@@ -62,8 +62,11 @@ def release_host(run: str, workdir: str | Path) -> list[str]:
 
         c = containers.client()
         of_run = [f"{containers.LABEL}=1", f"{containers.RUN_LABEL}={run}"]
-        owned = [*of_run, f"{ownership.PID_LABEL}={os.getpid()}",
-                 f"{ownership.HOST_LABEL}={socket.gethostname()}"]  # fmt: skip
+        owned = [
+            *of_run,
+            f"{ownership.PID_LABEL}={os.getpid()}",
+            f"{ownership.HOST_LABEL}={socket.gethostname()}",
+        ]
         for container in c.containers.list(all=True, filters={"label": owned}):
             container.remove(force=True, v=True)
             removed.append(container.name)

@@ -86,8 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         if code := start(args.fields, args.local, rest):
             return code
     except Exception as exc:  # the host's or an engine's error: one line, no traceback
-        print(f"tunelab: the run's start failed: {type(exc).__name__}: "
-              f"{' '.join(str(exc).split())}", file=sys.stderr)  # fmt: skip
+        print(
+            f"tunelab: the run's start failed: {type(exc).__name__}: {' '.join(str(exc).split())}",
+            file=sys.stderr,
+        )
         return 1
     args.started.touch()
     say("running the sweeps (progress below; logs under logs/)")

@@ -92,8 +92,9 @@ class Plan:
             return (group[key], key, -rank if reverse[key] else rank, p.sweep)
 
         ordered = sorted(points, key=order)
-        return {(p.sweep, p.point_id): MEASURE_BASE + len(ordered) - i
-                for i, p in enumerate(ordered)}  # fmt: skip
+        return {
+            (p.sweep, p.point_id): MEASURE_BASE + len(ordered) - i for i, p in enumerate(ordered)
+        }
 
     def measure_priority(self, sweep: str, point_id: str) -> int:
         """Snakemake's priority of a point's measurement (higher runs first): the points
@@ -124,8 +125,12 @@ class Plan:
             points = self.sweeps[name]
             seen: dict[str, set[str]] = collections.defaultdict(set)
             for p in points:
-                for key, value in {**p.knobs, **p.workload.params, "workload": p.workload.type,
-                                   "_cache": p.cache}.items():  # fmt: skip
+                for key, value in {
+                    **p.knobs,
+                    **p.workload.params,
+                    "workload": p.workload.type,
+                    "_cache": p.cache,
+                }.items():
                     seen[key].add(repr(value))
             # A figure per swept dimension (and the simulator's); the cache is a colour.
             swept = sum(len(v) > 1 for k, v in seen.items() if k != "_cache")
@@ -256,8 +261,10 @@ def shared_pools_or_exit(config: dict[str, Any]) -> None:
     except ValueError as exc:  # unbalanced quotes
         problem = str(exc)
     if problem:
-        print(f"config: shared_pools: {problem} (allowed: `tunelab bpsim-shared` arguments, "
-              "or off)", file=sys.stderr)  # fmt: skip
+        print(
+            f"config: shared_pools: {problem} (allowed: `tunelab bpsim-shared` arguments, or off)",
+            file=sys.stderr,
+        )
         raise SystemExit(EXIT_INVALID)
 
 
@@ -276,9 +283,12 @@ def retire_removed_points(plan: Plan, engine: str, results_dir: str) -> None:
 
         gone = results.retire_points_not_in(folder, plan.point_ids(sweep))
         if gone:
-            print(f"[lab] {sweep}: {len(gone)} point(s) no longer in {plan.files[sweep]} set "
-                  f"aside as {folder}/<point>.csv.retired (kept, not merged): "
-                  f"{', '.join(gone)}", file=sys.stderr)  # fmt: skip
+            print(
+                f"[lab] {sweep}: {len(gone)} point(s) no longer in {plan.files[sweep]} set "
+                f"aside as {folder}/<point>.csv.retired (kept, not merged): "
+                f"{', '.join(gone)}",
+                file=sys.stderr,
+            )
 
 
 def clean_run(run_id: str, workdir: str, submit: Callable[..., int | None] | None = None) -> None:
@@ -320,8 +330,9 @@ def check_size(config: dict[str, Any]) -> str:
     """The config's data-set size; RunArgsInvalid naming the key otherwise."""
     size = config.get("size", spec.SIZES[0])
     if size not in spec.SIZES:
-        raise RunArgsInvalid(f"config size: {size!r} not allowed "
-                             f"(allowed: {', '.join(spec.SIZES)})")  # fmt: skip
+        raise RunArgsInvalid(
+            f"config size: {size!r} not allowed (allowed: {', '.join(spec.SIZES)})"
+        )
     return size
 
 
@@ -397,15 +408,17 @@ def resolve_run(argv: list[str]) -> Run:
     config, workdir = run_config(argv)
     engine, pattern = config.get("engine"), config.get("sweeps")
     if engine not in engines.names():
-        raise RunArgsInvalid(f"config engine: {engine!r} not allowed (allowed: "
-                             f"{', '.join(engines.names())})")  # fmt: skip
+        raise RunArgsInvalid(
+            f"config engine: {engine!r} not allowed (allowed: {', '.join(engines.names())})"
+        )
     size = check_size(config)
     is_text = isinstance(pattern, str) or (
         isinstance(pattern, list) and pattern and all(isinstance(p, str) for p in pattern)
     )
     if not is_text:
-        raise RunArgsInvalid(f"config sweeps: {pattern!r} is not valid "
-                             "(allowed: a glob or a list of globs)")  # fmt: skip
+        raise RunArgsInvalid(
+            f"config sweeps: {pattern!r} is not valid (allowed: a glob or a list of globs)"
+        )
     files = sweep_files(pattern, workdir)
     if not files:
         where = (
@@ -489,8 +502,17 @@ def run_fields(argv: list[str]) -> list[str]:
     index = run.directory / reports / "index.html"
     results = run.directory / sized_dir(str(config.get("results_dir", "results")), run.size)
     logs = run.directory / sized_dir(str(config.get("logs_dir", "logs")), run.size)
-    return [run.engine, str(run.calibration or ""), str(run.directory), str(run.workdir),
-            run.size, str(index), str(results), str(logs), *map(str, run.files)]  # fmt: skip
+    return [
+        run.engine,
+        str(run.calibration or ""),
+        str(run.directory),
+        str(run.workdir),
+        run.size,
+        str(index),
+        str(results),
+        str(logs),
+        *map(str, run.files),
+    ]
 
 
 if __name__ == "__main__":

@@ -56,10 +56,12 @@ def planned(
         folder = directory / results_dir / engine / sweep
         # a results file without its check file was never verified: measured again
         pending = sum(
-            not ((folder / f"{p.point_id}.csv").is_file()
-                 and results.check_path(folder / f"{p.point_id}.csv").is_file())
+            not (
+                (folder / f"{p.point_id}.csv").is_file()
+                and results.check_path(folder / f"{p.point_id}.csv").is_file()
+            )
             for p in points
-        )  # fmt: skip
+        )
         # Without its rounds file (removed once every point had its file) the sweep is
         # measured again in rounds, and every point of it gets its file anew.
         if pending and not (folder / results.ROUNDS_FILE).is_file():
@@ -105,10 +107,17 @@ def _await_run_file(path: Path, pid: int) -> list[str] | None:
 
 def options_for(paths: RunPaths) -> list[str]:
     return [
-        "--total", str(paths.total), "--job-log", str(paths.job_log),
-        "--directory", str(paths.directory), "--results-dir", paths.results_dir,
-        "--logs-dir", paths.logs_dir,
-    ]  # fmt: skip
+        "--total",
+        str(paths.total),
+        "--job-log",
+        str(paths.job_log),
+        "--directory",
+        str(paths.directory),
+        "--results-dir",
+        paths.results_dir,
+        "--logs-dir",
+        paths.logs_dir,
+    ]
 
 
 # -- following the job log -------------------------------------------------------------------

@@ -250,8 +250,9 @@ def _stray_devices(workdir: Path) -> list[Path]:
     points measured without a run (``points/``) or of a sweep's points (``sweeps/``), whose
     measurement holds the bench lock while they exist. Their records (a file left after a
     reboot), and the loop devices attached to a file there."""
-    found = {root for n in ("points", "trace", "sweeps") for root in
-             blockdev.records_under(workdir / n)}  # fmt: skip
+    found = {
+        root for n in ("points", "trace", "sweeps") for root in blockdev.records_under(workdir / n)
+    }
     for loop in blockdev.loops_backed_under(workdir):
         backing = Path(blockdev.backing_file(loop) or "")
         if not backing.is_relative_to(workdir / "runs"):
@@ -343,8 +344,11 @@ def _started_at(pid: int) -> str:
     """When a live process started, as local wall-clock time ("" when unknown)."""
     ticks = start_time(pid)
     try:
-        boot = next(int(x.split()[1]) for x in Path("/proc/stat").read_text().splitlines()
-                    if x.startswith("btime "))  # fmt: skip
+        boot = next(
+            int(x.split()[1])
+            for x in Path("/proc/stat").read_text().splitlines()
+            if x.startswith("btime ")
+        )
     except (OSError, StopIteration, ValueError):
         return ""
     if ticks is None:

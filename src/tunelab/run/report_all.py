@@ -119,13 +119,30 @@ def render_all(config: dict) -> Path:
     template = str(TEMPLATES / report_cli.TEMPLATE.name)
     for sweep in sweeps:
         verdicts, page = str(sweep.verdicts(reports)), str(sweep.page(reports))
-        _run(verdicts, check.check_main, ["--no-fail", "--sweep", sweep.sweep_file, "--json",
-                                          verdicts, str(sweep.csv)])  # fmt: skip
+        _run(
+            verdicts,
+            check.check_main,
+            ["--no-fail", "--sweep", sweep.sweep_file, "--json", verdicts, str(sweep.csv)],
+        )
         bpsim = ["--bpsim", str(sweep.bpsim)] if sweep.bpsim else []
-        _run(page, report_cli.report_main, ["--results", str(sweep.csv), "--sweep",
-                                            sweep.sweep_file, "--template", template,
-                                            *calibration, *bpsim, "--verdicts", verdicts,
-                                            "--out", page])  # fmt: skip
+        _run(
+            page,
+            report_cli.report_main,
+            [
+                "--results",
+                str(sweep.csv),
+                "--sweep",
+                sweep.sweep_file,
+                "--template",
+                template,
+                *calibration,
+                *bpsim,
+                "--verdicts",
+                verdicts,
+                "--out",
+                page,
+            ],
+        )
     curves = results_dir / "shared-pools.csv"
     if pipeline.shared_pools_args(config) is not None and curves.is_file():
         page = str(reports / "shared-pools.html")

@@ -66,9 +66,11 @@ def setup_run(
         if gone := atomic.orphans(roots):
             for path in gone:
                 path.unlink(missing_ok=True)
-            print(f"[lab] removed {len(gone)} partial write(s) a killed run left: "
-                  f"{', '.join(map(str, gone[:3]))}{' …' if len(gone) > 3 else ''}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"[lab] removed {len(gone)} partial write(s) a killed run left: "
+                f"{', '.join(map(str, gone[:3]))}{' …' if len(gone) > 3 else ''}",
+                file=sys.stderr,
+            )
     pipeline.shared_pools_or_exit(dict(config))
     plan = pipeline.plan_or_exit(
         config["sweeps"], config["engine"], calibration_config.output_path(config), size

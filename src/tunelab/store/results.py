@@ -50,14 +50,14 @@ CHECK_FORMAT = 1
 ROUNDS_FILE = "rounds.csv.gz"
 # A standby's lags after a timed section, and the round trip of its link measured when the
 # point was set up, where the point has one (Engine.gauges).
-REPLICATION_GAUGES = ("repl_write_lag_ms", "repl_flush_lag_ms", "repl_replay_lag_ms",
-                      "link_rtt_ms")  # fmt: skip
+REPLICATION_GAUGES = ("repl_write_lag_ms", "repl_flush_lag_ms", "repl_replay_lag_ms", "link_rtt_ms")
 # The replication knobs of the engines with a standby (by default: none), which that engine's
 # points measured before it had them lack.
 REPLICATION_KNOB_COLUMNS = tuple(
-    f"{prefix}{knob}" for prefix in (KNOB_PREFIX, APPLIED_PREFIX)
+    f"{prefix}{knob}"
+    for prefix in (KNOB_PREFIX, APPLIED_PREFIX)
     for knob in ("sync_mode", "network_rtt_ms")
-)  # fmt: skip
+)
 # Columns every point's rows have, whatever the engine and workload.
 REQUIRED_COLUMNS = ("sweep", "point_id", "rep", "engine", "workload", "elapsed_s")
 # A read's statements under a cold cache, each after an eviction of its own: how many met a
@@ -66,11 +66,21 @@ COLD_COLUMNS = ("cold_queries", "q_first_read_bytes", "q_rest_median_read_bytes"
 # Columns a newer lab records that points measured by an older one lack: a sweep whose old
 # points are kept and whose missing ones are measured anew merges (the old rows get blanks),
 # instead of refusing the new points for want of a majority, again at every run.
-ADDED_COLUMNS = frozenset({
-    "table_build", "pass", "block", "slurm_job_id", "slurm_node", *noise.PLACEMENT_COLUMNS,
-    *COLD_COLUMNS,
-    *noise.NOISE_COLUMNS, *devprobe.COLUMNS, *REPLICATION_GAUGES, *REPLICATION_KNOB_COLUMNS,
-})  # fmt: skip
+ADDED_COLUMNS = frozenset(
+    {
+        "table_build",
+        "pass",
+        "block",
+        "slurm_job_id",
+        "slurm_node",
+        *noise.PLACEMENT_COLUMNS,
+        *COLD_COLUMNS,
+        *noise.NOISE_COLUMNS,
+        *devprobe.COLUMNS,
+        *REPLICATION_GAUGES,
+        *REPLICATION_KNOB_COLUMNS,
+    }
+)
 
 
 class ResultExistsError(FileExistsError):
@@ -237,8 +247,10 @@ def _difference(got: Iterable[str], usual: Iterable[str]) -> str:
     got, usual = list(got), list(usual)
     missing = [c for c in usual if c not in got]
     extra = [c for c in got if c not in usual]
-    parts = [f"missing {', '.join(missing)}" if missing else "",
-             f"extra {', '.join(extra)}" if extra else ""]  # fmt: skip
+    parts = [
+        f"missing {', '.join(missing)}" if missing else "",
+        f"extra {', '.join(extra)}" if extra else "",
+    ]
     return "; ".join(p for p in parts if p) or "same columns in another order"
 
 
@@ -357,8 +369,13 @@ def retire_points_not_in(folder: Path | str, keep: Iterable[str]) -> list[str]:
         pid = csv.name[: -len(".csv")]
         if pid in keep or "." in pid:  # "." : a sibling (x.bpsim.csv) or a partial file
             continue
-        siblings = [p for p in folder.glob(f"{pid}.*") if p not in (csv, check_path(csv))
-                    and REJECTED_SUFFIX not in p.name and RETIRED_SUFFIX not in p.name]  # fmt: skip
+        siblings = [
+            p
+            for p in folder.glob(f"{pid}.*")
+            if p not in (csv, check_path(csv))
+            and REJECTED_SUFFIX not in p.name
+            and RETIRED_SUFFIX not in p.name
+        ]
         set_aside(csv, RETIRED_SUFFIX, siblings)
         gone.append(pid)
     return gone

@@ -32,15 +32,35 @@ MIN_EFFECT = 0.05
 
 # Row columns a claim may name as its metric; counters also by their short name.
 METRICS = (
-    "elapsed_s", "throughput_rows_s", "engine_elapsed_s", "client_share", "q_first_s",
-    "q_rest_median_s", "q_p50_s", "q_p95_s", "q_p99_s", "q_max_s", "data_mb_s", "read_mb_s",
-    "physical_reads_per_s", "hit_ratio_app", "hit_ratio_sys", "written_bytes", "uses_index",
-)  # fmt: skip
+    "elapsed_s",
+    "throughput_rows_s",
+    "engine_elapsed_s",
+    "client_share",
+    "q_first_s",
+    "q_rest_median_s",
+    "q_p50_s",
+    "q_p95_s",
+    "q_p99_s",
+    "q_max_s",
+    "data_mb_s",
+    "read_mb_s",
+    "physical_reads_per_s",
+    "hit_ratio_app",
+    "hit_ratio_sys",
+    "written_bytes",
+    "uses_index",
+)
 COUNTERS = (
-    "logical_reads", "physical_reads", "prefetch_reads", "read_wait_ms", "os_read_bytes",
+    "logical_reads",
+    "physical_reads",
+    "prefetch_reads",
+    "read_wait_ms",
+    "os_read_bytes",
     "os_write_bytes",
-    "lock_waits", "lock_wait_time_ms", "lock_escalations",
-)  # fmt: skip
+    "lock_waits",
+    "lock_wait_time_ms",
+    "lock_escalations",
+)
 
 
 @dataclass(frozen=True)
@@ -139,15 +159,29 @@ def sweep_claims(
         for t in findings.claims_for(book, str(doc.get("name")), engine):
             if t.missing is not None:
                 fld, named = t.missing
-                errors.append((str(path), fld, f"gives no value for {engine}, which runs the "
-                               "sweep: say what the finding is in its words", named))  # fmt: skip
+                errors.append(
+                    (
+                        str(path),
+                        fld,
+                        f"gives no value for {engine}, which runs the "
+                        "sweep: say what the finding is in its words",
+                        named,
+                    )
+                )
             else:
                 out.append(t.claim)
     raw, alpha, min_effect = _claim_list(doc.get("expect"))
     prefix = "expect.claims" if isinstance(doc.get("expect"), dict) else "expect"
     for i, c in enumerate(raw):
-        out.append({"alpha": alpha, "min_effect": min_effect, **c, "_field": f"{prefix}[{i}]",
-                    "_file": str(sweep_file)})  # fmt: skip
+        out.append(
+            {
+                "alpha": alpha,
+                "min_effect": min_effect,
+                **c,
+                "_field": f"{prefix}[{i}]",
+                "_file": str(sweep_file),
+            }
+        )
     return out, errors
 
 
@@ -174,8 +208,10 @@ def describe(c: dict) -> str:
             f"{c.get('along')} grows, between {lo:g} and {hi:g}{where}"
         )
     if kind == FLAT_THEN_FALLS:
-        return (f"{metric} stays level as {c.get('along')} grows until it holds the data, then "
-                f"falls{where}")  # fmt: skip
+        return (
+            f"{metric} stays level as {c.get('along')} grows until it holds the data, then "
+            f"falls{where}"
+        )
     verb = "falls" if kind == "falls" else "rises"
     return f"{metric} {verb} as {c.get('along')} grows{where}"
 
@@ -218,8 +254,11 @@ def validate(claims: list[dict], points: Sequence[Any], engine: str) -> list[Cla
         for part in ("a", "b", "where", "than"):
             for key, value in (c.get(part) or {}).items():
                 if key not in values:
-                    err(f"{at}.{part}.{key}", f"not a knob or parameter of the sweep on {engine}",
-                        allowed_keys)  # fmt: skip
+                    err(
+                        f"{at}.{part}.{key}",
+                        f"not a knob or parameter of the sweep on {engine}",
+                        allowed_keys,
+                    )
                 elif not any(same(v, value) for v in values[key]):
                     shown = ", ".join(map(str, values[key]))
                     err(
@@ -229,18 +268,27 @@ def validate(claims: list[dict], points: Sequence[Any], engine: str) -> list[Cla
         if c.get("than") and kind not in ("lower", "higher"):
             err(f"{at}.than", f"a '{kind}' claim has no 'than'", "kind: lower or higher")
         if c.get("than") and not set(c["than"]) <= set(c.get("where") or {}):
-            err(f"{at}.than", "names a key 'where' does not: it replaces where's values",
-                ", ".join(sorted(c.get("where") or {})) or "none")  # fmt: skip
+            err(
+                f"{at}.than",
+                "names a key 'where' does not: it replaces where's values",
+                ", ".join(sorted(c.get("where") or {})) or "none",
+            )
         if kind in PAIR_KINDS + ("crossover",) and not (c.get("a") and c.get("b")):
             err(at, f"a '{kind}' claim compares a with b: give both", "a: {...}, b: {...}")
         if kind in ALONG_KINDS:
             along = c.get("along")
             if along not in swept:
-                err(f"{at}.along", f"{along!r} is not swept on {engine} (two or more values)",
-                    ", ".join(sorted(swept)) or "none")  # fmt: skip
+                err(
+                    f"{at}.along",
+                    f"{along!r} is not swept on {engine} (two or more values)",
+                    ", ".join(sorted(swept)) or "none",
+                )
         if kind == FLAT_THEN_FALLS and c.get("along") != POOL_KEY:
-            err(f"{at}.along", f"a '{kind}' claim is along the pool, whose size is compared with "
-                "the data's", POOL_KEY)  # fmt: skip
+            err(
+                f"{at}.along",
+                f"a '{kind}' claim is along the pool, whose size is compared with the data's",
+                POOL_KEY,
+            )
         if kind == "crossover" and c.get("within"):
             lo, hi = c["within"]
             if not lo < hi:

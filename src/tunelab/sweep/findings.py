@@ -32,15 +32,36 @@ from tunelab.host import yamlfile
 
 FILE_NAME = "findings.yaml"
 # Claim keys that say what a finding is rather than what it compares.
-ABOUT = ("id", "sweep", "source", "question", "reported", "source_ratio", "reported_value",
-         "explains", "at", "engine")  # fmt: skip
+ABOUT = (
+    "id",
+    "sweep",
+    "source",
+    "question",
+    "reported",
+    "source_ratio",
+    "reported_value",
+    "explains",
+    "at",
+    "engine",
+)
 # The units a figure's axis shows, per metric: a ``reported_value`` gives its a and b in one.
 _TIMES = ("s", "ms")
 AXIS_UNITS = {
-    **{m: _TIMES for m in ("elapsed_s", "engine_elapsed_s", "q_first_s", "q_rest_median_s",
-                           "q_p50_s", "q_p95_s", "q_p99_s", "q_max_s")},
+    **{
+        m: _TIMES
+        for m in (
+            "elapsed_s",
+            "engine_elapsed_s",
+            "q_first_s",
+            "q_rest_median_s",
+            "q_p50_s",
+            "q_p95_s",
+            "q_p99_s",
+            "q_max_s",
+        )
+    },
     "throughput_rows_s": ("rows/s",),
-}  # fmt: skip
+}
 RATIO_AGREES = 0.05  # a reported_value's a/b and the finding's source_ratio: within 5 %
 FINDING, EXPLAINS = "finding", "explains"
 
@@ -159,8 +180,13 @@ def _load(file: str, _mtime: int, _size: int) -> Findings:
                 at = f"findings[{i}].explains[{j}].engine"
                 raise FindingsError(file, at, f"unknown engine {x['engine']!r}", ", ".join(names))
     r = doc["rules"]
-    rules = Rules(float(r["alpha"]), float(r["margin"]), float(r["similar_within"]),
-                  float(r["crossover_factor"]), str(r["contexts"]))  # fmt: skip
+    rules = Rules(
+        float(r["alpha"]),
+        float(r["margin"]),
+        float(r["similar_within"]),
+        float(r["crossover_factor"]),
+        str(r["contexts"]),
+    )
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     asked = tuple(doc.get("questions") or ())
     return Findings(file, rules, tuple(doc["findings"]), digest, asked)
@@ -174,25 +200,48 @@ def _check_reported_value(file: str, at: str, f: dict[str, Any]) -> None:
     units = AXIS_UNITS.get(metric)
     if units is None:
         shown = ", ".join(sorted(AXIS_UNITS))
-        raise FindingsError(file, f"{at}.reported_value", f"no axis draws {metric!r} with a "
-                            "source's figure", f"metrics {shown}")  # fmt: skip
+        raise FindingsError(
+            file,
+            f"{at}.reported_value",
+            f"no axis draws {metric!r} with a source's figure",
+            f"metrics {shown}",
+        )
     if value["unit"] not in units:
-        raise FindingsError(file, f"{at}.reported_value.unit", f"{value['unit']!r} is no unit "
-                            f"the axis of {metric} shows", ", ".join(units))  # fmt: skip
+        raise FindingsError(
+            file,
+            f"{at}.reported_value.unit",
+            f"{value['unit']!r} is no unit the axis of {metric} shows",
+            ", ".join(units),
+        )
     if f["kind"] == "crossover":
-        raise FindingsError(file, f"{at}.reported_value", "a crossover's figure is its 'at'",
-                            "kind: lower, higher, similar, falls or rises")  # fmt: skip
+        raise FindingsError(
+            file,
+            f"{at}.reported_value",
+            "a crossover's figure is its 'at'",
+            "kind: lower, higher, similar, falls or rises",
+        )
     ratio = f.get("source_ratio")
     said = value["a"] / value["b"]
     if ratio is not None and abs(said / float(ratio) - 1) > RATIO_AGREES:
-        raise FindingsError(file, f"{at}.reported_value", f"a/b = {said:.3g} but source_ratio "
-                            f"is {ratio}", "the same ratio within 5 %")  # fmt: skip
+        raise FindingsError(
+            file,
+            f"{at}.reported_value",
+            f"a/b = {said:.3g} but source_ratio is {ratio}",
+            "the same ratio within 5 %",
+        )
 
 
 _CHECK_KEYS = {"kind", "says", "metric", "a", "b", "where", "than", "along", "at"}
 _FINDING_KEYS = _CHECK_KEYS | {
-    "id", "sweep", "source", "question", "reported", "source_ratio", "reported_value", "explains",
-}  # fmt: skip
+    "id",
+    "sweep",
+    "source",
+    "question",
+    "reported",
+    "source_ratio",
+    "reported_value",
+    "explains",
+}
 
 
 def _known_keys(path: Any) -> set[str]:
@@ -272,8 +321,13 @@ def claims_for(findings: Findings, sweep: str, engine: str | None) -> list[Trans
     out: list[Translation] = []
     for i, f in findings.of_sweep(sweep):
         field = f"findings[{i}]"
-        about = {"_file": findings.path, "finding": f["id"], "source": f["source"],
-                 "reported": f["reported"], "findings_digest": findings.digest}  # fmt: skip
+        about = {
+            "_file": findings.path,
+            "finding": f["id"],
+            "source": f["source"],
+            "reported": f["reported"],
+            "findings_digest": findings.digest,
+        }
         if "source_ratio" in f:
             about["source_ratio"] = float(f["source_ratio"])
         if "reported_value" in f:
@@ -288,6 +342,7 @@ def claims_for(findings: Findings, sweep: str, engine: str | None) -> list[Trans
             xf = f"{field}.explains[{j}]"
             t = _claim(x, findings.rules, engine, xf)
             about_x = {**about, "explains_engine": x["engine"]} if "engine" in x else about
-            out.append(Translation({**t.claim, **about_x, "_field": xf, "role": EXPLAINS},
-                                   t.missing))  # fmt: skip
+            out.append(
+                Translation({**t.claim, **about_x, "_field": xf, "role": EXPLAINS}, t.missing)
+            )
     return out

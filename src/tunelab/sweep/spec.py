@@ -58,8 +58,14 @@ HOST_ALLOWED = (
 )
 
 
-_KIND = {"array": "a list", "number": "a number", "integer": "an integer", "null": "null",
-         "string": "a string", "object": "a mapping"}  # fmt: skip
+_KIND = {
+    "array": "a list",
+    "number": "a number",
+    "integer": "an integer",
+    "null": "null",
+    "string": "a string",
+    "object": "a mapping",
+}
 
 
 @dataclass(frozen=True)
@@ -216,8 +222,14 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
         kinds = [_KIND.get(alt.get("type"), str(alt.get("type"))) for alt in err.validator_value]
         return [SpecError(file, path, f"{_show(err.instance)} is not valid", " or ".join(kinds))]
     if err.validator == "enum":
-        return [SpecError(file, path, f"{_show(err.instance)} not allowed",
-                          ", ".join(map(str, err.validator_value)))]  # fmt: skip
+        return [
+            SpecError(
+                file,
+                path,
+                f"{_show(err.instance)} not allowed",
+                ", ".join(map(str, err.validator_value)),
+            )
+        ]
     if err.validator == "required":
         missing = re.findall(r"'([^']+)' is a required property", err.message)
         return [SpecError(file, _path([*err.absolute_path, m]), "missing") for m in missing]
@@ -226,15 +238,25 @@ def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
         kinds = kinds if isinstance(kinds, list) else [kinds]
         if isinstance(err.instance, float):  # 6.0 where a count belongs: only the number kinds
             kinds = [k for k in kinds if k in ("integer", "number")] or kinds
-        return [SpecError(file, path, f"{_show(err.instance)} has the wrong type",
-                          " or ".join(kinds))]  # fmt: skip
+        return [
+            SpecError(file, path, f"{_show(err.instance)} has the wrong type", " or ".join(kinds))
+        ]
     if err.validator in ("minimum", "maximum"):
         bound = ">=" if err.validator == "minimum" else "<="
-        return [SpecError(file, path, f"{_show(err.instance)} out of range",
-                          f"{bound} {err.validator_value}")]  # fmt: skip
+        return [
+            SpecError(
+                file, path, f"{_show(err.instance)} out of range", f"{bound} {err.validator_value}"
+            )
+        ]
     if err.validator == "pattern":
-        return [SpecError(file, path, f"{_show(err.instance)} is not a valid name",
-                          "lower-case letters, digits, '-' and '_'")]  # fmt: skip
+        return [
+            SpecError(
+                file,
+                path,
+                f"{_show(err.instance)} is not a valid name",
+                "lower-case letters, digits, '-' and '_'",
+            )
+        ]
     return [SpecError(file, path, _clip(err.message))]
 
 
@@ -421,8 +443,14 @@ def _normalise(
                 out[name] = value  # resolved when the point runs, after the calibration
                 continue
             if calibration is None:
-                errors.append(SpecError(file, path, "'calibrated' needs a calibration file",
-                                        "run `tunelab calibrate` first"))  # fmt: skip
+                errors.append(
+                    SpecError(
+                        file,
+                        path,
+                        "'calibrated' needs a calibration file",
+                        "run `tunelab calibrate` first",
+                    )
+                )
                 continue
             from tunelab import calibrate
 
@@ -455,8 +483,10 @@ def _memory_refusals(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
     memory = provenance.memory_bytes()
     if pool * page <= memory:
         return []
-    msg = (f"a pool of {pool} pages of {page} bytes is {_size(pool * page)}, more than this "
-           f"host's memory ({_size(memory)})")  # fmt: skip
+    msg = (
+        f"a pool of {pool} pages of {page} bytes is {_size(pool * page)}, more than this "
+        f"host's memory ({_size(memory)})"
+    )
     return [("buffer_pool", msg, "at most the host's memory")]
 
 
@@ -475,8 +505,7 @@ def _disk_refuses(ds: Dataset, data_dir: Path) -> str | None:
         return None  # a folder that cannot be read fails where it is used, naming it
     if need <= free:
         return None
-    return (f"{ds.rows} rows need about {_size(need)} in {data_dir}/, which has "
-            f"{_size(free)} free")  # fmt: skip
+    return f"{ds.rows} rows need about {_size(need)} in {data_dir}/, which has {_size(free)} free"
 
 
 def _expand_workload(entry: dict) -> list[workloads.Workload]:
@@ -599,8 +628,14 @@ def expand(
 
     access = doc.get("access", DEFAULT_ACCESS)
     if access not in info.access_modes:
-        errors.append(SpecError(file, "access", f"{engine} cannot honour access: {access}",
-                                ", ".join(info.access_modes)))  # fmt: skip
+        errors.append(
+            SpecError(
+                file,
+                "access",
+                f"{engine} cannot honour access: {access}",
+                ", ".join(info.access_modes),
+            )
+        )
     reps_errors = []
     if "repetitions" not in broken:
         reps_errors = _repetitions_errors(file, doc.get("repetitions", DEFAULT_REPETITIONS))
@@ -640,9 +675,23 @@ def expand(
         for w in wls:
             for c in caches:
                 pid = point_id(swept, w, c, varied)
-                points.append(Point(str(doc.get("name")), file, pid, engine, knobs, w, c, reps, ds,
-                                    bool(doc.get("trace", False)), tuple(names),
-                                    access, reps_min))  # fmt: skip
+                points.append(
+                    Point(
+                        str(doc.get("name")),
+                        file,
+                        pid,
+                        engine,
+                        knobs,
+                        w,
+                        c,
+                        reps,
+                        ds,
+                        bool(doc.get("trace", False)),
+                        tuple(names),
+                        access,
+                        reps_min,
+                    )
+                )
     if warnings is not None:
         warnings.extend(warned)
     if not errors:
@@ -650,8 +699,10 @@ def expand(
     if not errors and "expect" not in broken:
         found, claim_errors = claimspec.sweep_claims(doc, file, engine)
         claim_errors += claimspec.validate(found, points, engine)
-        errors.extend(SpecError(f or file, fld, msg, allowed_text)
-                      for f, fld, msg, allowed_text in claim_errors)  # fmt: skip
+        errors.extend(
+            SpecError(f or file, fld, msg, allowed_text)
+            for f, fld, msg, allowed_text in claim_errors
+        )
     if errors:
         return [], errors
     if not points:
@@ -681,9 +732,12 @@ def _version_refusals(file: str, engine: str, points: list[Point], where: str) -
         for v in knob.values or ()
         if v not in refused and (v in asked or not engine_cls.version_refusal(v))
     ]
-    return [SpecError(file, where, f"{engine} {v} cannot run here: {why}",
-                      ", ".join(here) or "none here")
-            for v, why in refused.items()]  # fmt: skip
+    return [
+        SpecError(
+            file, where, f"{engine} {v} cannot run here: {why}", ", ".join(here) or "none here"
+        )
+        for v, why in refused.items()
+    ]
 
 
 @dataclass
@@ -721,8 +775,15 @@ def validate_files(
             if not errs and isinstance(doc, dict) and (why := host_refuses(doc, engine)):
                 out.skipped[str(p)] = why  # the pack runs on; `tunelab validate` refuses it
                 continue
-        pts, errs = expand(p, engine, calibration, defer_calibrated, size=size,
-                           warnings=out.warnings, data_dir=data_dir)  # fmt: skip
+        pts, errs = expand(
+            p,
+            engine,
+            calibration,
+            defer_calibrated,
+            size=size,
+            warnings=out.warnings,
+            data_dir=data_dir,
+        )
         out.errors.extend(errs)
         if pts:
             name = pts[0].sweep
@@ -752,7 +813,12 @@ def _unknown_sweeps(paths: list[Path]) -> list[SpecError]:
                 names.add(str(doc.get("name")))
         for i, entry in enumerate(book.entries):
             if entry["sweep"] not in names:
-                errors.append(SpecError(str(book_path), f"findings[{i}].sweep",
-                                        f"no sweep named {entry['sweep']!r}",
-                                        ", ".join(sorted(names))))  # fmt: skip
+                errors.append(
+                    SpecError(
+                        str(book_path),
+                        f"findings[{i}].sweep",
+                        f"no sweep named {entry['sweep']!r}",
+                        ", ".join(sorted(names)),
+                    )
+                )
     return errors

@@ -241,9 +241,11 @@ def timed_sql(engine: Engine, w: Workload, index: IndexPlan, access: str, ds: Da
     stmts = statements(engine, w, index, access, ds.rows, ds.seed)
     if w.writes:
         p = w.params
-        return [f"-- timed: {stmts.sql}  -- {p['rows']} rows, {p['threads']} thread(s), a "
-                f"commit every {p['commit_every']}; each transaction as the engine sends it "
-                "(write_steps: executemany, or rendered before timing)"]  # fmt: skip
+        return [
+            f"-- timed: {stmts.sql}  -- {p['rows']} rows, {p['threads']} thread(s), a "
+            f"commit every {p['commit_every']}; each transaction as the engine sends it "
+            "(write_steps: executemany, or rendered before timing)"
+        ]
     shown = [f"{sql}  -- {_shown(args)}" if args else sql for sql, args in stmts.bound[:3]]
     more = len(stmts.bound) - len(shown)
     head = f"-- timed (access: {access}, fetch: {stmts.fetch}), {len(stmts.bound)} statement(s):"
@@ -380,9 +382,12 @@ Run = Callable[..., int]  # run(conns, times=None) -> rows touched
 
 
 def runner(
-    engine: Engine, w: Workload, insert_rows: list[tuple], stmts: Statements | None,
+    engine: Engine,
+    w: Workload,
+    insert_rows: list[tuple],
+    stmts: Statements | None,
     table_lock: bool,
-) -> Run:  # fmt: skip
+) -> Run:
     """The timed callable for this workload; everything it needs is prepared here, untimed."""
     if w.writes:
         assert stmts is not None
