@@ -121,7 +121,7 @@ def packs_from_rows(path: Path) -> list[pd.DataFrame]:
 def packs_from_dirs(paths: Sequence[Path]) -> list[pd.DataFrame]:
     try:
         return [compare.load_side(Path(p)) for p in paths]
-    except compare.CompareInputError as exc:
+    except compare.ResultsDirError as exc:
         raise BenchInputError(str(exc)) from None
 
 

@@ -42,7 +42,8 @@ from pathlib import Path
 import pandas as pd
 
 from tunelab import engines
-from tunelab.report import compare, compare_history
+from tunelab.report import compare
+from tunelab.report.compare import history as compare_history
 from tunelab.run import check
 from tunelab.store.results import read_csv as read_rows_csv
 
@@ -137,7 +138,7 @@ def aa_comparisons(results: list[Path]) -> list[compare.Comparison]:
         for a, b in zip(results, results[1:]):
             out.append(compare.compare(a, b, history=history))
             compare.record(out[-1], history)
-    except compare.CompareInputError as exc:
+    except compare.ResultsDirError as exc:
         raise BenchInputError(str(exc)) from None
     return out
 

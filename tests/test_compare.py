@@ -23,7 +23,7 @@ import pytest
 from tunelab import cli
 from tunelab.engines.sqlite import SQLiteEngine
 from tunelab.report import compare as cmp
-from tunelab.report.compare_match import canon
+from tunelab.report.compare.match import canon
 
 # -- matching ---------------------------------------------------------------------------------
 

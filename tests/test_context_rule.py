@@ -13,7 +13,7 @@ import pytest
 
 from tunelab.analysis import claims, decisions
 from tunelab.measure import runner
-from tunelab.report import contexts, engines, sections
+from tunelab.report import across_engines, contexts, sections
 from tunelab.sweep import findings, spec
 
 ROUNDS = 6
@@ -132,7 +132,7 @@ def test_the_counts_are_on_the_matrix_cell_and_the_sweep_page(scans):
     finding = {**reads_fall("all"), "role": "finding", "finding": "f", "says": "reads fall"}
     (v,) = claims.evaluate_sweep([finding], scans, "sqlite")
     stored = v.to_json()
-    cell = engines.verdict_cell(stored, "t.html#claims")
+    cell = across_engines.verdict_cell(stored, "t.html#claims")
     assert "not reproduced" in cell and "reproduced warm; not reproduced cold" in cell
     page = sections.claims_html([stored])
     assert "This run: not reproduced (reproduced warm; not reproduced cold)" in page

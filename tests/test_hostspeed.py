@@ -14,7 +14,7 @@ import pytest
 from tunelab.analysis import claims, hostspeed
 from tunelab.host import noise
 from tunelab.report import compare as cmp
-from tunelab.report import compare_text
+from tunelab.report.compare import text as compare_text
 from tunelab.report.methods import _interference_text
 
 LOWER = {

@@ -26,7 +26,7 @@ import pytest
 
 from tunelab import engines as registry
 from tunelab.measure import runner
-from tunelab.report import cli, engines, index
+from tunelab.report import across_engines, cli, index
 from tunelab.run.check import check_main
 from tunelab.sweep import spec
 
@@ -141,11 +141,11 @@ def test_an_engine_without_a_knob_is_drawn_in_every_panel_of_it(measured, tmp_pa
     """MariaDB's read-ahead threshold is no setting of SQLite or PostgreSQL: one panel per
     threshold, each with MariaDB's curve at it and the others' curves."""
     results, reports, _ = store(measured, tmp_path, mixture)
-    (exp,) = engines.gather(results, reports)
-    x = engines.main_x(exp)
+    (exp,) = across_engines.gather(results, reports)
+    x = across_engines.main_x(exp)
     assert x == "knob_os_read_ahead"  # the knob every engine varies
-    assert engines.panel_columns(exp, x) == ["knob_read_ahead_threshold"]
-    fig = engines.engines_figure(exp, x, normalised=False)
+    assert across_engines.panel_columns(exp, x) == ["knob_read_ahead_threshold"]
+    fig = across_engines.engines_figure(exp, x, normalised=False)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == ["read-ahead threshold 0", "read-ahead threshold 8"]
     for ax in fig.axes[: len(titles)]:
@@ -161,7 +161,7 @@ def test_a_page_that_cannot_be_made_fails_the_index_in_one_line(measured, tmp_pa
     folder = reports / "engines"
     (folder / f"{SWEEP}.html").mkdir(parents=True)
     gone = folder / "gone.html"
-    gone.write_text(f"<html><head>{engines.GENERATOR}</head></html>")
+    gone.write_text(f"<html><head>{across_engines.GENERATOR}</head></html>")
     old = folder / "old.html"  # a page the lab wrote before it marked its pages
     old.write_text('<title>old: sqlite side by side</title><div class="tl-side"></div>')
     mine = folder / "mine.html"

@@ -9,8 +9,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tunelab.report.across_engines import PagesError
 from tunelab.report.data import ReportInputError, load
-from tunelab.report.engines import PagesError
 from tunelab.report.index import write_index
 from tunelab.report.render import DEFAULT_TIMEOUT_S, RenderError, render
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from tunelab import engines as registry
 from tunelab.analysis.claims import word_of
-from tunelab.report import engines as across
+from tunelab.report import across_engines as across
 from tunelab.report import evidence
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text

@@ -22,7 +22,7 @@ from typing import Any
 
 from tunelab.analysis.claims import WORDS, css_class, word_of
 from tunelab.host import atomic
-from tunelab.report import engines, evidence, questions
+from tunelab.report import across_engines, evidence, questions
 from tunelab.report.fragments import esc
 from tunelab.report.sections import SUMMARY_ID
 
@@ -186,7 +186,7 @@ def write_index(
     claim verdicts and headline finding where ``verdict_files`` hold them, and their
     stability over runs where ``stability_file`` (default: ``stability.json`` beside
     ``out``) holds it. A cross-engine page that cannot be made is named on the page, which
-    is written all the same, and then raises ``engines.PagesError``."""
+    is written all the same, and then raises ``across_engines.PagesError``."""
     out = Path(out)
     # Every engine's verdicts beside its reports, not only this run's engine.
     found = sorted(out.parent.glob("*/*.verdicts.json"))
@@ -215,7 +215,7 @@ def write_index(
     page = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>tunelab reports</title>\n<style>{INDEX_CSS}{engines.GRID_CSS}"
+        f"<title>tunelab reports</title>\n<style>{INDEX_CSS}{across_engines.GRID_CSS}"
         f"{questions.CSS}{STABILITY_CSS}</style>\n"
         "</head>\n<body>\n<main>\n"
         f'<h1>tunelab reports</h1>\n<p class="tl-muted">{count}. Each report shows the median '
@@ -307,17 +307,19 @@ def _when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, str, engines.PagesError | None]:
+def _cross_engine(
+    results_dir: Path, out: Path
+) -> tuple[str, str, str, across_engines.PagesError | None]:
     """The questions answered (``questions.answers_html``), the claim × engine matrix and
     links to the pages that put each sweep's engines side by side (written here, under
     ``engines/`` beside the index), and the error naming the pages that could not be made
     (their sweeps listed as not made, never a stale page)."""
-    experiments = engines.gather(results_dir, out.parent)
-    experiments += engines.sweeps_not_run(experiments)
+    experiments = across_engines.gather(results_dir, out.parent)
+    experiments += across_engines.sweeps_not_run(experiments)
     failed = None
     try:
-        engines.write_pages(experiments, out.parent / engines.PAGES_DIR)
-    except engines.PagesError as exc:
+        across_engines.write_pages(experiments, out.parent / across_engines.PAGES_DIR)
+    except across_engines.PagesError as exc:
         failed = exc
     if not experiments:
         return "", "", "", failed
@@ -326,7 +328,7 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, str, engines.
         (
             f"{esc(e.sweep)} <strong>not made</strong>"
             if failed and e.sweep in failed.failed
-            else f'<a href="{esc(engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>'
+            else f'<a href="{esc(across_engines.PAGES_DIR)}/{esc(e.sweep)}.html">{esc(e.sweep)}</a>'
         )
         + f' <span class="tl-muted">({esc(", ".join(r.engine for r in e.runs) or "no rows")})'
         "</span>"
@@ -336,7 +338,7 @@ def _cross_engine(results_dir: Path, out: Path) -> tuple[str, str, str, engines.
     if failed:
         side += f'<p class="tl-hosts">{esc(str(failed))}</p>'
     answers = questions.answers_html(experiments, out.parent)
-    return answers, engines.matrix_html(experiments, out.parent), side, failed
+    return answers, across_engines.matrix_html(experiments, out.parent), side, failed
 
 
 # -- stability over runs (``tunelab check RUN... --stability-out``) ---------------------------

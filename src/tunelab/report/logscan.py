@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 
 from tunelab.hadr.scan import ScanError, parse_csv
-from tunelab.report.compare import CompareInputError, load_side
+from tunelab.report.results_dir import ResultsDirError, load_side
 
 CSV_COLUMNS = ("label", "seconds", "bytes", "flushes", "transactions", "open_transactions")
 NEEDED = ("elapsed_s", "c_log_bytes", "c_log_writes", "transactions", "open_transactions")
@@ -80,7 +80,7 @@ def read(paths: Sequence[Path]) -> pd.DataFrame:
     for path in paths:
         try:
             frame = load_side(path)
-        except CompareInputError as exc:
+        except ResultsDirError as exc:
             raise LogscanError(str(exc)) from None
         frames.append(intervals(frame, str(path)))
     return pd.concat(frames, ignore_index=True)

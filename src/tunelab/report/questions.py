@@ -19,7 +19,7 @@ from typing import Any
 from tunelab import engines
 from tunelab.analysis.claims import CANNOT_RUN, css_class, figure_text, metric_column, word_of
 from tunelab.report import evidence, reads
-from tunelab.report.engines import PAGES_DIR, EngineRun, Experiment
+from tunelab.report.across_engines import PAGES_DIR, EngineRun, Experiment
 from tunelab.report.labels import fmt_selectivity_percent, label
 from tunelab.sweep import findings
 

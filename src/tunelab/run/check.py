@@ -92,13 +92,13 @@ def default_results(results_dir: Path = Path("results")) -> list[Path]:
 def run_files(path: Path) -> list[Path]:
     """The merged sweep files of one run's results directory: ``results/`` (its
     ``<engine>/<sweep>.csv``) or one engine's ``results/<engine>/``."""
-    from tunelab.report.compare import CompareInputError, result_files
+    from tunelab.report.results_dir import ResultsDirError, result_files
 
     if not path.is_dir():
         raise ValueError(f"{path}: no such results directory")
     try:
         return result_files(path)
-    except CompareInputError as exc:
+    except ResultsDirError as exc:
         raise ValueError(str(exc)) from None
 
 

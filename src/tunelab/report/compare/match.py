@@ -12,14 +12,13 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tunelab.analysis import stats
 from tunelab.host.cache import method_family
-from tunelab.report.data import ReportInputError, read_rows
+from tunelab.report.results_dir import ResultsDirError
 from tunelab.store.results import APPLIED_PREFIX, KNOB_PREFIX, WORKLOAD_PREFIX
 
 # Columns beside knob_* and wl_* that say what a point measured.
@@ -56,49 +55,8 @@ LISTED = (
 )
 
 
-class CompareInputError(ValueError):
-    """Bad input; the message is one line ``file: message``."""
-
-
-# -- input ---------------------------------------------------------------------------------
-def _engine_names() -> set[str]:
-    from tunelab import engines
-
-    return set(engines.names())
-
-
-def result_files(path: Path) -> list[Path]:
-    """The merged result files of a results directory (``<engine>/<sweep>.csv``; other
-    folders, such as bpsim's curves, are left alone), or the CSVs of a directory that holds
-    them directly (one engine's folder, one sweep's point files), or the file itself."""
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
-        raise CompareInputError(f"{path}: no such file or directory")
-    names = _engine_names()
-    files = sorted(p for p in path.glob("*/*.csv") if p.parent.name in names)
-    if not files:
-        files = sorted(p for p in path.glob("*.csv") if not p.name.endswith(".partial.csv"))
-    if not files:
-        raise CompareInputError(f"{path}: no result CSVs (<engine>/<sweep>.csv) in it")
-    return files
-
-
-def load_side(path: Path) -> pd.DataFrame:
-    """Every result row under ``path``; engine and sweep from the file's place when the rows
-    lack them."""
-    frames = []
-    for file in result_files(path):
-        try:
-            frame = read_rows(file)
-        except ReportInputError as exc:
-            raise CompareInputError(str(exc)) from None
-        if "engine" not in frame:
-            frame["engine"] = file.parent.name
-        if "sweep" not in frame:
-            frame["sweep"] = file.stem
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True, sort=False)
+class CompareInputError(ResultsDirError):
+    """Bad input to the comparison; the message is one line ``file: message``."""
 
 
 def canon(value: object) -> str:
@@ -227,15 +185,6 @@ def one(frame: pd.DataFrame, col: str) -> str:
 def _in_rounds(frame: pd.DataFrame) -> bool:
     """Whether every row says its round: repetitions spread over the run, not back to back."""
     return "round" in frame and bool(frame["round"].notna().all())
-
-
-def results_root(path: Path) -> Path:
-    """The results directory a side names: the directory itself, or for a merged CSV
-    ``<root>/<engine>/<sweep>.csv`` its root, for another CSV the folder holding it."""
-    path = Path(path)
-    if path.is_dir():
-        return path
-    return path.parent.parent if path.parent.name in _engine_names() else path.parent
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """The text of `tunelab compare`: one line per run-wide shift, a table per sweep
-(``report.compare_table``), one line per flagged change and per incomparable point, then the
+(``report.compare.table``), one line per flagged change and per incomparable point, then the
 counts."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from tunelab.analysis import change
-from tunelab.report.comparison import (
+from tunelab.report.compare.changes import (
     BETTER,
     HOLM,
     NOISY,

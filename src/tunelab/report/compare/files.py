@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tunelab.report.compare_match import CompareInputError
+from tunelab.report.compare.match import CompareInputError
 
 HTML_MARK = '<meta name="generator" content="tunelab compare">'
 MARKDOWN_MARK = "<!-- written by tunelab compare -->"

@@ -1,9 +1,10 @@
 """`tunelab compare OLD NEW`: what changed between two runs of the same sweeps.
 
-The comparison is ``report.comparison`` (matching in ``report.compare_match``, judging in
-``analysis.change``), its text and tables ``report.compare_text`` and
-``report.compare_table``, its page ``report.compare_html``, the alarms measured again
-``report.compare_confirm``. This module is the command, and the names callers use.
+The comparison is ``report.compare.changes`` (matching in ``report.compare.match``, judging in
+``analysis.change``), its text and tables ``report.compare.text`` and
+``report.compare.table``, its page ``report.compare.page``, the alarms measured again
+``report.compare.confirm``. This module is the command; its package gives the names callers
+use.
 
 Exit codes: 1 when a point (or a whole run) got worse (with ``--confirm``: and did again),
 0 otherwise, 2 for bad input (one line ``file: message`` on stderr, before anything is
@@ -18,12 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tunelab.report import compare_confirm, compare_files, compare_history
-from tunelab.report.compare_html import html_page
-from tunelab.report.compare_match import CompareInputError, load_side, result_files
-from tunelab.report.compare_table import json_doc, markdown, text_lines
-from tunelab.report.compare_text import change_line, main_shifts, shift_line, summary_line
-from tunelab.report.comparison import (
+from tunelab.report.compare import confirm, files
+from tunelab.report.compare.changes import (
     BETTER,
     BH,
     DEFAULT_LEVEL,
@@ -43,6 +40,12 @@ from tunelab.report.comparison import (
     read_history,
     record,
 )
+from tunelab.report.compare.history import History
+from tunelab.report.compare.match import CompareInputError
+from tunelab.report.compare.page import html_page
+from tunelab.report.compare.table import json_doc, markdown, text_lines
+from tunelab.report.compare.text import change_line, main_shifts, shift_line, summary_line
+from tunelab.report.results_dir import ResultsDirError, load_side, result_files
 
 __all__ = [
     "BETTER",
@@ -58,6 +61,7 @@ __all__ = [
     "TOO_SHORT",
     "WORSE",
     "CompareInputError",
+    "ResultsDirError",
     "Comparison",
     "MetricChange",
     "change_line",
@@ -180,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _save(history: compare_history.History, result: Comparison) -> None:
+def _save(history: History, result: Comparison) -> None:
     if not history.changed:
         return
     try:
@@ -198,9 +202,7 @@ def _save(history: compare_history.History, result: Comparison) -> None:
     )
 
 
-def compare_main(
-    argv: Sequence[str] | None = None, prepare: compare_confirm.Prepare | None = None
-) -> int:
+def compare_main(argv: Sequence[str] | None = None, prepare: confirm.Prepare | None = None) -> int:
     """The command; ``prepare`` measures points again for ``--confirm`` (the measuring
     layer's, given by ``tunelab.cli``)."""
     from tunelab.host import atomic
@@ -210,7 +212,7 @@ def compare_main(
         if args.confirm and prepare is None:
             raise _UsageError("tunelab compare: --confirm: nothing here can measure")
         outputs = {"--html": args.html, "--markdown": args.markdown, "--json": args.json}
-        compare_files.check_outputs(outputs)
+        files.check_outputs(outputs)
         history = read_history(args.old, args.new, args.history)
         old, new = load_side(args.old), load_side(args.new)
         procedure = HOLM if args.strict else BH
@@ -220,14 +222,12 @@ def compare_main(
         measure = None
         if args.confirm:
             try:
-                measure = compare_confirm.prepared(
-                    result, new, prepare, args.workdir, args.data_dir
-                )
+                measure = confirm.prepared(result, new, prepare, args.workdir, args.data_dir)
             except ValueError as exc:
                 raise CompareInputError(f"--confirm: {exc}") from None
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    except (_UsageError, CompareInputError) as exc:
+    except (_UsageError, ResultsDirError) as exc:
         print(exc, file=sys.stderr)
         return 2
     except OSError as exc:
@@ -237,7 +237,7 @@ def compare_main(
         record(result, history)
         _save(history, result)
     if measure is not None:
-        compare_confirm.confirm(result, old, measure)
+        confirm.confirm(result, old, measure)
     summary = summary_line(result)
     shifts = [shift_line(s) for s in main_shifts(result) if s.verdict == WORSE or s.host]
     written = []
@@ -245,10 +245,10 @@ def compare_main(
         written.append(atomic.write_text(args.html, html_page(result)))
         if args.markdown:
             body = markdown(result, summary, shifts)
-            confirmed = compare_confirm.confirmation_line(result)
+            confirmed = confirm.confirmation_line(result)
             if confirmed:
                 body += f"\n{confirmed}\n"
-            written.append(atomic.write_text(args.markdown, compare_files.markdown_text(body)))
+            written.append(atomic.write_text(args.markdown, files.markdown_text(body)))
         if args.json:
             doc = json_doc(result, summary, result.shifts)
             if result.confirmation is not None:
@@ -260,14 +260,14 @@ def compare_main(
                     "alarms": c.alarms,
                     "repeated": sorted(c.repeated),
                 }
-            written.append(atomic.write_text(args.json, compare_files.json_text(doc)))
+            written.append(atomic.write_text(args.json, files.json_text(doc)))
     except OSError as exc:
         print(f"{exc.filename or args.html}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     for line in text_lines(result):
         print(line)
     if result.confirmation is not None:
-        print(compare_confirm.confirmation_line(result))
+        print(confirm.confirmation_line(result))
     print(f"tunelab compare: wrote {', '.join(map(str, written))}", file=sys.stderr)
     return 1 if result.worse else 0
 

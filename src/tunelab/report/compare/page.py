@@ -13,9 +13,17 @@ import numpy as np
 import pandas as pd
 
 from tunelab.analysis import change, hostspeed
-from tunelab.report.compare_files import HTML_MARK
-from tunelab.report.compare_table import decision_text, q_name, short_note
-from tunelab.report.compare_text import (
+from tunelab.report.compare.changes import (
+    BETTER,
+    NOISY,
+    WORSE,
+    Comparison,
+    PointComparison,
+    SweepComparison,
+)
+from tunelab.report.compare.files import HTML_MARK
+from tunelab.report.compare.table import decision_text, q_name, short_note
+from tunelab.report.compare.text import (
     SCALED_MARK,
     VERDICT_TEXT,
     change_line,
@@ -26,14 +34,6 @@ from tunelab.report.compare_text import (
     shift_line,
     summary_line,
     times_text,
-)
-from tunelab.report.comparison import (
-    BETTER,
-    NOISY,
-    WORSE,
-    Comparison,
-    PointComparison,
-    SweepComparison,
 )
 from tunelab.report.labels import fmt, label
 

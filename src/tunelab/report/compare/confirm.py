@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 from tunelab.analysis import change
-from tunelab.report.compare_match import groups
-from tunelab.report.compare_text import change_line, shift_line
-from tunelab.report.comparison import WORSE, Comparison, Confirmation, block, compare_frames
+from tunelab.report.compare.changes import WORSE, Comparison, Confirmation, block, compare_frames
+from tunelab.report.compare.match import groups
+from tunelab.report.compare.text import change_line, shift_line
 
 # Measures the given rows' points again: (rows, work directory, data-set directory) -> a
 # function that measures them; raises ValueError for bad input before anything is measured.

@@ -15,18 +15,7 @@ from dataclasses import dataclass
 from scipy import stats as sst
 
 from tunelab.analysis import change
-from tunelab.report.compare_text import (
-    VERDICT_TEXT,
-    change_line,
-    main_shifts,
-    overall_line,
-    p_text,
-    pct,
-    quiet_blocks_line,
-    shift_line,
-    summary_line,
-)
-from tunelab.report.comparison import (
+from tunelab.report.compare.changes import (
     BETTER,
     HOLM,
     RANK,
@@ -38,6 +27,17 @@ from tunelab.report.comparison import (
     MetricChange,
     PointComparison,
     SweepComparison,
+)
+from tunelab.report.compare.text import (
+    VERDICT_TEXT,
+    change_line,
+    main_shifts,
+    overall_line,
+    p_text,
+    pct,
+    quiet_blocks_line,
+    shift_line,
+    summary_line,
 )
 
 FORMAT = 1

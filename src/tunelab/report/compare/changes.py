@@ -1,7 +1,7 @@
 """Two runs compared (`tunelab compare OLD NEW`): what changed between them.
 
 OLD and NEW are results directories (``<engine>/<sweep>.csv`` merged files) or result CSVs.
-Their points are matched (``report.compare_match``), each matched point's metrics are taken
+Their points are matched (``report.compare.match``), each matched point's metrics are taken
 (times and rates at one CPU speed, ``analysis.hostspeed``) and judged together
 (``analysis.change``): each point's change beyond the run's host shift, against the
 uncertainty of both runs' medians and the between-run variance of the engine's points, the
@@ -10,10 +10,10 @@ two runs of one commit exit 1 in at most ``level`` of comparisons, a flag's chan
 ``min_effect`` as well; and each engine's run-wide shift, flagged when the CPU reference did
 not move with it. A point whose timed section is too short to compare
 (``change.MIN_SECTION_S``) is reported as such, its times not tested. Printing is
-``report.compare_text``, ``report.compare_table`` and ``report.compare_html``.
+``report.compare.text``, ``report.compare.table`` and ``report.compare.page``.
 
 Comparing two runs of one clean commit on one host records what they measured of the host's
-noise in its A/A history (``report.compare_history``), after judging them.
+noise in its A/A history (``report.compare.history``), after judging them.
 
 Exit codes: 1 when a point (or a whole run) got worse, 0 otherwise, 2 for bad input (one
 line ``file: message`` on stderr).
@@ -29,23 +29,21 @@ import numpy as np
 import pandas as pd
 
 from tunelab.analysis import change, hostspeed
-from tunelab.report import compare_history as history_mod
-from tunelab.report.compare_match import (
+from tunelab.report.compare import history as history_mod
+from tunelab.report.compare.match import (
     CompareInputError,
     Difference,
     canon,
     column,
     groups,
-    load_side,
     match_sweep,
     one,
     point_name,
     provenance,
-    result_files,
-    results_root,
 )
+from tunelab.report.results_dir import load_side, results_root
 
-__all__ = ["CompareInputError", "canon", "compare", "load_side", "result_files"]
+__all__ = ["CompareInputError", "canon", "compare"]
 
 # Metric -> +1 when a higher value is worse, -1 when a lower one is.
 METRICS: dict[str, int] = {"elapsed_s": 1, "throughput_rows_s": -1, "c_physical_reads": 1}
