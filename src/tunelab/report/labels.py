@@ -114,7 +114,7 @@ OTHER: dict[str, str] = {
 
 
 @cache
-def _engine_unit(engine: str, knob: str) -> str:
+def knob_unit(engine: str, knob: str) -> str:
     """The unit an engine declares for a knob, or "" when the engine module is unavailable."""
     try:
         from tunelab import engines
@@ -134,7 +134,7 @@ def label(column: str, engine: str | None = None) -> str:
         if column.startswith(prefix):
             name = column[len(prefix) :]
             text = KNOBS.get(name, name.replace("_", " "))
-            unit = _engine_unit(engine, name) if engine else ""
+            unit = knob_unit(engine, name) if engine else ""
             text = f"{text} ({unit})" if unit else text
             return text if prefix == KNOB_PREFIX else f"{text}, as applied"
     if column.startswith(WORKLOAD_PREFIX):

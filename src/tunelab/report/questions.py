@@ -20,7 +20,7 @@ from tunelab import engines
 from tunelab.analysis.claims import CANNOT_RUN, css_class, figure_text, metric_column, word_of
 from tunelab.report import evidence, reads
 from tunelab.report.across_engines import PAGES_DIR, EngineRun, Experiment
-from tunelab.report.labels import fmt_selectivity_percent, label
+from tunelab.report.labels import fmt_bytes, fmt_selectivity_percent, knob_unit, label
 from tunelab.sweep import findings
 
 CSS = """
@@ -320,24 +320,37 @@ def _items(at: str) -> list[str]:
     return [i.strip() for i in re.split(r", (?![^(]*\))", str(at)) if i.strip()]
 
 
-def _readable(text: str) -> str:
-    """A side or context in words: no underscores, a selectivity in percent."""
+def _readable(text: str, engine: str = "") -> str:
+    """A side or context in words: no underscores, a selectivity in percent, a knob's value
+    in the unit the engine declares for it (pages, KiB; bytes in a binary unit)."""
     percent = lambda m: f"selectivity {fmt_selectivity_percent(float(m.group(1)))}"  # noqa: E731
     text = re.sub(r"selectivity ([0-9.e-]+)", percent, text)
+    if engine:
+        text = re.sub(r"\b([a-z][a-z_]*) (\d+(?:\.\d+)?)\b", lambda m: _with_unit(m, engine), text)
     return text.replace("_", " ").replace("cache cold", "cold").replace("cache warm", "warm")
 
 
-def _context_figure(c: dict[str, Any], unit: str) -> str:
+def _with_unit(m: re.Match, engine: str) -> str:
+    name, value = m.group(1), m.group(2)
+    unit = knob_unit(engine, name)
+    if unit == "bytes":
+        return f"{name} {fmt_bytes(float(value))}"
+    return f"{name} {value} {unit}" if unit else m.group(0)
+
+
+def _context_figure(c: dict[str, Any], unit: str, engine: str = "") -> str:
     """A context's two medians (the settings both sides share left out), or its crossing."""
-    label = _readable(str(c.get("label") or ""))
+    label = _readable(str(c.get("label") or ""), engine)
     if c.get("sides"):
         sides = [_items(s.get("label", s.get("at", ""))) for s in c["sides"]]
         shared = set.intersection(*map(set, sides)) if sides else set()
         metric = str(c.get("metric") or "")
+        own = [
+            ", ".join(i for i in items if i not in shared) or ", ".join(items) for items in sides
+        ]
         text = " vs ".join(
-            f"{_readable(', '.join(i for i in items if i not in shared) or ', '.join(items))} "
-            f"{figure_text(float(s['median']), metric)}"
-            for items, s in zip(sides, c["sides"], strict=True)
+            f"{_readable(words, engine)} {figure_text(float(s['median']), metric)}"
+            for words, s in zip(own, c["sides"], strict=True)
         )
         text += f" {unit}" if unit else ""
     elif c.get("crossing") is not None:
@@ -372,10 +385,11 @@ WIDTHS += "</colgroup>"
 SHOWN_CONTEXTS = 3  # beyond these, the first and the last, the rest on the sweep's page
 
 
-def run_figure(v: dict[str, Any], unit: str = "") -> str:
+def run_figure(v: dict[str, Any], unit: str = "", engine: str = "") -> str:
     """This run's figure, from the stored verdict: each context's two medians (or the
-    crossing), in the metric's unit (``unit``: the words of a count)."""
-    parts = [p for c in v.get("contexts") or [] if (p := _context_figure(c, unit))]
+    crossing), in the metric's unit (``unit``: the words of a count), the knobs' values in
+    ``engine``'s units."""
+    parts = [p for c in v.get("contexts") or [] if (p := _context_figure(c, unit, engine))]
     if len(parts) > SHOWN_CONTEXTS:
         parts = [parts[0], f"… {len(parts) - 2} more …", parts[-1]]
     return "; ".join(parts)
@@ -430,7 +444,11 @@ def _engine_cells(exp: Experiment | None, engine: str, f: dict, index_dir: Path)
         f'<div class="tl-figure-ratio">{esc(ratio)}</div>' if ratio else ""
     )
     why = _readable(why_line(v, explained, ""))
-    return [esc(run_figure(v, unit_of(v, run))), verdict, f'<span class="tl-why">{esc(why)}</span>']
+    return [
+        esc(run_figure(v, unit_of(v, run), engine)),
+        verdict,
+        f'<span class="tl-why">{esc(why)}</span>',
+    ]
 
 
 def _rel(path: Path, base: Path) -> str:
