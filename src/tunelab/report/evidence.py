@@ -53,6 +53,8 @@ def context_sentence(c: dict[str, Any], metric: str = "") -> str:
     )
     test = c.get("test") or {}
     over = f" over {_rounds(test)}" if test else ""
+    if r == lo == hi == 0 and sides and sides[0].get("label"):  # a count, none on one side
+        return f"{head}{named + ': ' if named else ''}none at {sides[0]['label']}{over}"
     return f"{head}{named + ': ' if named else ''}{r:.3g}x [{lo:.3g}, {hi:.3g}]{over}"
 
 
