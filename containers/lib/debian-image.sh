@@ -268,6 +268,7 @@ install_packages() {
     # 1:10.11.11-0+deb12u1 -> 10.11.11, 15.14-0+deb12u1 -> 15.14
     version=${pkg_version#*:}
     version=${version%%-*}
+    version=${version%%[+~]*}  # a repack's suffix (11.8.9+ds): a tag holds neither character
 }
 
 # Package caches, lists, docs, non-English locales and the chroot-only policy go.
