@@ -10,7 +10,7 @@ import uuid
 import pandas as pd
 import pytest
 
-from tunelab.engines import mariadb, postgres, sqlite
+from tunelab.engines import mariadb, postgres, postgres_sql, sqlite
 from tunelab.engines.db2_sql import PlanOperator, normalise_plan
 from tunelab.engines.sqlite import SQLiteEngine
 from tunelab.host import containers
@@ -42,7 +42,7 @@ def test_each_engine_renders_its_key_list_before_timing():
     pg = postgres.PostgresEngine.__new__(postgres.PostgresEngine)
     assert pg.key_args([3, 1, 2]) == ("{3,1,2}",)
     assert pg.key_join("t", "t", 3) == "unnest(%s::int4[]) AS k(id) JOIN t ON t.id = k.id"
-    assert postgres.settings({})["enable_memoize"] == "off"
+    assert postgres_sql.settings({})["enable_memoize"] == "off"
     my = mariadb.MariaDBEngine.__new__(mariadb.MariaDBEngine)
     assert my.key_args([3, 1, 2]) == ("[3, 1, 2]",)
     assert my.key_join("t", "t FORCE INDEX (x)", 3) == (
@@ -84,15 +84,15 @@ def test_plans_show_the_look_ups_and_refuse_a_join_that_reads_everything():
         "Index Cond": "(id = k.id)",
     }
     loop = [{"Plan": {"Node Type": "Nested Loop", "Plans": [keys, probe]}}]
-    assert postgres.normalise_plan(loop) == "index:a_nc;forward"
+    assert postgres_sql.normalise_plan(loop) == "index:a_nc;forward"
     seq = {"Node Type": "Seq Scan", "Relation Name": "a"}
     hashed = [
         {"Plan": {"Node Type": "Hash Join", "Plans": [seq, {"Node Type": "Hash", "Plans": [keys]}]}}
     ]
-    assert postgres.normalise_plan(hashed) == "hash-join + scan"
+    assert postgres_sql.normalise_plan(hashed) == "hash-join + scan"
     memo = {"Node Type": "Memoize", "Plans": [probe]}
     memoized = [{"Plan": {"Node Type": "Nested Loop", "Plans": [keys, memo]}}]
-    assert postgres.normalise_plan(memoized) == "memoize + index:a_nc;forward"
+    assert postgres_sql.normalise_plan(memoized) == "memoize + index:a_nc;forward"
     # MariaDB: JSON_TABLE's row source left out, the eq_ref look-ups kept; a hash join named.
     doc = {
         "query_block": {

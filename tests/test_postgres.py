@@ -10,10 +10,9 @@ import pandas as pd
 import pytest
 
 from tunelab.engines.base import EngineError, IndexPlan
-from tunelab.engines.postgres import (
+from tunelab.engines.postgres import INFO, PostgresEngine
+from tunelab.engines.postgres_sql import (
     INDEX_KINDS,
-    INFO,
-    PostgresEngine,
     expected_layout,
     index_ddl,
     normalise_plan,
