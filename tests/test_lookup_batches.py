@@ -10,7 +10,7 @@ import uuid
 import pandas as pd
 import pytest
 
-from tunelab.engines import mariadb, postgres, postgres_sql, sqlite
+from tunelab.engines import mariadb, mariadb_sql, postgres, postgres_sql, sqlite
 from tunelab.engines.db2_sql import PlanOperator, normalise_plan
 from tunelab.engines.sqlite import SQLiteEngine
 from tunelab.host import containers
@@ -108,9 +108,9 @@ def test_plans_show_the_look_ups_and_refuse_a_join_that_reads_everything():
             ]
         }
     }
-    assert mariadb._normalise_plan(doc) == "index:a_nc;eq_ref"
+    assert mariadb_sql.normalise_plan(doc) == "index:a_nc;eq_ref"
     doc["query_block"]["nested_loop"][1]["table"]["access_type"] = "hash_ALL"
-    assert mariadb._normalise_plan(doc).startswith("hash-join")
+    assert mariadb_sql.normalise_plan(doc).startswith("hash-join")
     # SQLite: json_each's scan left out.
     lines = "SCAN k VIRTUAL TABLE INDEX 1:\nSEARCH a USING INDEX a_nc (id=?)"
     assert sqlite._normalise_plan(lines) == "index:a_nc;search"

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from tunelab.engines.base import AccessPath, EngineError, IndexPlan
-from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine, _normalise_plan
+from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine
+from tunelab.engines.mariadb_sql import normalise_plan
 from tunelab.host import containers
 from tunelab.measure import runner
 from tunelab.run import recovery
@@ -583,18 +584,18 @@ def test_plan_normalisation():
     def table(**t):
         return {"query_block": {"select_id": 1, "nested_loop": [{"table": t}]}}
 
-    assert _normalise_plan(table(table_name="t", access_type="ALL")) == "scan"
-    assert _normalise_plan(table(table_name="t", access_type="index", key="PRIMARY")) == (
+    assert normalise_plan(table(table_name="t", access_type="ALL")) == "scan"
+    assert normalise_plan(table(table_name="t", access_type="index", key="PRIMARY")) == (
         "scan;PRIMARY"
     )
     assert (
-        _normalise_plan(table(table_name="t", access_type="range", key="PRIMARY", using_index=True))
+        normalise_plan(table(table_name="t", access_type="range", key="PRIMARY", using_index=True))
         == "index:PRIMARY;range"
     )
-    assert _normalise_plan(table(table_name="t", access_type="eq_ref", key="k")) == "index:k;eq_ref"
+    assert normalise_plan(table(table_name="t", access_type="eq_ref", key="k")) == "index:k;eq_ref"
     merge = {"sort_union": [{"range": {"key": "a"}}, {"range": {"key": "b"}}]}
-    assert _normalise_plan(table(table_name="t", access_type="index_merge", index_merge=merge)) == (
+    assert normalise_plan(table(table_name="t", access_type="index_merge", index_merge=merge)) == (
         "index:a+b;index_merge"
     )
     impossible = {"query_block": {"select_id": 1, "table": {"message": "Impossible WHERE"}}}
-    assert _normalise_plan(impossible) == "none;Impossible WHERE"
+    assert normalise_plan(impossible) == "none;Impossible WHERE"
