@@ -221,3 +221,20 @@ def test_the_example_sweep_of_two_postgres_versions_is_valid(mirror):
     points, errors = spec.expand(path, "postgres")
     assert errors == []
     assert sorted({p.knobs["engine_version"] for p in points}) == ["15", "17"]
+
+
+def test_mariadb_declares_10_11_and_11_8_and_reads_its_server_back():
+    from tunelab.engines.mariadb_info import INFO as MARIADB
+
+    assert version_applied(MARIADB, "11.8.9") == "11.8"
+    assert version_applied(MARIADB, "10.11.19") == "10.11"
+    other, suite = images.for_version(MARIADB.image, "11.8")
+    assert suite == "trixie" and other.local == "tunelab/mariadb:local-trixie"
+
+
+def test_the_example_sweep_of_two_mariadb_versions_is_valid(mirror):
+    mirror("bookworm", "trixie")
+    path = REPO / "examples" / "sweeps" / "mariadb-versions.yaml"
+    points, errors = spec.expand(path, "mariadb")
+    assert errors == []
+    assert sorted({p.knobs["engine_version"] for p in points}) == ["10.11", "11.8"]

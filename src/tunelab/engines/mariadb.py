@@ -32,7 +32,14 @@ from typing import Any
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines import mariadb_sql as sql
 from tunelab.engines import readahead
-from tunelab.engines.base import AccessPath, CacheState, EngineError, IndexPlan
+from tunelab.engines.base import (
+    VERSION_KNOB,
+    AccessPath,
+    CacheState,
+    EngineError,
+    IndexPlan,
+    version_applied,
+)
 from tunelab.engines.mariadb_info import INFO, MIB, MIN_POOL_MIB
 from tunelab.engines.mariadb_sql import DATABASE
 from tunelab.engines.server import ServerEngine, connect_with_retry
@@ -440,6 +447,9 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         applied = sql.applied_from(v, self._status_values(total)[total])
         if self.knobs.get("buffer_pool") is None:
             applied.pop("buffer_pool")  # not asked: the server's default stays unchecked
+        if VERSION_KNOB in self.knobs:  # "11.8.9-MariaDB-0+deb13u1": 11.8
+            number = re.match(r"[0-9.]*", str(self._query("SELECT VERSION()")[0][0])).group(0)
+            applied[VERSION_KNOB] = version_applied(INFO, number.rstrip("."))
         return applied | self.applied_replication() | self.disk_applied()
 
     def version(self) -> str:

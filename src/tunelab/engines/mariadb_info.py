@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines import readahead
-from tunelab.engines.base import EngineInfo, ImageSource, Knob, ReadCounter
+from tunelab.engines.base import (
+    EngineInfo,
+    ImageSource,
+    ImageVersion,
+    Knob,
+    ReadCounter,
+    version_knob,
+)
 from tunelab.engines.mariadb_sql import INDEX_KINDS
 
 MIB = 1 << 20
@@ -18,9 +25,23 @@ MIB = 1 << 20
 MIN_POOL_MIB = {4096: 2, 8192: 3, 16384: 6, 32768: 11, 65536: 21}
 PAGE_SIZES = tuple(MIN_POOL_MIB)
 
+# MariaDB 10.11 by default; 11.8 (knob engine_version) from the next Debian release's package.
+# The official image follows the same contract as the local one (MARIADB_ROOT_PASSWORD,
+# server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
+IMAGE = ImageSource(
+    "mariadb:10.11.8",
+    "tunelab/mariadb:local",
+    "mariadb/build.sh",
+    versions=(
+        ImageVersion("10.11", "bookworm", "mariadb:10.11"),
+        ImageVersion("11.8", "trixie", "mariadb:11.8"),
+    ),
+)
+
 INFO = EngineInfo(
     name="mariadb",
-    summary="MariaDB / InnoDB in a container (Docker); the open stand-in for DB2's knobs",
+    summary="MariaDB / InnoDB 10.11 (or 11.8: engine_version) in a container (Docker); the "
+    "open stand-in for DB2's knobs",
     knobs={
         "page_size": Knob(
             "page_size",
@@ -116,6 +137,12 @@ INFO = EngineInfo(
             readback="the proxy's delay; the link's round trip measured through it and the "
             "semi-sync status variables are recorded per repetition",
         ),
+        "engine_version": version_knob(
+            IMAGE,
+            "the server's version, each a server of its own: 10.11 (the default, Debian 12's "
+            "mariadb-server) or 11.8 (Debian 13's), the image of the Debian release that "
+            "packages it; the lab's settings and counters are the same in both",
+        ),
     },
     notes={
         "prefetch_size": "InnoDB reads ahead whole extents (64 pages of 16 KiB, 1 MiB); "
@@ -125,9 +152,7 @@ INFO = EngineInfo(
         "transferrate_ms": "MariaDB 10.11's optimizer has no I/O cost knobs",
     },
     needs_container=True,
-    # The official image follows the same contract as the local one (MARIADB_ROOT_PASSWORD,
-    # server options as arguments, datadir /var/lib/mysql): see containers/mariadb/README.md.
-    image=ImageSource("mariadb:10.11.8", "tunelab/mariadb:local", "mariadb/build.sh"),
+    image=IMAGE,
     cold_steps={"restart": "the server was restarted, with no buffer-pool dump or load"},
     cold_reads="InnoDB reads each page it misses with one read of the page size. With "
     "direct_io: true (O_DIRECT, the default) that read goes to the device as it is and the "
