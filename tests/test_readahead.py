@@ -311,7 +311,7 @@ def test_a_device_left_by_a_reboot_is_only_files_and_recover_deletes_them(tmp_pa
 
 
 def test_rows_derive_request_size_and_rate_from_the_devices_counters():
-    from tunelab.measure import runner
+    from tunelab.measure import columns
 
     c = {
         "logical_reads": 100.0,
@@ -320,7 +320,7 @@ def test_rows_derive_request_size_and_rate_from_the_devices_counters():
         "dev_read_bytes": 25 * 65536.0,
         "dev_read_ms": 3.0,
     }
-    out = runner.derived(c, 0.5, 4096)
+    out = columns.derived(c, 0.5, 4096)
     assert out["dev_read_request_kib"] == 64
     assert out["dev_read_mb_s"] == 25 * 65536 / 0.5 / 1e6
-    assert "dev_read_mb_s" not in runner.derived({"physical_reads": 1.0}, 0.5, 4096)
+    assert "dev_read_mb_s" not in columns.derived({"physical_reads": 1.0}, 0.5, 4096)

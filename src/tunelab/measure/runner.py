@@ -28,8 +28,10 @@ from tunelab import engines
 from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
 from tunelab.engines.server import ServerEngine
 from tunelab.host import atomic, benchlock, cache, noise, ownership, provenance
+from tunelab.measure import columns
+from tunelab.measure.columns import Measured, Section
 from tunelab.store import dataset, results
-from tunelab.sweep import findings, workloads
+from tunelab.sweep import workloads
 from tunelab.sweep.spec import Point
 
 _PLACEMENT: list[noise.Placement] = []  # this measuring process's, once pinned
@@ -84,26 +86,6 @@ def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float
     return {k: after[k] - before.get(k, 0.0) for k in after}
 
 
-def derived(c: dict[str, float], elapsed: float, page_size: int | None) -> dict[str, float]:
-    """Hit ratios the way DB2 monitoring defines them, plus I/O rates. The application ratio
-    does not count pages prefetch brought in; the system ratio does, and can go negative."""
-    logical = c.get("logical_reads", 0.0)
-    physical = c.get("physical_reads", 0.0)
-    prefetch = c.get("prefetch_reads", 0.0)
-    out: dict[str, float] = {
-        "hit_ratio_app": (logical - (physical - prefetch)) / logical if logical else math.nan,
-        "hit_ratio_sys": (logical - physical) / logical if logical else math.nan,
-        "physical_reads_per_s": physical / elapsed if elapsed else math.nan,
-    }
-    if page_size:
-        out["read_mb_s"] = physical * page_size / elapsed / 1e6 if elapsed else math.nan
-    if "dev_read_requests" in c:  # the point's own device (os_read_ahead): what reached it
-        requests, nbytes = c["dev_read_requests"], c.get("dev_read_bytes", math.nan)
-        out["dev_read_mb_s"] = nbytes / elapsed / 1e6 if elapsed else math.nan
-        out["dev_read_request_kib"] = nbytes / requests / 1024 if requests else math.nan
-    return out
-
-
 def _prepare_table(eng: Engine, w: workloads.Workload, plan: Any, source: dataset.Source) -> str:
     """The table the workload runs on; how it came ("built", "reused", "empty")."""
     if w.type == "insert":
@@ -125,45 +107,6 @@ def check_access(point: Point, eng: Engine, plans: list[AccessPath], expected: s
             f"(access: forced): expected {expected}, the plan is {' | '.join(wrong)}"
         )
     return " | ".join(paths)
-
-
-def _query_times(times_ns: np.ndarray) -> dict[str, float]:
-    """Per-statement figures of one repetition: the first statement apart from the rest (in
-    a cold repetition each met a cold cache of its own, so they should match), and
-    percentiles for many lookups."""
-    if not len(times_ns):
-        return {}
-    t = times_ns / 1e9
-    p50, p95, p99 = np.percentile(t, [50, 95, 99])
-    return {
-        "queries": len(t),
-        "q_first_s": t[0],
-        "q_rest_median_s": float(np.median(t[1:])) if len(t) > 1 else math.nan,
-        "q_p50_s": p50,
-        "q_p95_s": p95,
-        "q_p99_s": p99,
-        "q_max_s": t.max(),
-    }
-
-
-# What each statement of a cold repetition read, as its section's counters say (the device's
-# bytes where the point has a device of its own, else what the process read from storage).
-READ_BYTES = ("dev_read_bytes", "os_read_bytes")
-
-
-def read_bytes(delta: dict[str, float]) -> float:
-    return next((delta[k] for k in READ_BYTES if k in delta), math.nan)
-
-
-@dataclass
-class Section:
-    """One timed section: its clock, the engine's counters' deltas, its noise, rows touched."""
-
-    t0: int
-    t1: int
-    delta: dict[str, float]
-    watched: noise.Watch
-    touched: int | None
 
 
 def timed(eng: Engine, conns: list[Any], run: Any, times: list[int]) -> Section:
@@ -196,29 +139,6 @@ def cold_reads(
             finally:
                 conns[0].close()
     return sections, states
-
-
-def _cold_queries(sections: list[Section], states: list[CacheState]) -> dict[str, list]:
-    """Per statement of a cold repetition: the state its eviction reached and what it read."""
-    return {
-        "cache_achieved": [st.achieved for st in states],
-        "resident_fraction": [st.resident_fraction for st in states],
-        "physical_reads": [s.delta.get("physical_reads", math.nan) for s in sections],
-        "read_bytes": [read_bytes(s.delta) for s in sections],
-    }
-
-
-def _cold_columns(sections: list[Section], states: list[CacheState]) -> dict[str, float]:
-    """The row's record of a cold read statement by statement: how many met a cold cache,
-    and the bytes the first and (median) the later ones read."""
-    if not states:  # warm: the same columns, empty (a sweep's read points share them)
-        return dict.fromkeys(results.COLD_COLUMNS, math.nan)
-    nbytes = [read_bytes(s.delta) for s in sections]
-    return {
-        "cold_queries": sum(st.achieved == "cold" for st in states),
-        "q_first_read_bytes": nbytes[0],
-        "q_rest_median_read_bytes": float(np.median(nbytes[1:])) if len(nbytes) > 1 else math.nan,
-    }
 
 
 def cold_state(states: list[CacheState]) -> CacheState:
@@ -262,6 +182,19 @@ def _prepare_cache(
             c.commit()
     resident, total = cache.residency(eng.data_files())
     return conns, CacheState("warm", "warm", method, resident, total)
+
+
+def rows_touched(eng: Engine, statements: workloads.Statements, sections: list[Section]) -> int:
+    """The rows the timed sections touched; where the fetch path did not count them, the
+    engine counts them, untimed."""
+    counts = [s.touched for s in sections]
+    if None not in counts:
+        return sum(counts)
+    conn = eng.connect()
+    try:
+        return workloads.result_rows(conn, statements)
+    finally:
+        conn.close()
 
 
 @dataclass
@@ -365,26 +298,8 @@ class PointSession:
         self.base: dict[str, Any] = {}
 
     def __enter__(self) -> PointSession:
-        point, w = self.point, self.point.workload
-        self.base = {
-            "sweep": point.sweep,
-            "sweep_file": point.sweep_file,
-            "point_id": point.point_id,
-            "engine": point.engine,
-            **{f"{results.KNOB_PREFIX}{k}": v for k, v in point.knobs.items()},
-            "workload": w.type,
-            **{f"{results.WORKLOAD_PREFIX}{k}": v for k, v in w.params.items()},
-            "dataset_rows": point.dataset.rows,
-            "seed": point.dataset.seed,
-            "cache_requested": point.cache,
-            # what the sweep asked: measuring stops between them when its claims are decided
-            "repetitions_min": point.repetitions_min,
-            "repetitions_max": point.repetitions,
-            # the findings its measuring stopped by (a later version re-judges these rows)
-            "findings_digest": findings.digest_for(point.sweep_file),
-            **provenance.host(),
-            **provenance.code(),
-        }
+        point = self.point
+        self.base = columns.point(point)
         try:
             self.setup = self._stack.enter_context(
                 provisioned(point, self.workdir, self.data_dir, self.run_dir)
@@ -428,100 +343,83 @@ class PointSession:
     ) -> dict[str, Any]:
         """Measure one repetition; its row (``extra``: columns such as its round).
         ``follows_itself``: nothing ran on the host since this point's previous repetition."""
+        table_build = self._prepare()
+        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        measured = self._time(follows_itself)
+        row = self._row(rep, extra, started, table_build, measured)
+        self._keep_times(rep, measured)
+        return row
+
+    def _prepare(self) -> str:
+        """A write's table made anew; before the point's first repetition, the knobs read
+        back and the plans captured, into the row's base. How the table came."""
         point, setup = self.point, self.setup
-        eng, w, plan, source = setup.engine, setup.workload, setup.plan, setup.source
         table_build = setup.table_build
-        if w.writes:
-            table_build = _prepare_table(eng, w, plan, source)
+        if setup.workload.writes:
+            table_build = _prepare_table(setup.engine, setup.workload, setup.plan, setup.source)
         if not self._read_back:
-            if w.writes:
+            if setup.workload.writes:
                 read_back_table(setup, point)
             self.base.update({f"{results.APPLIED_PREFIX}{k}": v for k, v in setup.applied.items()})
             self.base.update(_explained(setup, point, None if self.plans else self.plans))
             self._read_back = True
-        started = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        return table_build
+
+    def _time(self, follows_itself: bool) -> Measured:
+        """The timed sections with the cache as asked: a cold read statement by statement,
+        anything else in one section on connections a warm read keeps for its next one."""
+        point, eng, w = self.point, self.setup.engine, self.setup.workload
         times: list[int] = []
-        cold_each = point.cache == "cold" and not w.writes
-        if cold_each:
-            sections, states = cold_reads(eng, setup.statements, times)
-            state, n_conns = cold_state(states), 1
+        if point.cache == "cold" and not w.writes:
+            sections, states = cold_reads(eng, self.setup.statements, times)
+            return Measured(sections, states, cold_state(states), 1, eng.gauges(), times)
+        conns, state = _prepare_cache(eng, w, point, self.run, self._kept, follows_itself)
+        self._kept = []
+        try:
+            with collector_paused():
+                sections = [timed(eng, conns, self.run, times)]
             gauges = eng.gauges()
-        else:
-            states = []
-            conns, state = _prepare_cache(eng, w, point, self.run, self._kept, follows_itself)
-            self._kept = []
-            n_conns = len(conns)
-            try:
-                with collector_paused():
-                    sections = [timed(eng, conns, self.run, times)]
-                gauges = eng.gauges()
-            finally:
-                if point.cache == "warm" and not w.writes:
-                    self._kept = conns  # warm for the next repetition: its warm-up was this one
-                else:
-                    for c in conns:
-                        c.close()
-        counts = [s.touched for s in sections]
-        touched = None if None in counts else sum(counts)
-        if touched is None:  # the fetch path did not count: the engine does, untimed
-            conn = eng.connect()
-            try:
-                touched = workloads.result_rows(conn, setup.statements)
-            finally:
-                conn.close()
-        # The sections' own time: a cold repetition's evictions between them are not in it.
-        elapsed = sum(s.t1 - s.t0 for s in sections) / 1e9
-        t0, t1 = sections[0].t0, sections[-1].t1
-        times_ns = np.asarray(times, dtype=np.int64)
-        delta: dict[str, float] = {}
-        for s in sections:
-            for k, v in s.delta.items():
-                delta[k] = delta.get(k, 0.0) + v
-        engine_s = delta.get("engine_time_ns", math.nan) / 1e9
-        data_bytes = eng.data_bytes(workloads.TABLE)
-        page_size = self.page_size
-        row = {
+        finally:
+            if point.cache == "warm" and not w.writes:
+                self._kept = conns  # warm for the next repetition: its warm-up was this one
+            else:
+                for c in conns:
+                    c.close()
+        return Measured(sections, [], state, len(conns), gauges, times)
+
+    def _row(
+        self,
+        rep: int,
+        extra: dict[str, Any] | None,
+        started: str,
+        table_build: str,
+        m: Measured,
+    ) -> dict[str, Any]:
+        """The repetition's row: the point's base, then one group of columns after another."""
+        eng, w = self.setup.engine, self.setup.workload
+        touched = rows_touched(eng, self.setup.statements, m.sections)
+        return {
             **self.base,
             "rep": rep,
             **(extra or {}),
             "started_at": started,
-            "rows_touched": touched,
-            "elapsed_s": elapsed,
-            # CLOCK_MONOTONIC is system-wide: lets anyone check timed sections never overlap
-            "timed_start_ns": t0,
-            "timed_end_ns": t1,
-            "throughput_rows_s": touched / elapsed if elapsed else math.nan,
-            "engine_elapsed_s": engine_s,
-            # Engine time is summed over the client connections: compare it with the
-            # connections' wall time, so several threads cannot push the share below 0.
-            "client_share": 1 - engine_s / (elapsed * n_conns) if elapsed else math.nan,
-            **_query_times(times_ns),
-            **(_cold_columns(sections, states) if not w.writes else {}),
-            "cache_achieved": state.achieved,
-            "cache_method": state.method,
-            "resident_fraction": state.resident_fraction,
-            "page_size_bytes": page_size,
-            "data_bytes": data_bytes,
-            "data_mb_s": data_bytes / elapsed / 1e6 if data_bytes and elapsed else math.nan,
-            "written_bytes": delta.get("os_write_bytes", math.nan),
-            "engine_starts": eng.starts,
-            "table_build": table_build,
-            # The log scanner's per-transaction figures: the commits the timed section made,
-            # and the transactions open at a time (one per client thread, while it writes).
-            "transactions": workloads.transactions(w, touched) if w.writes else math.nan,
-            "open_transactions": w.params["threads"] if w.writes else math.nan,
-            **{f"{results.COUNTER_PREFIX}{k}": v for k, v in delta.items()},
-            **gauges,
-            **derived(delta, elapsed, page_size),
-            **noise.columns([s.watched for s in sections]),
+            **columns.timing(m, touched),
+            **(columns.cold(m.sections, m.states) if not w.writes else {}),
+            **columns.cache(m.state),
+            **columns.table(eng, self.page_size, m, table_build),
+            **columns.transactions(w, touched),
+            **columns.counters(m, self.page_size),
+            **noise.columns([s.watched for s in m.sections]),
         }
-        if len(times_ns):
-            query = np.arange(len(times_ns))
-            per_query = {"rep": rep, "query": query, "elapsed_s": times_ns / 1e9}
-            if cold_each:
-                per_query |= _cold_queries(sections, states)
+
+    def _keep_times(self, rep: int, m: Measured) -> None:
+        """Each timed statement's time (and, cold, what its eviction reached and it read)."""
+        if len(m.times_ns):
+            query = np.arange(len(m.times_ns))
+            per_query = {"rep": rep, "query": query, "elapsed_s": m.times_ns / 1e9}
+            if m.states:
+                per_query |= columns.cold_queries(m.sections, m.states)
             self.times.append(pd.DataFrame(per_query))
-        return row
 
 
 @contextlib.contextmanager
@@ -575,6 +473,14 @@ def plans_path(out: Path) -> Path:
     return Path(out).with_suffix(".plans.json")
 
 
+def write_plans(plans: list[dict], out: Path) -> None:
+    """The raw plans of a point's timed statements beside its results file ``out``; nothing
+    when none were captured."""
+    if plans:
+        text = json.dumps(plans, indent=1, default=str)
+        atomic.write(plans_path(out), lambda f: f.write(text.encode()))
+
+
 def queries_path(out: Path) -> Path:
     """Each timed statement's time (rep, query, elapsed_s), beside the point's results
     (compressed, and not matching ``*.csv``, which names the point files)."""
@@ -594,12 +500,6 @@ def run_point(
     workdir = Path(workdir).resolve()  # container bind mounts need absolute host paths
     point_dir = workdir / "points" / point.point_id
     run_dir = workdir / "runs" / run_id if run_id else None
-
-    def write_plans() -> None:  # the plans explain a failure too (e.g. access: forced refused)
-        if plans:
-            text = json.dumps(plans, indent=1, default=str)
-            atomic.write(plans_path(out), lambda f: f.write(text.encode()))
-
     try:
         try:
             with bench_slot(workdir):
@@ -607,7 +507,7 @@ def run_point(
         finally:
             # First, so that on a full disk the rows below find room again.
             shutil.rmtree(point_dir, ignore_errors=True)  # the engine removed its data already
-        write_plans()
+        write_plans(plans, out)
         if times:
             # Between two points, where nothing is timed: the fastest gzip level (the file is
             # about 20 % larger than at the default level, written four times sooner).
@@ -619,8 +519,8 @@ def run_point(
         with contextlib.suppress(Exception):
             if rows:
                 results.write_rows(rows, out.with_suffix(".partial.csv"), overwrite=True)
-        with contextlib.suppress(Exception):
-            write_plans()
+        with contextlib.suppress(Exception):  # the plans explain a failure too (access: forced)
+            write_plans(plans, out)
         raise
 
 
