@@ -32,10 +32,11 @@ its verdict (``sequential.settle``), so rounds of its points would only cost tim
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import zlib
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Container, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -260,6 +261,163 @@ def claims_rule(points: Sequence[Point], expect: object) -> StopRule:
     return stop
 
 
+class Sessions:
+    """The open sessions of a sweep's points, at most one per point, each held by an
+    ExitStack of its own: ``session`` opens a point's when it has none, ``keep_only`` closes
+    the others, and leaving closes every one still open (each even when another fails to
+    close), then removes their working directories. The plans a point's first session
+    captured are kept (``plans``) for its results."""
+
+    def __init__(
+        self, points: Sequence[Point], workdir: Path, data_dir: Path, run_dir: Path | None
+    ):
+        self.points, self.workdir, self.data_dir, self.run_dir = points, workdir, data_dir, run_dir
+        self.plans: dict[str, list[dict]] = {}  # point_id -> its timed statements' plans
+        self._open: dict[int, tuple[runner.PointSession, contextlib.ExitStack]] = {}
+
+    def __enter__(self) -> Sessions:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.keep_only(())
+        finally:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def session(self, i: int) -> runner.PointSession:
+        """Point ``i``'s session, opened when it has none open."""
+        if i not in self._open:
+            p = self.points[i]
+            with contextlib.ExitStack() as stack:
+                s = stack.enter_context(
+                    runner.PointSession(p, self.workdir / p.point_id, self.data_dir, self.run_dir)
+                )
+                stack.callback(self._keep_plans, s)  # before the session closes
+                self._open[i] = (s, stack.pop_all())
+        return self._open[i][0]
+
+    def _keep_plans(self, s: runner.PointSession) -> None:
+        self.plans.setdefault(s.point.point_id, s.plans)
+
+    def keep_only(self, wanted: Container[int]) -> None:
+        """Close every open session but those of the points in ``wanted``, in the order they
+        were opened."""
+        with contextlib.ExitStack() as closing:
+            for i in reversed([i for i in self._open if i not in wanted]):
+                closing.push(self._open.pop(i)[1])
+
+
+@dataclass(frozen=True)
+class Order:
+    """How a sweep's rounds go: its mode, the seed of its random orders, its budget (the
+    points' largest ``repetitions``) and each point's block."""
+
+    sweep: str
+    mode: str
+    seed: int
+    budget: int
+    blocks: list[str]  # block_of, per point
+    block_ids: list[int]  # block_id, per point
+
+    @classmethod
+    def of(cls, points: Sequence[Point]) -> Order:
+        mode = mode_of(points[0].engine)
+        return cls(
+            points[0].sweep,
+            mode,
+            order_seed(points[0].sweep, points[0].dataset.seed),
+            max(p.repetitions for p in points),
+            [block_of(p) for p in points],
+            [block_id(p, mode) for p in points],
+        )
+
+    def next_stop(self, first: int) -> int:
+        """Where the rounds from ``first`` end before the journal keeps them and the stop rule
+        is asked: at the next pass's end (blocked) or after one round (rounds)."""
+        return min(self.budget, first + (PASS_ROUNDS if self.mode == "blocked" else 1))
+
+    def visits(self, active: list[int], first: int, last: int) -> Iterator[Visit]:
+        """The visits of rounds ``first`` .. ``last - 1`` to the ``active`` points."""
+        blocks = [self.blocks[i] for i in active]
+        for v in schedule(len(active), first, last, self.mode, self.seed, blocks):
+            yield Visit(v.round, v.order, active[v.point])
+
+    def columns(self, v: Visit) -> dict[str, object]:
+        """A visit's place in the order, as its row records it."""
+        return {
+            "round": v.round,
+            "order_in_round": v.order,
+            "order_mode": self.mode,
+            "pass": pass_of(v.round, self.mode),
+            "block": self.block_ids[v.point],
+        }
+
+
+class Visitor:
+    """Measures visits one after another on the points' sessions, remembering what ran last:
+    a warm point after itself needs no warm-up, and a block that ends one pass and begins the
+    next (the order turns) is set up anew."""
+
+    def __init__(self, order: Order, sessions: Sessions) -> None:
+        self.order, self.sessions = order, sessions
+        self.previous: int | None = None  # the point measured last
+        self.last_block: int | None = None  # the block measured last
+
+    def measure(self, v: Visit, device: dict[str, float]) -> tuple[dict, list[pd.DataFrame]]:
+        """One repetition of the visit's point: its row, and each timed statement's time."""
+        blocked = self.order.mode == "blocked"
+        if blocked:
+            self.sessions.keep_only({v.point})  # one server at a time
+        s = self.sessions.session(v.point)
+        block = self.order.block_ids[v.point]
+        turn = v.order == 0 and pass_start(v.round, self.order.mode) == v.round
+        if blocked and turn and self.last_block == block:
+            s.set_up_anew()  # the order turns: this block's new pass is set up anew
+            self.previous = None
+        self.last_block = block
+        n_times = len(s.times)
+        extra = {**self.order.columns(v), **device}
+        row = s.repetition(v.round, extra, self.previous == v.point)
+        self.previous = v.point
+        return row, [t.assign(point_id=s.point.point_id) for t in s.times[n_times:]]
+
+    def rounds(
+        self, active: list[int], first: int, last: int, device: dict[str, float]
+    ) -> dict[int, tuple[list[dict], list[pd.DataFrame]]]:
+        """Rounds ``first`` .. ``last - 1`` of the ``active`` points: per round, its rows and
+        its statements' times."""
+        measured: dict[int, tuple[list[dict], list[pd.DataFrame]]] = {
+            r: ([], []) for r in range(first, last)
+        }
+        for v in self.order.visits(active, first, last):
+            row, times = self.measure(v, device)
+            measured[v.round][0].append(row)
+            measured[v.round][1].extend(times)
+        return measured
+
+
+def _rows(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _kept_rounds(journal: Journal, mode: str) -> list[pd.DataFrame]:
+    """The rounds an earlier run kept, up to the start of the pass they reached (a
+    continuation must begin a pass to keep the order); the later ones go."""
+    kept = journal.finished()
+    done = pass_start(len(kept), mode)
+    journal.drop_from(done)
+    return kept[:done]
+
+
+def _ask_stop_rule(
+    stop: StopRule, points: Sequence[Point], frames: list[pd.DataFrame]
+) -> tuple[bool, str, list[int]]:
+    """Whether measuring may stop after the rounds so far, why, and the indices of the points
+    the next rounds measure."""
+    finished, reason, wanted = stop(_rows(frames), len(frames))
+    return finished, reason, _still_measured(points, wanted)
+
+
 def measure_rounds(
     points: Sequence[Point],
     out: Path,
@@ -273,112 +431,40 @@ def measure_rounds(
     """Measure the sweep's points in rounds until ``stop`` says so or the budget (the points'
     largest ``repetitions``) ends; every row, and why measuring stopped. ``probe`` measures
     the device before each round (a pass, blocked); its columns go to the round's rows."""
-    sweep = points[0].sweep
-    mode = mode_of(points[0].engine)
-    seed = order_seed(sweep, points[0].dataset.seed)
-    budget = max(p.repetitions for p in points)
+    order = Order.of(points)
     journal = Journal(out, points)
-    kept = journal.finished()
-    done = pass_start(len(kept), mode)
-    journal.drop_from(done)
-    frames = kept[:done]
-    if done:
-        log(f"{sweep}: {done} finished rounds kept from an earlier run")
-    rows_so_far = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    reason = ""
-    active = list(range(len(points)))  # the points the next rounds measure
-    if done:
-        finished, reason, wanted = stop(rows_so_far, done)
-        active = _still_measured(points, wanted)
-        if finished or done >= budget or not active:
-            return rows_so_far, reason or f"budget: {budget} repetitions"
-    sessions: dict[int, runner.PointSession] = {}
-    plans: dict[str, list[dict]] = {}
-    point_dir = workdir / "points"
-
-    def close(i: int) -> None:
-        s = sessions.pop(i)
-        plans.setdefault(s.point.point_id, s.plans)
-        s.__exit__(None, None, None)
-
-    block_ids = [block_id(p, mode) for p in points]
-    previous = None  # the point measured last: a warm point after itself needs no warm-up
-    last_block = None  # the block measured last
-    try:
-        first = done
-        while first < budget:
-            # Rounds up to the next pass's end (blocked) or the next round (rounds).
-            last = min(budget, first + (PASS_ROUNDS if mode == "blocked" else 1))
-            rows: dict[int, list[dict]] = {r: [] for r in range(first, last)}
-            times: dict[int, list[pd.DataFrame]] = {r: [] for r in range(first, last)}
-            device = probe()
-            blocks = [block_of(points[i]) for i in active]
-            for v in schedule(len(active), first, last, mode, seed, blocks):
-                v = Visit(v.round, v.order, active[v.point])
-                if mode == "blocked":
-                    for i in [i for i in sessions if i != v.point]:
-                        close(i)
-                if v.point not in sessions:
-                    p = points[v.point]
-                    s = runner.PointSession(p, point_dir / p.point_id, data_dir, run_dir)
-                    sessions[v.point] = s.__enter__()
-                s = sessions[v.point]
-                turn = v.order == 0 and pass_start(v.round, mode) == v.round
-                if mode == "blocked" and turn and last_block == block_ids[v.point]:
-                    s.set_up_anew()  # the order turns: this block's new pass is set up anew
-                    previous = None
-                last_block = block_ids[v.point]
-                extra = {
-                    "round": v.round,
-                    "order_in_round": v.order,
-                    "order_mode": mode,
-                    "pass": pass_of(v.round, mode),
-                    "block": block_ids[v.point],
-                    **device,
-                }
-                n_times = len(s.times)
-                rows[v.round].append(s.repetition(v.round, extra, previous == v.point))
-                previous = v.point
-                times[v.round].extend(
-                    t.assign(point_id=s.point.point_id) for t in s.times[n_times:]
-                )
-            for r in range(first, last):
-                journal.keep(r, rows[r], times[r])
-                frames.append(pd.DataFrame(rows[r]))
-            first = last
-            rows_so_far = pd.concat(frames, ignore_index=True)
-            finished, reason, wanted = stop(rows_so_far, first)
-            active = _still_measured(points, wanted)
+    frames = _kept_rounds(journal, order.mode)
+    active, reason = list(range(len(points))), ""
+    if frames:
+        log(f"{order.sweep}: {len(frames)} finished rounds kept from an earlier run")
+        finished, reason, active = _ask_stop_rule(stop, points, frames)
+        if finished or len(frames) >= order.budget or not active:
+            return _rows(frames), reason or f"budget: {order.budget} repetitions"
+    with Sessions(points, workdir / "points", data_dir, run_dir) as sessions:
+        visitor = Visitor(order, sessions)
+        while len(frames) < order.budget:
+            first, last = len(frames), order.next_stop(len(frames))
+            for r, (rows, times) in visitor.rounds(active, first, last, probe()).items():
+                journal.keep(r, rows, times)
+                frames.append(pd.DataFrame(rows))
+            finished, reason, active = _ask_stop_rule(stop, points, frames)
             if not finished and not active:
                 finished, reason = True, f"{reason}; no point left to measure"
             log(
-                f"{sweep}: round {first} of at most {budget} done"
+                f"{order.sweep}: round {last} of at most {order.budget} done"
                 + (f"; stopping ({reason})" if finished else "")
             )
             if finished:
                 break
-            for i in [i for i in sessions if i not in active]:
-                close(i)  # a point no undecided claim compares is measured no more
-    finally:
-        for i in list(sessions):
-            close(i)
-        shutil.rmtree(point_dir, ignore_errors=True)
-    for point_id, found in plans.items():
-        _write_plans(out, point_id, found)
-    return rows_so_far, reason or f"budget: {budget} repetitions"
+            sessions.keep_only(active)  # a point no undecided claim compares is measured no more
+    for point_id, found in sessions.plans.items():
+        runner.write_plans(found, out.parent / f"{point_id}.csv")
+    return _rows(frames), reason or f"budget: {order.budget} repetitions"
 
 
 def _still_measured(points: Sequence[Point], wanted: frozenset[str] | None) -> list[int]:
     """Indices of the points the next rounds measure: every one, or those ``wanted``."""
     return [i for i, p in enumerate(points) if wanted is None or p.point_id in wanted]
-
-
-def _write_plans(out: Path, point_id: str, plans: list[dict]) -> None:
-    if plans:
-        text = json.dumps(plans, indent=1, default=str)
-        atomic.write(
-            runner.plans_path(out.parent / f"{point_id}.csv"), lambda f: f.write(text.encode())
-        )
 
 
 def write_sweep(frame: pd.DataFrame, reason: str, out: Path, journal: Journal) -> Path:
