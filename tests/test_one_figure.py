@@ -182,3 +182,21 @@ def test_every_interval_says_the_level_it_has(page):
     assert said, "no interval labelled with a level"
     for level in said:
         assert round(float(level), 1) in true, f"an interval labelled {level} %"
+
+
+def test_rows_built_a_column_at_a_time_are_taken_at_one_speed_without_a_warning():
+    """A page's rows gain derived columns one by one; pandas warns on the user's terminal
+    when a fragmented frame gets one more, as at_one_speed adds its own."""
+    import warnings
+
+    from tunelab.analysis import figures
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.PerformanceWarning)
+        frame = pd.DataFrame({"elapsed_s": [0.1, 0.2]})
+        for i in range(120):
+            frame[f"c{i}"] = i
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.PerformanceWarning)
+        shown = figures.at_one_speed(frame)
+    assert figures.ONE_SPEED in shown and len(shown.columns) == len(frame.columns) + 1

@@ -39,7 +39,9 @@ def at_one_speed(frame: pd.DataFrame) -> pd.DataFrame:
     columns = {m: v[0] for m, v in scaled.items() if v is not None}
     weight = hostspeed.weight_of(annotated) if columns else None
     columns[ONE_SPEED] = np.full(len(frame), math.nan if weight is None else weight)
-    return frame.assign(**columns)
+    # A copy first: a frame built a column at a time (a page's derived columns) is fragmented,
+    # and pandas warns on the user's terminal when one more is added to it.
+    return frame.copy().assign(**columns)
 
 
 def corrected(frame: pd.DataFrame) -> bool:
