@@ -29,3 +29,12 @@ def test_a_count_none_on_one_side_is_said_in_words():
 def test_a_ratio_keeps_its_interval():
     said = evidence.context_sentence(context([0.5, 0.4, 0.6], 100, 200), "c_physical_reads")
     assert said.endswith(": 0.5x [0.4, 0.6] over 6 and 6 repetitions")
+
+
+def test_the_answers_table_says_none_for_a_count_none_on_side_a():
+    from tunelab.report import questions
+
+    assert questions._ratio_line({"contexts": [{"ratio": [0.0, 0.0, 0.0]}]}) == "none at a"
+    assert questions._ratio_line({"contexts": [{"ratio": [0.5, 0.4, 0.6]}]}).startswith(
+        "ratio a/b 0.5x [0.4, 0.6]"
+    )

@@ -74,6 +74,12 @@ def test_the_rules_are_the_findings_files_and_a_crossover_window_follows_from_it
         if t.claim.get("finding") == "range-cold-crossover"
     ]
     assert cold["within"] == pytest.approx([0.10 / 3, 0.30])
+    (warm,) = [
+        t.claim
+        for t in findings.claims_for(book, "range-index-vs-scan", "sqlite")
+        if t.claim.get("finding") == "range-warm-crossover"
+    ]
+    assert warm["within"] == pytest.approx([0.35 / 3, 1.0])  # not 105 % of the rows
 
 
 def test_explanations_are_about_their_engine_and_never_a_finding():

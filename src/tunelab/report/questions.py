@@ -403,6 +403,8 @@ def _ratio_line(v: dict[str, Any]) -> str:
     r, lo, hi = contexts[0]["ratio"]
     level = evidence.levels_text(v)  # the level the interval really has
     at = f", {level}" if level else ""
+    if r == lo == hi == 0:  # a count, none on side a: the figure beside it says so
+        return f"none at a{at}"
     return f"ratio a/b {r:.3g}x [{lo:.3g}, {hi:.3g}]{at}"
 
 

@@ -308,7 +308,10 @@ def _claim(check: dict[str, Any], rules: Rules, engine: str | None, field: str) 
     out["min_effect"] = rules.similar_within if check["kind"] == "similar" else rules.margin
     if check["kind"] == "crossover":
         at = float(check["at"])
-        out["within"] = [at / rules.crossover_factor, at * rules.crossover_factor]
+        high = at * rules.crossover_factor
+        if check.get("along") == "selectivity":  # no query selects more than every row
+            high = min(high, 1.0)
+        out["within"] = [at / rules.crossover_factor, high]
     return Translation(out)
 
 
