@@ -38,3 +38,15 @@ def test_the_answers_table_says_none_for_a_count_none_on_side_a():
     assert questions._ratio_line({"contexts": [{"ratio": [0.5, 0.4, 0.6]}]}).startswith(
         "ratio a/b 0.5x [0.4, 0.6]"
     )
+
+
+def test_a_trend_over_passes_says_passes():
+    import numpy as np
+
+    from tunelab.analysis import decisions
+
+    positions = np.tile(np.arange(4.0), 6)
+    values = positions * 2 + np.repeat(np.arange(6.0), 4) * 0.1
+    rounds = np.repeat(np.arange(6), 4)
+    said = decisions.trend(positions, values, rounds, unit="pass").text
+    assert said.startswith("Page's L over 6 passes, p="), said

@@ -193,7 +193,8 @@ def trend(
         down = stats.page_trend_test(blocks[:, ::-1]).pvalue
         p = min(1.0, 2 * min(up, down))
         sign = math.nan if up == down else (1.0 if up < down else -1.0)
-        return Trend(sign, p, f"Page's L over {blocks.shape[0]} {unit}s, p={p:.2g}")
+        units = "passes" if unit == "pass" else f"{unit}s"
+        return Trend(sign, p, f"Page's L over {blocks.shape[0]} {units}, p={p:.2g}")
     x, y = x[keep], y[keep]
     if x.size < 3 or np.all(x == x[0]) or np.all(y == y[0]):
         return Trend(math.nan, 1.0, "no spread")
