@@ -72,8 +72,8 @@ def test_report_labels_name_only_knobs_some_engine_has():
 
 def test_restart_keys_come_from_the_knobs():
     info = engines.info("mariadb")
-    assert info.fresh_knobs == {"page_size"}
-    assert info.restart_knobs == {"page_size", "direct_io"}
+    assert info.fresh_knobs == {"page_size", "engine_version"}  # a version: a server of its own
+    assert info.restart_knobs == {"page_size", "direct_io", "engine_version"}
     assert engines.info("db2").restart_knobs == frozenset()
 
 
@@ -83,7 +83,7 @@ KNOB_SWEEPS = {
     "lock_granularity: database, os_read_ahead: 256}\n",
     "mariadb": "fixed: {page_size: 8192, buffer_pool: '16MiB', read_ahead_threshold: 20, "
     "random_read_ahead: true, direct_io: false, index: covering, lock_granularity: table, "
-    "os_read_ahead: 256}\n",
+    "engine_version: '10.11', os_read_ahead: 256}\n",
     "postgres": "fixed: {page_size: 8192, buffer_pool: '16MiB', io_concurrency: 4, "
     "index: covering, lock_granularity: table, engine_version: 15, os_read_ahead: 256}\n",
 }
