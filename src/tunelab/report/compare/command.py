@@ -3,8 +3,7 @@
 The comparison is ``report.compare.changes`` (matching in ``report.compare.match``, judging in
 ``analysis.change``), its text and tables ``report.compare.text`` and
 ``report.compare.table``, its page ``report.compare.page``, the alarms measured again
-``report.compare.confirm``. This module is the command; its package gives the names callers
-use.
+``report.compare.confirm``. This module is the command; the package gives the names callers use.
 
 Exit codes: 1 when a point (or a whole run) got worse (with ``--confirm``: and did again),
 0 otherwise, 2 for bad input (one line ``file: message`` on stderr, before anything is
@@ -21,21 +20,12 @@ from pathlib import Path
 
 from tunelab.report.compare import confirm, files
 from tunelab.report.compare.changes import (
-    BETTER,
     BH,
     DEFAULT_LEVEL,
     DEFAULT_MIN_EFFECT,
     HOLM,
-    NOISY,
-    NOT_REPEATED,
-    RANK,
-    SAME,
-    TOO_FEW,
-    TOO_SHORT,
     WORSE,
     Comparison,
-    MetricChange,
-    compare,
     compare_frames,
     read_history,
     record,
@@ -44,39 +34,8 @@ from tunelab.report.compare.history import History
 from tunelab.report.compare.match import CompareInputError
 from tunelab.report.compare.page import html_page
 from tunelab.report.compare.table import json_doc, markdown, text_lines
-from tunelab.report.compare.text import change_line, main_shifts, shift_line, summary_line
-from tunelab.report.results_dir import ResultsDirError, load_side, result_files
-
-__all__ = [
-    "BETTER",
-    "BH",
-    "DEFAULT_LEVEL",
-    "DEFAULT_MIN_EFFECT",
-    "HOLM",
-    "NOISY",
-    "NOT_REPEATED",
-    "RANK",
-    "SAME",
-    "TOO_FEW",
-    "TOO_SHORT",
-    "WORSE",
-    "CompareInputError",
-    "ResultsDirError",
-    "Comparison",
-    "MetricChange",
-    "change_line",
-    "compare",
-    "compare_frames",
-    "compare_main",
-    "load_side",
-    "main_shifts",
-    "read_history",
-    "record",
-    "result_files",
-    "shift_line",
-    "summary_line",
-    "text_lines",
-]
+from tunelab.report.compare.text import main_shifts, shift_line, summary_line
+from tunelab.report.results_dir import ResultsDirError, load_side
 
 
 class _UsageError(Exception):
