@@ -409,20 +409,7 @@ def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
                 zorder=2,
                 gid=f"table|{t.page_size}|{t.pages}",
             )
-            ax.annotate(
-                text,
-                (t.pages, 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(-3, -4),
-                textcoords="offset points",
-                rotation=90,
-                ha="right",
-                va="top",
-                fontsize="x-small",
-                color="#444444",
-                bbox=TEXT_BOX,
-                zorder=6,
-            )
+            _line_label(ax, text, t.pages, 1.0, "#444444", dy=-4)
         else:
             right = t.pages > hi
             ax.annotate(
@@ -438,6 +425,27 @@ def _table_line(ax: Axes, frame: pd.DataFrame, xs: list[float]) -> None:
             )
 
 
+def _line_label(
+    ax: Axes, text: str, x: float, y: float, color: str, below: bool = False, dy: float = 0
+) -> None:
+    """A vertical line's words, upright beside it: hanging from ``y`` (axes fraction) on its
+    left, or with ``below`` standing on ``y`` on its right."""
+    ax.annotate(
+        text,
+        (x, y),
+        xycoords=("data", "axes fraction"),
+        xytext=(3 if below else -3, dy),
+        textcoords="offset points",
+        rotation=90,
+        ha="left" if below else "right",
+        va="bottom" if below else "top",
+        fontsize="x-small",
+        color=color,
+        bbox=TEXT_BOX,
+        zorder=6,
+    )
+
+
 def mark_crossovers(ax: Axes, data: ReportData, x: str) -> list[marks.Crossover]:
     """A vertical line where each index curve crosses the scan curve (selectivity axes)."""
     if not marks.crossover_applies(data, x):
@@ -449,20 +457,8 @@ def mark_crossovers(ax: Axes, data: ReportData, x: str) -> list[marks.Crossover]
             ax.axvline(
                 at, color="#1a1a1a", ls="-.", lw=1.0, zorder=2, gid=f"crossover|{who}|{at:.6g}"
             )
-            ax.annotate(
-                f"{who + ': ' if who else ''}index = scan at {marks.fmt_selectivity(at)}",
-                (at, 0.02),
-                xycoords=("data", "axes fraction"),
-                xytext=(3, 0),
-                textcoords="offset points",
-                rotation=90,
-                ha="left",
-                va="bottom",
-                fontsize="x-small",
-                color="#1a1a1a",
-                bbox=TEXT_BOX,
-                zorder=6,
-            )
+            text = f"{who + ': ' if who else ''}index = scan at {marks.fmt_selectivity(at)}"
+            _line_label(ax, text, at, 0.02, "#1a1a1a", below=True)
     return found
 
 
@@ -475,20 +471,7 @@ def mark_sources(ax: Axes, data: ReportData, x: str, metric: str) -> None:
     at the source's ratio to the other (drawn in the colour of its curve)."""
     for s in sources.lines(data, x):
         ax.axvline(s.x, color=SOURCE_COLOR, ls=":", lw=1.6, zorder=2, gid=f"source|{s.x:.6g}")
-        ax.annotate(
-            s.text,
-            (s.x, 0.98),
-            xycoords=("data", "axes fraction"),
-            xytext=(-3, 0),
-            textcoords="offset points",
-            rotation=90,
-            ha="right",
-            va="top",
-            fontsize="x-small",
-            color=SOURCE_COLOR,
-            bbox=TEXT_BOX,
-            zorder=6,
-        )
+        _line_label(ax, s.text, s.x, 0.98, SOURCE_COLOR)
     marks_ = sources.ratios(data, x, metric)
     if not marks_:
         return
