@@ -115,27 +115,35 @@ repetitions: 1
 """
 
 
-@pytest.mark.slow
-def test_a_stop_while_lab_run_reads_its_arguments_ends_it_in_one_line(tmp_path):
-    """Ctrl-C in the first second of `./lab run`, while it reads the run's fields through
-    Snakemake's argument parser (the fault matrix met a traceback there): 130, the lab's one
-    line, no traceback."""
+def lab_run(tmp_path: Path, engine: str = "sqlite", repetitions: int = 1) -> list[str]:
+    """`./lab run` of the one-point SWEEP in ``tmp_path`` (skipped without the lab's
+    environment): its command line."""
     from test_input_safety import REPO, lab_installed
 
     if reason := lab_installed():
         pytest.skip(reason)
     (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "started.yaml").write_text(SWEEP)
-    argv = [
+    (tmp_path / "sweeps" / "started.yaml").write_text(
+        SWEEP.replace("repetitions: 1", f"repetitions: {repetitions}")
+    )
+    return [
         str(REPO / "lab"),
         "run",
         "--directory",
         str(tmp_path),
         "--config",
         f"sweeps={tmp_path}/sweeps/*.yaml",
-        "engine=sqlite",
+        f"engine={engine}",
         "calibrate=off",
     ]
+
+
+@pytest.mark.slow
+def test_a_stop_while_lab_run_reads_its_arguments_ends_it_in_one_line(tmp_path):
+    """Ctrl-C in the first second of `./lab run`, while it reads the run's fields through
+    Snakemake's argument parser (the fault matrix met a traceback there): 130, the lab's one
+    line, no traceback."""
+    argv = lab_run(tmp_path)
     for delay in (0.3, 0.6, 0.9):
         proc = subprocess.Popen(
             argv,
@@ -160,22 +168,7 @@ def test_a_stop_in_the_steps_before_the_sweeps_ends_it_in_one_line(step, tmp_pat
     (validation, the preflight, the recovery; the fault matrix met "Fatal Python error:
     init_import_site" and a traceback from the preflight): 130, the lab's one line, no
     traceback."""
-    from test_input_safety import REPO, lab_installed
-
-    if reason := lab_installed():
-        pytest.skip(reason)
-    (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "started.yaml").write_text(SWEEP)
-    argv = [
-        str(REPO / "lab"),
-        "run",
-        "--directory",
-        str(tmp_path),
-        "--config",
-        f"sweeps={tmp_path}/sweeps/*.yaml",
-        "engine=sqlite",
-        "calibrate=off",
-    ]
+    argv = lab_run(tmp_path)
     for delay in (0.0, 0.05, 0.1, 0.2, 0.3):
         proc = subprocess.Popen(
             argv,
@@ -213,24 +206,7 @@ def test_snakemake_takes_sigint_back_unless_the_lab_was_started_without_it(ignor
     """The checks before the sweeps run with SIGINT ignored (tunelab.run.labstart); Snakemake,
     in the same process, gets it back where the lab was started from a terminal, and not
     where it was started with SIGINT ignored (cron, a script's `./lab run &`)."""
-    from test_input_safety import REPO, lab_installed
-
-    if reason := lab_installed():
-        pytest.skip(reason)
-    (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "started.yaml").write_text(
-        SWEEP.replace("repetitions: 1", "repetitions: 30")
-    )
-    argv = [
-        str(REPO / "lab"),
-        "run",
-        "--directory",
-        str(tmp_path),
-        "--config",
-        f"sweeps={tmp_path}/sweeps/*.yaml",
-        "engine=sqlite",
-        "calibrate=off",
-    ]
+    argv = lab_run(tmp_path, repetitions=30)
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
     proc = subprocess.Popen(
         argv,
@@ -286,24 +262,7 @@ def test_sigterm_to_a_run_of_every_engine_stops_the_engine_running_in_one_line(t
     """`./lab run --config engine=all` runs each engine's `./lab run` in turn. A SIGTERM to
     the lab alone (`kill PID`, a CI runner's stop) stops the engine it is running too: 143,
     that run's one line, no next engine, nothing of the run left running."""
-    from test_input_safety import REPO, lab_installed
-
-    if reason := lab_installed():
-        pytest.skip(reason)
-    (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "started.yaml").write_text(
-        SWEEP.replace("repetitions: 1", "repetitions: 30")
-    )
-    argv = [
-        str(REPO / "lab"),
-        "run",
-        "--directory",
-        str(tmp_path),
-        "--config",
-        f"sweeps={tmp_path}/sweeps/*.yaml",
-        "engine=all",
-        "calibrate=off",
-    ]
+    argv = lab_run(tmp_path, engine="all", repetitions=30)
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
