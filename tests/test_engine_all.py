@@ -32,12 +32,9 @@ def _db2_runs_here() -> bool:
     return done.returncode == 0
 
 
-def test_an_engine_list_runs_each_engine_and_skips_one_that_cannot_run_here(tmp_path):
-    if _db2_runs_here():
-        pytest.skip("the DB2 image is here: this test needs an engine that cannot run")
-    (tmp_path / "sweeps").mkdir()
-    (tmp_path / "sweeps" / "tiny-all.yaml").write_text(SWEEP)
-    done = subprocess.run(
+def run_sqlite_and_db2(tmp_path: Path) -> subprocess.CompletedProcess:
+    """`./lab run --config engine=sqlite,db2` of the sweeps in ``tmp_path``."""
+    return subprocess.run(
         [
             str(REPO / "lab"),
             "run",
@@ -55,6 +52,14 @@ def test_an_engine_list_runs_each_engine_and_skips_one_that_cannot_run_here(tmp_
         text=True,
         timeout=900,
     )
+
+
+def test_an_engine_list_runs_each_engine_and_skips_one_that_cannot_run_here(tmp_path):
+    if _db2_runs_here():
+        pytest.skip("the DB2 image is here: this test needs an engine that cannot run")
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "tiny-all.yaml").write_text(SWEEP)
+    done = run_sqlite_and_db2(tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "skipping db2:" in done.stderr
     status = (tmp_path / "reports" / "engines-run.tsv").read_text().splitlines()
@@ -74,24 +79,7 @@ def test_a_cross_engine_page_that_cannot_be_made_fails_the_run_saying_why(tmp_pa
     (tmp_path / "sweeps").mkdir()
     (tmp_path / "sweeps" / "tiny-all.yaml").write_text(SWEEP)
     (tmp_path / "reports" / "engines" / "tiny-all.html").mkdir(parents=True)
-    done = subprocess.run(
-        [
-            str(REPO / "lab"),
-            "run",
-            "--directory",
-            str(tmp_path),
-            "--cores",
-            "2",
-            "--config",
-            "engine=sqlite,db2",
-            f"sweeps={tmp_path / 'sweeps'}/*.yaml",
-            "calibrate=off",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    done = run_sqlite_and_db2(tmp_path)
     assert done.returncode == 1, done.stderr[-3000:]
     cause = "tunelab index: error: cross-engine page not made: tiny-all: rows of sqlite: "
     assert f"logs/index.log: {cause}IsADirectoryError" in done.stderr  # the engine's run
