@@ -287,6 +287,7 @@ def test_sigterm_to_a_run_of_every_engine_stops_the_engine_running_in_one_line(t
     last = re.sub(r"\x1b\[[0-9;]*m", "", out.strip().splitlines()[-1])
     assert last.startswith("[lab] stopped by SIGTERM"), out[-3000:]
     assert "engine mariadb" not in out
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"tunelab-lab.{proc.pid}.*"))
 
 
 def _session(pid: int) -> int | None:
