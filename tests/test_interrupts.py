@@ -261,7 +261,8 @@ def test_the_labs_line_after_a_run_output_starts_a_line_of_its_own(before, blank
 def test_sigterm_to_a_run_of_every_engine_stops_the_engine_running_in_one_line(tmp_path):
     """`./lab run --config engine=all` runs each engine's `./lab run` in turn. A SIGTERM to
     the lab alone (`kill PID`, a CI runner's stop) stops the engine it is running too: 143,
-    that run's one line, no next engine, nothing of the run left running."""
+    that run's one line naming the command typed, no next engine, nothing of the run left
+    running."""
     argv = lab_run(tmp_path, engine="all", repetitions=30)
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -286,6 +287,7 @@ def test_sigterm_to_a_run_of_every_engine_stops_the_engine_running_in_one_line(t
     assert left == [], [p.names() for p in left]
     last = re.sub(r"\x1b\[[0-9;]*m", "", out.strip().splitlines()[-1])
     assert last.startswith("[lab] stopped by SIGTERM"), out[-3000:]
+    assert "engine=all" in last, last  # the command that goes on is the one the user typed
     assert "engine mariadb" not in out
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob(f"tunelab-lab.{proc.pid}.*"))
 
