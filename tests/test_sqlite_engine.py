@@ -6,7 +6,7 @@ import apsw
 import pandas as pd
 import pytest
 
-from tunelab.engines import sqlite
+from tunelab.engines import sqlite_builds
 from tunelab.engines.base import EngineError
 from tunelab.engines.sqlite import SQLiteEngine
 from tunelab.host import cache
@@ -252,7 +252,7 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
         frames[p.cache] = pd.read_csv(out)
     first, second = (frames[p.cache] for p in points)
     assert first["table_build"].eq("built").all() and second["table_build"].eq("reused").all()
-    kept = list((work / sqlite.KEPT_TABLES / "sqlite-tables").glob("*.db"))
+    kept = list((work / sqlite_builds.KEPT_TABLES / "sqlite-tables").glob("*.db"))
     assert len(kept) == 1  # one table: one file
     assert first["rows_touched"].tolist() == second["rows_touched"].tolist()
     assert first["data_bytes"].iloc[0] == second["data_bytes"].iloc[0] == kept[0].stat().st_size
@@ -269,7 +269,7 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
     )[0][0]
     out = runner.run_point(other, tmp_path / "p8k.csv", work, data, "run1")
     assert pd.read_csv(out)["table_build"].eq("built").all()
-    assert len(list((work / sqlite.KEPT_TABLES / "sqlite-tables").glob("*.db"))) == 2
+    assert len(list((work / sqlite_builds.KEPT_TABLES / "sqlite-tables").glob("*.db"))) == 2
     # A later run takes the tables the earlier ones kept.
     out = runner.run_point(points[0], tmp_path / "later.csv", work, data, "run2")
     assert pd.read_csv(out)["table_build"].eq("reused").all()
@@ -278,17 +278,17 @@ def test_points_of_a_run_reuse_a_copy_of_the_table_built_once(write_sweep, tmp_p
     out = runner.run_point(points[0], tmp_path / "alone.csv", tmp_path / "w2", data)
     assert pd.read_csv(out)["table_build"].eq("built").all()
     assert not (tmp_path / "w2" / "runs").exists()
-    assert not (tmp_path / "w2" / sqlite.KEPT_TABLES).exists()
+    assert not (tmp_path / "w2" / sqlite_builds.KEPT_TABLES).exists()
 
 
 def test_a_table_kept_by_other_build_code_is_not_taken(engine, tmp_path, monkeypatch):
     """The key of a kept table names the SQLite library and the code that builds it: after
     a change to either, the table is built again, not taken from an earlier run."""
     plan, source = _in_a_run(engine, tmp_path)
-    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
-    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
-    monkeypatch.setattr(sqlite, "build_fingerprint", lambda: "other-code")
-    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=False) == "built"
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=False) == "reused"
+    monkeypatch.setattr(sqlite_builds, "build_fingerprint", lambda: "other-code")
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=False) == "built"
 
 
 def _in_a_run(engine: SQLiteEngine, tmp_path) -> tuple:
@@ -309,11 +309,11 @@ def test_a_table_copy_is_made_only_after_a_complete_build(engine, tmp_path, monk
 
     monkeypatch.setattr(engine, "create_index", broken)
     with pytest.raises(EngineError):
-        engine.build_table(workloads.TABLE, plan, source, changes=False)
-    assert not list((tmp_path / "w" / sqlite.KEPT_TABLES).glob("sqlite-tables/*.db"))
+        engine.builds.build(workloads.TABLE, plan, source, changes=False)
+    assert not list((tmp_path / "w" / sqlite_builds.KEPT_TABLES).glob("sqlite-tables/*.db"))
     monkeypatch.undo()
-    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
-    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=False) == "built"
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=False) == "reused"
 
 
 def test_a_reading_point_reads_the_kept_table_itself_and_cannot_change_it(engine, tmp_path):
@@ -322,11 +322,11 @@ def test_a_reading_point_reads_the_kept_table_itself_and_cannot_change_it(engine
     import hashlib
 
     plan, source = _in_a_run(engine, tmp_path)
-    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "built"
-    (kept,) = (tmp_path / "w" / sqlite.KEPT_TABLES).glob("sqlite-tables/*.db")
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=False) == "built"
+    (kept,) = (tmp_path / "w" / sqlite_builds.KEPT_TABLES).glob("sqlite-tables/*.db")
     built = hashlib.sha256(kept.read_bytes()).hexdigest()
 
-    assert engine.build_table(workloads.TABLE, plan, source, changes=False) == "reused"
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=False) == "reused"
     assert engine.path.is_symlink() and engine.path.resolve() == kept.resolve()
     assert engine.data_files() == [engine.path]  # what the cold procedure evicts: the table
     conn = engine.connect()
@@ -340,7 +340,7 @@ def test_a_reading_point_reads_the_kept_table_itself_and_cannot_change_it(engine
     with pytest.raises(EngineError, match="read only"):
         engine.create_index(workloads.TABLE, plan)
 
-    assert engine.build_table(workloads.TABLE, plan, source, changes=True) == "reused"
+    assert engine.builds.build(workloads.TABLE, plan, source, changes=True) == "reused"
     assert not engine.path.is_symlink()  # a copy of its own
     conn = engine.connect()
     try:
@@ -381,21 +381,21 @@ def test_index_layouts_over_the_same_rows_load_them_once(engine, tmp_path, monke
     engine.provision({"page_size": 4096, "buffer_pool": 100})
     w = workloads.Workload("multipoint", dict(workloads.DEFAULTS["multipoint"]))
     source = dataset.Source(Dataset(ROWS, 5), tmp_path / "data")
-    assert engine.build_table(workloads.TABLE, w.index_plan("none"), source, False) == "built"
+    assert engine.builds.build(workloads.TABLE, w.index_plan("none"), source, False) == "built"
     loads = []
     real_load = engine.bulk_load
     monkeypatch.setattr(engine, "bulk_load", lambda *a: loads.append(a) or real_load(*a))
     covering = w.index_plan("covering")
-    assert engine.build_table(workloads.TABLE, covering, source, False) == "built"
+    assert engine.builds.build(workloads.TABLE, covering, source, False) == "built"
     assert loads == []  # the rows came from the loaded copy
     from_copy = engine.path.read_bytes()
     # The clustered layout is another table (WITHOUT ROWID): loaded anew.
-    assert engine.build_table(workloads.TABLE, w.index_plan("clustered"), source, False) == "built"
+    assert engine.builds.build(workloads.TABLE, w.index_plan("clustered"), source, False) == "built"
     assert len(loads) == 1
     # From scratch (no run, nothing kept): the same bytes.
     scratch = SQLiteEngine(tmp_path / "scratch", "")
     scratch.provision({"page_size": 4096, "buffer_pool": 100})
-    assert scratch.build_table(workloads.TABLE, covering, source, False) == "built"
+    assert scratch.builds.build(workloads.TABLE, covering, source, False) == "built"
     assert scratch.path.read_bytes() == from_copy
     scratch.teardown()
 

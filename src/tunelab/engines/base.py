@@ -2,12 +2,13 @@
 
 Workloads are written once against this interface; all engine-specific SQL lives in the
 engine's own module. A point's life: ``provision(knobs)`` → ``applied_knobs`` (the server's
-knobs read back) → ``build_table`` (``create_table`` → ``bulk_load`` → ``create_index``, or
-the same table reused within a run) → ``applied_layout`` (index
-layout and lock granularity read back from the catalog and the lock tables) → ``explain`` of
-every timed statement → per repetition (the table rebuilt for writes) → ``make_cold`` or a
-warm-up → counters before → timed workload → counters after → ``teardown``. Engines that run
-a server in a container share that lifecycle in ``tunelab.engines.server``.
+knobs read back) → ``builds.build`` (``create_table`` → ``bulk_load`` → ``create_index``,
+or the same table reused within a run: ``tunelab.engines.builds``) → ``applied_layout``
+(index layout and lock granularity read back from the catalog and the lock tables) →
+``explain`` of every timed statement → per repetition (the table rebuilt for writes) →
+``make_cold`` or a warm-up → counters before → timed workload → counters after →
+``teardown``. Engines that run a server in a container share that lifecycle in
+``tunelab.engines.server``.
 
 What makes a timed number the engine's work lives here too: ``table_ref`` (the hint that
 forces the access path the ``index`` knob built), ``explain`` (the plan that really ran,
@@ -18,13 +19,13 @@ row path, no per-row Python) and the ``engine_time_ns`` counter (the engine's ow
 from __future__ import annotations
 
 import abc
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tunelab.engines.builds import Builds
 from tunelab.hadr.model import Mode
 from tunelab.host.noise import Placement
 from tunelab.store.dataset import COLUMNS, Dataset, Source
@@ -133,8 +134,6 @@ ACCESS_MODES = ("optimizer", "forced")
 # Distinct argument sets whose plans a point explains (a plan may depend on them); here, not
 # in the workloads, because an engine's planned SQL names it too.
 EXPLAIN_MAX = 20
-# Bumped when the way a table is built changes, so no table built the old way is reused.
-TABLE_BUILD = 1
 # The alias of a batched look-up's key list (``Engine.key_join``): each engine's plan
 # normaliser leaves that list's own access out of the path, as it reads no table.
 KEYS_ALIAS = "k"
@@ -302,6 +301,8 @@ class Engine(abc.ABC):
     # a standby runs: the log-shipping report predicts the others from its measured time.
     # None: the engine has none.
     replication_baseline: ClassVar[str | None] = None
+    # What the engine keeps of the tables it builds (``Engine.builds``): by default, nothing.
+    builds_class: ClassVar[type[Builds]] = Builds
 
     def __init__(self, workdir: Path, run_id: str):
         self.workdir = Path(workdir)
@@ -314,6 +315,7 @@ class Engine(abc.ABC):
         # When set (by the runner), the CPUs the engine's own processes run on, apart from the
         # client's (``noise.plan_cpus``); None: wherever the host puts them.
         self.placement: Placement | None = None
+        self.builds = self.builds_class(self)  # the point's table, built once and reused
 
     @classmethod
     def preflight(cls) -> None:
@@ -425,74 +427,6 @@ class Engine(abc.ABC):
         """Load the data set the engine's fastest way (its bulk path: a file the server or
         the driver reads whole); by default, ``load`` of its rows."""
         self.load(table, source.rows)
-
-    # -- the table a point measures, built once and reused -----------------------------------
-    def table_key(self, table: str, index: IndexPlan, data: Dataset) -> str:
-        """What makes two built tables the same: the data set, the index layout and the knobs
-        the table's files are made with (the fresh knobs, e.g. the page size)."""
-        fresh = {k: self.knobs.get(k) for k in sorted(self.info.fresh_knobs)}
-        text = json.dumps(
-            [
-                TABLE_BUILD,
-                self.info.name,
-                table,
-                data.key,
-                index.kind,
-                index.key,
-                index.include,
-                fresh,
-            ],
-            default=str,
-        )
-        return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-    def build_table(self, table: str, index: IndexPlan, source: Source, changes: bool) -> str:
-        """The point's table with its rows and index. The same table built earlier in the run
-        (same ``table_key``) is reused where the engine keeps one (``reuse_table``); else it is
-        built: created and bulk-loaded (or, where the engine kept the same rows loaded for
-        another index layout, that loaded table put in place: ``load_key``), indexed, then
-        offered to later points (``keep_table``). ``changes``: the point's workload writes to
-        it. Returns "reused" or "built"."""
-        key = self.table_key(table, index, source.dataset)
-        if self.reuse_table(table, key, changes):
-            return "reused"
-        self.forget_table(table)
-        loaded = self.load_key(table, index, source.dataset)
-        if loaded is None or not self.reuse_loaded(table, loaded):
-            self.create_table(table, index)
-            self.bulk_load(table, source)
-            if loaded is not None:
-                self.keep_loaded(table, loaded)
-        self.create_index(table, index)
-        self.keep_table(table, key, changes)
-        return "built"
-
-    def load_key(self, table: str, index: IndexPlan, data: Dataset) -> str | None:
-        """What makes two tables the same once loaded, before their secondary index: for an
-        engine that keeps that stage too (``keep_loaded``), so that index layouts over the
-        same rows load them once; None (the default): it keeps none."""
-        return None
-
-    def reuse_loaded(self, table: str, key: str) -> bool:
-        """Put the table loaded under ``load_key`` ``key`` in place, as it was right after its
-        load; False when the engine has none."""
-        return False
-
-    def keep_loaded(self, table: str, key: str) -> None:
-        """``table`` was just created and loaded under ``key``: keep it as it is now."""
-
-    def reuse_table(self, table: str, key: str, changes: bool = True) -> bool:
-        """Put the table built under ``key`` in place, exactly as it was built (no point has
-        written to it since); False when the engine has none (the default: it keeps none).
-        ``changes``: the point's workload writes to it (else it may read the kept one)."""
-        return False
-
-    def forget_table(self, table: str) -> None:
-        """``table`` is about to be built again: whatever was kept under its name is gone."""
-
-    def keep_table(self, table: str, key: str, changes: bool) -> None:
-        """``table`` was just built under ``key``; keep it for later points where it stays as
-        built (``changes``: the workload is about to write to it)."""
 
     # -- timed statements -------------------------------------------------------------------
     def table_ref(self, table: str, index: IndexPlan, access: str) -> str:

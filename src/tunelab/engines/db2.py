@@ -115,7 +115,7 @@ from tunelab.engines.db2_sql import (
     tablespace_ddl,
     tablespace_name,
 )
-from tunelab.engines.server import ServerEngine
+from tunelab.engines.server import ServerBuilds, ServerEngine
 from tunelab.hadr.model import CALCULATOR_MODES
 from tunelab.host import cache
 from tunelab.store.dataset import Dataset
@@ -336,8 +336,15 @@ def image_missing_message(tag: str) -> str:
 
 
 # -- the engine -------------------------------------------------------------------------------
+class Db2Builds(ServerBuilds):
+    def keep(self, table: str, key: str, changes: bool) -> None:
+        """Not kept: a Db2 point's table lives in the point's own table space (its page size,
+        extent and prefetch), dropped with it at the point's end."""
+
+
 class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
     info = INFO
+    builds_class = Db2Builds
     paramstyle = "qmark"
     # HADR_SYNCMODE: the HADR calculator's own modes, which are IBM's model of them.
     replication = CALCULATOR_MODES
@@ -589,10 +596,6 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
             raise EngineError(
                 f"db2: LOAD put {got} rows in {table}, the data set has {source.dataset.rows}"
             )
-
-    def keep_table(self, table: str, key: str, changes: bool) -> None:
-        """Not kept: a Db2 point's table lives in the point's own table space (its page size,
-        extent and prefetch), dropped with it at the point's end."""
 
     def create_index(self, table: str, index: IndexPlan) -> None:
         ddl = index_ddl(table, index)

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tunelab.engines.base import EngineError
+from tunelab.engines.server import ServerBuilds
 from tunelab.engines.standby import LINK_PINGS, StandbyBase, median_round_trip_ms
 from tunelab.engines.standby import NONE as NONE  # sync_mode without a replica
 from tunelab.engines.standby import rtt_needs_standby as rtt_needs_standby
@@ -338,7 +339,7 @@ class ReplicaMixin(StandbyBase):
     # supplied by the engine
     password: str
     database: str | None
-    kept: dict[str, str]
+    builds: ServerBuilds
 
     if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
 
@@ -346,7 +347,6 @@ class ReplicaMixin(StandbyBase):
         def admin_execute(self, sql: str, args: Any = ()) -> None: ...
         def placed_spec(self) -> containers.ContainerSpec: ...
         def write_settings(self, knobs: dict[str, Any]) -> None: ...
-        def _save_kept(self) -> None: ...
         def connection_at(self, port: int, host: str = "127.0.0.1") -> Any: ...
 
     @property
@@ -448,9 +448,8 @@ class ReplicaMixin(StandbyBase):
             (self.replica_home / sub).mkdir(parents=True, exist_ok=True)
         (self.replica_home / "conf" / "knobs.cnf").write_text(option_text(replica_options()))
         # The primary's tables from earlier points are not on the new replica: built again.
-        if self.kept:
-            self.kept = {}
-            self._save_kept()
+        if self.builds.kept:
+            self.builds.clear()
         for sql, takes_password in user_sql():
             args = (self.password,) if takes_password else ()
             self._guarded(

@@ -27,10 +27,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tunelab.engines import readahead
 from tunelab.engines.base import VERSION_KNOB, Engine, EngineError
+from tunelab.engines.builds import Builds
 from tunelab.engines.images import ensure_image, version_refusal
 from tunelab.host import blockdev, containers, noise
 
@@ -78,9 +79,61 @@ def connect_with_retry(
             time.sleep(pause_s)
 
 
+class ServerBuilds(Builds):
+    """Tables kept on the run's server across its points (``run_dir`` set): a table stays
+    kept while no point has written to it since it was built, and is forgotten before its
+    rebuild starts, so a half-built table is never reused. The record (``kept``) lives in the
+    server's home, for the next point that attaches to the server."""
+
+    engine: ServerEngine
+
+    def __init__(self, engine: ServerEngine):
+        super().__init__(engine)
+        self.kept: dict[str, str] = {}  # table -> key of the build kept for later points
+
+    @property
+    def file(self) -> Path:
+        return self.engine.home / "tables.json"
+
+    def save(self) -> None:
+        if self.engine.run_dir is None:
+            return
+        tmp = self.file.with_name(".tables.json.tmp")
+        tmp.write_text(json.dumps(self.kept, sort_keys=True))
+        tmp.replace(self.file)
+
+    def read(self) -> None:
+        """The record of the server a point attaches to."""
+        self.kept = json.loads(self.file.read_text()) if self.file.exists() else {}
+
+    def clear(self) -> None:
+        """Nothing kept (e.g. a new data directory holds no table)."""
+        self.kept = {}
+        self.save()
+
+    def reuse(self, table: str, key: str, changes: bool = True) -> bool:
+        # Kept only when no point has written to it since it was built (keep).
+        if self.engine.run_dir is None or self.kept.get(table) != key:
+            return False
+        self.engine.tables.add(table)
+        return True
+
+    def forget(self, table: str) -> None:
+        if self.kept.pop(table, None) is not None:
+            self.save()  # before the rebuild starts: a half-built table is never reused
+
+    def keep(self, table: str, key: str, changes: bool) -> None:
+        if self.engine.run_dir is None or changes:
+            return
+        self.kept[table] = key  # not dropped at the point's end
+        self.save()
+
+
 class ServerEngine(Engine):
     """An engine whose server runs in a container (see the module's docstring)."""
 
+    builds_class: ClassVar[type[Builds]] = ServerBuilds
+    builds: ServerBuilds
     port: int  # the engine's port inside the container
     connect_deadline_s: float = 15  # how long a started server may refuse connections
     connect_pause_s: float = 0.2  # between two tries
@@ -97,7 +150,6 @@ class ServerEngine(Engine):
         self.home = self.workdir / f"{self.info.name}-data" / secrets.token_hex(4)
         self._admin_conn: Any = None
         self.tables: set[str] = set()  # the point's tables (those not kept: dropped at its end)
-        self.kept: dict[str, str] = {}  # table -> key of the build kept for later points
         self._pid: int | None = None  # the container's first process, looked up once per start
         self._pid_of: tuple[str, int] | None = None
         self.disk: readahead.LabDisk | None = None  # the data directory's device (os_read_ahead)
@@ -162,40 +214,11 @@ class ServerEngine(Engine):
     def release_point(self) -> None:
         """What a point leaves on a kept server is dropped here (default: its tables but those
         kept for later points)."""
-        for table in sorted(self.tables - set(self.kept)):
+        for table in sorted(self.tables - set(self.builds.kept)):
             self.admin_execute(self.drop_table_sql(table))
 
     def drop_table_sql(self, table: str) -> str:
         return f"DROP TABLE IF EXISTS {table}"
-
-    # -- tables kept on the server across the run's points ------------------------------------
-    @property
-    def _kept_file(self) -> Path:
-        return self.home / "tables.json"
-
-    def _save_kept(self) -> None:
-        if self.run_dir is None:
-            return
-        tmp = self._kept_file.with_name(".tables.json.tmp")
-        tmp.write_text(json.dumps(self.kept, sort_keys=True))
-        tmp.replace(self._kept_file)
-
-    def reuse_table(self, table: str, key: str, changes: bool = True) -> bool:
-        # Kept only when no point has written to it since it was built (keep_table).
-        if self.run_dir is None or self.kept.get(table) != key:
-            return False
-        self.tables.add(table)
-        return True
-
-    def forget_table(self, table: str) -> None:
-        if self.kept.pop(table, None) is not None:
-            self._save_kept()  # before the rebuild starts: a half-built table is never reused
-
-    def keep_table(self, table: str, key: str, changes: bool) -> None:
-        if self.run_dir is None or changes:
-            return
-        self.kept[table] = key  # not dropped at the point's end
-        self._save_kept()
 
     def wipe_home(self) -> None:
         """Remove the server's files on the host (the lab runs as root, or owns them); first
@@ -292,8 +315,7 @@ class ServerEngine(Engine):
             self.container, self.disk = found, disk
             self.knobs = json.loads((self.home / "knobs.json").read_text())
             self.tables.clear()
-            kept = self._kept_file
-            self.kept = json.loads(kept.read_text()) if kept.exists() else {}
+            self.builds.read()
             return
         containers.remove_kept(self.run_id)  # one kept server per run at a time
         self.wipe_home()
@@ -321,8 +343,7 @@ class ServerEngine(Engine):
             raise EngineError(f"{self.info.name} did not start: {exc}") from None
         self.starts += 1
         self.tables.clear()
-        self.kept = {}  # a new data directory holds no table
-        self._save_kept()
+        self.builds.clear()  # a new data directory holds no table
         self.wait_connectable()
         self.after_start()
 

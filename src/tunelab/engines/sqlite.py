@@ -13,13 +13,10 @@ database file on a device of the point's own, ``engines.readahead``).
 from __future__ import annotations
 
 import collections
-import functools
-import hashlib
 import json
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +27,6 @@ import apsw
 from tunelab.engines import readahead
 from tunelab.engines.base import (
     KEYS_ALIAS,
-    TABLE_BUILD,
     AccessPath,
     CacheState,
     Engine,
@@ -40,6 +36,7 @@ from tunelab.engines.base import (
     Knob,
     ReadCounter,
 )
+from tunelab.engines.sqlite_builds import SQLiteBuilds
 from tunelab.host import cache
 from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, Dataset
 
@@ -124,29 +121,9 @@ INFO = EngineInfo(
 )
 
 
-# Below the lab's work directory: the tables runs keep (``SQLiteEngine._kept``).
-KEPT_TABLES = "tables"
-
-
-@functools.cache
-def build_fingerprint() -> str:
-    """What a kept table's bytes come from beyond its key: the SQLite library and the code
-    that builds it (this module, the engines' base, the data set's generator), so a table
-    built by other code is never taken for this one's."""
-    from tunelab.engines import base
-    from tunelab.store import dataset
-
-    h = hashlib.sha1(apsw.sqlite_lib_version().encode())
-    for module in (sys.modules[__name__], base, dataset):
-        h.update(Path(module.__file__).read_bytes())
-    return h.hexdigest()[:12]
-
-
-build_fingerprint()  # as the module loads: of the code that runs (a forked job's too)
-
-
 class SQLiteEngine(Engine):
     info = INFO
+    builds_class = SQLiteBuilds
     paramstyle = "qmark"
     full_errors = (apsw.FullError,)
 
@@ -173,7 +150,7 @@ class SQLiteEngine(Engine):
             if moved:
                 self._move_disk()
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._new_file()
+            self.new_file()
             self.starts += 1
         if self.disk is not None:
             self.disk.apply(knobs[readahead.NAME])  # in place: the device's own setting
@@ -200,7 +177,7 @@ class SQLiteEngine(Engine):
             else:
                 p.unlink(missing_ok=True)
 
-    def _new_file(self) -> None:
+    def new_file(self) -> None:
         """An empty database file at the path, with the page size asked."""
         conn = apsw.Connection(str(self.path))
         conn.execute(f"PRAGMA page_size={int(self.knobs['page_size'])}")
@@ -211,7 +188,7 @@ class SQLiteEngine(Engine):
         conn = _DBAPIConnection(str(self.path))
         conn.raw.execute(f"PRAGMA cache_size={int(self.knobs['buffer_pool'])}")
         conn.raw.execute("PRAGMA busy_timeout=60000")
-        if self.path.is_symlink():  # a kept table (reuse_table): read, never written
+        if self.path.is_symlink():  # a kept table (builds.reuse): read, never written
             conn.raw.execute("PRAGMA query_only=1")
         return conn
 
@@ -223,94 +200,11 @@ class SQLiteEngine(Engine):
         finally:
             shutil.rmtree(self.path.parent, ignore_errors=True)
 
-    # -- the table, built once and copied ----------------------------------------------------
-    def _kept(self, key: str, stage: str = "sqlite-tables") -> Path | None:
-        """Where workflow runs keep the database file of a table built (``sqlite-tables``) or
-        loaded (``sqlite-loads``) under ``key``: ``tables/`` of the lab's work directory, beside
-        the runs, for later runs too (the key names everything its bytes come from:
-        ``build_fingerprint``). None outside a workflow run: nothing is kept."""
-        if self.run_dir is None:
-            return None
-        return self.run_dir.resolve().parents[1] / KEPT_TABLES / stage / f"{key}.db"
-
-    def table_key(self, table: str, index: IndexPlan, data: Dataset) -> str:
-        text = f"{super().table_key(table, index, data)} {build_fingerprint()}"
-        return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-    def load_key(self, table: str, index: IndexPlan, data: Dataset) -> str | None:
-        # Every layout but the clustered one (a WITHOUT ROWID table on its key) loads the same
-        # rowid table; its secondary index comes after the load, as in a build from scratch.
-        shape = ["clustered", *index.key] if index.kind == "clustered" else ["rowid"]
-        text = json.dumps(
-            [
-                TABLE_BUILD,
-                "loaded",
-                table,
-                data.key,
-                shape,
-                int(self.knobs["page_size"]),
-                build_fingerprint(),
-            ]
-        )
-        return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-    def reuse_loaded(self, table: str, key: str) -> bool:
-        return self._copy_in(self._kept(key, "sqlite-loads"))
-
-    def keep_loaded(self, table: str, key: str) -> None:
-        self._copy_out(self._kept(key, "sqlite-loads"))
-
-    def reuse_table(self, table: str, key: str, changes: bool = True) -> bool:
-        kept = self._kept(key)
-        if changes or kept is None or not kept.exists() or self.disk is not None:
-            # On a device of its own the file is read from that device: a copy, not a link
-            # to the kept file on the host's disk.
-            return self._copy_in(kept)
-        # A workload that only reads measures the kept file itself, through a link, and its
-        # connections are query-only: the same bytes as a copy, without writing the file
-        # anew for every point (and the kernel writing it back during timed repetitions).
-        self.path.unlink(missing_ok=True)
-        self.path.symlink_to(kept.resolve())
-        return True
-
-    def forget_table(self, table: str) -> None:
-        if self.path.is_symlink():  # a kept table read by an earlier point: build beside it
-            self.path.unlink()
-            self._new_file()
-
-    def _copy_in(self, kept: Path | None) -> bool:
-        if kept is None or not kept.exists():
-            return False
-        # The file as it was right after its build: a byte copy (no connection is open;
-        # the cold procedure evicts the copy's pages like those of a file just loaded).
-        tmp = self.path.with_name(".lab.db.copy")
-        shutil.copyfile(kept, tmp)
-        tmp.replace(self.path)  # replaces a link to a kept table, never the table
-        return True
-
     def _writable(self) -> Path:
         """The file to change; never a kept table a reading point links to."""
         if self.path.is_symlink():
             raise EngineError(f"sqlite: {self.path} is a kept table, read only")
         return self.path
-
-    def keep_table(self, table: str, key: str, changes: bool) -> None:
-        self._copy_out(self._kept(key))
-
-    def _copy_out(self, kept: Path | None) -> None:
-        if kept is None or kept.exists():
-            return
-        from tunelab.host import ownership
-
-        # Copied within the run's directory first (a killed run's half copy is reaped with
-        # it: its owner goes with it), then put in place whole.
-        run_dir = self.run_dir.resolve()
-        ownership.claim(run_dir, ownership.Owner.current(run_dir.parents[1]))
-        tmp = run_dir / "tables-in-progress" / f"{kept.name}.{os.getpid()}"
-        tmp.parent.mkdir(parents=True, exist_ok=True)
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.path, tmp)  # taken before the workload: a pristine copy
-        tmp.replace(kept)  # runs/ and tables/ are both in the work directory
 
     # -- schema -------------------------------------------------------------------------------
     def create_table(self, table: str, index: IndexPlan) -> None:

@@ -89,11 +89,8 @@ def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float
 def _prepare_table(eng: Engine, w: workloads.Workload, plan: Any, source: dataset.Source) -> str:
     """The table the workload runs on; how it came ("built", "reused", "empty")."""
     if w.type == "insert":
-        eng.forget_table(workloads.TABLE)
-        eng.create_table(workloads.TABLE, plan)
-        eng.create_index(workloads.TABLE, plan)  # inserts maintain the index as they go
-        return "empty"
-    return eng.build_table(workloads.TABLE, plan, source, changes=w.writes)
+        return eng.builds.empty(workloads.TABLE, plan)
+    return eng.builds.build(workloads.TABLE, plan, source, changes=w.writes)
 
 
 def check_access(point: Point, eng: Engine, plans: list[AccessPath], expected: str) -> str:

@@ -92,7 +92,7 @@ def round_order(n_points: int, r: int, seed: int) -> list[int]:
 def block_of(point: Point) -> str:
     """What must be set up before a point's repetitions on a server engine: the server (its
     fresh and restart knobs) and, for a read, the table (data set and index layout, what
-    ``Engine.table_key`` adds to the fresh knobs); a write's table is made anew for every
+    ``Builds.key`` adds to the fresh knobs); a write's table is made anew for every
     repetition. Points with the same block follow one another without a restart or a
     build."""
     fresh, restart = engines.info(point.engine).server_order(point.knobs)
