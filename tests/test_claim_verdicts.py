@@ -373,7 +373,7 @@ def test_verdict_json_and_counts_know_similar():
 # -- one interval: the report's lock table and a claim on the same points ---------------------
 @pytest.mark.parametrize("with_rounds", [False, True])
 def test_the_lock_table_and_a_claim_on_the_same_points_print_the_same_interval(with_rounds):
-    from tunelab.report import plots
+    from tunelab.report import locking
     from tunelab.report.data import ReportData
 
     rng = np.random.default_rng(9)
@@ -393,7 +393,7 @@ def test_the_lock_table_and_a_claim_on_the_same_points_print_the_same_interval(w
             rows.append(r)
     frame = pd.DataFrame(rows)
     data = ReportData(frame, {}, "", "", "locking", "sqlite", ["knob_lock_granularity"], [])
-    (table,) = plots.lock_ratios(data).to_dict("records")
+    (table,) = locking.lock_ratios(data).to_dict("records")
     claim = {
         "kind": "higher",
         "metric": "throughput_rows_s",

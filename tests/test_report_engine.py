@@ -16,7 +16,7 @@ import pytest
 from test_report_render import number, tables_of
 from test_report_support import TEMPLATE, measured, rendered, report_params
 
-from tunelab.report import callouts, checks, plots, sections, tables
+from tunelab.report import callouts, checks, metric_panel, plots, sections, sweep_figures, tables
 from tunelab.report.data import load
 from tunelab.report.render import render
 
@@ -111,7 +111,7 @@ def test_the_points_table_shows_each_points_plan_and_marks_the_mismatches(engine
 
 def test_figures_ring_exactly_the_medians_of_the_mismatched_points(engine):
     data, rows, _, _ = engine
-    fig = plots.knob_figure(data, "wl_selectivity")
+    fig = sweep_figures.knob_figure(data, "wl_selectivity")
     wrong = rows[~rows["access_matches"]]
     assert set(wrong["wl_selectivity"]) == {0.9}
     want = sorted(wrong.groupby("cache_requested")["elapsed_s"].median())
@@ -122,13 +122,13 @@ def test_figures_ring_exactly_the_medians_of_the_mismatched_points(engine):
     # and only on the medians of the non-clustered index's range points.
     on = {
         gid
-        for gid, (xs, ys) in plots.plotted_medians(ax).items()
+        for gid, (xs, ys) in metric_panel.plotted_medians(ax).items()
         for x, y in zip(xs, ys)
         if any(x == rx and y == ry for rx, ry in zip(ring.get_xdata(), ring.get_ydata()))
     }
     assert on == {f"median|nonclustered · range · {cache}|" for cache in ("cold", "warm")}
-    assert ring.get_label() == plots.MISMATCH_LABEL
-    assert plots.MISMATCH_LABEL in [t.get_text() for t in fig.legends[0].get_texts()]
+    assert ring.get_label() == metric_panel.MISMATCH_LABEL
+    assert metric_panel.MISMATCH_LABEL in [t.get_text() for t in fig.legends[0].get_texts()]
     assert "the plan differed from what the index knob built" in sections.figure_caption(data)
 
 
@@ -139,7 +139,7 @@ def test_when_every_plan_matches_one_line_says_so(engine, tmp_path):
         '<div class="tl-note">Every point ran the access path its index knob built '
         "(access: optimizer).</div>"
     )
-    fig = plots.knob_figure(matching, "knob_index")
+    fig = sweep_figures.knob_figure(matching, "knob_index")
     assert not [line for line in fig.axes[0].get_lines() if line.get_gid() == "mismatch"]
     assert "index knob" not in sections.figure_caption(matching)
 
@@ -237,13 +237,13 @@ def test_an_engine_without_its_own_time_is_named(engine, tmp_path):
 
 def test_engine_time_figure_draws_both_clocks_and_the_share(engine):
     data, rows, _, _ = engine
-    fig = plots.engine_time_figure(data, "wl_selectivity")
+    fig = sweep_figures.engine_time_figure(data, "wl_selectivity")
     left, right = (ax for ax in fig.axes if ax.get_visible())
-    drawn = plots.plotted_medians(left)
+    drawn = metric_panel.plotted_medians(left)
     clocks = {gid.split("|")[2] for gid in drawn}
-    assert clocks == set(plots.CLOCKS.values())
+    assert clocks == set(sweep_figures.CLOCKS.values())
     ranged = rows[rows["workload"] == "range"]
-    for column, name in plots.CLOCKS.items():
+    for column, name in sweep_figures.CLOCKS.items():
         got = sorted(v for gid, (_, ys) in drawn.items() if gid.endswith(name) for v in ys)
         want = sorted(ranged.groupby(POINT)[column].median())
         assert got == pytest.approx(want)
@@ -296,8 +296,8 @@ def test_lookup_percentiles_per_point_and_cache(engine):
         for col, name in zip(checks.PERCENTILES, ("p50 (ms)", "p95 (ms)", "p99 (ms)")):
             want = medians.loc[(cells[0], cells[1]), col] * 1e3
             assert number(cells[header.index(name)]) == pytest.approx(want, rel=5e-4)
-    fig = plots.lookup_figure(data)
-    styles = {gid.split("|")[2] for gid in plots.plotted_medians(fig.axes[0])}
+    fig = sweep_figures.lookup_figure(data)
+    styles = {gid.split("|")[2] for gid in metric_panel.plotted_medians(fig.axes[0])}
     assert styles == {"p50", "p95", "p99"}
 
 
@@ -329,11 +329,11 @@ def _figures_of(data) -> list[bytes]:
     speed where the page's figures are: ``sections.figure_rows``)."""
     shown = sections.figure_rows(data)
     order = sections.figure_order(data)
-    figs = [plots.knob_figure(shown, x) for x in order]
-    figs += [plots.engine_time_figure(shown, x) for x in order]
-    figs += [plots.first_query_figure(data), plots.lookup_figure(data)]
+    figs = [sweep_figures.knob_figure(shown, x) for x in order]
+    figs += [sweep_figures.engine_time_figure(shown, x) for x in order]
+    figs += [sweep_figures.first_query_figure(data), sweep_figures.lookup_figure(data)]
     io, names = sections.io_rows(data)
-    figs += [plots.io_figure(io, x, names) for x in data.dims]
+    figs += [sweep_figures.io_figure(io, x, names) for x in data.dims]
     return [plots.to_png(f) for f in figs if f is not None]
 
 

@@ -19,7 +19,7 @@ from matplotlib.text import Text
 from test_findings import _copy_pack, _validate
 from test_report_support import measured
 
-from tunelab.report import plots, sections
+from tunelab.report import plots, sections, sweep_figures
 from tunelab.report.data import load
 
 FINDINGS = """
@@ -97,7 +97,7 @@ def test_a_panel_spanning_more_than_ten_times_is_log():
 
 def test_times_spanning_more_than_ten_times_are_drawn_on_a_log_axis(ranged):
     data, rows = ranged
-    fig = plots.knob_figure(data, "knob_index")
+    fig = sweep_figures.knob_figure(data, "knob_index")
     ax = fig.axes[0]
     times = rows["elapsed_s"].to_numpy(float)
     wide = times.max() / times.min() > plots.LOG_SPAN
@@ -109,20 +109,20 @@ def test_times_spanning_more_than_ten_times_are_drawn_on_a_log_axis(ranged):
 
 def test_selectivity_is_drawn_in_percent(ranged):
     data, _ = ranged
-    fig = plots.knob_figure(data, "wl_selectivity")
+    fig = sweep_figures.knob_figure(data, "wl_selectivity")
     ax = fig.axes[0]
     assert ax.get_xlabel() == "selectivity (% of rows)"
     ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert ticks and all(t.endswith(" %") for t in ticks), ticks
     shown = {float(t.removesuffix(" %")) / 100 for t in ticks}
     assert shown <= set(data.results["wl_selectivity"].round(12))
-    legend = plots.knob_figure(data, "knob_index").legends[0]
+    legend = sweep_figures.knob_figure(data, "knob_index").legends[0]
     assert all(t.get_text().endswith(" %") for t in legend.get_texts())
 
 
 def test_the_sources_crossover_and_ratio_are_drawn_on_the_axis(ranged):
     data, rows = ranged
-    fig = plots.knob_figure(data, "wl_selectivity")
+    fig = sweep_figures.knob_figure(data, "wl_selectivity")
     time_ax, throughput_ax = fig.axes[:2]
     for ax in (time_ax, throughput_ax):
         assert [
@@ -143,8 +143,8 @@ def test_the_sources_crossover_and_ratio_are_drawn_on_the_axis(ranged):
 @pytest.mark.parametrize("x", ["wl_selectivity", "knob_index"])
 def test_no_text_of_a_figure_is_drawn_over_another(ranged, x):
     data, _ = ranged
-    assert overlapping_texts(plots.knob_figure(data, x)) == []
-    assert overlapping_texts(plots.overview_figure(data)) == []
+    assert overlapping_texts(sweep_figures.knob_figure(data, x)) == []
+    assert overlapping_texts(sweep_figures.overview_figure(data)) == []
 
 
 def test_the_overlap_check_can_fail():

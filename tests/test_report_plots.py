@@ -11,7 +11,7 @@ from matplotlib.collections import PathCollection
 from PIL import Image
 from test_report_support import measured
 
-from tunelab.report import plots, sections
+from tunelab.report import locking, metric_panel, plots, sections, sweep_figures
 from tunelab.report.data import load
 
 
@@ -33,7 +33,7 @@ def _medians_from_rows(rows: pd.DataFrame, x: str, others: list[str], metric: st
 
 
 def _drawn(ax) -> list[float]:
-    return sorted(float(v) for _, ys in plots.plotted_medians(ax).values() for v in ys)
+    return sorted(float(v) for _, ys in metric_panel.plotted_medians(ax).values() for v in ys)
 
 
 def test_swept_dimensions_come_from_the_rows(scan, ranged):
@@ -45,7 +45,7 @@ def test_swept_dimensions_come_from_the_rows(scan, ranged):
 @pytest.mark.parametrize("which", ["scan", "ranged"])
 def test_overview_has_one_axes_per_swept_dimension(which, request):
     data, rows = request.getfixturevalue(which)
-    fig = plots.overview_figure(data, "elapsed_s")
+    fig = sweep_figures.overview_figure(data, "elapsed_s")
     visible = [ax for ax in fig.axes if ax.get_visible()]
     assert len(visible) == len(data.dims) == 2
     for ax, x in zip(visible, data.dims, strict=True):
@@ -57,7 +57,7 @@ def test_overview_has_one_axes_per_swept_dimension(which, request):
 def test_knob_figure_medians_equal_row_medians(which, request):
     data, rows = request.getfixturevalue(which)
     for x in data.dims:
-        fig = plots.knob_figure(data, x)
+        fig = sweep_figures.knob_figure(data, x)
         axes = [ax for ax in fig.axes if ax.get_visible()]
         assert [ax.get_title() for ax in axes] == ["Response time", "Throughput"]
         others = [c for c in data.point_columns if c != x]
@@ -69,18 +69,18 @@ def test_knob_figure_medians_equal_row_medians(which, request):
 
 
 def test_axis_scales_follow_the_values(scan, ranged):
-    fig = plots.knob_figure(scan[0], "knob_cache_size")  # 16..8192 pages: log axis
+    fig = sweep_figures.knob_figure(scan[0], "knob_cache_size")  # 16..8192 pages: log axis
     assert fig.axes[0].get_xscale() == "log"
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["16", "128", "1024", "8192"]
-    fig = plots.knob_figure(scan[0], "knob_page_size")  # 1024..4096: linear
+    fig = sweep_figures.knob_figure(scan[0], "knob_page_size")  # 1024..4096: linear
     assert fig.axes[0].get_xscale() == "linear"
-    fig = plots.knob_figure(ranged[0], "knob_index")  # categories in the sweep's order
+    fig = sweep_figures.knob_figure(ranged[0], "knob_index")  # categories in the sweep's order
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["none", "secondary"]
 
 
 def test_hit_ratio_is_drawn_beside_the_reads_and_the_device_rate(scan):
     rows, names = sections.io_rows(scan[0])  # as the page draws it
-    fig = plots.io_figure(rows, "knob_cache_size", names)
+    fig = sweep_figures.io_figure(rows, "knob_cache_size", names)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == [
         "Reads from the OS",
@@ -92,23 +92,23 @@ def test_hit_ratio_is_drawn_beside_the_reads_and_the_device_rate(scan):
 
 
 def test_png_is_deterministic_and_valid(scan):
-    first = plots.to_png(plots.knob_figure(scan[0], "knob_cache_size"))
-    second = plots.to_png(plots.knob_figure(scan[0], "knob_cache_size"))
+    first = plots.to_png(sweep_figures.knob_figure(scan[0], "knob_cache_size"))
+    second = plots.to_png(sweep_figures.knob_figure(scan[0], "knob_cache_size"))
     assert first == second
     image = Image.open(io.BytesIO(first))
     assert image.format == "PNG" and image.width > 1000
     pixels = np.asarray(image.convert("L"), dtype=float)
     assert pixels.std() > 10  # not a blank canvas
-    html = plots.figure_html(plots.knob_figure(scan[0], "knob_cache_size"), "alt text")
+    html = plots.figure_html(sweep_figures.knob_figure(scan[0], "knob_cache_size"), "alt text")
     assert html.startswith('<figure class="tl-figure"><img src="data:image/png;base64,')
 
 
 def test_png_has_the_pixels_matplotlib_saves(scan):
     """to_png draws on its own canvas: the same pixels as matplotlib's savefig at the lab's
     DPI on white, for a figure with a layout engine (drawn twice by savefig)."""
-    ours = Image.open(io.BytesIO(plots.to_png(plots.io_figure(scan[0], "knob_cache_size"))))
+    ours = Image.open(io.BytesIO(plots.to_png(sweep_figures.io_figure(scan[0], "knob_cache_size"))))
     buf = io.BytesIO()
-    plots.io_figure(scan[0], "knob_cache_size").savefig(
+    sweep_figures.io_figure(scan[0], "knob_cache_size").savefig(
         buf, format="png", dpi=plots.DPI, facecolor="white"
     )
     saved = Image.open(io.BytesIO(buf.getvalue())).convert("RGB")
@@ -144,10 +144,10 @@ def _pool_variant(rows: pd.DataFrame, tmp_path, page_size: int | None = 4096):
 def test_buffer_pools_are_ordered_as_numbers_not_text(scan, tmp_path):
     data, rows = _pool_variant(scan[1], tmp_path)
     assert data.orders["knob_buffer_pool"] == [16, 128, 1024, 8192]
-    fig = plots.knob_figure(data, "knob_buffer_pool")
+    fig = sweep_figures.knob_figure(data, "knob_buffer_pool")
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["16", "128", "1024", "8192"]
     # every median line runs left to right through the pools in ascending order
-    for xs, _ in plots.plotted_medians(fig.axes[0]).values():
+    for xs, _ in metric_panel.plotted_medians(fig.axes[0]).values():
         assert list(xs) == sorted(xs)
 
 
@@ -162,7 +162,7 @@ def test_sizes_and_numeric_text_sort_by_magnitude():
 
 def test_legend_lists_buffer_pools_in_numeric_order(scan, tmp_path):
     data, _ = _pool_variant(scan[1], tmp_path, page_size=None)
-    fig = plots.knob_figure(data, "knob_page_size")
+    fig = sweep_figures.knob_figure(data, "knob_page_size")
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     pools = list(dict.fromkeys(int(t.split(" · ")[0]) for t in texts))
     assert pools == [16, 128, 1024, 8192]
@@ -170,7 +170,7 @@ def test_legend_lists_buffer_pools_in_numeric_order(scan, tmp_path):
 
 def test_pool_axis_shows_bytes_on_top_and_the_table_size(scan, tmp_path):
     data, rows = _pool_variant(scan[1], tmp_path)
-    fig = plots.knob_figure(data, "knob_buffer_pool")
+    fig = sweep_figures.knob_figure(data, "knob_buffer_pool")
     ax = fig.axes[0]
     (top,) = [c for c in ax.child_axes if c.get_gid() == "pool-bytes"]
     # 16..8192 pages of 4 KiB in one unit, MiB: 0.0625 .. 32
@@ -186,7 +186,7 @@ def test_pool_axis_shows_bytes_on_top_and_the_table_size(scan, tmp_path):
 
 def test_pool_axis_without_one_page_size_has_no_byte_axis(scan, tmp_path):
     data, _ = _pool_variant(scan[1], tmp_path, page_size=None)
-    ax = plots.knob_figure(data, "knob_buffer_pool").axes[0]
+    ax = sweep_figures.knob_figure(data, "knob_buffer_pool").axes[0]
     assert not [c for c in ax.child_axes if c.get_gid() == "pool-bytes"]
     tables = {ln.get_gid().split("|")[1] for ln in ax.get_lines() if "table|" in str(ln.get_gid())}
     assert tables == {"1024", "4096"}  # one table line per page size
@@ -236,7 +236,7 @@ def test_crossover_of_index_and_scan_is_marked_per_cache_state(ranged, tmp_path)
     assert found["warm"].at == pytest.approx([10 ** (-2 + 1 / 3)])  # 0.0215
     assert found["warm"].faster_first == "index"
     assert found["cold"].at == [] and found["cold"].faster_first == "scan"
-    fig = plots.knob_figure(data, "wl_selectivity")
+    fig = sweep_figures.knob_figure(data, "wl_selectivity")
     for ax in fig.axes[:2]:
         gids = [ln.get_gid() for ln in ax.get_lines() if "crossover|" in str(ln.get_gid())]
         assert gids == [f"crossover|warm|{10 ** (-2 + 1 / 3):.6g}"]
@@ -251,12 +251,12 @@ def test_negative_system_hit_ratio_is_not_clipped(scan, tmp_path):
     rows.loc[rows.index[:5], "hit_ratio_sys"] = -0.4  # prefetch read pages never asked for
     rows.to_csv(tmp_path / "neg.csv", index=False)
     data = load(tmp_path / "neg.csv", scan[0].sweep_file)
-    fig = plots.io_figure(data, "knob_cache_size")
+    fig = sweep_figures.io_figure(data, "knob_cache_size")
     ax = [a for a in fig.axes if a.get_title().startswith("Hit ratio")][0]
     low, high = ax.get_ylim()
     assert low < -0.4 and high >= 1.0
     assert any(ln.get_gid() == "zero" for ln in ax.get_lines())
-    drawn = [v for _, ys in plots.plotted_medians(ax).values() for v in ys]
+    drawn = [v for _, ys in metric_panel.plotted_medians(ax).values() for v in ys]
     assert min(drawn) >= low
 
 
@@ -348,9 +348,9 @@ def expected_lock_ratios(rows: pd.DataFrame) -> dict[tuple[str, int], float]:
 def _check_lock_figure(data, rows) -> None:
     expected = expected_lock_ratios(rows)
     assert set(expected) == {(w, t) for w in ("insert", "update") for t in (1, 4)}
-    fig = plots.lock_figure(data)
+    fig = locking.lock_figure(data)
     (ax,) = [a for a in fig.axes if a.get_visible()]
-    drawn = plots.plotted_ratios(ax)
+    drawn = locking.plotted_ratios(ax)
     assert set(drawn) == {"insert", "update"}
     threads = [1, 4]  # categories, left to right
     seen = {}
@@ -372,7 +372,7 @@ def _check_lock_figure(data, rows) -> None:
 def test_lock_figure_draws_the_throughput_ratio_with_its_interval(tmp_path_factory):
     data, rows = measured_locking(tmp_path_factory)
     _check_lock_figure(data, rows)
-    ratios = plots.lock_ratios(data)
+    ratios = locking.lock_ratios(data)
     assert list(ratios[["workload", "wl_threads"]].itertuples(index=False, name=None)) == [
         ("insert", 1),
         ("insert", 4),
@@ -381,16 +381,16 @@ def test_lock_figure_draws_the_throughput_ratio_with_its_interval(tmp_path_facto
     ]
     assert (ratios["n_row"] == 3).all() and (ratios["n_table"] == 3).all()
     # the same rows give the same intervals (the bootstrap is seeded per point)
-    again = plots.lock_ratios(data)
+    again = locking.lock_ratios(data)
     assert again[["low", "high"]].equals(ratios[["low", "high"]])
 
 
 @pytest.mark.slow
 def test_no_lock_figure_without_both_lock_kinds(tmp_path_factory, tmp_path, scan):
-    assert plots.lock_ratios(scan[0]) is None and plots.lock_figure(scan[0]) is None
+    assert locking.lock_ratios(scan[0]) is None and locking.lock_figure(scan[0]) is None
     data, rows = measured_locking(tmp_path_factory)
     rows[rows["knob_lock_granularity"] == "row"].to_csv(tmp_path / "row.csv", index=False)
-    assert plots.lock_ratios(load(tmp_path / "row.csv", data.sweep_file)) is None
+    assert locking.lock_ratios(load(tmp_path / "row.csv", data.sweep_file)) is None
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from test_report_render import tables_of
 from test_report_support import measured, rendered
 
 from tunelab.analysis import figures
-from tunelab.report import methods, plots, sections
+from tunelab.report import methods, plots, sections, sweep_figures
 from tunelab.report.data import effective_knobs, load
 from tunelab.report.labels import fmt
 
@@ -81,9 +81,9 @@ def test_rendered_figures_are_exactly_the_figures_of_the_stored_rows(tmp_path_fa
     html = path.read_text(encoding="utf-8")
     shown = [base64.b64decode(s) for s in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
     data = load(csv, sweep)
-    expected = [plots.to_png(plots.knob_figure(data, x)) for x in data.dims]
+    expected = [plots.to_png(sweep_figures.knob_figure(data, x)) for x in data.dims]
     io, names = sections.io_rows(data)
-    expected += [plots.to_png(plots.io_figure(io, x, names)) for x in data.dims]
+    expected += [plots.to_png(sweep_figures.io_figure(io, x, names)) for x in data.dims]
     assert shown == expected
 
 

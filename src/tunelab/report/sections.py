@@ -20,7 +20,18 @@ import pandas as pd
 from tunelab.analysis import figures, hostspeed, stats
 from tunelab.analysis.claims import css_class, word_of
 from tunelab.host.units import parse_size
-from tunelab.report import checks, contexts, evidence, marks, plots, reads, sources, tables
+from tunelab.report import (
+    checks,
+    contexts,
+    evidence,
+    locking,
+    marks,
+    plots,
+    reads,
+    sources,
+    sweep_figures,
+    tables,
+)
 from tunelab.report.data import ReportData, effective_knobs, sha256
 from tunelab.report.fragments import esc, note, reps_per_point, script_json, unique
 from tunelab.report.labels import (
@@ -147,7 +158,7 @@ def engine_time_html(data: ReportData) -> str:
         if (skipped := not_drawn(data, x)) is not None:
             parts.append(skipped)
             continue
-        fig = plots.engine_time_figure(figure_rows(data), x)
+        fig = sweep_figures.engine_time_figure(figure_rows(data), x)
         if fig is not None:
             name = label(x, data.engine)
             parts.append(f"<h3>Versus {html.escape(name)}</h3>")
@@ -211,7 +222,7 @@ def per_query_html(data: ReportData) -> str | None:
     if first is not None:
         parts.append("<h3>First query of a cold repetition versus the later ones</h3>")
         parts.append(note(_first_query_text(checks.first_query_rows(data.results))))
-        fig = plots.first_query_figure(data)
+        fig = sweep_figures.first_query_figure(data)
         if fig is not None:
             parts.append(plots.figure_html(fig, "first query vs later queries, cold", caption))
         parts.append(first)
@@ -223,7 +234,7 @@ def per_query_html(data: ReportData) -> str | None:
                 "single lookups' times; shown: their medians over the repetitions."
             )
         )
-        fig = plots.lookup_figure(data)
+        fig = sweep_figures.lookup_figure(data)
         if fig is not None:
             parts.append(plots.figure_html(fig, "lookup time percentiles", caption))
         parts.append(lookups)
@@ -400,7 +411,7 @@ def figures_html(data: ReportData) -> str:
     caption = html.escape(figure_caption(data))
     data = figure_rows(data)
     if len(data.dims) > 2:  # with one or two, the per-dimension figures say it all
-        fig = plots.overview_figure(data, "elapsed_s")
+        fig = sweep_figures.overview_figure(data, "elapsed_s")
         notes = "".join(axis_notes(data, x, crossover=True) for x in data.dims)
         parts.append("<h3>At a glance: response time versus every swept dimension</h3>")
         parts.append(
@@ -414,7 +425,7 @@ def figures_html(data: ReportData) -> str:
         if skipped:
             parts.append(skipped)
             continue
-        fig = plots.knob_figure(data, x)
+        fig = sweep_figures.knob_figure(data, x)
         notes = axis_notes(data, x, crossover=True)
         parts.append(
             plots.figure_html(fig, f"response time and throughput versus {name}", caption + notes)
@@ -444,11 +455,11 @@ def locking_html(data: ReportData) -> str | None:
     """Throughput with row locks over throughput with a table lock, per write workload and
     thread count; None unless the sweep measured both (a lock_granularity of row and table)."""
     data = figure_rows(data)
-    ratios = plots.lock_ratios(data)
+    ratios = locking.lock_ratios(data)
     if ratios is None:
         return None
-    keys = plots.ratio_keys(ratios)
-    fig = plots.lock_figure(data, ratios)
+    keys = locking.ratio_keys(ratios)
+    fig = locking.lock_figure(data, ratios)
     caption = html.escape(lock_caption())
     shown = ratios[keys].map(fmt).rename(columns=lambda c: label(c, data.engine))
     shown["throughput, row locks (rows/s): median"] = ratios["row_median"].map(fmt)
@@ -516,7 +527,7 @@ def axis_notes(data: ReportData, x: str, crossover: bool = False) -> str:
     text = crossover_text(data, x) if crossover else ""
     if text:
         out.append(text + " Dash-dotted lines mark it.")
-    source = sources.caption(data, x, plots.PERFORMANCE) if crossover else ""
+    source = sources.caption(data, x, sweep_figures.PERFORMANCE) if crossover else ""
     if source:
         out.append(source)
     return "".join(" " + html.escape(t) for t in out)
@@ -660,7 +671,7 @@ def io_html(data: ReportData) -> str:
         if (skipped := not_drawn(data, x)) is not None:
             parts.append(skipped)
             continue
-        fig = plots.io_figure(data, x, names)
+        fig = sweep_figures.io_figure(data, x, names)
         if fig is not None:
             name = label(x, data.engine)
             parts.append(f"<h3>I/O versus {html.escape(name)}</h3>")
@@ -721,7 +732,7 @@ def device_html(data: ReportData, calibration_json: str) -> str | None:
         )
     )
     caption = html.escape(figure_caption(data))
-    fig = plots.device_figure(with_device)
+    fig = sweep_figures.device_figure(with_device)
     parts.append(plots.figure_html(fig, "achieved MB/s as a fraction of the device", caption))
     parts.append(tables.device_html(with_device))
     return "".join(parts)
