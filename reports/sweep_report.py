@@ -26,11 +26,12 @@ from tunelab.sweep import claimspec
 from tunelab.analysis import claims
 from tunelab.report import appendix, callouts, logship, methods
 from tunelab.report import data as report_data
-from tunelab.report import sections as s
+from tunelab.report import figures_section, findings_section, header_section, io_section
+from tunelab.report import measured_section, optional_sections, times_section
 from tunelab.report.fragments import show
 
 data = report_data.load(results_csv, sweep_file, sweep_name)
-show(s.header_html(data, title))
+show(header_section.header_html(data, title))
 show(callouts.checks_html(data))
 
 # %% [markdown]
@@ -40,20 +41,20 @@ show(callouts.checks_html(data))
 # The verdicts `tunelab check` stored for these rows (the index shows the same); judged here
 # only when the report is rendered on its own.
 if verdicts_json:
-    stored = s.stored_verdicts(verdicts_json)
+    stored = findings_section.stored_verdicts(verdicts_json)
 else:
     judged_by, _ = claimspec.sweep_claims(data.sweep, data.sweep_file, data.engine)
     stored = [v.to_json() for v in claims.evaluate_sweep(judged_by, data.results, data.engine)]
-show(s.claims_html(stored))
+show(findings_section.claims_html(stored))
 
 # %% [markdown]
 # ## Response time and throughput
 
 # %%
-show(s.figures_html(data))
+show(figures_section.figures_html(data))
 
 # %%
-show(s.locking_html(data))
+show(figures_section.locking_html(data))
 
 # %%
 show(logship.logship_html(data))
@@ -62,7 +63,7 @@ show(logship.logship_html(data))
 # ## What was measured
 
 # %%
-show(s.measured_html(data))
+show(measured_section.measured_html(data))
 
 # %% [markdown]
 # ## Methods
@@ -74,25 +75,25 @@ show(methods.methods_html(data, calibration_json))
 # ## Summary per point
 
 # %%
-show(s.summary_html(data))
+show(measured_section.summary_html(data))
 
 # %%
-show(s.engine_time_html(data))
+show(times_section.engine_time_html(data))
 
 # %%
-show(s.per_query_html(data))
+show(times_section.per_query_html(data))
 
 # %% [markdown]
 # ## I/O: reads, their rates, and hit ratios
 
 # %%
-show(s.io_html(data))
+show(io_section.io_html(data))
 
 # %%
-show(s.device_html(data, calibration_json))
+show(optional_sections.device_html(data, calibration_json))
 
 # %%
-show(s.simulator_html(data, bpsim_csv))
+show(optional_sections.simulator_html(data, bpsim_csv))
 
 # %% [markdown]
 # ## Raw rows

@@ -13,7 +13,7 @@ import pytest
 
 from tunelab.analysis import claims, decisions
 from tunelab.measure import runner
-from tunelab.report import across_engines, contexts, sections
+from tunelab.report import across_engines, contexts, findings_section
 from tunelab.sweep import findings, spec
 
 ROUNDS = 6
@@ -134,6 +134,6 @@ def test_the_counts_are_on_the_matrix_cell_and_the_sweep_page(scans):
     stored = v.to_json()
     cell = across_engines.verdict_cell(stored, "t.html#claims")
     assert "not reproduced" in cell and "reproduced warm; not reproduced cold" in cell
-    page = sections.claims_html([stored])
+    page = findings_section.claims_html([stored])
     assert "This run: not reproduced (reproduced warm; not reproduced cold)" in page
     assert "rules.contexts: all" in page

@@ -16,7 +16,17 @@ import pytest
 from test_report_render import number, tables_of
 from test_report_support import TEMPLATE, measured, rendered, report_params
 
-from tunelab.report import callouts, checks, metric_panel, plots, sections, sweep_figures, tables
+from tunelab.report import (
+    callouts,
+    checks,
+    figures_section,
+    io_section,
+    metric_panel,
+    plots,
+    sweep_figures,
+    tables,
+    times_section,
+)
 from tunelab.report.data import load
 from tunelab.report.render import render
 
@@ -129,7 +139,8 @@ def test_figures_ring_exactly_the_medians_of_the_mismatched_points(engine):
     assert on == {f"median|nonclustered · range · {cache}|" for cache in ("cold", "warm")}
     assert ring.get_label() == metric_panel.MISMATCH_LABEL
     assert metric_panel.MISMATCH_LABEL in [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "the plan differed from what the index knob built" in sections.figure_caption(data)
+    caption = figures_section.figure_caption(data)
+    assert "the plan differed from what the index knob built" in caption
 
 
 def test_when_every_plan_matches_one_line_says_so(engine, tmp_path):
@@ -141,7 +152,7 @@ def test_when_every_plan_matches_one_line_says_so(engine, tmp_path):
     )
     fig = sweep_figures.knob_figure(matching, "knob_index")
     assert not [line for line in fig.axes[0].get_lines() if line.get_gid() == "mismatch"]
-    assert "index knob" not in sections.figure_caption(matching)
+    assert "index knob" not in figures_section.figure_caption(matching)
 
 
 def test_rows_without_a_recorded_plan_are_named_not_guessed(engine, tmp_path):
@@ -228,7 +239,7 @@ def test_an_engine_without_its_own_time_is_named(engine, tmp_path):
     changed["engine_elapsed_s"] = np.nan
     changed["client_share"] = np.nan
     none = _variant(changed, sweep, tmp_path, "no-engine-time")
-    page = sections.engine_time_html(none)
+    page = times_section.engine_time_html(none)
     assert "sqlite does not expose its own time for the timed statements" in page
     assert "data:image/png" not in page
     assert callouts.client_note(none) is None
@@ -278,10 +289,10 @@ def test_first_query_of_cold_repetitions_is_set_apart_from_the_rest(engine):
 def test_a_cold_repetition_says_whether_each_query_met_a_cold_cache(engine, tmp_path):
     data, rows, _, sweep = engine
     note = "each of its queries met a cold cache of its own"
-    assert note in sections.per_query_html(data)
+    assert note in times_section.per_query_html(data)
     older = rows.drop(columns=["cold_queries", "q_first_read_bytes", "q_rest_median_read_bytes"])
     older.to_csv(tmp_path / "older.csv", index=False)
-    text = sections.per_query_html(load(tmp_path / "older.csv", sweep))
+    text = times_section.per_query_html(load(tmp_path / "older.csv", sweep))
     assert note not in text and "only the first query met a cold cache" in text
 
 
@@ -303,7 +314,7 @@ def test_lookup_percentiles_per_point_and_cache(engine):
 
 def test_scans_have_no_per_query_section(tmp_path_factory):
     csv, sweep = measured("scan", tmp_path_factory)
-    assert sections.per_query_html(load(csv, sweep)) is None
+    assert times_section.per_query_html(load(csv, sweep)) is None
 
 
 # -- result files from before these columns -------------------------------------------------
@@ -314,8 +325,8 @@ def test_an_older_result_file_says_what_was_not_recorded(engine, tmp_path):
     older.to_csv(path, index=False)
     old = load(path, sweep)
     assert "Plans were not recorded in these results" in callouts.checks_html(old)
-    assert "own time was not recorded in these results" in sections.engine_time_html(old)
-    assert "Per-query times were not recorded" in sections.per_query_html(old)
+    assert "own time was not recorded in these results" in times_section.engine_time_html(old)
+    assert "Per-query times were not recorded" in times_section.per_query_html(old)
     header = tables_of(tables.summary_html(old))["summary"][0]
     assert "access path" not in header and "client share: median" not in header
     page = render(TEMPLATE, report_params(path, sweep), tmp_path / "older.html")
@@ -326,13 +337,13 @@ def test_an_older_result_file_says_what_was_not_recorded(engine, tmp_path):
 # -- the rendered page ---------------------------------------------------------------------
 def _figures_of(data) -> list[bytes]:
     """Every figure of the page, in page order, drawn again from the rows (times at one CPU
-    speed where the page's figures are: ``sections.figure_rows``)."""
-    shown = sections.figure_rows(data)
-    order = sections.figure_order(data)
+    speed where the page's figures are: ``figures_section.figure_rows``)."""
+    shown = figures_section.figure_rows(data)
+    order = figures_section.figure_order(data)
     figs = [sweep_figures.knob_figure(shown, x) for x in order]
     figs += [sweep_figures.engine_time_figure(shown, x) for x in order]
     figs += [sweep_figures.first_query_figure(data), sweep_figures.lookup_figure(data)]
-    io, names = sections.io_rows(data)
+    io, names = io_section.io_rows(data)
     figs += [sweep_figures.io_figure(io, x, names) for x in data.dims]
     return [plots.to_png(f) for f in figs if f is not None]
 

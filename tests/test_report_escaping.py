@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tunelab.report import index, sections
+from tunelab.report import findings_section, header_section, index, measured_section
 from tunelab.report.data import load
 
 # Each would be a tag, a comment or the end of a <script> block if it reached a page raw;
@@ -119,9 +119,9 @@ def test_a_report_shows_every_value_of_its_files_as_text(hostile_report, tmp_pat
         }
     ]
     body = (
-        sections.header_html(data, TEXT)
-        + sections.claims_html(verdicts)
-        + sections.measured_html(data)
+        header_section.header_html(data, TEXT)
+        + findings_section.claims_html(verdicts)
+        + measured_section.measured_html(data)
     )
     page = tmp_path / "reports" / "sqlite" / "escape.html"
     page.parent.mkdir(parents=True)
@@ -130,7 +130,7 @@ def test_a_report_shows_every_value_of_its_files_as_text(hostile_report, tmp_pat
     # The summary reads back exactly as written, the hostile text included.
     summary = index.read_summary(page)
     assert summary is not None and summary["description"] == TEXT
-    assert summary == json.loads(json.dumps(sections.summary(data, TEXT)))
+    assert summary == json.loads(json.dumps(header_section.summary(data, TEXT)))
     _check_dom(page, scripts=1)
 
 
@@ -153,7 +153,7 @@ def test_the_index_shows_every_field_of_a_summary_as_text(tmp_path):
     }
     report = tmp_path / "reports" / "sqlite" / "escape.html"
     report.parent.mkdir(parents=True)
-    block = f'<script type="application/json" id="{sections.SUMMARY_ID}">'
+    block = f'<script type="application/json" id="{header_section.SUMMARY_ID}">'
     as_json = json.dumps(summary).replace("<", "\\u003c")  # a block that ends where it should
     report.write_text(_page(block + as_json + "</script>"), encoding="utf-8")
     assert index.read_summary(report) == summary

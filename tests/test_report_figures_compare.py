@@ -19,7 +19,7 @@ from matplotlib.text import Text
 from test_findings import _copy_pack, _validate
 from test_report_support import measured
 
-from tunelab.report import plots, sections, sweep_figures
+from tunelab.report import figures_section, io_section, labels, plots, sweep_figures
 from tunelab.report.data import load
 
 FINDINGS = """
@@ -136,7 +136,7 @@ def test_the_sources_crossover_and_ratio_are_drawn_on_the_axis(ranged):
     assert marks[0].get_ydata()[0] == pytest.approx(expected)
     assert "14 s vs 8 s" in marks[0].get_label()
     assert not [ln for ln in throughput_ax.get_lines() if "source-ratio" in str(ln.get_gid())]
-    notes = sections.axis_notes(data, "wl_selectivity", crossover=True)
+    notes = figures_section.axis_notes(data, "wl_selectivity", crossover=True)
     assert "5 % (a test source)" in notes and "1.75×" in notes
 
 
@@ -158,11 +158,11 @@ def test_the_overlap_check_can_fail():
 def test_too_many_series_is_one_rule_for_every_section(ranged, monkeypatch):
     data, _ = ranged
     data = dataclasses.replace(data, sweep={**data.sweep, "expect": []})
-    monkeypatch.setattr(sections, "MAX_SERIES", 2)  # 3 selectivities per index type
-    first = sections.figure_order(data)[0]
+    monkeypatch.setattr(figures_section, "MAX_SERIES", 2)  # 3 selectivities per index type
+    first = figures_section.figure_order(data)[0]
     other = next(x for x in data.dims if x != first)
-    name = sections.label(other, data.engine)
-    for html in (sections.figures_html(data), sections.io_html(data)):
+    name = labels.label(other, data.engine)
+    for html in (figures_section.figures_html(data), io_section.io_html(data)):
         assert f"Not drawn versus {name}" in html
         alts = re.findall(r'alt="([^"]*)"', html)
         assert alts and not [a for a in alts if a.endswith(f"vs {name}") or a.endswith(name)]

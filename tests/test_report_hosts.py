@@ -15,7 +15,7 @@ from test_report_support import measured
 from tunelab.analysis import claims
 from tunelab.engines import server
 from tunelab.host import containers, ownership, provenance
-from tunelab.report import appendix, callouts, checks, index, methods, sections
+from tunelab.report import appendix, callouts, checks, header_section, index, methods
 from tunelab.report.data import load
 from tunelab.run import cluster
 
@@ -58,7 +58,7 @@ def test_rows_from_two_hosts_are_flagged_at_the_top_and_in_the_methods(tmp_path_
     assert "a difference between them may be a difference between the hosts" in setup
     # Monotonic clocks of two hosts are not compared: sections only overlap within a host.
     assert "compared within each of the 2 hosts) do not overlap" in protocol
-    assert sections.summary(data)["hosts"] == ["node-a", "node-b"]
+    assert header_section.summary(data)["hosts"] == ["node-a", "node-b"]
 
 
 def test_a_point_whose_repetitions_come_from_two_hosts_is_named(tmp_path_factory, tmp_path):
@@ -72,7 +72,7 @@ def test_the_index_marks_a_sweep_measured_on_several_hosts(tmp_path_factory, tmp
     data, _ = two_hosts(tmp_path_factory, tmp_path)
     report = tmp_path / "sqlite" / "engine.html"
     report.parent.mkdir()
-    report.write_text(sections.header_html(data))
+    report.write_text(header_section.header_html(data))
     out = index.write_index([report], tmp_path / "index.html", tmp_path)
     assert "on 2 hosts: medians of different hosts compared" in out.read_text()
 

@@ -11,7 +11,7 @@ from matplotlib.collections import PathCollection
 from PIL import Image
 from test_report_support import measured
 
-from tunelab.report import locking, metric_panel, plots, sections, sweep_figures
+from tunelab.report import figures_section, io_section, locking, metric_panel, plots, sweep_figures
 from tunelab.report.data import load
 
 
@@ -79,7 +79,7 @@ def test_axis_scales_follow_the_values(scan, ranged):
 
 
 def test_hit_ratio_is_drawn_beside_the_reads_and_the_device_rate(scan):
-    rows, names = sections.io_rows(scan[0])  # as the page draws it
+    rows, names = io_section.io_rows(scan[0])  # as the page draws it
     fig = sweep_figures.io_figure(rows, "knob_cache_size", names)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert titles == [
@@ -421,8 +421,6 @@ def test_the_figure_along_the_claims_question_comes_first(ranged):
     import dataclasses
     import re
 
-    from tunelab.report import sections
-
     claim = {
         "says": "the scan overtakes the index",
         "kind": "crossover",
@@ -432,6 +430,6 @@ def test_the_figure_along_the_claims_question_comes_first(ranged):
         "within": [0.01, 0.5],
     }
     data = dataclasses.replace(ranged[0], sweep={**ranged[0].sweep, "expect": [claim]})
-    assert sections.figure_order(data) == ["wl_selectivity", "knob_index"]
-    heads = re.findall(r"<h3>([^<]+)</h3>", sections.figures_html(data))
+    assert figures_section.figure_order(data) == ["wl_selectivity", "knob_index"]
+    heads = re.findall(r"<h3>([^<]+)</h3>", figures_section.figures_html(data))
     assert heads.index("Selectivity (fraction of rows)") < heads.index("Index type")

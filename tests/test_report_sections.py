@@ -13,7 +13,15 @@ from test_report_render import tables_of
 from test_report_support import measured, rendered
 
 from tunelab.analysis import figures
-from tunelab.report import methods, plots, sections, sweep_figures
+from tunelab.report import (
+    figures_section,
+    io_section,
+    measured_section,
+    methods,
+    optional_sections,
+    plots,
+    sweep_figures,
+)
 from tunelab.report.data import effective_knobs, load
 from tunelab.report.labels import fmt
 
@@ -37,7 +45,7 @@ def test_device_section_puts_achieved_mb_s_against_the_calibrated_rate(
 ):
     cal, path = calibration
     csv, sweep = measured("scan", tmp_path_factory)
-    page = sections.device_html(load(csv, sweep), str(path))
+    page = optional_sections.device_html(load(csv, sweep), str(path))
     assert "data:image/png;base64," in page
     header, *body = tables_of(page)["device"]
     rows = pd.read_csv(csv)
@@ -59,17 +67,17 @@ def test_device_section_puts_achieved_mb_s_against_the_calibrated_rate(
 
 def test_device_section_is_left_out_without_calibration(tmp_path_factory):
     csv, sweep = measured("scan", tmp_path_factory)
-    assert sections.device_html(load(csv, sweep), "") is None
-    missing = sections.device_html(load(csv, sweep), "/nonexistent/calibration.json")
+    assert optional_sections.device_html(load(csv, sweep), "") is None
+    missing = optional_sections.device_html(load(csv, sweep), "/nonexistent/calibration.json")
     assert "calibration file not found" in missing
 
 
 def test_simulator_section_degrades_to_a_note_when_it_cannot_run(tmp_path_factory, tmp_path):
     csv, sweep = measured("scan", tmp_path_factory)
-    assert sections.simulator_html(load(csv, sweep), "") is None
+    assert optional_sections.simulator_html(load(csv, sweep), "") is None
     curve = tmp_path / "curve.csv"
     curve.write_text("not,a,curve\n")
-    page = sections.simulator_html(load(csv, sweep), str(curve))
+    page = optional_sections.simulator_html(load(csv, sweep), str(curve))
     assert page.startswith("<h2>Simulated versus measured</h2>")
     assert "Traceback" not in page
 
@@ -82,7 +90,7 @@ def test_rendered_figures_are_exactly_the_figures_of_the_stored_rows(tmp_path_fa
     shown = [base64.b64decode(s) for s in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
     data = load(csv, sweep)
     expected = [plots.to_png(sweep_figures.knob_figure(data, x)) for x in data.dims]
-    io, names = sections.io_rows(data)
+    io, names = io_section.io_rows(data)
     expected += [plots.to_png(sweep_figures.io_figure(io, x, names)) for x in data.dims]
     assert shown == expected
 
@@ -101,12 +109,12 @@ def test_sweep_overrides_give_the_engine_its_own_knob_values():
 def test_warnings_name_knobs_the_engine_did_not_apply(tmp_path_factory, tmp_path):
     csv, sweep = measured("scan", tmp_path_factory)
     rows = pd.read_csv(csv)
-    assert sections.warnings(load(csv, sweep))[-1].startswith("With 3 repetition(s)")
+    assert measured_section.warnings(load(csv, sweep))[-1].startswith("With 3 repetition(s)")
     changed = rows.copy()
     changed.loc[0, "applied_cache_size"] = changed.loc[0, "knob_cache_size"] + 1
     changed.loc[1, "cache_achieved"] = "partial"
     changed.to_csv(tmp_path / "changed.csv", index=False)
-    found = sections.warnings(load(tmp_path / "changed.csv", sweep))
+    found = measured_section.warnings(load(tmp_path / "changed.csv", sweep))
     assert any(
         "cache size: the engine applied other values than asked in 1 row" in w for w in found
     )
@@ -121,7 +129,7 @@ def test_an_engines_note_in_the_sweep_is_shown_in_its_report_only(tmp_path_facto
     doc["notes"] = {"sqlite": "Pages come from the OS cache <fast>.", "db2": "Not this one."}
     noted = tmp_path / "noted.yaml"
     noted.write_text(yaml.safe_dump(doc))
-    page = sections.measured_html(load(csv, noted))
+    page = measured_section.measured_html(load(csv, noted))
     assert "<b>On sqlite:</b> Pages come from the OS cache &lt;fast&gt;." in page
     assert "Not this one" not in page
 
@@ -217,7 +225,8 @@ def test_summary_table_puts_the_pool_size_in_bytes_beside_its_pages(tmp_path_fac
     rows.to_csv(tmp_path / "pool.csv", index=False)
     sweep = tmp_path / "pool.yaml"
     sweep.write_text(yaml.safe_dump({"name": "sqlite-cache-scan", "knobs": {"buffer_pool": [16]}}))
-    header, *body = tables_of(sections.summary_html(load(tmp_path / "pool.csv", sweep)))["summary"]
+    page = measured_section.summary_html(load(tmp_path / "pool.csv", sweep))
+    header, *body = tables_of(page)["summary"]
     assert header[:3] == ["buffer pool (pages)", "buffer pool size (MiB = 2²⁰ B)", "cache"]
     pools = [int(cells[0]) for cells in body]
     assert pools == sorted(pools)  # numbers ascending, not as text
@@ -233,7 +242,7 @@ def test_locking_section_gives_the_ratio_its_interval_and_what_it_means(
     from test_report_plots import expected_lock_ratios, measured_locking
 
     data, rows = measured_locking(tmp_path_factory)
-    page = sections.locking_html(data)
+    page = figures_section.locking_html(data)
     assert page.startswith("<h2>Row locks versus a table lock</h2>")
     assert page.count("data:image/png;base64,") == 1
     caption = re.search(r"<figcaption>(.*?)</figcaption>", page, re.S)[1]
@@ -259,7 +268,7 @@ def test_locking_section_gives_the_ratio_its_interval_and_what_it_means(
 
 def test_locking_section_is_left_out_without_a_lock_granularity(tmp_path_factory):
     csv, sweep = measured("scan", tmp_path_factory)
-    assert sections.locking_html(load(csv, sweep)) is None
+    assert figures_section.locking_html(load(csv, sweep)) is None
 
 
 @pytest.mark.slow
