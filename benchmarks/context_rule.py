@@ -32,7 +32,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 
-from tunelab.analysis import claims, decisions  # noqa: E402
+from tunelab.analysis import claim_verdict, claims, decisions  # noqa: E402
 from tunelab.measure import sweeprun  # noqa: E402
 
 
@@ -76,7 +76,7 @@ def points_of(k: int, ratio: float, own_blocks: bool = False) -> list:
 
 def pack(
     k: int, ratio: float, rule: str, seed: int, noise: sim.Noise = NOISE, own_blocks: bool = False
-) -> claims.Verdict:
+) -> claim_verdict.Verdict:
     """One simulated sweep measured until the stop rule ends it: the claim's verdict."""
     import numpy as np
 

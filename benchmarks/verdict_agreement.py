@@ -34,13 +34,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from tunelab.analysis import claims  # noqa: E402
+from tunelab.analysis import claim_verdict  # noqa: E402
 from tunelab.sweep.findings import FINDING  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import verdict_error_rates as sim  # noqa: E402
 
-WORDS = (claims.REPRODUCED, claims.NOT_REPRODUCED, claims.UNDECIDED)
+WORDS = (claim_verdict.REPRODUCED, claim_verdict.NOT_REPRODUCED, claim_verdict.UNDECIDED)
 RATIOS = tuple(round(x, 3) for x in np.arange(0.80, 1.045, 0.01))
 
 
@@ -58,7 +58,7 @@ def budget(n_max: int) -> Iterator[None]:
 def shares(ratio: float, noise: sim.Noise, packs: int, seed: int = 0) -> dict[str, float]:
     """The share of each word over ``packs`` sweeps whose true a/b is ``ratio``."""
     found = Counter(
-        claims.word(sim.pack("lower", False, noise, seed + i, ratio=ratio), FINDING)
+        claim_verdict.word(sim.pack("lower", False, noise, seed + i, ratio=ratio), FINDING)
         for i in range(packs)
     )
     return {w: found[w] / packs for w in WORDS}

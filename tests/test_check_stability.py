@@ -137,7 +137,7 @@ def test_an_engine_folder_is_a_run_too_and_one_folder_keeps_the_single_run_outpu
 
 def test_verdict_names_are_ordered_as_claims_lists_them_whatever_they_are(monkeypatch):
     c = check.ClaimStability("e", "s", "says", "similar", ["undecided", "not reproduced", "odd"])
-    assert list(c.counts) == ["not reproduced", "undecided", "odd"]  # claims.WORDS' order
+    assert list(c.counts) == ["not reproduced", "undecided", "odd"]  # claim_verdict.WORDS' order
     assert c.pooled == "unstable: not reproduced 1, undecided 1, odd 1"
     assert c.agreement == pytest.approx(1 / 3) and not c.stable
     same = check.ClaimStability("e", "s", "says", "similar", ["similar"] * 5)

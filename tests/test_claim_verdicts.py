@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab.analysis import claims, decisions, stats
+from tunelab.analysis import claim_verdict, claims, decisions, stats
 from tunelab.store import results
 from tunelab.sweep.claimspec import parse
 
@@ -41,7 +41,7 @@ def pair(a_values, b_values, with_rounds: bool, **cols) -> pd.DataFrame:
     )
 
 
-def verdict(claim: dict, data: pd.DataFrame, alpha: float | None = None) -> claims.Verdict:
+def verdict(claim: dict, data: pd.DataFrame, alpha: float | None = None) -> claim_verdict.Verdict:
     (v,) = claims.evaluate_sweep([claim], data, "sqlite", alpha=alpha)
     return v
 
@@ -408,7 +408,6 @@ def test_the_lock_table_and_a_claim_on_the_same_points_print_the_same_interval(w
 
 
 def test_the_index_counts_verdicts_in_words_a_directional_claim_shown_absent_does_not_hold():
-    from tunelab.analysis import claims
     from tunelab.report.index import INDEX_CSS, _claims_cell
 
     v = verdict(LOWER, pair([0.1] * 6, [0.1] * 6, with_rounds=True)).to_json()
@@ -418,10 +417,10 @@ def test_the_index_counts_verdicts_in_words_a_directional_claim_shown_absent_doe
     assert '<span class="tl-verdict tl-does-not-hold">1 does not hold</span>' in cell
     assert '<span class="tl-verdict tl-holds">1 holds</span>' in cell
     # a finding's words: equivalence shown against a directional finding is "not reproduced"
-    assert claims.word("similar", "finding") == "not reproduced"
-    assert claims.word("inconclusive", "finding") == "undecided"
+    assert claim_verdict.word("similar", "finding") == "not reproduced"
+    assert claim_verdict.word("inconclusive", "finding") == "undecided"
     legacy = {k: x for k, x in v.items() if k != "word"}  # a file from before the words
-    assert claims.word_of({**legacy, "role": "finding", "verdict": "holds"}) == "reproduced"
+    assert claim_verdict.word_of({**legacy, "role": "finding", "verdict": "holds"}) == "reproduced"
     for name in ("reproduced", "not-reproduced", "undecided", "cannot-run"):
         assert f".tl-{name}" in INDEX_CSS
 
@@ -526,7 +525,7 @@ def test_than_only_on_lower_or_higher_and_only_replacing_where_keys():
     ("unit", "words"), [("round", "6 rounds paired"), ("pass", "6 passes paired")]
 )
 def test_the_paired_units_are_named_in_plain_plural(unit, words):
-    from tunelab.analysis import claims, stats
+    from tunelab.analysis import claim_evidence, stats
 
     t = stats.RatioTest(
         n_old=6,
@@ -542,4 +541,4 @@ def test_the_paired_units_are_named_in_plain_plural(unit, words):
         n=6,
         unit=unit,
     )
-    assert claims._n_text(t).startswith(words)
+    assert claim_evidence.n_text(t).startswith(words)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import workflow_failure
-from tunelab.analysis import claims
+from tunelab.analysis import claim_verdict, claims
 
 RNG = np.random.default_rng(7)
 
@@ -40,7 +40,7 @@ def frame(*groups: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([r for g in groups for r in g])
 
 
-def verdict(claim: dict, data: pd.DataFrame) -> claims.Verdict:
+def verdict(claim: dict, data: pd.DataFrame) -> claim_verdict.Verdict:
     (v,) = claims.evaluate_sweep([claim], data, "sqlite")
     return v
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab.analysis import claims, decisions
+from tunelab.analysis import claim_verdict, claims, decisions
 from tunelab.measure import runner
 from tunelab.report import across_engines, contexts, findings_section
 from tunelab.sweep import findings, spec
@@ -55,8 +55,11 @@ def reads_fall(rule: str) -> dict:
 def test_each_context_keeps_its_verdict_and_the_page_counts_them(scans):
     (v,) = claims.evaluate_sweep([reads_fall("all")], scans, "sqlite")
     by_cache = {c["label"]: c["word"] for c in v.contexts}
-    assert by_cache == {"cache warm": claims.HOLDS_WORD, "cache cold": claims.FAILS_WORD}
-    assert v.verdict != claims.HOLDS  # all: one context against it is enough
+    assert by_cache == {
+        "cache warm": claim_verdict.HOLDS_WORD,
+        "cache cold": claim_verdict.FAILS_WORD,
+    }
+    assert v.verdict != decisions.HOLDS  # all: one context against it is enough
     stored = v.to_json()
     assert stored["contexts_rule"] == "all"
     assert contexts.tally(stored) == "holds warm; does not hold cold"
@@ -73,7 +76,10 @@ def test_a_context_refutes_only_at_alpha_over_the_contexts(scans):
     assert old.verdict in decisions.AGAINST
     assert new.verdict == decisions.INCONCLUSIVE
     by_cache = {c["label"]: c["word"] for c in new.contexts}
-    assert by_cache == {"cache warm": claims.HOLDS_WORD, "cache cold": claims.UNDECIDED}
+    assert by_cache == {
+        "cache warm": claim_verdict.HOLDS_WORD,
+        "cache cold": claim_verdict.UNDECIDED,
+    }
     assert any("at alpha 0.05 only, not at alpha 0.025" in c for c in new.causes), new.causes
     stored = new.to_json()
     assert stored["contexts_rule"] == "all-bonferroni"
@@ -99,7 +105,7 @@ def test_the_rule_decides_the_one_word(scans):
     assert v.verdict == decisions.INCONCLUSIVE  # one of two is no majority
     warm_only = scans[scans["cache_requested"] == "warm"]
     (v,) = claims.evaluate_sweep([reads_fall("all")], warm_only, "sqlite")
-    assert v.verdict == claims.HOLDS and contexts.tally(v.to_json()) == ""
+    assert v.verdict == decisions.HOLDS and contexts.tally(v.to_json()) == ""
 
 
 def test_every_finding_follows_the_rule_of_the_findings_file():

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tunelab.analysis import claims
+from tunelab.analysis import claim_verdict, claims, decisions
 from tunelab.measure import runner
 from tunelab.sweep import claimspec, spec
 from tunelab.sweep.claimspec import FLAT_THEN_FALLS
@@ -57,7 +57,7 @@ def measured(write_sweep, tmp_path: Path, data_dir: Path, workload: str) -> pd.D
     return pd.DataFrame(rows)
 
 
-def judged(frame: pd.DataFrame, metric: str) -> claims.Verdict:
+def judged(frame: pd.DataFrame, metric: str) -> claim_verdict.Verdict:
     claim = {"kind": FLAT_THEN_FALLS, "along": "buffer_pool", "metric": metric}
     (v,) = claims.evaluate_sweep([claim], frame, "sqlite")
     return v
@@ -68,7 +68,7 @@ def test_a_warm_scan_reads_as_much_until_the_cache_holds_the_table(write_sweep, 
     pool = frame["applied_buffer_pool"] * frame["page_size_bytes"]
     assert (pool < frame["data_bytes"]).sum() == 2 * ROUNDS, "two pools below the table"
     v = judged(frame, "physical_reads")
-    assert v.verdict == claims.HOLDS, v.line("t")
+    assert v.verdict == decisions.HOLDS, v.line("t")
     (context,) = v.contexts
     assert context["curve"]["shape"] == "level, then falls", context["curve"]
     assert context["curve"]["medians"][-1] < 0.05 * context["curve"]["medians"][0]
@@ -80,8 +80,8 @@ def test_random_look_ups_read_less_before_the_cache_holds_the_table(
 ):
     frame = measured(write_sweep, tmp_path, data_dir, "{type: point, lookups: 2000}")
     v = judged(frame, "physical_reads")
-    assert v.verdict == claims.CONTRADICTED, v.line("t")
-    assert v.word == claims.FAILS_WORD  # a claim of the sweep, not a finding
+    assert v.verdict == decisions.CONTRADICTED, v.line("t")
+    assert v.word == claim_verdict.FAILS_WORD  # a claim of the sweep, not a finding
     assert any(c.startswith("a gain below the data: buffer_pool 16 → 64") for c in v.causes)
 
 
@@ -89,7 +89,7 @@ def test_a_sweep_whose_pools_all_hold_the_data_decides_nothing(write_sweep, tmp_
     frame = measured(write_sweep, tmp_path, data_dir, "{type: scan}")
     big = frame.assign(data_bytes=1)  # every pool holds a table of one byte
     v = judged(big, "physical_reads")
-    assert v.verdict == claims.INCONCLUSIVE
+    assert v.verdict == decisions.INCONCLUSIVE
     assert v.causes == ["fewer than two pools swept below the data"]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab.analysis import claims, hostspeed
+from tunelab.analysis import claim_verdict, claims, hostspeed
 from tunelab.host import noise
 from tunelab.report import compare as cmp
 from tunelab.report.compare import text as compare_text
@@ -57,7 +57,7 @@ def host_rows(
     return pd.DataFrame(out)
 
 
-def verdict(claim: dict, data: pd.DataFrame) -> claims.Verdict:
+def verdict(claim: dict, data: pd.DataFrame) -> claim_verdict.Verdict:
     (v,) = claims.evaluate_sweep([claim], data, "sqlite")
     return v
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tunelab.analysis.claims import WORDS, figure_text
+from tunelab.analysis.claim_evidence import figure_text
+from tunelab.analysis.claim_verdict import WORDS
 from tunelab.measure import sweeprun
 from tunelab.report import index, questions
 from tunelab.report.labels import figures_text

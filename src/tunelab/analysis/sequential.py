@@ -18,7 +18,7 @@ rest is shared equally by the later looks.
 a look keeps that verdict (``settle``): later looks only decide the claims still open.
 
 A claim still undecided at a look whose comparison, at the spread observed, would need more
-than ``FUTILITY_FACTOR`` times the budget's rounds (``claims.Verdict.needed``, 80 % power) is
+than ``FUTILITY_FACTOR`` times the budget's rounds (``claim_verdict.Verdict.needed``, 80 % power) is
 not measured for any longer: more rounds up to the budget would most likely leave it
 undecided (a futility stop; it only ever keeps a claim from being decided, so alpha still
 holds). It ends ``inconclusive`` with the rounds it would need. The projection takes the

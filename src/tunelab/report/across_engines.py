@@ -34,7 +34,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
 from tunelab import engines
 from tunelab.analysis import figures, stats
-from tunelab.analysis.claims import CANNOT_RUN, css_class, word_of
+from tunelab.analysis.claim_verdict import CANNOT_RUN, css_class, word_of
 from tunelab.host import atomic
 from tunelab.report import contexts, evidence, plots, sources
 from tunelab.report.data import ReportData, ReportInputError, load, order_key

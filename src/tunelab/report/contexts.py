@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tunelab.analysis.claims import REPRODUCED, WORDS, word_of
+from tunelab.analysis.claim_verdict import REPRODUCED, WORDS, word_of
 from tunelab.report.labels import fmt_selectivity_percent
 
 # A context key in the plural, as a count of its values reads ("7 of 8 selectivities").

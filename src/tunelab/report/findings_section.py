@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tunelab.analysis.claims import css_class, word_of
+from tunelab.analysis.claim_verdict import css_class, word_of
 from tunelab.report import contexts, evidence
 from tunelab.report.fragments import esc, note
 from tunelab.report.labels import figures_text, fmt_selectivity_percent

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tunelab import engines as registry
-from tunelab.analysis.claims import word_of
+from tunelab.analysis.claim_verdict import word_of
 from tunelab.report import across_engines as across
 from tunelab.report import evidence
 from tunelab.report.fragments import unique

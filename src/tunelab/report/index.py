@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tunelab.analysis.claims import WORDS, css_class, word_of
+from tunelab.analysis.claim_verdict import WORDS, css_class, word_of
 from tunelab.host import atomic
 from tunelab.report import across_engines, evidence, questions
 from tunelab.report.fragments import esc

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tunelab.analysis.claims import column
+from tunelab.analysis.claim_rows import column
 from tunelab.report.data import ReportData
 from tunelab.report.labels import fmt, fmt_selectivity_percent
 from tunelab.sweep import claimspec, findings

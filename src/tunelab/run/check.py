@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.analysis import claims
-from tunelab.analysis.claims import Verdict
+from tunelab.analysis import claim_verdict, claims
+from tunelab.analysis.claim_verdict import Verdict
 from tunelab.store.results import read_csv as read_rows_csv
 from tunelab.sweep import claimspec, spec
 
@@ -115,8 +115,8 @@ def check_run(path: Path, sweep: Path | None = None) -> dict[str, Checked]:
 
 # -- stability over runs --------------------------------------------------------------------
 def _verdict_order(names: list[str]) -> list[str]:
-    """``claims.WORDS``' order, then any other name as met."""
-    known = [v for v in claims.WORDS if v in names]
+    """``claim_verdict.WORDS``' order, then any other name as met."""
+    known = [v for v in claim_verdict.WORDS if v in names]
     return known + [v for v in dict.fromkeys(names) if v not in known]
 
 
@@ -298,7 +298,7 @@ def _check_one(files: list[Path], name: str, args: argparse.Namespace) -> int:
     if args.stability_out:  # one run: every claim trivially stable, as the index expects
         pooled = stability([{c.key: c for c in checked}], [name])
         _write_json(args.stability_out, stability_json(pooled, [name]))
-    failed = (claims.NOT_REPRODUCED, claims.FAILS_WORD)
+    failed = (claim_verdict.NOT_REPRODUCED, claim_verdict.FAILS_WORD)
     contradicted = sum(v.word in failed for c in checked for v in c.verdicts)
     return 1 if contradicted and not args.no_fail else 0
 
