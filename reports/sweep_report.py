@@ -24,10 +24,11 @@ title = ""
 # logic lives in tunelab.report; this file only says what goes where.
 from tunelab.sweep import claimspec
 from tunelab.analysis import claims
-from tunelab.report import appendix, callouts, logship, methods
+from tunelab.report import methods
+from tunelab.report.page import appendix, callouts, logship
 from tunelab.report import data as report_data
-from tunelab.report import figures_section, findings_section, header_section, io_section
-from tunelab.report import measured_section, optional_sections, times_section
+from tunelab.report.page import figures_section, findings_section, header_section, io_section
+from tunelab.report.page import measured_section, optional_sections, times_section
 from tunelab.report.fragments import show
 
 data = report_data.load(results_csv, sweep_file, sweep_name)

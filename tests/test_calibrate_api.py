@@ -21,7 +21,7 @@ from tunelab.calibrate import (
     save,
     tables,
 )
-from tunelab.report import device
+from tunelab.report.page import device
 
 
 def make(drr: float = 200.0, overhead: float = 0.25, **extra) -> Calibration:

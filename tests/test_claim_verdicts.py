@@ -373,8 +373,8 @@ def test_verdict_json_and_counts_know_similar():
 # -- one interval: the report's lock table and a claim on the same points ---------------------
 @pytest.mark.parametrize("with_rounds", [False, True])
 def test_the_lock_table_and_a_claim_on_the_same_points_print_the_same_interval(with_rounds):
-    from tunelab.report import locking
     from tunelab.report.data import ReportData
+    from tunelab.report.page import locking
 
     rng = np.random.default_rng(9)
     rows = []

@@ -13,7 +13,8 @@ import pytest
 
 from tunelab.analysis import claim_verdict, claims, decisions
 from tunelab.measure import runner
-from tunelab.report import across_engines, contexts, findings_section
+from tunelab.report import across_engines, contexts
+from tunelab.report.page import findings_section
 from tunelab.sweep import findings, spec
 
 ROUNDS = 6

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tunelab.report import logship
 from tunelab.report.data import ReportData
+from tunelab.report.page import logship
 
 
 def rows(mode: str, rtt: float, ms_per_commit: float, n: int = 6, threads: int = 1) -> list[dict]:

@@ -342,7 +342,7 @@ def test_the_log_shipping_sweep_on_mariadb():
 
 
 def test_the_report_predicts_semi_sync_from_the_async_point():
-    from tunelab.report import logship
+    from tunelab.report.page import logship
 
     def rows(mode: str, ms: float) -> list[dict]:
         return [

@@ -16,18 +16,16 @@ import pytest
 from test_report_render import number, tables_of
 from test_report_support import TEMPLATE, measured, rendered, report_params
 
-from tunelab.report import (
+from tunelab.report import checks, plots, tables
+from tunelab.report.data import load
+from tunelab.report.page import (
     callouts,
-    checks,
     figures_section,
     io_section,
     metric_panel,
-    plots,
     sweep_figures,
-    tables,
     times_section,
 )
-from tunelab.report.data import load
 from tunelab.report.render import render
 
 POINT = ["knob_index", "wl_selectivity", "workload", "cache_requested"]

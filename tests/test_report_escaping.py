@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from tunelab.report import findings_section, header_section, index, measured_section
+from tunelab.report import index
 from tunelab.report.data import load
+from tunelab.report.page import findings_section, header_section, measured_section
 
 # Each would be a tag, a comment or the end of a <script> block if it reached a page raw;
 # '<!--<script' inside a script block makes the parser take the rest of the page as script.

@@ -19,8 +19,9 @@ from matplotlib.text import Text
 from test_findings import _copy_pack, _validate
 from test_report_support import measured
 
-from tunelab.report import figures_section, io_section, labels, plots, sweep_figures
+from tunelab.report import labels, plots
 from tunelab.report.data import load
+from tunelab.report.page import figures_section, io_section, sweep_figures
 
 FINDINGS = """
 rules: {alpha: 0.05, margin: 0.05, similar_within: 0.15, crossover_factor: 3,

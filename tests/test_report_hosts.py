@@ -15,8 +15,9 @@ from test_report_support import measured
 from tunelab.analysis import claims
 from tunelab.engines import server
 from tunelab.host import containers, ownership, provenance
-from tunelab.report import appendix, callouts, checks, header_section, index, methods
+from tunelab.report import checks, index, methods
 from tunelab.report.data import load
+from tunelab.report.page import appendix, callouts, header_section
 from tunelab.run import cluster
 
 

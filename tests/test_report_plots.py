@@ -11,8 +11,9 @@ from matplotlib.collections import PathCollection
 from PIL import Image
 from test_report_support import measured
 
-from tunelab.report import figures_section, io_section, locking, metric_panel, plots, sweep_figures
+from tunelab.report import plots
 from tunelab.report.data import load
+from tunelab.report.page import figures_section, io_section, locking, metric_panel, sweep_figures
 
 
 @pytest.fixture(scope="module")

@@ -13,17 +13,16 @@ from test_report_render import tables_of
 from test_report_support import measured, rendered
 
 from tunelab.analysis import figures
-from tunelab.report import (
+from tunelab.report import methods, plots
+from tunelab.report.data import effective_knobs, load
+from tunelab.report.labels import fmt
+from tunelab.report.page import (
     figures_section,
     io_section,
     measured_section,
-    methods,
     optional_sections,
-    plots,
     sweep_figures,
 )
-from tunelab.report.data import effective_knobs, load
-from tunelab.report.labels import fmt
 
 needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio is not installed")
 

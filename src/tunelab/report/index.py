@@ -24,7 +24,7 @@ from tunelab.analysis.claim_verdict import WORDS, css_class, word_of
 from tunelab.host import atomic
 from tunelab.report import across_engines, evidence, questions
 from tunelab.report.fragments import esc
-from tunelab.report.header_section import SUMMARY_ID
+from tunelab.report.page.header_section import SUMMARY_ID
 
 # nbconvert may reorder the tag's attributes: match on the id alone.
 _SUMMARY_RE = re.compile(r'<script[^>]*\bid="' + SUMMARY_ID + r'"[^>]*>(.*?)</script>', re.S)

@@ -17,10 +17,10 @@ from tunelab.engines.base import EngineInfo
 from tunelab.host import cache, noise
 from tunelab.host.cache import WARM_BY_PREVIOUS
 from tunelab.report import checks
-from tunelab.report.appendix import host_lines
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note, reps_per_point, unique
 from tunelab.report.labels import MB_BYTES, fmt, fmt_percent, page_mb
+from tunelab.report.page.appendix import host_lines
 
 FETCH_MODES = {
     "all": "every result row was fetched to the client through the driver's own C path",

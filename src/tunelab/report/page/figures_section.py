@@ -10,10 +10,11 @@ import html
 import pandas as pd
 
 from tunelab.analysis import figures, hostspeed, stats
-from tunelab.report import checks, locking, marks, plots, sources, sweep_figures, tables
+from tunelab.report import checks, marks, plots, sources, tables
 from tunelab.report.data import ReportData
 from tunelab.report.fragments import note, reps_per_point
 from tunelab.report.labels import fmt, fmt_bytes, fmt_percent, label, unit_text
+from tunelab.report.page import locking, sweep_figures
 from tunelab.store.results import KNOB_PREFIX, WORKLOAD_PREFIX
 from tunelab.sweep import claimspec
 

@@ -8,11 +8,12 @@ import html
 
 import pandas as pd
 
-from tunelab.report import plots, reads, sweep_figures, tables
+from tunelab.report import plots, reads, tables
 from tunelab.report.data import ReportData
-from tunelab.report.figures_section import axis_notes, figure_caption, figure_order, not_drawn
 from tunelab.report.fragments import note
 from tunelab.report.labels import MB_TEXT, label
+from tunelab.report.page import sweep_figures
+from tunelab.report.page.figures_section import axis_notes, figure_caption, figure_order, not_drawn
 
 
 def prefetch_on(data: ReportData) -> bool:

@@ -7,17 +7,18 @@ import html
 
 import pandas as pd
 
-from tunelab.report import checks, plots, sweep_figures, tables
+from tunelab.report import checks, plots, tables
 from tunelab.report.data import ReportData
-from tunelab.report.figures_section import (
+from tunelab.report.fragments import note, unique
+from tunelab.report.labels import fmt_percent, label
+from tunelab.report.page import sweep_figures
+from tunelab.report.page.figures_section import (
     axis_notes,
     figure_caption,
     figure_order,
     figure_rows,
     not_drawn,
 )
-from tunelab.report.fragments import note, unique
-from tunelab.report.labels import fmt_percent, label
 
 
 def _engine_time_source(engine: str) -> str:

@@ -21,9 +21,9 @@ from matplotlib.ticker import NullLocator
 
 from tunelab.analysis import stats
 from tunelab.report import checks, marks
-from tunelab.report.axis_marks import _pool_axis
 from tunelab.report.data import order_key
 from tunelab.report.labels import is_ratio, label
+from tunelab.report.page.axis_marks import _pool_axis
 from tunelab.report.plots import (
     LINESTYLES,
     MARKERS,

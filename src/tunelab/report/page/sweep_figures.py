@@ -9,10 +9,10 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from tunelab.report import checks
-from tunelab.report.axis_marks import mark_crossovers, mark_sources
 from tunelab.report.data import ReportData
 from tunelab.report.labels import label
-from tunelab.report.metric_panel import draw_metric
+from tunelab.report.page.axis_marks import mark_crossovers, mark_sources
+from tunelab.report.page.metric_panel import draw_metric
 from tunelab.report.plots import PANEL_H, PANEL_W, _figure, _has, _legend, _title, hue_title, style
 
 PERFORMANCE = ("elapsed_s", "throughput_rows_s")

@@ -10,11 +10,12 @@ from typing import Any
 
 import pandas as pd
 
-from tunelab.report import plots, sweep_figures, tables
+from tunelab.report import plots, tables
 from tunelab.report.data import ReportData, sha256
-from tunelab.report.figures_section import figure_caption
 from tunelab.report.fragments import note
 from tunelab.report.labels import fmt, page_mb
+from tunelab.report.page import sweep_figures
+from tunelab.report.page.figures_section import figure_caption
 
 
 def _helper_output(obj: Any, table_id: str, alt: str) -> str:
@@ -34,7 +35,7 @@ def device_html(data: ReportData, calibration_json: str) -> str | None:
     head = "<h2>Against the device's own limits</h2>"
     try:
         from tunelab.calibrate import load as load_calibration
-        from tunelab.report.device import achieved_vs_device
+        from tunelab.report.page.device import achieved_vs_device
     except ImportError:
         return head + note("The calibration helpers are not installed; section left out.")
     if not Path(calibration_json).is_file():
