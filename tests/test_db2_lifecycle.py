@@ -81,7 +81,7 @@ def build(eng, rows, wtype="multipoint", kind="none"):
     w = workloads.Workload(wtype, workloads.DEFAULTS[wtype])
     plan = w.index_plan(kind)
     eng.create_table(TABLE, plan)
-    eng.load(TABLE, rows)
+    eng.dialect.load(TABLE, rows)
     eng.create_index(TABLE, plan)
     return w, plan
 
@@ -173,7 +173,7 @@ def test_table_lock_blocks_a_second_transaction_and_the_counters_see_it(engine, 
     holder, waiter = engine.connect(), engine.connect()
     try:
         before = engine.counters([])
-        engine.lock_table(holder.cursor(), TABLE)
+        engine.dialect.lock_table(holder.cursor(), TABLE)
         cur = waiter.cursor()
         cur.execute("SET CURRENT LOCK TIMEOUT 2")
         with pytest.raises(Exception, match="SQL0911N|57033|40001"):
@@ -262,10 +262,10 @@ def test_points_of_a_run_share_one_server(write_sweep, tmp_path):
 
 # -- timed statements: plans, forcing, fetch, engine time ------------------------------------------
 def explained(eng, w, plan, access):
-    stmts = workloads.statements(eng, w, plan, access, ROWS, SEED)
+    stmts = workloads.statements(eng.dialect, w, plan, access, ROWS, SEED)
     conn = eng.connect()
     try:
-        return stmts, workloads.explain(eng, conn, w, stmts)
+        return stmts, workloads.explain(eng.dialect, conn, w, stmts)
     finally:
         conn.close()
 
@@ -283,7 +283,7 @@ def test_guidelines_are_enabled_and_the_explain_tables_exist(engine):
 @pytest.mark.parametrize("kind", workloads.INDEX_KINDS)
 def test_forced_multipoint_plans_are_what_each_index_kind_built(engine, rows, kind):
     w, plan = build(engine, rows, "multipoint", kind)
-    expected = engine.expected_access(TABLE, plan)
+    expected = engine.dialect.expected_access(TABLE, plan)
     stmts, plans = explained(engine, w, plan, "forced")
     assert len(plans) == len(stmts.to_explain()) == w.params["queries"]
     for p in plans:
@@ -296,14 +296,14 @@ def test_forced_range_plans_hold_at_half_the_table(engine, rows, kind):
     # At 50 % the optimizer would scan; the guideline keeps whatever the knob built.
     _, plan = build(engine, rows, "range", kind)
     w = workload("range", selectivity=0.5, queries=2)
-    expected = engine.expected_access(TABLE, plan)
+    expected = engine.dialect.expected_access(TABLE, plan)
     _, plans = explained(engine, w, plan, "forced")
     assert [p.base for p in plans] == [expected] * 2, [p.raw for p in plans]
     # Both fetch paths return the rows the range holds (count sums them as BIGINT).
     for fetch in ("all", "count"):
         wf = workload("range", selectivity=0.5, queries=2, fetch=fetch)
-        stmts = workloads.statements(engine, wf, plan, "forced", ROWS, SEED)
-        run = workloads.runner(engine, wf, rows, stmts, False)
+        stmts = workloads.statements(engine.dialect, wf, plan, "forced", ROWS, SEED)
+        run = workloads.runner(engine.dialect, wf, rows, stmts, False)
         conn = engine.connect()
         try:
             assert run([conn]) == 2 * round(0.5 * ROWS), fetch
@@ -326,8 +326,8 @@ def test_the_optimizer_sees_each_ranges_own_selectivity(engine, rows, selectivit
 
 def test_engine_time_is_positive_and_inside_the_clients_clock(engine, rows):
     w, plan = build(engine, rows, "scan")
-    stmts = workloads.statements(engine, w, plan, "optimizer", ROWS, SEED)
-    run = workloads.runner(engine, w, rows, stmts, False)
+    stmts = workloads.statements(engine.dialect, w, plan, "optimizer", ROWS, SEED)
+    run = workloads.runner(engine.dialect, w, rows, stmts, False)
     conn = engine.connect()
     try:
         run([conn])  # warm, and compiled

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tunelab.engines import db2, db2_sql
+from tunelab.engines import db2, db2_sql, db2_statements
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.store.dataset import COLUMNS, Dataset
 from tunelab.sweep import spec, workloads
@@ -801,7 +801,7 @@ def parse(sql: str) -> None:
 def read_statements(wtype: str, kind: str, access: str, fetch: str = "all", rows: int = 5000):
     w = workloads.Workload(wtype, {**workloads.DEFAULTS[wtype], "fetch": fetch})
     plan = w.index_plan(kind)
-    return w, plan, workloads.statements(OFFLINE, w, plan, access, rows, 11)
+    return w, plan, workloads.statements(OFFLINE.dialect, w, plan, access, rows, 11)
 
 
 def guideline_of(sql: str) -> ET.Element:
@@ -886,7 +886,11 @@ def test_forced_statements_end_with_a_guideline_naming_the_index_built(wtype, ki
             assert request.tag == "TBSCAN" and request.get("INDEX") is None
         else:
             assert request.tag == "IXSCAN"
-            assert request.get("INDEX") == created[0]["name"] == OFFLINE.index_name(TABLE, plan)
+            assert (
+                request.get("INDEX")
+                == created[0]["name"]
+                == OFFLINE.dialect.index_name(TABLE, plan)
+            )
 
 
 def test_the_scan_workload_is_forced_to_a_table_scan():
@@ -918,7 +922,7 @@ def test_an_extra_guideline_is_refused_since_db2_would_ignore_both():
 )
 def test_expected_access_names_the_index_as_db2_folds_it(wtype, kind, expected):
     plan = workloads.Workload(wtype, workloads.DEFAULTS[wtype]).index_plan(kind)
-    assert OFFLINE.expected_access(TABLE, plan) == expected
+    assert OFFLINE.dialect.expected_access(TABLE, plan) == expected
 
 
 def test_explain_statements_follow_the_syntax_diagram():
@@ -1120,14 +1124,14 @@ def test_explain_runs_explain_plan_then_reads_that_statement_back():
     eng = db2.DB2Engine(Path("/nonexistent"), "t")
     _, plan, stmts = read_statements("multipoint", "nonclustered", "forced")
     sql, args = stmts.to_explain()[0]
-    got = eng.explain(conn, sql, args)
-    assert got.path == expected and got.base == eng.expected_access(TABLE, plan)
+    got = eng.dialect.explain(conn, sql, args)
+    assert got.path == expected and got.base == eng.dialect.expected_access(TABLE, plan)
     first, *reads = conn.log
     m = EXPLAIN.match(first)
     assert m and m["stmt"] == sql and int(m["no"]) == 1
     assert [r for r in reads if "QUERYNO = 1 " in r] == reads and len(reads) == 3
     assert got.raw.splitlines()[0] == sql and "IXSCAN (3)" in got.raw
-    eng.explain(conn, sql, args)
+    eng.dialect.explain(conn, sql, args)
     assert "QUERYNO = 2 " in conn.log[4]  # each explain has its own number
 
 
@@ -1139,7 +1143,7 @@ def test_an_update_is_explained_with_its_key_written_in():
         }
     )
     eng = db2.DB2Engine(Path("/nonexistent"), "t")
-    got = eng.explain(conn, "UPDATE accounts SET balance = balance + 1 WHERE id = ?", (42,))
+    got = eng.dialect.explain(conn, "UPDATE accounts SET balance = balance + 1 WHERE id = ?", (42,))
     assert EXPLAIN.match(conn.log[0])["stmt"].endswith("WHERE id = 42")
     assert got.path == "index:IX_ACCOUNTS_NONCLUSTERED;ixscan+fetch"
 
@@ -1156,7 +1160,9 @@ def test_a_failing_explain_names_the_statement():
             return cur
 
     with pytest.raises(EngineError, match="EXPLAIN of SELECT .*SQL0219N"):
-        db2.DB2Engine(Path("/nonexistent"), "t").explain(Broken(), "SELECT id FROM accounts", ())
+        db2.DB2Engine(Path("/nonexistent"), "t").dialect.explain(
+            Broken(), "SELECT id FROM accounts", ()
+        )
 
 
 def test_explain_tables_are_created_only_when_missing(monkeypatch):
@@ -1234,13 +1240,17 @@ class BatchCursor:
         return [(i,) for i in range(n)]
 
 
-@pytest.mark.parametrize("rows", [0, 1, db2.FETCH_ROWS, 3 * db2.FETCH_ROWS + 7])
+@pytest.mark.parametrize(
+    "rows", [0, 1, db2_statements.FETCH_ROWS, 3 * db2_statements.FETCH_ROWS + 7]
+)
 def test_fetch_counts_batches_from_the_drivers_c_loop(rows):
     cur = BatchCursor(rows)
-    assert OFFLINE.fetch(cur) == rows
+    assert OFFLINE.dialect.fetch(cur) == rows
     assert cur.FIX_RETURN_TYPE == 0  # no per-row Python type fix-up in ibm_db_dbi
-    assert set(cur.sizes) == {db2.FETCH_ROWS}
-    assert len(cur.sizes) == -(-rows // db2.FETCH_ROWS) + 1  # the last one comes back empty
+    assert set(cur.sizes) == {db2_statements.FETCH_ROWS}
+    assert (
+        len(cur.sizes) == -(-rows // db2_statements.FETCH_ROWS) + 1
+    )  # the last one comes back empty
 
 
 def test_ibm_db_dbi_fetchmany_is_the_c_loop_plus_an_optional_python_fix_up():

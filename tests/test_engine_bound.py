@@ -91,7 +91,7 @@ def test_a_forced_point_whose_plan_differs_fails_naming_both_paths(write_sweep, 
     eng.provision(point.knobs)
     eng.create_table(workloads.TABLE, workloads.Workload("scan").index_plan("none"))
     conn = eng.connect()
-    plan = eng.explain(conn, "SELECT lat FROM accounts WHERE hundreds2 = ?", (3,))
+    plan = eng.dialect.explain(conn, "SELECT lat FROM accounts WHERE hundreds2 = ?", (3,))
     conn.close()
     assert plan.path == "scan"
     with pytest.raises(EngineError, match="expected index:accounts_nonclustered, the plan is scan"):
@@ -168,9 +168,9 @@ def test_bad_access_or_fetch_is_refused_at_validation(write_sweep, body, expecte
 
 def test_a_refused_forced_point_keeps_its_plans_to_explain_why(write_sweep, tmp_path, monkeypatch):
     # A hint that does not reach the engine: at 90 % SQLite's own choice is a scan.
-    from tunelab.engines.sqlite import SQLiteEngine
+    from tunelab.engines.sqlite_sql import SQLiteDialect
 
-    monkeypatch.setattr(SQLiteEngine, "table_ref", lambda self, table, index, access: table)
+    monkeypatch.setattr(SQLiteDialect, "table_ref", lambda self, table, index, access: table)
     path = sweep(
         write_sweep, "{index: [nonclustered]}", "{type: range, selectivity: 0.9}", "access: forced"
     )

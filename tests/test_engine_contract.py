@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tunelab import engines
-from tunelab.engines import readahead
+from tunelab.engines import abilities, readahead
 from tunelab.engines.base import Engine, EngineError, IndexPlan
 from tunelab.engines.server import ServerEngine
 from tunelab.host import blockdev, cache, containers
@@ -47,7 +47,7 @@ def test_each_engine_declares_what_it_is(name):
         assert info.image is not None
         if info.image.build_script:
             assert (REPO / "containers" / info.image.build_script).is_file()
-    assert info.traces == (cls.capture_trace is not Engine.capture_trace)
+    assert info.traces == issubclass(cls, abilities.PageTraces)
     # The engine names its own cold steps for the report; evicting the OS cache is cache's.
     assert info.cold_steps and not set(info.cold_steps) & set(cache.EVICT_STEPS), name
     for knob in info.knobs.values():

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from tunelab.engines import mariadb, mariadb_sql, postgres, postgres_sql, sqlite
+from tunelab.engines import mariadb, mariadb_sql, postgres, postgres_sql, sqlite_sql
 from tunelab.engines.db2_sql import PlanOperator, normalise_plan
 from tunelab.engines.sqlite import SQLiteEngine
 from tunelab.host import containers
@@ -25,7 +26,7 @@ POINT = workloads.Workload("point", {"lookups": 250, "fetch": "all", "batch": 10
 def test_batches_carry_the_seeded_keys_in_order_and_the_rest_in_a_last_one(tmp_path):
     eng = SQLiteEngine(tmp_path, "t")
     plan = POINT.index_plan("nonclustered")
-    stmts = workloads.statements(eng, POINT, plan, "forced", ROWS, SEED)
+    stmts = workloads.statements(eng.dialect, POINT, plan, "forced", ROWS, SEED)
     one_by_one = workloads.Workload("point", {**POINT.params, "batch": 1})
     keys = [a for (a,) in workloads.query_args(one_by_one, ROWS, SEED)]
     assert [len(json.loads(a[0])) for _, a in stmts.bound] == [100, 100, 50]
@@ -34,29 +35,29 @@ def test_batches_carry_the_seeded_keys_in_order_and_the_rest_in_a_last_one(tmp_p
         "SELECT accounts.* FROM json_each(?) AS k CROSS JOIN accounts INDEXED BY "
         "accounts_nonclustered ON accounts.id = k.value"
     )
-    single = workloads.statements(eng, one_by_one, plan, "forced", ROWS, SEED)
+    single = workloads.statements(eng.dialect, one_by_one, plan, "forced", ROWS, SEED)
     assert [a for _, (a,) in single.bound] == keys  # batch 1: a statement per key, as before
 
 
 def test_each_engine_renders_its_key_list_before_timing():
-    pg = postgres.PostgresEngine.__new__(postgres.PostgresEngine)
-    assert pg.key_args([3, 1, 2]) == ("{3,1,2}",)
-    assert pg.key_join("t", "t", 3) == "unnest(%s::int4[]) AS k(id) JOIN t ON t.id = k.id"
+    pg = postgres.PostgresEngine(Path("/nonexistent"), "t")
+    assert pg.dialect.key_args([3, 1, 2]) == ("{3,1,2}",)
+    assert pg.dialect.key_join("t", "t", 3) == "unnest(%s::int4[]) AS k(id) JOIN t ON t.id = k.id"
     assert postgres_sql.settings({})["enable_memoize"] == "off"
-    my = mariadb.MariaDBEngine.__new__(mariadb.MariaDBEngine)
-    assert my.key_args([3, 1, 2]) == ("[3, 1, 2]",)
-    assert my.key_join("t", "t FORCE INDEX (x)", 3) == (
+    my = mariadb.MariaDBEngine(Path("/nonexistent"), "t")
+    assert my.dialect.key_args([3, 1, 2]) == ("[3, 1, 2]",)
+    assert my.dialect.key_join("t", "t FORCE INDEX (x)", 3) == (
         "JSON_TABLE(%s, '$[*]' COLUMNS (id INT PATH '$')) AS k STRAIGHT_JOIN "
         "t FORCE INDEX (x) ON t.id = k.id"
     )
     # Db2: a VALUES list of typed markers, a marker per key.
     from tunelab.engines.db2 import DB2Engine
 
-    db2 = DB2Engine.__new__(DB2Engine)
-    assert db2.key_join("t", "t", 2) == (
+    db2 = DB2Engine(Path("/nonexistent"), "t")
+    assert db2.dialect.key_join("t", "t", 2) == (
         "(VALUES (CAST(? AS INTEGER)), (CAST(? AS INTEGER))) AS k(id) JOIN t ON t.id = k.id"
     )
-    assert db2.key_args([4, 5]) == (4, 5)
+    assert db2.dialect.key_args([4, 5]) == (4, 5)
 
 
 @pytest.mark.parametrize(
@@ -113,8 +114,8 @@ def test_plans_show_the_look_ups_and_refuse_a_join_that_reads_everything():
     assert mariadb_sql.normalise_plan(doc).startswith("hash-join")
     # SQLite: json_each's scan left out.
     lines = "SCAN k VIRTUAL TABLE INDEX 1:\nSEARCH a USING INDEX a_nc (id=?)"
-    assert sqlite._normalise_plan(lines) == "index:a_nc;search"
-    assert sqlite._normalise_plan("SCAN k VIRTUAL TABLE INDEX 1:\nSCAN a") == "scan"
+    assert sqlite_sql.normalise_plan(lines) == "index:a_nc;search"
+    assert sqlite_sql.normalise_plan("SCAN k VIRTUAL TABLE INDEX 1:\nSCAN a") == "scan"
     # Db2: a hash join between the VALUES list's GENROW and the table is named.
     ops = {
         1: PlanOperator(1, "RETURN", 10.0, inputs=[("O", 2, 1.0)]),
@@ -209,7 +210,7 @@ def test_db2_gets_the_values_list_with_its_markers_and_the_guideline_last(tmp_pa
 
     eng = DB2Engine(tmp_path, "t")
     w = workloads.Workload("point", {"lookups": 3, "fetch": "count", "batch": 2})
-    stmts = workloads.statements(eng, w, w.index_plan("nonclustered"), "forced", ROWS, SEED)
+    stmts = workloads.statements(eng.dialect, w, w.index_plan("nonclustered"), "forced", ROWS, SEED)
     (first, args), (last, rest) = stmts.bound
     marker = "(CAST(? AS INTEGER))"
     assert (

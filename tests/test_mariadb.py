@@ -13,7 +13,7 @@ import pytest
 
 from tunelab.engines.base import AccessPath, EngineError, IndexPlan
 from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine
-from tunelab.engines.mariadb_sql import normalise_plan
+from tunelab.engines.mariadb_sql import MariaDBDialect, normalise_plan
 from tunelab.host import containers
 from tunelab.measure import runner
 from tunelab.run import recovery
@@ -44,7 +44,7 @@ def loaded(tmp_path_factory, image, rows):
     try:
         eng.provision({"page_size": 16384, "buffer_pool": 4096})
         eng.create_table("accounts", IndexPlan("none", ()))
-        eng.load("accounts", rows)
+        eng.dialect.load("accounts", rows)
         eng.create_index("accounts", IndexPlan("none", ()))
         yield eng
     finally:
@@ -144,13 +144,13 @@ def test_table_lock_blocks_other_writers_until_unlock(loaded):
     try:
         ca, cb = a.cursor(), b.cursor()
         cb.execute("SET SESSION lock_wait_timeout = 1")
-        loaded.lock_table(ca, "accounts")
+        loaded.dialect.lock_table(ca, "accounts")
         ca.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
         with pytest.raises(MySQLdb.OperationalError) as err:
             cb.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 2")
         assert err.value.args[0] == 1205  # lock wait timeout
         a.commit()
-        loaded.unlock_tables(ca)
+        loaded.dialect.unlock_tables(ca)
         cb.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 2")
         b.commit()
     finally:
@@ -189,7 +189,7 @@ def test_knobs_read_back_in_place_and_restart(tmp_path, image, rows):
         assert 0 < applied["innodb_buffer_pool_pages_total"] <= 1024
 
         eng.create_table("accounts", IndexPlan("none", ()))
-        eng.load("accounts", rows[:2000])
+        eng.dialect.load("accounts", rows[:2000])
         # In place: pool size and read-ahead change without a restart.
         asked |= {"buffer_pool": 2048, "read_ahead_threshold": 0, "random_read_ahead": False}
         eng.provision(asked)
@@ -247,7 +247,7 @@ def test_index_layouts(loaded, rows, kind):
     plan = IndexPlan(kind, ("hundreds2",), ("lat", "balance"))
     try:
         loaded.create_table("layout", plan)
-        loaded.load("layout", rows[:3000])
+        loaded.dialect.load("layout", rows[:3000])
         loaded.create_index("layout", plan)  # checks the catalogue itself, too
         have: dict[str, list[str]] = {}
         for name, col in loaded._query(
@@ -393,7 +393,12 @@ def explained(run, tmp_path_factory):
             for access in ("optimizer", "forced"):
                 point = dataclasses.replace(p, access=access)
                 stmts = workloads.statements(
-                    setup.engine, setup.workload, setup.plan, access, p.dataset.rows, p.dataset.seed
+                    setup.engine.dialect,
+                    setup.workload,
+                    setup.plan,
+                    access,
+                    p.dataset.rows,
+                    p.dataset.seed,
                 )
                 sink: list[dict] = []
                 cols = runner._explained(dataclasses.replace(setup, statements=stmts), point, sink)
@@ -477,7 +482,7 @@ def test_forced_point_fails_when_the_hint_is_lost(run, tmp_path, monkeypatch):
     """A forced point whose statement reaches the server without its hint: the optimizer
     scans, and the point fails before anything is timed."""
     workdir, data_dir, run_id = run
-    monkeypatch.setattr(MariaDBEngine, "table_ref", lambda self, table, index, access: table)
+    monkeypatch.setattr(MariaDBDialect, "table_ref", lambda self, table, index, access: table)
     point = _range_point(tmp_path, "forced")
     out = tmp_path / "forced.csv"
     with pytest.raises(EngineError, match="expected index:accounts_nonclustered, the plan is scan"):
@@ -572,7 +577,7 @@ def test_fetch_counts_rows_of_the_buffered_cursor(loaded):
     try:
         cur = conn.cursor()
         cur.execute("SELECT id, lat, balance FROM accounts WHERE lat < %s", (1234,))
-        assert loaded.fetch(cur) == 1234
+        assert loaded.dialect.fetch(cur) == 1234
         cur.execute(workloads.query_sql(workloads.Workload("scan", {"fetch": "count"}), "%s"))
         count, *sums = cur.fetchone()
         assert count == ROWS and all(s is not None for s in sums)

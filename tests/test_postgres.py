@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -133,8 +134,8 @@ def test_index_ddl_per_kind():
     # An update's key covers nothing: a plain unique index, read with the heap.
     update = workloads.Workload("update", workloads.DEFAULTS["update"]).index_plan("covering")
     assert index_ddl("t", update) == ["CREATE UNIQUE INDEX t_covering ON t (id)"]
-    eng = PostgresEngine.__new__(PostgresEngine)
-    assert eng.expected_access("t", update) == "index:t_covering"
+    eng = PostgresEngine(Path("/nonexistent"), "t")
+    assert eng.dialect.expected_access("t", update) == "index:t_covering"
     assert planner_switches(update) == {"enable_seqscan": "off"}
 
 
@@ -161,12 +162,12 @@ def test_planner_switches_leave_only_the_built_path():
             "enable_seqscan": "off",
             "enable_bitmapscan": "off",
         }
-    eng = PostgresEngine.__new__(PostgresEngine)
-    eng._forced = {}
-    assert eng.table_ref("accounts", _plan(MULTIPOINT, "covering"), "forced") == "accounts"
-    assert eng._forced["enable_bitmapscan"] == "off"
-    assert eng.table_ref("accounts", _plan(MULTIPOINT, "covering"), "optimizer") == "accounts"
-    assert eng._forced == {}
+    dialect = PostgresEngine(Path("/nonexistent"), "t").dialect
+    assert dialect.forced == {}
+    assert dialect.table_ref("accounts", _plan(MULTIPOINT, "covering"), "forced") == "accounts"
+    assert dialect.forced["enable_bitmapscan"] == "off"
+    assert dialect.table_ref("accounts", _plan(MULTIPOINT, "covering"), "optimizer") == "accounts"
+    assert dialect.forced == {}
 
 
 def test_plan_normalisation():
@@ -208,16 +209,16 @@ def test_plan_normalisation():
 
 
 def test_write_steps_render_psycopg_literals():
-    eng = PostgresEngine.__new__(PostgresEngine)
+    eng = PostgresEngine(Path("/nonexistent"), "t")
     rows = [(1, "it's", 3, 4, 5, -6, "back\\slash"), (2, "b", 3, 4, 5, 6, "f")]
-    [(insert, none)] = eng.write_steps(eng.insert_sql("t"), rows)
+    [(insert, none)] = eng.dialect.write_steps(eng.dialect.insert_sql("t"), rows)
     assert none is None
     assert insert == (
         "INSERT INTO t (id, name, hundreds1, hundreds2, lat, balance, filler) VALUES "
         "(1, 'it''s', 3, 4, 5,  -6,  E'back\\\\slash'), (2, 'b', 3, 4, 5, 6, 'f')"
     )
     update = "UPDATE t SET balance = balance + 1 WHERE id = %s"
-    assert eng.write_steps(update, [(3,), (4,)]) == [
+    assert eng.dialect.write_steps(update, [(3,), (4,)]) == [
         (
             "UPDATE t SET balance = balance + 1 WHERE id = 3; "
             "UPDATE t SET balance = balance + 1 WHERE id = 4",
@@ -225,7 +226,7 @@ def test_write_steps_render_psycopg_literals():
         )
     ]
     with pytest.raises(EngineError, match="2 values for the markers"):
-        eng.write_steps(update, [(3, 4)])
+        eng.dialect.write_steps(update, [(3, 4)])
 
 
 def test_psycopg_builds_rows_in_c():
@@ -275,7 +276,7 @@ def loaded(tmp_path_factory, image, rows):
     try:
         eng.provision({"buffer_pool": 16384})
         eng.create_table("accounts", IndexPlan("none", ()))
-        eng.load("accounts", rows)
+        eng.dialect.load("accounts", rows)
         eng.create_index("accounts", IndexPlan("none", ()))
         yield eng
     finally:
@@ -289,7 +290,7 @@ def _scan(eng: PostgresEngine) -> tuple[int, float, dict[str, float]]:
         cur = conn.cursor()
         t0 = time.perf_counter()
         cur.execute("SELECT * FROM accounts")
-        n = eng.fetch(cur)
+        n = eng.dialect.fetch(cur)
         conn.commit()
         elapsed = time.perf_counter() - t0
         after = eng.counters([conn])
@@ -390,7 +391,7 @@ def test_engine_time_is_the_lab_roles_statements(loaded):
         before = loaded.counters([conn])
         t0 = time.perf_counter()
         cur.execute("SELECT * FROM accounts")
-        assert loaded.fetch(cur) == ROWS
+        assert loaded.dialect.fetch(cur) == ROWS
         conn.commit()
         elapsed_ns = (time.perf_counter() - t0) * 1e9
         engine_ns = loaded.counters([conn])["engine_time_ns"] - before["engine_time_ns"]
@@ -459,7 +460,7 @@ def test_table_lock_makes_other_writers_wait_and_rows_do_not(loaded):
         b.rollback()
         a.rollback()
         # The table lock: every other writer waits; readers do not.
-        loaded.lock_table(ca, "accounts")
+        loaded.dialect.lock_table(ca, "accounts")
         ca.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 1")
         t0 = time.monotonic()
         with pytest.raises(psycopg.errors.LockNotAvailable):
@@ -492,7 +493,7 @@ def test_each_index_kind_reads_back_and_forces_its_path(loaded, rows, kind, wtyp
     plan = w.index_plan(kind)
     try:
         loaded.create_table("layout", plan)
-        loaded.load("layout", rows)
+        loaded.dialect.load("layout", rows)
         loaded.create_index("layout", plan)  # checks the catalog itself, too
         assert loaded.applied_layout("layout", plan, False) == {
             "index": kind,
@@ -508,8 +509,8 @@ def test_each_index_kind_reads_back_and_forces_its_path(loaded, rows, kind, wtyp
             }
         if kind == "clustered":
             assert loaded.catalog_layout("layout")["layout_clustered"]["clustered"] is True
-        sql = workloads.query_sql(w, "%s", loaded.table_ref("layout", plan, "forced"))
-        expected = loaded.expected_access("layout", plan)
+        sql = workloads.query_sql(w, "%s", loaded.dialect.table_ref("layout", plan, "forced"))
+        expected = loaded.dialect.expected_access("layout", plan)
         assert (
             expected
             == {
@@ -523,7 +524,7 @@ def test_each_index_kind_reads_back_and_forces_its_path(loaded, rows, kind, wtyp
         conn = loaded.connect()
         try:
             for args in workloads.query_args(w, ROWS, SEED)[:2]:
-                got = loaded.explain(conn, sql, args)
+                got = loaded.dialect.explain(conn, sql, args)
                 assert got.base == expected, (got.path, args)
                 assert json.loads(got.raw)[0]["Plan"]  # the JSON as EXPLAIN printed it
             conn.commit()
@@ -531,15 +532,15 @@ def test_each_index_kind_reads_back_and_forces_its_path(loaded, rows, kind, wtyp
             conn.close()
         if kind == "covering" and wtype == "multipoint":
             # The optimizer alone picks the index-only scan too: VACUUM set the visibility map.
-            loaded.table_ref("layout", plan, "optimizer")
+            loaded.dialect.table_ref("layout", plan, "optimizer")
             conn = loaded.connect()
             try:
-                got = loaded.explain(conn, sql, workloads.query_args(w, ROWS, SEED)[0])
+                got = loaded.dialect.explain(conn, sql, workloads.query_args(w, ROWS, SEED)[0])
                 assert got.base == expected, got.path
             finally:
                 conn.close()
     finally:
-        loaded.table_ref("layout", plan, "optimizer")
+        loaded.dialect.table_ref("layout", plan, "optimizer")
         loaded.admin_execute("DROP TABLE IF EXISTS layout")
         loaded.tables.discard("layout")
 
@@ -560,7 +561,7 @@ def test_knobs_read_back_in_place_and_restart(tmp_path, image, rows):
             "off",
         )
         eng.create_table("accounts", IndexPlan("none", ()))
-        eng.load("accounts", rows[:2000])
+        eng.dialect.load("accounts", rows[:2000])
 
         # In place: a reload, no restart; new connections see it.
         asked["io_concurrency"] = 32

@@ -99,7 +99,7 @@ def _cold_scan(eng) -> dict[str, float]:
         before = eng.counters([conn])
         cur = conn.cursor()
         cur.execute("SELECT * FROM accounts")
-        eng.fetch(cur)
+        eng.dialect.fetch(cur)
         conn.commit()
         after = eng.counters([conn])
     finally:

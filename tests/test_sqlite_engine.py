@@ -31,7 +31,7 @@ def build(eng, tmp_path, wtype="multipoint", index="none", page=4096, pool=100, 
     plan = w.index_plan(index)
     rows = dataset.rows_of(dataset.read(Dataset(ROWS, 5), tmp_path / "data"))
     eng.create_table(workloads.TABLE, plan)
-    eng.load(workloads.TABLE, rows)
+    eng.dialect.load(workloads.TABLE, rows)
     eng.create_index(workloads.TABLE, plan)
     return w, rows
 
@@ -46,8 +46,8 @@ def query_plan(eng, w):
 
 
 def runner_of(eng, w, rows, index="none", access="optimizer"):
-    stmts = workloads.statements(eng, w, w.index_plan(index), access, ROWS, 5)
-    return workloads.runner(eng, w, rows, stmts, False)
+    stmts = workloads.statements(eng.dialect, w, w.index_plan(index), access, ROWS, 5)
+    return workloads.runner(eng.dialect, w, rows, stmts, False)
 
 
 def test_knobs_are_read_back_from_the_engine(engine, tmp_path):

@@ -145,6 +145,8 @@ def validate(
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from tunelab.engines import abilities
+
     points, errors = spec.expand(Path(args.file), args.engine, _calibration(args.calibration))
     for e in errors:
         _err(str(e))
@@ -159,9 +161,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             # The point's own order (an insert indexes the empty table and loads nothing) and
             # only its cache state's steps.
             point = {"workload": p.workload.type, "cache": p.cache}
-            for stmt in offline.planned_sql(p.knobs, p.dataset, plan, **point):
+            for stmt in abilities.planned_sql(offline, p.knobs, p.dataset, plan, **point):
                 print(stmt)
-            for stmt in workloads.timed_sql(offline, p.workload, plan, p.access, p.dataset):
+            timed = workloads.timed_sql(offline.dialect, p.workload, plan, p.access, p.dataset)
+            for stmt in timed:
                 print(stmt)
         else:
             print(json.dumps(p.to_json(), sort_keys=True))

@@ -1,7 +1,7 @@
 """The one small interface every engine implements.
 
 Workloads are written once against this interface; all engine-specific SQL lives in the
-engine's own module. A point's life: ``provision(knobs)`` → ``applied_knobs`` (the server's
+engine's own modules. A point's life: ``provision(knobs)`` → ``applied_knobs`` (the server's
 knobs read back) → ``builds.build`` (``create_table`` → ``bulk_load`` → ``create_index``,
 or the same table reused within a run: ``tunelab.engines.builds``) → ``applied_layout``
 (index layout and lock granularity read back from the catalog and the lock tables) →
@@ -10,17 +10,20 @@ or the same table reused within a run: ``tunelab.engines.builds``) → ``applied
 ``teardown``. Engines that run a server in a container share that lifecycle in
 ``tunelab.engines.server``.
 
-What makes a timed number the engine's work lives here too: ``table_ref`` (the hint that
-forces the access path the ``index`` knob built), ``explain`` (the plan that really ran,
-normalised), ``bind`` (how arguments reach the optimizer), ``fetch`` (the driver's native
-row path, no per-row Python) and the ``engine_time_ns`` counter (the engine's own time).
+The SQL text of the timed statements is the engine's ``dialect`` (``tunelab.engines.dialect``):
+``table_ref`` (the hint that forces the access path the ``index`` knob built), ``explain``
+(the plan that really ran, normalised), ``bind`` (how arguments reach the optimizer),
+``fetch`` (the driver's native row path, no per-row Python); the ``engine_time_ns`` counter
+(the engine's own time) is here. What only some engines can do, page-reference traces and
+the planned SQL of `tunelab plan --sql`, are protocols of their own
+(``tunelab.engines.abilities``).
 """
 
 from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,7 +31,7 @@ from typing import Any, ClassVar
 from tunelab.engines.builds import Builds
 from tunelab.hadr.model import Mode
 from tunelab.host.noise import Placement
-from tunelab.store.dataset import COLUMNS, Dataset, Source
+from tunelab.store.dataset import Source
 
 
 class EngineError(RuntimeError):
@@ -134,7 +137,7 @@ ACCESS_MODES = ("optimizer", "forced")
 # Distinct argument sets whose plans a point explains (a plan may depend on them); here, not
 # in the workloads, because an engine's planned SQL names it too.
 EXPLAIN_MAX = 20
-# The alias of a batched look-up's key list (``Engine.key_join``): each engine's plan
+# The alias of a batched look-up's key list (``Dialect.key_join``): each engine's plan
 # normaliser leaves that list's own access out of the path, as it reads no table.
 KEYS_ALIAS = "k"
 
@@ -247,7 +250,7 @@ class EngineInfo:
     access_modes: tuple[str, ...] = ACCESS_MODES
     # Where engine_time_ns comes from ("" when the engine exposes no statement time).
     engine_time: str = ""
-    traces: bool = False  # capture_trace works (page-reference traces for the simulator)
+    traces: bool = False  # it provides abilities.PageTraces (page-reference traces, for bpsim)
     # The steps make_cold names in its cache method ("+"-joined) besides tunelab.host.cache's
     # (cache.EVICT_STEPS), each in the words of a report's methods section.
     cold_steps: dict[str, str] = field(default_factory=dict)
@@ -290,7 +293,9 @@ class Engine(abc.ABC):
     """One database engine. Instances are single-use: one point, then ``teardown``."""
 
     info: EngineInfo
-    paramstyle: str = "qmark"  # placeholder style for the engine's DB-API driver
+    # The engine's dialect (a ``tunelab.engines.dialect.Dialect`` made with the engine): the
+    # SQL text of its timed statements. Each engine's SQL module has its own.
+    dialect_class: ClassVar[Callable[[Engine], Any]]
     # The driver's exceptions that mean the engine's files met a full disk (or quota): the
     # CLI then says "disk full" and where, as for an OSError ENOSPC, not an engine failure.
     full_errors: tuple[type[BaseException], ...] = ()
@@ -316,6 +321,7 @@ class Engine(abc.ABC):
         # client's (``noise.plan_cpus``); None: wherever the host puts them.
         self.placement: Placement | None = None
         self.builds = self.builds_class(self)  # the point's table, built once and reused
+        self.dialect = self.dialect_class(self)
 
     @classmethod
     def preflight(cls) -> None:
@@ -404,104 +410,10 @@ class Engine(abc.ABC):
     def create_index(self, table: str, index: IndexPlan) -> None:
         """Build the secondary structures of the plan after the load (no-op for none)."""
 
-    def load(self, table: str, rows: Iterable[Sequence[Any]], batch: int = 10_000) -> None:
-        """Load rows through the driver, a transaction per ``batch`` rows (untimed set-up)."""
-        conn = self.connect()
-        try:
-            cur = conn.cursor()
-            sql = self.insert_sql(table)
-            chunk: list[Sequence[Any]] = []
-            for row in rows:
-                chunk.append(row)
-                if len(chunk) >= batch:
-                    cur.executemany(sql, chunk)
-                    conn.commit()
-                    chunk.clear()
-            if chunk:
-                cur.executemany(sql, chunk)
-            conn.commit()
-        finally:
-            conn.close()
-
     def bulk_load(self, table: str, source: Source) -> None:
         """Load the data set the engine's fastest way (its bulk path: a file the server or
-        the driver reads whole); by default, ``load`` of its rows."""
-        self.load(table, source.rows)
-
-    # -- timed statements -------------------------------------------------------------------
-    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
-        """The FROM item of a timed query. With ``access == "forced"`` it carries the hint
-        that makes the engine use exactly what the index plan built (or no index)."""
-        return table
-
-    def index_name(self, table: str, index: IndexPlan) -> str:
-        """The name of the structure an index plan builds, as the engine's plans name it."""
-        return f"{table}_{index.kind}"
-
-    def expected_access(self, table: str, index: IndexPlan) -> str:
-        """The normalised access path the index plan built (what 'forced' demands): a scan
-        without an index, the index then the table, or the covering index alone."""
-        if index.kind == "none" or not index.key:
-            return "scan"
-        name = self.index_name(table, index)
-        if index.kind in ("covering", "covering_wrong_order"):
-            return f"index-only:{name}"
-        return f"index:{name}"
-
-    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
-        """The plan the engine chooses for this statement, before it is timed."""
-        raise EngineError(f"{self.info.name} cannot explain statements")
-
-    def bind(self, sql: str, args: Sequence[Any], values_matter: bool = True) -> tuple[str, tuple]:
-        """The statement and arguments as the engine should receive them. Where the plan may
-        depend on the values (``values_matter``: a range's selectivity), engines whose
-        optimizer would otherwise plan once for every value inline literals here."""
-        return sql, tuple(args)
-
-    def key_join(self, table: str, table_ref: str, n: int) -> str:
-        """The FROM clause of a batched look-up: a list of ``n`` keys (bound as ``key_args``
-        gives them) joined to ``table_ref`` on ``id``, so that the engine looks each key up in
-        the list's order, one index descent per key: a nested loop whose outer side is the
-        list (never a hash or merge join, which would read the whole table or index; the plan
-        shows which). By default a VALUES list of markers."""
-        rows = ", ".join([f"({self.placeholder})"] * n)
-        k = KEYS_ALIAS
-        return f"(VALUES {rows}) AS {k}(id) JOIN {table_ref} ON {table}.id = {k}.id"
-
-    def key_args(self, keys: Sequence[int]) -> tuple:
-        """The arguments of ``key_join``'s statement for these keys, rendered before timing."""
-        return tuple(int(k) for k in keys)
-
-    def fetch(self, cursor: Any) -> int | None:
-        """Consume the executed statement's rows through the driver's own path (no per-row
-        Python work in the lab) and return how many there were, or None when counting would
-        cost the timed section more than the driver's fetch (the runner then has the engine
-        count them, untimed)."""
-        return len(cursor.fetchall())
-
-    def write_steps(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
-        """One transaction of a write workload as (statement, rows for executemany, or None
-        for a statement sent as it is). Rendered before timing: an engine whose driver would
-        build the statements row by row in Python renders them here instead."""
-        return [(sql, rows)]
-
-    def insert_sql(self, table: str) -> str:
-        cols = ", ".join(COLUMNS)
-        return (
-            f"INSERT INTO {table} ({cols}) VALUES ({', '.join([self.placeholder] * len(COLUMNS))})"
-        )
-
-    @property
-    def placeholder(self) -> str:
-        return {"qmark": "?", "format": "%s", "pyformat": "%s"}[self.paramstyle]
-
-    # -- locking ----------------------------------------------------------------------------
-    def lock_table(self, cursor: Any, table: str) -> None:
-        """Take a table-level lock inside the current transaction (lock_granularity=table)."""
-        raise EngineError(f"{self.info.name} has no table-level lock")
-
-    def unlock_tables(self, cursor: Any) -> None:
-        """Release what ``lock_table`` took, after the commit (engines that need it)."""
+        the driver reads whole); by default, its dialect's ``load`` of the rows."""
+        self.dialect.load(table, source.rows)
 
     # -- cache and counters --------------------------------------------------------------
     def settle(self) -> None:
@@ -570,25 +482,3 @@ class Engine(abc.ABC):
     def data_bytes(self, table: str) -> int | None:
         """Bytes of table (and index) pages, for MB/s figures; None if unknown."""
         return None
-
-    def capture_trace(self, run: Any) -> Any:
-        """The page-reference trace (tunelab.bpsim.traces.Trace) of ``run(conns)``; engines
-        that can declare ``EngineInfo.traces``."""
-        raise EngineError(f"{self.info.name} cannot capture page-reference traces")
-
-    # -- review ---------------------------------------------------------------------------------
-    def planned_sql(
-        self,
-        knobs: dict[str, Any],
-        dataset: Dataset,
-        index: IndexPlan,
-        *,
-        workload: str | None = None,
-        cache: str | None = None,
-    ) -> list[str]:
-        """Every statement/command a point would run, for `tunelab plan --sql`, in the order a
-        point runs them. ``workload`` (a type) puts the table's build where the runner does
-        it: once before a read's repetitions; before every repetition of a write, and an
-        insert's index on the empty table with no load. ``cache`` ("cold", "warm") keeps only
-        that state's steps; None lists both, each marked."""
-        return []

@@ -16,13 +16,12 @@ engine's own time of each statement comes from performance_schema (statement ins
 only), and rows arrive through mysqlclient's buffered cursor: the C client library reads the
 whole result at once, so the server never waits for the lab between rows.
 
-The statement text is in ``mariadb_sql``, the knobs and what they mean in ``mariadb_info``,
-the replica in ``mariadb_replica``.
+The statement text, the timed statements' dialect among it, is in ``mariadb_sql``, the
+knobs and what they mean in ``mariadb_info``, the replica in ``mariadb_replica``.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -34,7 +33,6 @@ from tunelab.engines import mariadb_sql as sql
 from tunelab.engines import readahead
 from tunelab.engines.base import (
     VERSION_KNOB,
-    AccessPath,
     CacheState,
     EngineError,
     IndexPlan,
@@ -73,7 +71,7 @@ REPLICATION = {
 
 class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
     info = INFO
-    paramstyle = "format"
+    dialect_class = sql.MariaDBDialect
     replication = REPLICATION
     replication_baseline = replica.ASYNC
     port = PORT
@@ -335,54 +333,18 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         try:
             cur = conn.cursor()
             if table_lock:
-                self.lock_table(cur, table)
+                self.dialect.lock_table(cur, table)
             in_use = self._query(sql.OPEN_TABLES_SQL, (table,))
             storage = self._query(sql.STORAGE_SQL, (DATABASE, table))
             conn.rollback()
             if table_lock:
-                self.unlock_tables(cur)
+                self.dialect.unlock_tables(cur)
         finally:
             conn.close()
         if in_use:
             return "table"
         found = storage[0][0] if storage else "missing"
         return "row" if found == "InnoDB" else f"{found} (no row locks)"
-
-    # -- timed statements ----------------------------------------------------------------------
-    def index_name(self, table: str, index: IndexPlan) -> str:
-        return sql.index_name(table, index)
-
-    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
-        return sql.table_ref(table, index, access)
-
-    def explain(self, conn: Any, statement: str, args: Sequence[Any]) -> AccessPath:
-        cur = conn.cursor()
-        cur.execute(sql.explain_sql(statement), tuple(args) or None)
-        raw = cur.fetchone()[0]
-        cur.close()
-        return AccessPath(sql.normalise_plan(json.loads(raw)), raw)
-
-    def key_join(self, table: str, table_ref: str, n: int) -> str:
-        return sql.key_join_sql(table, table_ref)
-
-    def key_args(self, keys: Sequence[int]) -> tuple:
-        return sql.key_args(keys)
-
-    def fetch(self, cursor: Any) -> int:
-        # The buffered cursor's execute() already read the whole result (mysql_store_result)
-        # and built its rows in C; fetchall hands that tuple over without a copy.
-        return len(cursor.fetchall())
-
-    def write_steps(self, statement: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
-        return sql.write_steps(statement, rows)
-
-    # -- locking ---------------------------------------------------------------------------------
-    def lock_table(self, cursor: Any, table: str) -> None:
-        cursor.execute(sql.AUTOCOMMIT_OFF_SQL)  # first: see AUTOCOMMIT_OFF_SQL
-        cursor.execute(sql.lock_sql(table))
-
-    def unlock_tables(self, cursor: Any) -> None:
-        cursor.execute(sql.UNLOCK_SQL)
 
     # -- cache and counters ----------------------------------------------------------------------
     def settle(self) -> None:
@@ -479,5 +441,5 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         workload: str | None = None,
         cache: str | None = None,
     ) -> list[str]:
-        """See ``Engine.planned_sql``."""
+        """See ``abilities.PlannedSQL``."""
         return sql.planned(self.full_knobs(knobs), dataset, index, workload, cache)

@@ -1,9 +1,10 @@
 """MariaDB's statement text, as small pure functions: the option file a set of knobs means,
 DDL of the table and its index and the catalog layout they leave, LOAD DATA of the data
-set's CSV, the hints of ``access: forced``, EXPLAIN's plan read back, the timed statements'
-batched look-ups and rendered writes, and the status, catalog and performance_schema
-queries the counters and the applied knobs read. Tests check them without a server;
-``tunelab plan --sql`` prints them. The engine that runs them is ``tunelab.engines.mariadb``."""
+set's CSV, EXPLAIN's plan read back, the timed statements' dialect (the hints of ``access:
+forced``, batched look-ups, rendered writes, table locks), and the status, catalog and
+performance_schema queries the counters and the applied knobs read. Tests check them without
+a server; ``tunelab plan --sql`` prints them. The engine that runs them is
+``tunelab.engines.mariadb``."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from typing import Any
 
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines import readahead
-from tunelab.engines.base import KEYS_ALIAS, EngineError, IndexPlan
+from tunelab.engines.base import KEYS_ALIAS, AccessPath, EngineError, IndexPlan
+from tunelab.engines.dialect import Dialect
 from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, Dataset
 
 DATABASE = "tunelab"
@@ -330,44 +332,66 @@ def index_name(table: str, index: IndexPlan) -> str:
     return "PRIMARY" if index.kind == "clustered" else f"{table}_{index.kind}"
 
 
-def table_ref(table: str, index: IndexPlan, access: str) -> str:
-    if access != "forced":
-        return table
-    if index.kind == "none" or not index.key:
-        # No key access at all: IGNORE every index (a scan; an empty list is a syntax error).
-        names = _indexes(table, index)
-        return f"{table} IGNORE INDEX ({', '.join(names)})" if names else table
-    # FORCE INDEX makes a table scan the last resort: the index is used whenever it can be
-    # (a covering index in the wrong order by a full scan of it).
-    return f"{table} FORCE INDEX ({index_name(table, index)})"
-
-
 def explain_sql(sql: str) -> str:
     return f"EXPLAIN FORMAT=JSON {sql}"
 
 
-def key_join_sql(table: str, table_ref: str) -> str:
-    # JSON_TABLE yields the array's values in order, and STRAIGHT_JOIN keeps it the outer
-    # table: each key an eq_ref look-up in turn. One parameter: one statement text.
-    k = KEYS_ALIAS
-    return (
-        f"JSON_TABLE(%s, '$[*]' COLUMNS (id INT PATH '$')) AS {k} "
-        f"STRAIGHT_JOIN {table_ref} ON {table}.id = {k}.id"
-    )
+class MariaDBDialect(Dialect):
+    paramstyle = "format"
 
+    def index_name(self, table: str, index: IndexPlan) -> str:
+        return index_name(table, index)
 
-def key_args(keys: Sequence[int]) -> tuple:
-    return (json.dumps([int(k) for k in keys]),)
+    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
+        if access != "forced":
+            return table
+        if index.kind == "none" or not index.key:
+            # No key access at all: IGNORE every index (a scan; an empty list is a syntax error).
+            names = _indexes(table, index)
+            return f"{table} IGNORE INDEX ({', '.join(names)})" if names else table
+        # FORCE INDEX makes a table scan the last resort: the index is used whenever it can be
+        # (a covering index in the wrong order by a full scan of it).
+        return f"{table} FORCE INDEX ({index_name(table, index)})"
 
+    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
+        cur = conn.cursor()
+        cur.execute(explain_sql(sql), tuple(args) or None)
+        raw = cur.fetchone()[0]
+        cur.close()
+        return AccessPath(normalise_plan(json.loads(raw)), raw)
 
-def write_steps(sql: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
-    # MySQLdb's executemany formats and escapes every row in a Python loop inside the
-    # timed section (60 % of an insert's time here); rendered now, the timed section sends
-    # one multi-row INSERT per transaction, or each UPDATE as it is.
-    if sql.lstrip().upper().startswith("INSERT"):
-        head, _, values = sql.partition(" VALUES ")
-        return [(f"{head} VALUES " + ", ".join(_render(values, r) for r in rows), None)]
-    return [(_render(sql, r), None) for r in rows]
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        # JSON_TABLE yields the array's values in order, and STRAIGHT_JOIN keeps it the outer
+        # table: each key an eq_ref look-up in turn. One parameter: one statement text.
+        k = KEYS_ALIAS
+        return (
+            f"JSON_TABLE(%s, '$[*]' COLUMNS (id INT PATH '$')) AS {k} "
+            f"STRAIGHT_JOIN {table_ref} ON {table}.id = {k}.id"
+        )
+
+    def key_args(self, keys: Sequence[int]) -> tuple:
+        return (json.dumps([int(k) for k in keys]),)
+
+    def fetch(self, cursor: Any) -> int:
+        # The buffered cursor's execute() already read the whole result (mysql_store_result)
+        # and built its rows in C; fetchall hands that tuple over without a copy.
+        return len(cursor.fetchall())
+
+    def write_steps(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
+        # MySQLdb's executemany formats and escapes every row in a Python loop inside the
+        # timed section (60 % of an insert's time here); rendered now, the timed section sends
+        # one multi-row INSERT per transaction, or each UPDATE as it is.
+        if sql.lstrip().upper().startswith("INSERT"):
+            head, _, values = sql.partition(" VALUES ")
+            return [(f"{head} VALUES " + ", ".join(_render(values, r) for r in rows), None)]
+        return [(_render(sql, r), None) for r in rows]
+
+    def lock_table(self, cursor: Any, table: str) -> None:
+        cursor.execute(AUTOCOMMIT_OFF_SQL)  # first: see AUTOCOMMIT_OFF_SQL
+        cursor.execute(lock_sql(table))
+
+    def unlock_tables(self, cursor: Any) -> None:
+        cursor.execute(UNLOCK_SQL)
 
 
 # -- cache and counters --------------------------------------------------------------------
@@ -445,7 +469,7 @@ def planned(
     workload: str | None,
     cache: str | None,
 ) -> list[str]:
-    """What ``Engine.planned_sql`` shows for a point of these (full) knobs."""
+    """What ``MariaDBEngine.planned_sql`` shows for a point of these (full) knobs."""
     opts = " ".join(f"--{k}={v}" for k, v in option_pairs(server_options(full)))
     table = dataset.table
     writes = workload in ("insert", "update")

@@ -34,8 +34,8 @@ psycopg's client cursor: libpq reads the whole result before execute() returns, 
 C extension builds the rows. Writes are rendered before timing (psycopg's literals): one
 multi-row INSERT per transaction, or its UPDATEs sent as one message.
 
-The statement text is in ``postgres_sql``, the knobs and what they mean in ``postgres_info``,
-the standby in ``postgres_standby``.
+The statement text, the timed statements' dialect among it, is in ``postgres_sql``, the
+knobs and what they mean in ``postgres_info``, the standby in ``postgres_standby``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ from tunelab.engines import postgres_standby as standby
 from tunelab.engines import server
 from tunelab.engines.base import (
     VERSION_KNOB,
-    AccessPath,
     CacheState,
     EngineError,
     IndexPlan,
@@ -65,7 +64,6 @@ from tunelab.engines.postgres_sql import (
     CONF_FILE,
     DATADIR,
     FLUSH_SQL,
-    planner_switches,
     settings,
     settings_text,
 )
@@ -99,16 +97,13 @@ REPLICATION = {
 
 class PostgresEngine(standby.StandbyMixin, ServerEngine):
     info = INFO
-    paramstyle = "format"
+    dialect_class = sql.PostgresDialect
+    dialect: sql.PostgresDialect
     replication = REPLICATION
     replication_baseline = "local"
     port = PORT
     database = DATABASE
     admin_database = DATABASE
-
-    def __init__(self, workdir: Path, run_id: str):
-        super().__init__(workdir, run_id)
-        self._forced: dict[str, str] = {}  # planner switches of access: forced (table_ref)
 
     @property
     def connect_errors(self) -> tuple[type[BaseException], ...]:  # type: ignore[override]
@@ -180,7 +175,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         of ``access: forced`` set at connection start (no statement of their own)."""
         if self.container is None:
             raise EngineError("postgres: not provisioned")
-        options = " ".join(f"-c {k}={v}" for k, v in self._forced.items())
+        options = " ".join(f"-c {k}={v}" for k, v in self.dialect.forced.items())
         return server.connect_with_retry(
             lambda timeout: self._open(LAB_ROLE, False, timeout, options),
             self.connect_errors,
@@ -305,20 +300,6 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         self.admin_execute(sql.table_ddl(table, index))
         self.tables.add(table)
 
-    def load(self, table: str, rows: Any, batch: int = 10_000) -> None:
-        """Bulk-load rows with COPY (untimed set-up), as the lab's role."""
-        conn = self.connect()
-        try:
-            with (
-                conn.cursor() as cur,
-                cur.copy(sql.copy_rows_sql(table)) as copy,
-            ):
-                for row in rows:
-                    copy.write_row(row)
-            conn.commit()
-        finally:
-            conn.close()
-
     def bulk_load(self, table: str, source: Any) -> None:
         """COPY of the data set's CSV file as it is (the server parses it), as the lab's role."""
         conn = self.connect()
@@ -358,7 +339,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         try:
             cur = conn.cursor()
             if table_lock:
-                self.lock_table(cur, table)
+                self.dialect.lock_table(cur, table)
             cur.execute(sql.probe_write_sql(table))
             rows = self.admin_query(sql.LOCKS_SQL, (conn.info.backend_pid, table))
             modes = {m for (m,) in rows}
@@ -368,49 +349,6 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         if not modes:
             raise EngineError(f"postgres: a write transaction on {table} shows no lock")
         return sql.granularity_from(modes)
-
-    # -- timed statements ----------------------------------------------------------------------
-    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
-        # No hints in PostgreSQL's SQL: the connections of the point get the planner switches
-        # (see connect); the statement stays the plain table.
-        self._forced = planner_switches(index) if access == "forced" else {}
-        return table
-
-    def expected_access(self, table: str, index: IndexPlan) -> str:
-        if (
-            index.kind in ("covering", "covering_wrong_order")
-            and index.key
-            and not sql.covers(index)
-        ):
-            return f"index:{self.index_name(table, index)}"  # a plain index: see covers
-        return super().expected_access(table, index)
-
-    def explain(self, conn: Any, statement: str, args: Sequence[Any]) -> AccessPath:
-        cur = conn.cursor()
-        cur.execute(sql.explain_sql(statement), tuple(args) or None)
-        doc = cur.fetchone()[0]
-        cur.close()
-        return sql.access_path(doc)
-
-    def key_join(self, table: str, table_ref: str, n: int) -> str:
-        return sql.key_join_sql(table, table_ref)
-
-    def key_args(self, keys: Sequence[int]) -> tuple:
-        return sql.key_args(keys)
-
-    def fetch(self, cursor: Any) -> int:
-        # psycopg's client cursor: execute() returned once libpq held the whole result (the
-        # server never waits for the lab between rows); fetchall builds the rows in C
-        # (psycopg_binary) and hands them over.
-        return len(cursor.fetchall())
-
-    def write_steps(self, statement: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
-        return sql.write_steps(statement, rows)
-
-    # -- locking ---------------------------------------------------------------------------------
-    def lock_table(self, cursor: Any, table: str) -> None:
-        # Inside the transaction psycopg opens (autocommit off); held until its end.
-        cursor.execute(sql.lock_sql(table))
 
     # -- cache and counters ----------------------------------------------------------------------
     def settle(self) -> None:
@@ -559,5 +497,5 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         workload: str | None = None,
         cache: str | None = None,
     ) -> list[str]:
-        """See ``Engine.planned_sql``."""
+        """See ``abilities.PlannedSQL``."""
         return sql.planned(self.full_knobs(knobs), dataset, index, workload, cache)

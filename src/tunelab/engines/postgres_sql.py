@@ -1,18 +1,19 @@
 """PostgreSQL's statement text, as small pure functions: the settings file a set of knobs
 means, the planner switches of ``access: forced``, DDL of the table and its index and the
-catalog layout they leave, EXPLAIN's plan read back, the timed statements' batched look-ups
-and rendered writes, and the catalog and statistics queries the counters and the applied
-knobs read. Tests check them without a server; ``tunelab plan --sql`` prints them. The
-engine that runs them is ``tunelab.engines.postgres``."""
+catalog layout they leave, EXPLAIN's plan read back, the timed statements' dialect (batched
+look-ups, rendered writes, the COPY of a load), and the catalog and statistics queries the
+counters and the applied knobs read. Tests check them without a server; ``tunelab plan
+--sql`` prints them. The engine that runs them is ``tunelab.engines.postgres``."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tunelab.engines import readahead
-from tunelab.engines.base import KEYS_ALIAS, AccessPath, EngineError, IndexPlan
+from tunelab.engines.base import KEYS_ALIAS, AccessPath, Engine, EngineError, IndexPlan
+from tunelab.engines.dialect import Dialect
 from tunelab.engines.postgres_standby import STANDBY_NAME
 from tunelab.engines.standby import wants_standby
 from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, Dataset
@@ -352,29 +353,73 @@ def access_path(doc: Any) -> AccessPath:
     return AccessPath(normalise_plan(doc), json.dumps(doc))
 
 
-def key_join_sql(table: str, table_ref: str) -> str:
-    # The keys as one int4[] parameter: one statement text whatever the keys (one entry in
-    # pg_stat_statements), planned with the array's length as unnest's row count; the
-    # nested loop takes unnest's rows in the array's order.
-    k = KEYS_ALIAS
-    return f"unnest(%s::int4[]) AS {k}(id) JOIN {table_ref} ON {table}.id = {k}.id"
+class PostgresDialect(Dialect):
+    paramstyle = "format"
 
+    def __init__(self, engine: Engine):
+        super().__init__(engine)
+        self.forced: dict[str, str] = {}  # planner switches of access: forced (table_ref)
 
-def key_args(keys: Sequence[int]) -> tuple:
-    # The array's text form, rendered now: psycopg sends a str as it is.
-    return ("{" + ",".join(str(int(k)) for k in keys) + "}",)
+    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
+        # No hints in PostgreSQL's SQL: the connections of the point get the planner switches
+        # (PostgresEngine.connect); the statement stays the plain table.
+        self.forced = planner_switches(index) if access == "forced" else {}
+        return table
 
+    def expected_access(self, table: str, index: IndexPlan) -> str:
+        if index.kind in ("covering", "covering_wrong_order") and index.key and not covers(index):
+            return f"index:{self.index_name(table, index)}"  # a plain index: see covers
+        return super().expected_access(table, index)
 
-def write_steps(sql: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
-    # psycopg's executemany sends a Bind and an Execute per row (pipeline mode) and adapts
-    # each row in the timed section: 72 % of a 10,000-row insert was the client's (0.47 s,
-    # against 0.11 s rendered). Rendered now, with psycopg's own literals: one multi-row
-    # INSERT per transaction, or the transaction's UPDATEs as one message of statements,
-    # each still planned with its own values.
-    if sql.lstrip().upper().startswith("INSERT"):
-        head, _, values = sql.partition(" VALUES ")
-        return [(f"{head} VALUES " + ", ".join(_rendered(values, rows)), None)]
-    return [("; ".join(_rendered(sql, rows)), None)]
+    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
+        cur = conn.cursor()
+        cur.execute(explain_sql(sql), tuple(args) or None)
+        doc = cur.fetchone()[0]
+        cur.close()
+        return access_path(doc)
+
+    def key_join(self, table: str, table_ref: str, n: int) -> str:
+        # The keys as one int4[] parameter: one statement text whatever the keys (one entry in
+        # pg_stat_statements), planned with the array's length as unnest's row count; the
+        # nested loop takes unnest's rows in the array's order.
+        k = KEYS_ALIAS
+        return f"unnest(%s::int4[]) AS {k}(id) JOIN {table_ref} ON {table}.id = {k}.id"
+
+    def key_args(self, keys: Sequence[int]) -> tuple:
+        # The array's text form, rendered now: psycopg sends a str as it is.
+        return ("{" + ",".join(str(int(k)) for k in keys) + "}",)
+
+    def fetch(self, cursor: Any) -> int:
+        # psycopg's client cursor: execute() returned once libpq held the whole result (the
+        # server never waits for the lab between rows); fetchall builds the rows in C
+        # (psycopg_binary) and hands them over.
+        return len(cursor.fetchall())
+
+    def write_steps(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[tuple[str, Any]]:
+        # psycopg's executemany sends a Bind and an Execute per row (pipeline mode) and adapts
+        # each row in the timed section: 72 % of a 10,000-row insert was the client's (0.47 s,
+        # against 0.11 s rendered). Rendered now, with psycopg's own literals: one multi-row
+        # INSERT per transaction, or the transaction's UPDATEs as one message of statements,
+        # each still planned with its own values.
+        if sql.lstrip().upper().startswith("INSERT"):
+            head, _, values = sql.partition(" VALUES ")
+            return [(f"{head} VALUES " + ", ".join(_rendered(values, rows)), None)]
+        return [("; ".join(_rendered(sql, rows)), None)]
+
+    def lock_table(self, cursor: Any, table: str) -> None:
+        # Inside the transaction psycopg opens (autocommit off); held until its end.
+        cursor.execute(lock_sql(table))
+
+    def load(self, table: str, rows: Iterable[Sequence[Any]], batch: int = 10_000) -> None:
+        """Bulk-load rows with COPY (untimed set-up), as the lab's role."""
+        conn = self.engine.connect()
+        try:
+            with conn.cursor() as cur, cur.copy(copy_rows_sql(table)) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            conn.commit()
+        finally:
+            conn.close()
 
 
 # -- cache and counters --------------------------------------------------------------------
@@ -507,7 +552,7 @@ def planned(
     workload: str | None,
     cache: str | None,
 ) -> list[str]:
-    """What ``Engine.planned_sql`` shows for a point of these (full) knobs."""
+    """What ``PostgresEngine.planned_sql`` shows for a point of these (full) knobs."""
     table = dataset.table
     writes = workload in ("insert", "update")
     lines = "; ".join(f"{k} = {v}" for k, v in settings(full).items())

@@ -8,12 +8,12 @@ locks the whole database for every write, so lock granularity has a single value
 ``database``. It has no prefetch of its own: a scan reads page after page and the kernel
 reads ahead of it, so its prefetch knob is the kernel's read-ahead (``os_read_ahead``: the
 database file on a device of the point's own, ``engines.readahead``).
+
+The statement text, the timed statements' dialect among it, is in ``sqlite_sql``.
 """
 
 from __future__ import annotations
 
-import collections
-import json
 import os
 import re
 import shutil
@@ -25,9 +25,8 @@ from typing import Any
 import apsw
 
 from tunelab.engines import readahead
+from tunelab.engines import sqlite_sql as sql
 from tunelab.engines.base import (
-    KEYS_ALIAS,
-    AccessPath,
     CacheState,
     Engine,
     EngineError,
@@ -38,9 +37,7 @@ from tunelab.engines.base import (
 )
 from tunelab.engines.sqlite_builds import SQLiteBuilds
 from tunelab.host import cache
-from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, Dataset
-
-_TYPES = {"integer": "INTEGER", "char20": "TEXT", "char40": "TEXT"}
+from tunelab.store.dataset import Dataset
 
 INFO = EngineInfo(
     name="sqlite",
@@ -124,7 +121,7 @@ INFO = EngineInfo(
 class SQLiteEngine(Engine):
     info = INFO
     builds_class = SQLiteBuilds
-    paramstyle = "qmark"
+    dialect_class = sql.SQLiteDialect
     full_errors = (apsw.FullError,)
 
     def __init__(self, workdir: Path, run_id: str):
@@ -208,38 +205,17 @@ class SQLiteEngine(Engine):
 
     # -- schema -------------------------------------------------------------------------------
     def create_table(self, table: str, index: IndexPlan) -> None:
-        cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)
-        if index.kind == "clustered":
-            key = ", ".join(dict.fromkeys((*index.key, "id")))
-            ddl = f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({key})) WITHOUT ROWID"
-        else:
-            ddl = f"CREATE TABLE {table} ({cols})"
         with _raw(self._writable()) as db:
             db.execute(f"DROP TABLE IF EXISTS {table}")
-            db.execute(ddl)
+            db.execute(sql.table_ddl(table, index))
 
-    def load(self, table: str, rows: Any, batch: int = 10_000) -> None:
-        """All rows in one transaction: SQLite's bulk path (one journal, one sync)."""
-        with _raw(self._writable()) as db, db:  # BEGIN ... COMMIT
-            db.executemany(self.insert_sql(table), rows)
-
-    def index_ddl(self, table: str, index: IndexPlan) -> list[str]:
-        if index.kind in ("none", "clustered"):
-            return []
-        if index.kind == "nonclustered":
-            cols = index.key
-        elif index.kind == "covering":
-            cols = (*index.key, *index.include)
-        elif index.kind == "covering_wrong_order":
-            cols = (*index.include, *index.key)
-        else:
-            raise EngineError(f"sqlite: unknown index kind {index.kind!r}")
-        unique = "UNIQUE " if index.key == ("id",) else ""
-        return [f"CREATE {unique}INDEX {table}_{index.kind} ON {table} ({', '.join(cols)})"]
+    def setup_connection(self) -> _raw:
+        """A short-lived connection to the file the point's set-up changes (``_raw``)."""
+        return _raw(self._writable())
 
     def create_index(self, table: str, index: IndexPlan) -> None:
         with _raw(self._writable()) as db:
-            for stmt in self.index_ddl(table, index):
+            for stmt in sql.index_ddl(table, index):
                 db.execute(stmt)
             if index.kind == "clustered":
                 # Rows arrive in id order, so the key's b-tree splits its pages all over the
@@ -249,7 +225,7 @@ class SQLiteEngine(Engine):
                 db.execute("VACUUM")
             db.execute(f"ANALYZE {table}")
             have = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-            want = {f"{table}_{index.kind}"} if self.index_ddl(table, index) else set()
+            want = {f"{table}_{index.kind}"} if sql.index_ddl(table, index) else set()
             if not want <= have:
                 raise EngineError(f"sqlite: index {sorted(want - have)} missing after CREATE INDEX")
 
@@ -266,7 +242,7 @@ class SQLiteEngine(Engine):
     def expected_layout(self, table: str, index: IndexPlan) -> dict[str, list[str]]:
         if index.kind == "clustered":
             return {"pk": list(dict.fromkeys((*index.key, "id")))}
-        ddl = self.index_ddl(table, index)
+        ddl = sql.index_ddl(table, index)
         cols = re.search(r"\(([^)]*)\)$", ddl[0]).group(1).split(", ") if ddl else []
         return {f"{table}_{index.kind}": cols} if ddl else {}
 
@@ -285,40 +261,6 @@ class SQLiteEngine(Engine):
                 first.execute("ROLLBACK")
             second.execute("ROLLBACK")
             return "none (a second writer was not blocked)"
-
-    # -- timed statements ----------------------------------------------------------------------
-    def index_name(self, table: str, index: IndexPlan) -> str:
-        # A WITHOUT ROWID table is its primary-key b-tree: the clustered "index" is the table.
-        return "PRIMARY" if index.kind == "clustered" else f"{table}_{index.kind}"
-
-    def table_ref(self, table: str, index: IndexPlan, access: str) -> str:
-        if access != "forced" or index.kind == "clustered":
-            return table  # no hint names a primary key; explain() still checks the plan
-        if index.kind == "none" or not index.key:
-            return f"{table} NOT INDEXED"
-        return f"{table} INDEXED BY {self.index_name(table, index)}"
-
-    def explain(self, conn: Any, sql: str, args: Sequence[Any]) -> AccessPath:
-        rows = conn.raw.execute(f"EXPLAIN QUERY PLAN {sql}", tuple(args)).fetchall()
-        raw = "\n".join(str(r[-1]) for r in rows)
-        return AccessPath(_normalise_plan(raw), raw)
-
-    def key_join(self, table: str, table_ref: str, n: int) -> str:
-        # json_each yields the array's values in order; CROSS JOIN keeps it the outer loop
-        # (SQLite never reorders the tables of a CROSS JOIN). One parameter: one statement
-        # text, prepared once (apsw's statement cache), whatever the keys.
-        k = KEYS_ALIAS
-        return f"json_each(?) AS {k} CROSS JOIN {table_ref} ON {table}.id = {k}.value"
-
-    def key_args(self, keys: Sequence[int]) -> tuple:
-        return (json.dumps([int(k) for k in keys]),)
-
-    def fetch(self, cursor: Any) -> int | None:
-        # apsw builds each row in C and a zero-length deque drops it, with no Python bytecode
-        # per row. Counting them here (zip with a counter) costs 5-7 % of a warm scan, more
-        # than the bare `for row in cursor` loop: the engine counts them, untimed, instead.
-        collections.deque(cursor.rows, maxlen=0)
-        return None
 
     # -- cache and counters ---------------------------------------------------------------------
     def settle(self) -> None:
@@ -399,79 +341,9 @@ class SQLiteEngine(Engine):
         workload: str | None = None,
         cache: str | None = None,
     ) -> list[str]:
-        """See ``Engine.planned_sql``."""
-        table = dataset.table
-        cols = ", ".join(f"{c} {_TYPES[COLUMN_TYPES[c]]}" for c in COLUMNS)
-        if index.kind == "clustered":  # as create_table builds it
-            key = ", ".join(dict.fromkeys((*index.key, "id")))
-            ddl = f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({key})) WITHOUT ROWID"
-        else:
-            ddl = f"CREATE TABLE {table} ({cols})"
-        lines = readahead.planned(knobs, "the database file's directory")
-        lines += [
-            f"PRAGMA page_size={knobs['page_size']}; VACUUM  -- fresh file",
-            f"PRAGMA cache_size={knobs['buffer_pool']}  -- on every connection",
-        ]
-        if workload in ("insert", "update"):
-            lines.append("-- every repetition, untimed: the table built again")
-        lines += [f"DROP TABLE IF EXISTS {table}", ddl]
-        if workload != "insert":
-            lines.append(f"{self.insert_sql(table)}  -- {dataset.rows} rows, batches of 10000")
-        lines += self.index_ddl(table, index)
-        if index.kind == "clustered":
-            lines.append("VACUUM  -- the table rebuilt in its key's order")
-        lines.append(f"ANALYZE {table}")
-        if workload == "insert":
-            lines[-1] += "  -- the empty table: the timed inserts maintain the index"
-        if workload != "insert":
-            lines.append("EXPLAIN QUERY PLAN <statement>  -- before timing, each distinct one")
-        cold = (
-            "close every connection (the page cache lives in it), evict lab.db* from the OS "
-            "page cache (fsync, posix_fadvise DONTNEED; drop_caches where permitted), check "
-            "residency (mincore)"
-        )
-        warm = (
-            f"SELECT * FROM {table} once, untimed, on each timed connection"
-            if workload in ("insert", "update")
-            else "the timed statements once, untimed, on the timed connections"
-        )
-        if cache in (None, "cold"):
-            lines.append(f"-- cold{' points' if cache is None else ''}: {cold}")
-        if cache in (None, "warm"):
-            lines.append(f"-- warm{' points' if cache is None else ''}: {warm}")
-        return lines
-
-
-_PLAN = re.compile(
-    r"^(?P<op>SCAN|SEARCH) (?P<table>\S+)(?: AS \S+)?"
-    r"(?: USING (?P<how>COVERING INDEX|INDEX|PRIMARY KEY|INTEGER PRIMARY KEY)"
-    r"(?: (?P<name>[^\s(]\S*))?)?"
-)
-
-
-def _normalise_plan(raw: str) -> str:
-    """EXPLAIN QUERY PLAN lines -> scan | index:<name> | index-only:<name>, with ;full (the
-    whole structure is walked) or ;search (a key range of it) as detail."""
-    paths = []
-    for line in raw.splitlines():
-        m = _PLAN.match(line.strip())
-        if not m:
-            continue  # e.g. USE TEMP B-TREE: not an access to the table
-        how, name = m["how"], m["name"]
-        if m["table"] == KEYS_ALIAS:
-            continue  # a batched look-up's key list (json_each): reads no table
-        detail = "full" if m["op"] == "SCAN" else "search"
-        if how is None:
-            paths.append("scan")  # a table scan (a WITHOUT ROWID table scans its primary key)
-        elif how == "COVERING INDEX":
-            paths.append(f"index-only:{name};{detail}")
-        elif how == "INDEX":
-            paths.append(f"index:{name};{detail}")
-        elif how == "PRIMARY KEY":
-            paths.append(f"index:PRIMARY;{detail}")
-        else:
-            paths.append(f"index:rowid;{detail}")
-    return " + ".join(paths) if paths else "unknown"
+        """See ``abilities.PlannedSQL``."""
+        insert = self.dialect.insert_sql(dataset.table)
+        return sql.planned(knobs, dataset, index, workload, cache, insert)
 
 
 def _proc_io(field: str) -> float:

@@ -23,18 +23,20 @@ KEPT_TABLES = "tables"
 @functools.cache
 def build_fingerprint() -> str:
     """What a kept table's bytes come from beyond its key: the SQLite library and the code
-    that builds it (the SQLite engine's modules, the engines' base and build, the data set's
-    generator), so a table built by other code is never taken for this one's."""
-    from tunelab.engines import base, builds
+    that builds it (the SQLite engine's modules, the engines' base, build and dialect, the
+    data set's generator), so a table built by other code is never taken for this one's."""
+    from tunelab.engines import base, builds, dialect
     from tunelab.store import dataset
 
     here = Path(__file__)
     h = hashlib.sha1(apsw.sqlite_lib_version().encode())
     for path in (
         here.with_name("sqlite.py"),
+        here.with_name("sqlite_sql.py"),
         here,
         base.__file__,
         builds.__file__,
+        dialect.__file__,
         dataset.__file__,
     ):
         h.update(Path(path).read_bytes())

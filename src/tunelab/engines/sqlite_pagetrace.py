@@ -12,7 +12,8 @@ shorter than a page (SQLite probing the file header's change counter at the star
 read transaction) are counted but not traced. In WAL mode, pages served from the WAL file
 are not in the main file and so not traced: checkpoint before tracing.
 
-The SQLite engine's ``traces`` ability: a run reaches it through ``Engine.capture_trace``.
+The SQLite engine's ``traces`` ability: a run reaches it through ``SQLiteEngine.capture_trace``
+(``abilities.PageTraces``).
 """
 
 from __future__ import annotations

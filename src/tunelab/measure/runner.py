@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from tunelab import engines
+from tunelab.engines import abilities
 from tunelab.engines.base import AccessPath, CacheState, Engine, EngineError
 from tunelab.engines.server import ServerEngine
 from tunelab.host import atomic, benchlock, cache, noise, ownership, provenance
@@ -131,7 +132,7 @@ def cold_reads(
             states.append(eng.make_cold())
             conns = [eng.connect()]
             try:
-                run = lambda c, t, one=one: workloads.run_reads(eng, c, one, t)  # noqa: E731
+                run = lambda c, t, one=one: workloads.run_reads(eng.dialect, c, one, t)  # noqa: E731
                 sections.append(timed(eng, conns, run, times))
             finally:
                 conns[0].close()
@@ -210,7 +211,8 @@ class Setup:
     def runner(self) -> workloads.Run:
         # Only the insert workload needs the data set's rows here (the rows it inserts).
         rows = self.source.rows if self.workload.type == "insert" else []
-        return workloads.runner(self.engine, self.workload, rows, self.statements, self.table_lock)
+        d = self.engine.dialect
+        return workloads.runner(d, self.workload, rows, self.statements, self.table_lock)
 
 
 @contextlib.contextmanager
@@ -234,7 +236,7 @@ def provisioned(
         check_applied(point, applied, complete=False)
         table_lock = point.knobs.get("lock_granularity") == "table"
         stmts = workloads.statements(
-            eng, w, plan, point.access, point.dataset.rows, point.dataset.seed
+            eng.dialect, w, plan, point.access, point.dataset.rows, point.dataset.seed
         )
         setup = Setup(eng, w, plan, source, applied, table_lock, stmts)
         if not w.writes:
@@ -255,10 +257,12 @@ def _explained(setup: Setup, point: Point, plans_sink: list[dict] | None) -> dic
     """Plans of the timed statements, captured before any timing and kept (a refused plan
     too, it explains the failure); the row's access columns."""
     eng, w = setup.engine, setup.workload
-    expected = "insert" if w.type == "insert" else eng.expected_access(workloads.TABLE, setup.plan)
+    expected = (
+        "insert" if w.type == "insert" else eng.dialect.expected_access(workloads.TABLE, setup.plan)
+    )
     conn = eng.connect()
     try:
-        plans = workloads.explain(eng, conn, w, setup.statements)
+        plans = workloads.explain(eng.dialect, conn, w, setup.statements)
     finally:
         conn.close()
     if plans_sink is not None:
@@ -531,7 +535,7 @@ def trace_point(point: Point, out: Path, workdir: Path, data_dir: Path) -> Path:
     with bench_slot(workdir), provisioned(point, trace_dir, data_dir) as s:
         if s.workload.writes:
             _prepare_table(s.engine, s.workload, s.plan, s.source)
-        trace = s.engine.capture_trace(s.runner())
+        trace = abilities.page_traces(s.engine).capture_trace(s.runner())
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace.meta.update({"sweep": point.sweep, "point_id": point.point_id})
     return write_trace(out, trace)

@@ -1,4 +1,4 @@
-"""Timed workloads, written once for every engine (portable SQL, the engine's placeholder).
+"""Timed workloads, written once for every engine (portable SQL in the engine's dialect).
 
 Each workload knows which column its predicate uses (so the ``index`` knob can build the
 right index), how to reset the table before a repetition, how to warm up, and how to run.
@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from tunelab.engines.base import EXPLAIN_MAX, AccessPath, Engine, IndexPlan
+from tunelab.engines.base import EXPLAIN_MAX, AccessPath, IndexPlan
+from tunelab.engines.dialect import Dialect
 from tunelab.store.dataset import COLUMN_TYPES, COLUMNS, DISTINCT_HUNDREDS, Dataset
 
 TABLE = "accounts"
@@ -185,12 +186,12 @@ def query_sql(w: Workload, ph: str, table_ref: str = TABLE) -> str:
     raise ValueError(w.type)
 
 
-def lookup_sql(engine: Engine, w: Workload, table_ref: str, n: int) -> str:
+def lookup_sql(dialect: Dialect, w: Workload, table_ref: str, n: int) -> str:
     """A batched point look-up: ``n`` keys in one statement, joined to the table so that the
-    engine looks each up in turn (``Engine.key_join``): the same index descents as ``n``
+    engine looks each up in turn (``Dialect.key_join``): the same index descents as ``n``
     statements, without a round trip and a statement's overhead per key."""
     what = _aggregates(SELECTED["point"]) if w.params["fetch"] == "count" else f"{TABLE}.*"
-    return f"SELECT {what} FROM {engine.key_join(TABLE, table_ref, n)}"
+    return f"SELECT {what} FROM {dialect.key_join(TABLE, table_ref, n)}"
 
 
 def batched(w: Workload) -> bool:
@@ -216,29 +217,31 @@ class Statements:
 
 
 def statements(
-    engine: Engine, w: Workload, index: IndexPlan, access: str, rows: int, seed: int
+    dialect: Dialect, w: Workload, index: IndexPlan, access: str, rows: int, seed: int
 ) -> Statements:
     if w.writes:  # one prepared statement for executemany; the plan is recorded, not forced
-        sql = query_sql(w, engine.placeholder) if w.type == "update" else engine.insert_sql(TABLE)
+        sql = query_sql(w, dialect.placeholder) if w.type == "update" else dialect.insert_sql(TABLE)
         return Statements(sql, [(sql, a) for a in query_args(w, rows, seed)])
-    table_ref = engine.table_ref(TABLE, index, access)
+    table_ref = dialect.table_ref(TABLE, index, access)
     if batched(w):  # the same seeded keys in the same order, ``batch`` to a statement
         keys = [k for (k,) in query_args(w, rows, seed)]
         size = w.params["batch"]
         chunks = [keys[i : i + size] for i in range(0, len(keys), size)]
-        sqls = {n: lookup_sql(engine, w, table_ref, n) for n in {len(c) for c in chunks}}
-        bound = [engine.bind(sqls[len(c)], engine.key_args(c), False) for c in chunks]
+        sqls = {n: lookup_sql(dialect, w, table_ref, n) for n in {len(c) for c in chunks}}
+        bound = [dialect.bind(sqls[len(c)], dialect.key_args(c), False) for c in chunks]
         return Statements(sqls[len(chunks[0])], bound, w.params["fetch"])
-    sql = query_sql(w, engine.placeholder, table_ref)
+    sql = query_sql(w, dialect.placeholder, table_ref)
     args = query_args(w, rows, seed) or [()]
     values_matter = w.type in VALUE_DEPENDENT
-    bound = [engine.bind(sql, a, values_matter) for a in args]
+    bound = [dialect.bind(sql, a, values_matter) for a in args]
     return Statements(sql, bound, w.params["fetch"])
 
 
-def timed_sql(engine: Engine, w: Workload, index: IndexPlan, access: str, ds: Dataset) -> list[str]:
+def timed_sql(
+    dialect: Dialect, w: Workload, index: IndexPlan, access: str, ds: Dataset
+) -> list[str]:
     """The timed statements as the engine receives them, for `tunelab plan --sql`."""
-    stmts = statements(engine, w, index, access, ds.rows, ds.seed)
+    stmts = statements(dialect, w, index, access, ds.rows, ds.seed)
     if w.writes:
         p = w.params
         return [
@@ -259,7 +262,7 @@ def _shown(args: tuple) -> str:
 
 def result_rows(conn: Any, stmts: Statements) -> int:
     """How many rows the statements return, counted by the engine, untimed and once: for a
-    driver whose fastest fetch path does not count (see Engine.fetch)."""
+    driver whose fastest fetch path does not count (see Dialect.fetch)."""
     if stmts.rows is None:
         cur = conn.cursor()
         n = 0
@@ -272,11 +275,11 @@ def result_rows(conn: Any, stmts: Statements) -> int:
     return stmts.rows
 
 
-def explain(engine: Engine, conn: Any, w: Workload, stmts: Statements) -> list[AccessPath]:
+def explain(dialect: Dialect, conn: Any, w: Workload, stmts: Statements) -> list[AccessPath]:
     """The plan of every distinct timed statement (untimed, before the repetitions)."""
     if w.type == "insert":
         return [AccessPath("insert", "")]
-    plans = [engine.explain(conn, sql, args) for sql, args in stmts.to_explain()]
+    plans = [dialect.explain(conn, sql, args) for sql, args in stmts.to_explain()]
     conn.commit()
     return plans
 
@@ -292,7 +295,7 @@ def _fetch_count(cur: Any) -> int:
 
 
 def run_reads(
-    engine: Engine, conns: Sequence[Any], stmts: Statements, times: list[int] | None = None
+    dialect: Dialect, conns: Sequence[Any], stmts: Statements, times: list[int] | None = None
 ) -> int:
     """Run the statements one after another on the first connection; the rows go through
     the driver's own fetch path. ``times`` receives each statement's nanoseconds. Returns
@@ -309,7 +312,7 @@ def run_reads(
         if stmts.fetch == "count":
             got: int | None = int(cur.fetchone()[0])
         else:
-            got = engine.fetch(cur)
+            got = dialect.fetch(cur)
         if times is not None:
             times.append(clock() - t0)
         n = None if n is None or got is None else n + got
@@ -322,13 +325,13 @@ def run_reads(
 Steps = list[tuple[str, Sequence[Any] | None]]  # (statement, executemany rows or None)
 
 
-def write_plan(engine: Engine, w: Workload, sql: str, args: list[tuple]) -> list[list[Steps]]:
+def write_plan(dialect: Dialect, w: Workload, sql: str, args: list[tuple]) -> list[list[Steps]]:
     """Per client thread, per transaction: the statements as the engine will receive them,
-    rendered once and untimed (see Engine.write_steps), so the timed section only sends."""
+    rendered once and untimed (see Dialect.write_steps), so the timed section only sends."""
     n, every = w.params["threads"], w.params["commit_every"]
     shares = [args[i::n] for i in range(n)]
     return [
-        [engine.write_steps(sql, share[s : s + every]) for s in range(0, len(share), every)]
+        [dialect.write_steps(sql, share[s : s + every]) for s in range(0, len(share), every)]
         for share in shares
     ]
 
@@ -341,7 +344,7 @@ def transactions(w: Workload, rows: int) -> int:
 
 
 def run_writes(
-    engine: Engine, conns: Sequence[Any], plan: list[list[Steps]], table_lock: bool, rows: int
+    dialect: Dialect, conns: Sequence[Any], plan: list[list[Steps]], table_lock: bool, rows: int
 ) -> int:
     """One thread per connection, each running its transactions of the plan; ``rows`` is
     what the plan writes."""
@@ -352,7 +355,7 @@ def run_writes(
             cur = conn.cursor()
             for steps in transactions:
                 if table_lock:
-                    engine.lock_table(cur, TABLE)
+                    dialect.lock_table(cur, TABLE)
                 for stmt, rows in steps:
                     if rows is None:
                         cur.execute(stmt)
@@ -360,7 +363,7 @@ def run_writes(
                         cur.executemany(stmt, rows)
                 conn.commit()
                 if table_lock:
-                    engine.unlock_tables(cur)
+                    dialect.unlock_tables(cur)
             cur.close()
         except BaseException as exc:  # reported after join, from the main thread
             errors.append(exc)
@@ -382,7 +385,7 @@ Run = Callable[..., int]  # run(conns, times=None) -> rows touched
 
 
 def runner(
-    engine: Engine,
+    dialect: Dialect,
     w: Workload,
     insert_rows: list[tuple],
     stmts: Statements | None,
@@ -393,10 +396,10 @@ def runner(
         assert stmts is not None
         rows = insert_rows[: w.params["rows"]]
         args = rows if w.type == "insert" else [a for _, a in stmts.bound]
-        plan = write_plan(engine, w, stmts.sql, args)
-        return lambda conns, times=None: run_writes(engine, conns, plan, table_lock, len(args))
+        plan = write_plan(dialect, w, stmts.sql, args)
+        return lambda conns, times=None: run_writes(dialect, conns, plan, table_lock, len(args))
     assert stmts is not None
-    return lambda conns, times=None: run_reads(engine, conns, stmts, times)
+    return lambda conns, times=None: run_reads(dialect, conns, stmts, times)
 
 
 def warm_up(w: Workload, conns: Sequence[Any], run: Callable[[Sequence[Any]], int]) -> None:
