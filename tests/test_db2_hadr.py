@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tunelab.engines import db2, db2_hadr, db2_sql
+from tunelab.engines import db2, db2_hadr, db2_info, db2_sql
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.hadr.model import CALCULATOR_MODES
 from tunelab.host import containers
@@ -36,12 +36,12 @@ LINK = db2_hadr.Link(IP, STANDBY_IP, GATEWAY, LOG_PORT, ADMIN_PORT)
 
 # -- the knobs ---------------------------------------------------------------------------------
 def test_sync_mode_takes_ibms_modes_the_calculator_models():
-    knob = db2.INFO.knobs["sync_mode"]
+    knob = db2_info.INFO.knobs["sync_mode"]
     assert knob.values == ("none", "SYNC", "NEARSYNC", "ASYNC", "SUPERASYNC")
     assert set(knob.values) - {"none"} == set(db2.DB2Engine.replication) == set(CALCULATOR_MODES)
-    assert knob.default == "none" and db2.INFO.knobs["network_rtt_ms"].default == 0
+    assert knob.default == "none" and db2_info.INFO.knobs["network_rtt_ms"].default == 0
     # Neither needs a restart or a new server: the pair is set up in prepare_point.
-    assert not {"sync_mode", "network_rtt_ms"} & db2.INFO.restart_knobs
+    assert not {"sync_mode", "network_rtt_ms"} & db2_info.INFO.restart_knobs
 
 
 @pytest.mark.parametrize(
@@ -67,7 +67,7 @@ def test_sync_mode_takes_ibms_modes_the_calculator_models():
 )
 def test_bad_replication_knobs_are_one_line_with_the_allowed_values(knobs, message):
     with pytest.raises(EngineError) as err:
-        db2.DB2Engine.full_knobs(knobs)
+        db2.DB2Engine.knob_rules.full_knobs(knobs)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
@@ -94,7 +94,7 @@ def test_a_sweep_with_bad_replication_knobs_names_file_field_and_allowed(write_s
 
 def test_a_server_with_a_standby_is_never_shared_with_points_without_one(tmp_path):
     eng = db2.DB2Engine(tmp_path / "e", "r")
-    full = db2.DB2Engine.full_knobs
+    full = db2.DB2Engine.knob_rules.full_knobs
     with_standby = eng.keep_key(full({"sync_mode": "SYNC"}))
     assert with_standby != eng.keep_key(full({}))
     # the mode and the round trip change on the kept pair: one server for all of them

@@ -32,7 +32,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tunelab.engines import db2, db2_sql, db2_statements
+from tunelab.engines import db2, db2_info, db2_sql, db2_statements
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.store.dataset import COLUMNS, Dataset
 from tunelab.sweep import spec, workloads
@@ -81,7 +81,7 @@ ADMIN_CMD = re.compile(r"^CALL SYSPROC\.ADMIN_CMD\('(?P<cmd>[^']*)'\)$")
 
 
 def knobs(**over):
-    base = {k: v.default for k, v in db2.INFO.knobs.items() if v.default is not None}
+    base = {k: v.default for k, v in db2_info.INFO.knobs.items() if v.default is not None}
     return {**base, **over}
 
 
@@ -126,7 +126,7 @@ def test_every_valid_point_gives_documented_table_space_clauses(
         k["overhead_ms"] = overhead
     if transfer is not None:
         k["transferrate_ms"] = transfer
-    assert db2.check_point(k) == []
+    assert db2.DB2Engine.knob_rules.check_point(k) == []
     ts = TABLESPACE.match(db2_sql.tablespace_ddl(k))
     assert ts, db2_sql.tablespace_ddl(k)
     assert 2 <= int(ts["extent"]) <= 256
@@ -140,19 +140,20 @@ def test_every_valid_point_gives_documented_table_space_clauses(
 
 
 def test_prefetch_not_a_multiple_of_extent_is_a_warning_naming_the_field():
+    rules = db2.DB2Engine.knob_rules
     k = knobs(extent_size=32, prefetch_size=48)
-    assert db2.check_point(k) == []  # legal: IBM only advises a multiple
-    (warning,) = db2.warn_point(k)
+    assert rules.check_point(k) == []  # legal: IBM only advises a multiple
+    (warning,) = rules.warn_point(k)
     assert warning[0] == "prefetch_size"
     assert "48" in warning[1] and "32" in warning[1] and "64" in warning[1]
-    assert db2.warn_point(knobs(extent_size=32, prefetch_size=96)) == []
-    assert db2.warn_point(knobs(extent_size=32, prefetch_size="automatic")) == []
+    assert rules.warn_point(knobs(extent_size=32, prefetch_size=96)) == []
+    assert rules.warn_point(knobs(extent_size=32, prefetch_size="automatic")) == []
 
 
 @pytest.mark.parametrize("value", ["automatic", "AUTOMATIC"])
 def test_prefetch_automatic_follows_the_syntax_diagram(value):
     k = knobs(extent_size=32, prefetch_size=value)
-    assert db2.INFO.knobs["prefetch_size"].check(value) is None
+    assert db2_info.INFO.knobs["prefetch_size"].check(value) is None
     ts = TABLESPACE.match(db2_sql.tablespace_ddl(k))
     assert ts, db2_sql.tablespace_ddl(k)
     assert ts["prefetch"] == "AUTOMATIC" and ts["extent"] == "32"
@@ -173,7 +174,7 @@ def test_prefetch_automatic_reads_back_from_the_catalogs_minus_one(monkeypatch):
 
 @pytest.mark.parametrize("bad", [0, -4, 4.5, "auto", "", True])
 def test_prefetch_refuses_non_positive_and_non_integer_values(bad, write_sweep):
-    assert db2.INFO.knobs["prefetch_size"].check(bad) is not None
+    assert db2_info.INFO.knobs["prefetch_size"].check(bad) is not None
     path = write_sweep(
         f"""
         name: bad-prefetch
@@ -206,7 +207,7 @@ def test_prefetch_refuses_non_positive_and_non_integer_values(bad, write_sweep):
     ],
 )
 def test_knob_ranges_follow_the_documented_limits(knob, bad, good):
-    k = db2.INFO.knobs[knob]
+    k = db2_info.INFO.knobs[knob]
     assert k.check(bad) is not None
     assert k.check(good) is None
 
@@ -245,7 +246,7 @@ def test_the_lab_sweeps_all_validate_for_db2():
             continue
         points, errors = spec.expand(path, "db2")
         assert errors == [], [str(e) for e in errors]
-        assert all(db2.check_point(p.knobs) == [] for p in points)
+        assert all(db2.DB2Engine.knob_rules.check_point(p.knobs) == [] for p in points)
 
 
 # -- table and locking ---------------------------------------------------------------------------
@@ -527,8 +528,8 @@ def test_container_files_map_to_the_host_volume(tmp_path):
 # -- image and plan ------------------------------------------------------------------------------
 def test_pinned_tag_is_the_one_the_container_readme_documents():
     readme = (REPO / "containers" / "db2" / "README.md").read_text()
-    assert f"docker pull {db2.IMAGE}" in readme
-    tag = db2.IMAGE.rsplit(":", 1)[1]
+    assert f"docker pull {db2_info.IMAGE}" in readme
+    tag = db2_info.IMAGE.rsplit(":", 1)[1]
     assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", tag)
 
 
@@ -1223,8 +1224,8 @@ def test_engine_time_counters_map_to_keys():
     assert set(out) == {"engine_time_ns"} | {
         f"db2_conn_{c.lower()}" for c in db2_sql.CONNECTION_COUNTERS
     }
-    assert db2.INFO.engine_time and "TOTAL_RQST_TIME" in db2.INFO.engine_time
-    assert "forced" in db2.INFO.access_modes
+    assert db2_info.INFO.engine_time and "TOTAL_RQST_TIME" in db2_info.INFO.engine_time
+    assert "forced" in db2_info.INFO.access_modes
 
 
 class BatchCursor:

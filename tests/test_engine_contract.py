@@ -54,15 +54,15 @@ def test_each_engine_declares_what_it_is(name):
         assert knob.readback or knob.name in ("index", "lock_granularity"), (name, knob.name)
     assert {"index", "lock_granularity"} <= set(info.knobs), name
     # Defaults pass the engine's own checks.
-    assert cls.full_knobs({}) == {**info.defaults()}
+    assert cls.knob_rules.full_knobs({}) == {**info.defaults()}
 
 
 def test_full_knobs_names_the_knob_and_the_allowed_values():
     cls = engines.engine_class("sqlite")
     with pytest.raises(EngineError, match=r"page_size=3000 must be a power of two"):
-        cls.full_knobs({"page_size": 3000})
+        cls.knob_rules.full_knobs({"page_size": 3000})
     with pytest.raises(EngineError, match="cannot express knob.*direct_io"):
-        cls.full_knobs({"direct_io": True})
+        cls.knob_rules.full_knobs({"direct_io": True})
 
 
 def test_report_labels_name_only_knobs_some_engine_has():

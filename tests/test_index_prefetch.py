@@ -33,7 +33,9 @@ def test_the_sweep_runs_bitmap_heap_scans_on_postgres_only():
 
 def test_both_prefetch_depths_are_server_settings_applied_in_place():
     conf = settings(
-        PostgresEngine.full_knobs({"io_concurrency": 64, "maintenance_io_concurrency": 100})
+        PostgresEngine.knob_rules.full_knobs(
+            {"io_concurrency": 64, "maintenance_io_concurrency": 100}
+        )
     )
     assert conf["effective_io_concurrency"] == "64"
     assert conf["maintenance_io_concurrency"] == "100"
@@ -41,7 +43,7 @@ def test_both_prefetch_depths_are_server_settings_applied_in_place():
     assert not (info.knobs["io_concurrency"].restart or info.knobs["io_concurrency"].fresh)
     assert not info.knobs["maintenance_io_concurrency"].restart
     with pytest.raises(Exception, match="maintenance_io_concurrency=1001"):
-        PostgresEngine.full_knobs({"maintenance_io_concurrency": 1001})
+        PostgresEngine.knob_rules.full_knobs({"maintenance_io_concurrency": 1001})
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from tunelab.engines.base import AccessPath, EngineError, IndexPlan
-from tunelab.engines.mariadb import MIN_POOL_MIB, MariaDBEngine
+from tunelab.engines.mariadb import MariaDBEngine
+from tunelab.engines.mariadb_info import MIN_POOL_MIB
 from tunelab.engines.mariadb_sql import MariaDBDialect, normalise_plan
 from tunelab.host import containers
 from tunelab.measure import runner
@@ -159,12 +160,11 @@ def test_table_lock_blocks_other_writers_until_unlock(loaded):
 
 
 def test_bad_buffer_pool_is_refused_before_any_start(tmp_path, image):
-    assert MariaDBEngine.check_point({"page_size": 65536, "buffer_pool": 320})  # 20 MiB
-    assert MariaDBEngine.check_point({"page_size": 4096, "buffer_pool": 1000})  # not whole MiB
-    assert not MariaDBEngine.check_point({"page_size": 4096, "buffer_pool": 1024})
-    assert not MariaDBEngine.check_point(
-        {"page_size": 65536, "buffer_pool": MIN_POOL_MIB[65536] * 16}
-    )
+    rules = MariaDBEngine.knob_rules
+    assert rules.check_point({"page_size": 65536, "buffer_pool": 320})  # 20 MiB
+    assert rules.check_point({"page_size": 4096, "buffer_pool": 1000})  # not whole MiB
+    assert not rules.check_point({"page_size": 4096, "buffer_pool": 1024})
+    assert not rules.check_point({"page_size": 65536, "buffer_pool": MIN_POOL_MIB[65536] * 16})
     eng = _engine(tmp_path, image)
     with pytest.raises(EngineError, match="below InnoDB's minimum"):
         eng.provision({"page_size": 16384, "buffer_pool": 352})  # 5.5 MiB < 6 MiB

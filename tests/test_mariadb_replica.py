@@ -38,18 +38,18 @@ def test_the_modes_as_mariadb_spells_them_and_a_round_trip_needs_a_replica():
         match=r"network_rtt_ms: 5 ms needs a standby: sync_mode is "
         r"none \(allowed: 0, or a sync_mode other than none\)",
     ):
-        MariaDBEngine.full_knobs({"network_rtt_ms": 5})
+        MariaDBEngine.knob_rules.full_knobs({"network_rtt_ms": 5})
     with pytest.raises(
         EngineError,
         match=r"sync_mode='on' not allowed \(allowed: none, async, "
         r"AFTER_COMMIT, AFTER_SYNC\)",
     ):
-        MariaDBEngine.full_knobs({"sync_mode": "on"})
+        MariaDBEngine.knob_rules.full_knobs({"sync_mode": "on"})
     with pytest.raises(EngineError, match="network_rtt_ms=-1 out of range"):
-        MariaDBEngine.full_knobs({"sync_mode": "AFTER_SYNC", "network_rtt_ms": -1})
-    full = MariaDBEngine.full_knobs({"sync_mode": "async", "network_rtt_ms": 20})
+        MariaDBEngine.knob_rules.full_knobs({"sync_mode": "AFTER_SYNC", "network_rtt_ms": -1})
+    full = MariaDBEngine.knob_rules.full_knobs({"sync_mode": "async", "network_rtt_ms": 20})
     assert (full["sync_mode"], full["network_rtt_ms"]) == ("async", 20)
-    assert MariaDBEngine.full_knobs({})["sync_mode"] == "none"
+    assert MariaDBEngine.knob_rules.full_knobs({})["sync_mode"] == "none"
 
 
 def test_bad_replication_knobs_in_a_sweep_are_one_line_each(write_sweep):
@@ -77,11 +77,11 @@ def test_bad_replication_knobs_in_a_sweep_are_one_line_each(write_sweep):
 
 def test_a_replica_server_is_never_shared_with_points_without_one(tmp_path):
     eng = MariaDBEngine(tmp_path / "e", "r")
-    with_replica = eng.keep_key(MariaDBEngine.full_knobs({"sync_mode": "AFTER_SYNC"}))
-    assert with_replica != eng.keep_key(MariaDBEngine.full_knobs({}))
+    with_replica = eng.keep_key(MariaDBEngine.knob_rules.full_knobs({"sync_mode": "AFTER_SYNC"}))
+    assert with_replica != eng.keep_key(MariaDBEngine.knob_rules.full_knobs({}))
     # the mode and the round trip change in place: one server for all of them
     for mode in ("async", "AFTER_COMMIT"):
-        knobs = MariaDBEngine.full_knobs({"sync_mode": mode, "network_rtt_ms": 20})
+        knobs = MariaDBEngine.knob_rules.full_knobs({"sync_mode": mode, "network_rtt_ms": 20})
         assert eng.keep_key(knobs) == with_replica
 
 
@@ -120,7 +120,9 @@ def test_the_primary_has_a_binary_log_only_with_a_replica_and_semi_sync_once_it_
 
 def test_the_engines_option_file_carries_them(tmp_path):
     eng = MariaDBEngine(tmp_path / "e", "r")
-    eng.write_settings(MariaDBEngine.full_knobs({"sync_mode": "AFTER_SYNC", "network_rtt_ms": 5}))
+    eng.write_settings(
+        MariaDBEngine.knob_rules.full_knobs({"sync_mode": "AFTER_SYNC", "network_rtt_ms": 5})
+    )
     text = (eng.home / "conf" / "knobs.cnf").read_text().splitlines()
     assert text[0] == "[mariadbd]"
     for line in (
@@ -131,7 +133,7 @@ def test_the_engines_option_file_carries_them(tmp_path):
         "rpl_semi_sync_master_enabled = OFF",
     ):
         assert line in text
-    eng.write_settings(MariaDBEngine.full_knobs({}))
+    eng.write_settings(MariaDBEngine.knob_rules.full_knobs({}))
     text = (eng.home / "conf" / "knobs.cnf").read_text()
     assert "log_bin" not in text and "rpl_semi_sync" not in text and "server_id" not in text
 

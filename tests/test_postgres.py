@@ -61,14 +61,14 @@ def test_settings_file_includes_the_datadir_then_sets_the_lab_lines():
 
 def test_knobs_postgres_cannot_express_are_refused_with_the_reason(write_sweep):
     with pytest.raises(EngineError, match=r"page_size=16384 not allowed: .*BLCKSZ.* is 8192"):
-        PostgresEngine.full_knobs({"page_size": 16384})
+        PostgresEngine.knob_rules.full_knobs({"page_size": 16384})
     with pytest.raises(EngineError, match="cannot express knob.s. direct_io"):
-        PostgresEngine.full_knobs({"direct_io": True})
+        PostgresEngine.knob_rules.full_knobs({"direct_io": True})
     with pytest.raises(EngineError, match="buffer_pool=8 out of range"):
-        PostgresEngine.full_knobs({"buffer_pool": 8})  # below 16 pages (128 kB)
+        PostgresEngine.knob_rules.full_knobs({"buffer_pool": 8})  # below 16 pages (128 kB)
     with pytest.raises(EngineError, match="io_concurrency=1001 out of range"):
-        PostgresEngine.full_knobs({"io_concurrency": 1001})
-    full = PostgresEngine.full_knobs({"buffer_pool": 1024})
+        PostgresEngine.knob_rules.full_knobs({"io_concurrency": 1001})
+    full = PostgresEngine.knob_rules.full_knobs({"buffer_pool": 1024})
     assert full == {
         "page_size": 8192,
         "buffer_pool": 1024,

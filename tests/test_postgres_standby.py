@@ -35,22 +35,22 @@ def test_the_standby_is_named_only_once_it_streams():
 
 def test_a_standby_server_is_never_shared_with_points_without_one(tmp_path):
     eng = PostgresEngine(tmp_path / "e", "r")
-    with_standby = eng.keep_key(PostgresEngine.full_knobs({"sync_mode": "on"}))
-    without = eng.keep_key(PostgresEngine.full_knobs({}))
+    with_standby = eng.keep_key(PostgresEngine.knob_rules.full_knobs({"sync_mode": "on"}))
+    without = eng.keep_key(PostgresEngine.knob_rules.full_knobs({}))
     assert with_standby != without
     # the mode and the round trip change in place: one server for all of them
     assert with_standby == eng.keep_key(
-        PostgresEngine.full_knobs({"sync_mode": "local", "network_rtt_ms": 20})
+        PostgresEngine.knob_rules.full_knobs({"sync_mode": "local", "network_rtt_ms": 20})
     )
 
 
 def test_bad_replication_knobs_are_refused_before_anything_starts(write_sweep):
     with pytest.raises(EngineError, match="network_rtt_ms.*needs a standby"):
-        PostgresEngine.full_knobs({"network_rtt_ms": 5})
+        PostgresEngine.knob_rules.full_knobs({"network_rtt_ms": 5})
     with pytest.raises(EngineError, match="network_rtt_ms=-1 out of range"):
-        PostgresEngine.full_knobs({"sync_mode": "on", "network_rtt_ms": -1})
+        PostgresEngine.knob_rules.full_knobs({"sync_mode": "on", "network_rtt_ms": -1})
     with pytest.raises(EngineError, match="sync_mode=True not allowed"):
-        PostgresEngine.full_knobs({"sync_mode": True})  # YAML's unquoted `on`
+        PostgresEngine.knob_rules.full_knobs({"sync_mode": True})  # YAML's unquoted `on`
     path = write_sweep(
         "name: bad\nengines: [postgres, sqlite]\ndataset: {rows: 1000}\n"
         "knobs: {sync_mode: ['on'], network_rtt_ms: [-2]}\n"

@@ -296,6 +296,9 @@ class Engine(abc.ABC):
     # The engine's dialect (a ``tunelab.engines.dialect.Dialect`` made with the engine): the
     # SQL text of its timed statements. Each engine's SQL module has its own.
     dialect_class: ClassVar[Callable[[Engine], Any]]
+    # What a point's knobs may be here (``engines.knob_rules.KnobRules``, built with ``info``):
+    # a class attribute, as the sweep validator asks it before any engine exists.
+    knob_rules: ClassVar[Any]
     # The driver's exceptions that mean the engine's files met a full disk (or quota): the
     # CLI then says "disk full" and where, as for an OSError ENOSPC, not an engine failure.
     full_errors: tuple[type[BaseException], ...] = ()
@@ -338,48 +341,6 @@ class Engine(abc.ABC):
         it runs in the measuring process, on the client's CPUs); ``client_route``: how the
         client reaches the engine."""
         return {"cpus_engine": "client", "client_route": "in process"}
-
-    # -- knobs ---------------------------------------------------------------------------
-    @staticmethod
-    def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
-        """Cross-knob rules the single-knob bounds cannot say: (field, message, allowed)."""
-        return []
-
-    @staticmethod
-    def warn_point(knobs: dict[str, Any]) -> list[tuple[str, str]]:
-        """Allowed combinations the engine's maker advises against: (field, message)."""
-        return []
-
-    @classmethod
-    def host_refusals(cls, knobs: dict[str, Any]) -> list[tuple[str, str]]:
-        """Knobs this host cannot give the point (e.g. a device of its own without root):
-        (field, message naming the engine and the reason), asked at validation."""
-        return []
-
-    @classmethod
-    def version_refusal(cls, version: str) -> str | None:
-        """Why this host cannot run the engine at ``version`` (one of its declared versions:
-        ``engine_version``), asked at validation before anything starts, or None."""
-        return None
-
-    @classmethod
-    def full_knobs(cls, knobs: dict[str, Any]) -> dict[str, Any]:
-        """The knobs with the engine's defaults filled in, each checked against its ``Knob``
-        and the cross-knob rules; EngineError names the first that is not allowed."""
-        info = cls.info
-        full = {**info.defaults(), **knobs}
-        unknown = sorted(set(full) - set(info.knobs))
-        if unknown:
-            raise EngineError(f"{info.name} cannot express knob(s) {', '.join(unknown)}")
-        for name, value in full.items():
-            if (problem := info.knobs[name].check(value)) is not None:
-                raise EngineError(
-                    f"{info.name}: knob {name}={value!r} {problem} "
-                    f"(allowed: {info.knobs[name].allowed_text()})"
-                )
-        for fld, msg, allowed in cls.check_point(full):
-            raise EngineError(f"{info.name}: knob {fld}: {msg} (allowed: {allowed})")
-        return full
 
     # -- lifecycle -------------------------------------------------------------------
     @abc.abstractmethod

@@ -30,7 +30,6 @@ from typing import Any
 
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines import mariadb_sql as sql
-from tunelab.engines import readahead
 from tunelab.engines.base import (
     VERSION_KNOB,
     CacheState,
@@ -38,7 +37,7 @@ from tunelab.engines.base import (
     IndexPlan,
     version_applied,
 )
-from tunelab.engines.mariadb_info import INFO, MIB, MIN_POOL_MIB
+from tunelab.engines.mariadb_info import INFO, MariaDBKnobRules
 from tunelab.engines.mariadb_sql import DATABASE
 from tunelab.engines.server import ServerEngine, connect_with_retry
 from tunelab.hadr.model import Ack, Mode, Ordering
@@ -72,6 +71,7 @@ REPLICATION = {
 class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
     info = INFO
     dialect_class = sql.MariaDBDialect
+    knob_rules = MariaDBKnobRules(INFO)
     replication = REPLICATION
     replication_baseline = replica.ASYNC
     port = PORT
@@ -83,47 +83,6 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         import MySQLdb
 
         return (MySQLdb.OperationalError,)
-
-    # -- validation -------------------------------------------------------------------------
-    @staticmethod
-    def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
-        """Cross-knob rules the single-knob bounds cannot say: (field, message, allowed)."""
-        if rules := replica.rtt_needs_standby(knobs):
-            return rules
-        page = knobs.get("page_size", INFO.knobs["page_size"].default)
-        pages = knobs.get("buffer_pool")
-        if pages is None or page not in MIN_POOL_MIB:
-            return []
-        nbytes = int(pages) * int(page)
-        per_mib = MIB // int(page)
-        allowed = (
-            f"a multiple of {per_mib} pages (whole MiB) and at least "
-            f"{MIN_POOL_MIB[page] * per_mib} pages ({MIN_POOL_MIB[page]} MiB) at page_size {page}"
-        )
-        if nbytes < MIN_POOL_MIB[page] * MIB:
-            return [("buffer_pool", f"{pages} pages is below InnoDB's minimum", allowed)]
-        if nbytes % MIB:
-            return [
-                (
-                    "buffer_pool",
-                    f"{pages} pages is not whole MiB: InnoDB would truncate it",
-                    allowed,
-                )
-            ]
-        return []
-
-    @staticmethod
-    def warn_point(knobs: dict[str, Any]) -> list[tuple[str, str]]:
-        if readahead.wanted(knobs) and knobs.get("direct_io", True):
-            return [
-                (
-                    readahead.NAME,
-                    "InnoDB reads its files with O_DIRECT (direct_io: true), "
-                    "which bypasses the kernel's read-ahead: os_read_ahead changes nothing "
-                    "there (set direct_io: false)",
-                )
-            ]
-        return []
 
     # -- the server ---------------------------------------------------------------------------
     @property
@@ -236,7 +195,7 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         return key + "r" if replica.wants_standby(knobs) else key
 
     def provision(self, knobs: dict[str, Any]) -> None:
-        full = self.full_knobs(knobs)
+        full = self.knob_rules.full_knobs(knobs)
         if (
             self.container is not None
             and self.knobs
@@ -442,4 +401,4 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         cache: str | None = None,
     ) -> list[str]:
         """See ``abilities.PlannedSQL``."""
-        return sql.planned(self.full_knobs(knobs), dataset, index, workload, cache)
+        return sql.planned(self.knob_rules.full_knobs(knobs), dataset, index, workload, cache)

@@ -1,10 +1,13 @@
 """What the MariaDB engine declares without a server: its image, its knobs (with what each
-one sets and how it is read back, and InnoDB's buffer pool floor per page size), the knobs it
-has no counterpart for, and what its cold runs, engine time and read counter mean.
+one sets and how it is read back, and InnoDB's buffer pool floor per page size) and the rules
+across them, the knobs it has no counterpart for, and what its cold runs, engine time and read
+counter mean.
 ``tunelab engines`` and the sweep schema read it; the engine that runs it is
 ``tunelab.engines.mariadb``."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from tunelab.engines import mariadb_replica as replica
 from tunelab.engines import readahead
@@ -17,6 +20,7 @@ from tunelab.engines.base import (
     version_knob,
 )
 from tunelab.engines.mariadb_sql import INDEX_KINDS
+from tunelab.engines.server import ServerKnobRules
 
 MIB = 1 << 20
 # InnoDB keeps innodb_buffer_pool_size in whole MiB (it truncates the rest) and refuses to
@@ -172,3 +176,42 @@ INFO = EngineInfo(
         direct_knob="direct_io",
     ),
 )
+
+
+class MariaDBKnobRules(ServerKnobRules):
+    def check_point(self, knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+        if rules := replica.rtt_needs_standby(knobs):
+            return rules
+        page = knobs.get("page_size", INFO.knobs["page_size"].default)
+        pages = knobs.get("buffer_pool")
+        if pages is None or page not in MIN_POOL_MIB:
+            return []
+        nbytes = int(pages) * int(page)
+        per_mib = MIB // int(page)
+        allowed = (
+            f"a multiple of {per_mib} pages (whole MiB) and at least "
+            f"{MIN_POOL_MIB[page] * per_mib} pages ({MIN_POOL_MIB[page]} MiB) at page_size {page}"
+        )
+        if nbytes < MIN_POOL_MIB[page] * MIB:
+            return [("buffer_pool", f"{pages} pages is below InnoDB's minimum", allowed)]
+        if nbytes % MIB:
+            return [
+                (
+                    "buffer_pool",
+                    f"{pages} pages is not whole MiB: InnoDB would truncate it",
+                    allowed,
+                )
+            ]
+        return []
+
+    def warn_point(self, knobs: dict[str, Any]) -> list[tuple[str, str]]:
+        if readahead.wanted(knobs) and knobs.get("direct_io", True):
+            return [
+                (
+                    readahead.NAME,
+                    "InnoDB reads its files with O_DIRECT (direct_io: true), "
+                    "which bypasses the kernel's read-ahead: os_read_ahead changes nothing "
+                    "there (set direct_io: false)",
+                )
+            ]
+        return []

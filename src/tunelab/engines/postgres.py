@@ -58,7 +58,7 @@ from tunelab.engines.base import (
     IndexPlan,
     version_applied,
 )
-from tunelab.engines.postgres_info import INFO
+from tunelab.engines.postgres_info import INFO, PostgresKnobRules
 from tunelab.engines.postgres_sql import (
     CONF_DIR,
     CONF_FILE,
@@ -99,6 +99,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
     info = INFO
     dialect_class = sql.PostgresDialect
     dialect: sql.PostgresDialect
+    knob_rules = PostgresKnobRules(INFO)
     replication = REPLICATION
     replication_baseline = "local"
     port = PORT
@@ -182,19 +183,6 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             self.info.name,
             self.connect_deadline_s,
         )
-
-    @staticmethod
-    def check_point(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
-        rtt = knobs.get("network_rtt_ms") or 0
-        if rtt and not standby.wants_standby(knobs):
-            return [
-                (
-                    "network_rtt_ms",
-                    f"{rtt} ms needs a standby: sync_mode is none",
-                    "0, or a sync_mode other than none",
-                )
-            ]
-        return []
 
     def write_settings(self, knobs: dict[str, Any]) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
@@ -498,4 +486,4 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         cache: str | None = None,
     ) -> list[str]:
         """See ``abilities.PlannedSQL``."""
-        return sql.planned(self.full_knobs(knobs), dataset, index, workload, cache)
+        return sql.planned(self.knob_rules.full_knobs(knobs), dataset, index, workload, cache)

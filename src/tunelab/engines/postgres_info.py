@@ -1,7 +1,8 @@
 """What the PostgreSQL engine declares without a server: its image and versions, its knobs
-(with what each one sets and how it is read back), the knobs it has no counterpart for, and
-what its cold runs, engine time and read counter mean. ``tunelab engines`` and the sweep
-schema read it; the engine that runs it is ``tunelab.engines.postgres``."""
+(with what each one sets and how it is read back) and the rule across them, the knobs it has
+no counterpart for, and what its cold runs, engine time and read counter mean.
+``tunelab engines`` and the sweep schema read it; the engine that runs it is
+``tunelab.engines.postgres``."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tunelab.engines.base import (
     version_knob,
 )
 from tunelab.engines.postgres_sql import BLOCK_SIZE, INDEX_KINDS
+from tunelab.engines.server import ServerKnobRules
 
 MAX_SHARED_BUFFERS = (1 << 30) - 1  # pages: PostgreSQL's limit (INT_MAX / 2)
 
@@ -186,3 +188,17 @@ INFO = EngineInfo(
         "file, which the OS page cache may serve (PostgreSQL 15 has no direct I/O)"
     ),
 )
+
+
+class PostgresKnobRules(ServerKnobRules):
+    def check_point(self, knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
+        rtt = knobs.get("network_rtt_ms") or 0
+        if rtt and not standby.wants_standby(knobs):
+            return [
+                (
+                    "network_rtt_ms",
+                    f"{rtt} ms needs a standby: sync_mode is none",
+                    "0, or a sync_mode other than none",
+                )
+            ]
+        return []

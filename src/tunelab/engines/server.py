@@ -33,6 +33,7 @@ from tunelab.engines import readahead
 from tunelab.engines.base import VERSION_KNOB, Engine, EngineError
 from tunelab.engines.builds import Builds
 from tunelab.engines.images import ensure_image, version_refusal
+from tunelab.engines.knob_rules import KnobRules
 from tunelab.host import blockdev, containers, noise
 
 DEVICE_DIR = "device"  # below a server's home: its os_read_ahead device's file and record
@@ -127,6 +128,20 @@ class ServerBuilds(Builds):
             return
         self.kept[table] = key  # not dropped at the point's end
         self.save()
+
+
+class ServerKnobRules(KnobRules):
+    """The knob rules every engine with a server in a container shares: a version runs only
+    where its image is or can be built, and ``os_read_ahead`` needs a device of its own."""
+
+    def version_refusal(self, version: str) -> str | None:
+        assert self.info.image is not None
+        return version_refusal(self.info.name, self.info.image, version)
+
+    def host_refusals(self, knobs: dict[str, Any]) -> list[tuple[str, str]]:
+        if readahead.NAME not in self.info.knobs:
+            return []
+        return readahead.refusals(self.info.name, knobs)
 
 
 class ServerEngine(Engine):
@@ -243,15 +258,6 @@ class ServerEngine(Engine):
             self.info.name, self.home / DEVICE_DIR, self.data_mount, readahead.SERVER_BYTES
         )
 
-    @classmethod
-    def version_refusal(cls, version: str) -> str | None:
-        assert cls.info.image is not None
-        return version_refusal(cls.info.name, cls.info.image, version)
-
-    @classmethod
-    def host_refusals(cls, knobs: dict[str, Any]) -> list[tuple[str, str]]:
-        return readahead.refusals(cls.info.name, knobs) if readahead.NAME in cls.info.knobs else []
-
     def disk_applied(self) -> dict[str, Any]:
         """``os_read_ahead`` as the kernel has it, and how it was applied ({}: no device)."""
         return self.disk.applied() if self.disk is not None else {}
@@ -277,7 +283,7 @@ class ServerEngine(Engine):
         return key + "d" if readahead.wanted(knobs) else key
 
     def provision(self, knobs: dict[str, Any]) -> None:
-        full = self.full_knobs(knobs)
+        full = self.knob_rules.full_knobs(knobs)
         if self.run_dir is not None and self.container is None:
             self._attach_kept(full)
         changed = {k for k in full if full[k] != self.knobs.get(k)}

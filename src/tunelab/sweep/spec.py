@@ -388,9 +388,9 @@ def host_refuses(doc: dict, engine: str) -> str | None:
     if engine not in engines.names():
         return None
     lists, fixed = knob_lists(doc, engine)
-    engine_cls = engines.engine_class(engine)
+    rules = engines.engine_class(engine).knob_rules
     for values in ({k: v[0] for k, v in lists.items() if isinstance(v, list) and v}, fixed):
-        for _, msg in engine_cls.host_refusals(values):
+        for _, msg in rules.host_refusals(values):
             return msg
     return None
 
@@ -646,7 +646,7 @@ def expand(
     seen: set[str] = set()
     warned: list[SpecWarning] = []
     names = list(lists)
-    engine_cls = engines.engine_class(engine)
+    rules = engines.engine_class(engine).knob_rules
     for combo in itertools.product(*(lists[k] for k in names)):
         asked = {**fixed, **dict(zip(names, combo))}
         knobs, errs = _normalise(info, asked, calibration, file, where, defer_calibrated)
@@ -657,17 +657,17 @@ def expand(
         if errs:
             continue
         knobs = {**info.defaults(), **knobs}
-        for fld, msg, allowed_text in [*_memory_refusals(knobs), *engine_cls.check_point(knobs)]:
+        for fld, msg, allowed_text in [*_memory_refusals(knobs), *rules.check_point(knobs)]:
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:
                 seen.add(str(e))
                 errors.append(e)
-        for fld, msg in engine_cls.host_refusals(knobs):
+        for fld, msg in rules.host_refusals(knobs):
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, HOST_ALLOWED)
             if str(e) not in seen:
                 seen.add(str(e))
                 errors.append(e)
-        for fld, msg in engine_cls.warn_point(knobs):
+        for fld, msg in rules.warn_point(knobs):
             w = SpecWarning(file, where.get(fld, f"knobs.{fld}"), msg)
             if w not in warned:
                 warned.append(w)
@@ -722,15 +722,15 @@ def _version_refusals(file: str, engine: str, points: list[Point], where: str) -
     asked = dict.fromkeys(str(p.knobs[VERSION_KNOB]) for p in points if VERSION_KNOB in p.knobs)
     if not asked:
         return []
-    engine_cls = engines.engine_class(engine)
-    refused = {v: why for v in asked if (why := engine_cls.version_refusal(v))}
+    rules = engines.engine_class(engine).knob_rules
+    refused = {v: why for v in asked if (why := rules.version_refusal(v))}
     if not refused:
         return []
     knob = engines.info(engine).knobs[VERSION_KNOB]
     here = [
         v
         for v in knob.values or ()
-        if v not in refused and (v in asked or not engine_cls.version_refusal(v))
+        if v not in refused and (v in asked or not rules.version_refusal(v))
     ]
     return [
         SpecError(
