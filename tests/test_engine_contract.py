@@ -167,7 +167,7 @@ def test_sqlite_reads_each_index_layout_back_from_its_catalog(kind, tmp_path):
         eng.provision({})
         eng.create_table("accounts", plan)
         eng.create_index("accounts", plan)
-        got = eng.applied_layout("accounts", plan, table_lock=False)
+        got = eng.layout.applied("accounts", plan, table_lock=False)
     assert got == {"index": kind, "lock_granularity": "database"}, json.dumps(got)
 
 

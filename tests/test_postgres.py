@@ -444,8 +444,8 @@ def test_password_never_shown(loaded):
 def test_table_lock_makes_other_writers_wait_and_rows_do_not(loaded):
     import psycopg
 
-    assert loaded.lock_granularity_in_effect("accounts", True) == "table"
-    assert loaded.lock_granularity_in_effect("accounts", False) == "row"
+    assert loaded.layout.lock_granularity("accounts", True) == "table"
+    assert loaded.layout.lock_granularity("accounts", False) == "row"
     a, b = loaded.connect(), loaded.connect()
     try:
         ca, cb = a.cursor(), b.cursor()
@@ -495,12 +495,12 @@ def test_each_index_kind_reads_back_and_forces_its_path(loaded, rows, kind, wtyp
         loaded.create_table("layout", plan)
         loaded.dialect.load("layout", rows)
         loaded.create_index("layout", plan)  # checks the catalog itself, too
-        assert loaded.applied_layout("layout", plan, False) == {
+        assert loaded.layout.applied("layout", plan, False) == {
             "index": kind,
             "lock_granularity": "row",
         }
         if kind == "covering" and wtype == "multipoint":
-            assert loaded.catalog_layout("layout")["layout_covering"] == {
+            assert loaded.layout.catalog("layout")["layout_covering"] == {
                 "key": ("hundreds2",),
                 "include": ("lat", "balance"),
                 "unique": False,
@@ -508,7 +508,7 @@ def test_each_index_kind_reads_back_and_forces_its_path(loaded, rows, kind, wtyp
                 "clustered": False,
             }
         if kind == "clustered":
-            assert loaded.catalog_layout("layout")["layout_clustered"]["clustered"] is True
+            assert loaded.layout.catalog("layout")["layout_clustered"]["clustered"] is True
         sql = workloads.query_sql(w, "%s", loaded.dialect.table_ref("layout", plan, "forced"))
         expected = loaded.dialect.expected_access("layout", plan)
         assert (

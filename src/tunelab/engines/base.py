@@ -3,7 +3,7 @@
 Workloads are written once against this interface; all engine-specific SQL lives in the
 engine's own modules. A point's life: ``provision(knobs)`` → ``applied_knobs`` (the server's
 knobs read back) → ``builds.build`` (``create_table`` → ``bulk_load`` → ``create_index``,
-or the same table reused within a run: ``tunelab.engines.builds``) → ``applied_layout``
+or the same table reused within a run: ``tunelab.engines.builds``) → ``layout.applied``
 (index layout and lock granularity read back from the catalog and the lock tables) →
 ``explain`` of every timed statement → per repetition (the table rebuilt for writes) →
 ``make_cold`` or a warm-up → counters before → timed workload → counters after →
@@ -299,6 +299,9 @@ class Engine(abc.ABC):
     # What a point's knobs may be here (``engines.knob_rules.KnobRules``, built with ``info``):
     # a class attribute, as the sweep validator asks it before any engine exists.
     knob_rules: ClassVar[Any]
+    # The read-back of the built table's index layout and lock granularity
+    # (``engines.layout.Layout`` or the engine's own subclass), created as ``self.layout``.
+    layout_class: ClassVar[type]
     # The driver's exceptions that mean the engine's files met a full disk (or quota): the
     # CLI then says "disk full" and where, as for an OSError ENOSPC, not an engine failure.
     full_errors: tuple[type[BaseException], ...] = ()
@@ -325,6 +328,7 @@ class Engine(abc.ABC):
         self.placement: Placement | None = None
         self.builds = self.builds_class(self)  # the point's table, built once and reused
         self.dialect = self.dialect_class(self)
+        self.layout = self.layout_class(self)
 
     @classmethod
     def preflight(cls) -> None:
@@ -401,37 +405,7 @@ class Engine(abc.ABC):
     @abc.abstractmethod
     def applied_knobs(self) -> dict[str, Any]:
         """Read the server's knobs back from the running engine (stored and checked); the
-        table's knobs come from ``applied_layout`` once the table is built."""
-
-    def applied_layout(self, table: str, index: IndexPlan, table_lock: bool) -> dict[str, Any]:
-        """``index`` and ``lock_granularity`` as the built table really has them: the index
-        kind whose layout equals what the catalog holds, and the granularity a transaction of
-        the workload gets (``table_lock``: it takes the table lock first)."""
-        have = self.catalog_layout(table)
-        kinds = [index.kind, *self.info.knobs["index"].values]
-        found = next(
-            (
-                k
-                for k in dict.fromkeys(kinds)
-                if self.expected_layout(table, IndexPlan(k, index.key, index.include)) == have
-            ),
-            f"unrecognised {have}",
-        )
-        granularity = self.lock_granularity_in_effect(table, table_lock)
-        return {"index": found, "lock_granularity": granularity}
-
-    def catalog_layout(self, table: str) -> Any:
-        """The table's physical layout as the engine's catalog describes it (comparable with
-        ``expected_layout``): clustering key and each index's columns."""
-        raise EngineError(f"{self.info.name} cannot read its index layout back")
-
-    def expected_layout(self, table: str, index: IndexPlan) -> Any:
-        """What ``catalog_layout`` shows after ``create_table``/``create_index`` of ``index``."""
-        raise EngineError(f"{self.info.name} cannot read its index layout back")
-
-    def lock_granularity_in_effect(self, table: str, table_lock: bool) -> str:
-        """The lock granularity a write transaction on ``table`` gets, read from the engine."""
-        raise EngineError(f"{self.info.name} cannot read its lock granularity back")
+        table's knobs come from ``layout.applied`` once the table is built."""
 
     @abc.abstractmethod
     def version(self) -> str: ...

@@ -24,8 +24,8 @@ space, so every physical knob is a documented clause of CREATE BUFFERPOOL / CREA
 Every statement and CLP command comes from a small pure function in ``engines.db2_sql``, so
 tests check them against the documented syntax without a server, and ``tunelab plan --sql``
 prints them (``engines.db2_statements``, with the timed statements' dialect); the knobs and
-the rules across them are in ``engines.db2_info``, and this module holds the engine that runs
-them.
+the rules across them are in ``engines.db2_info``, the built table's read-back in
+``engines.db2_layout``, and this module holds the engine that runs them.
 
 Cold: FLUSH BUFFERPOOLS only writes dirty pages, it does not empty the pool. The lab forces
 the applications off and deactivates the database through the CLP inside the container,
@@ -56,6 +56,7 @@ from tunelab.engines.base import (
     IndexPlan,
 )
 from tunelab.engines.db2_info import IMAGE, INFO, DB2KnobRules
+from tunelab.engines.db2_layout import DB2Layout
 from tunelab.engines.db2_sql import (
     APPLICATION_HANDLE_SQL,
     AUTOMATIC,
@@ -140,6 +141,7 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
     builds_class = Db2Builds
     dialect_class = statements.Db2Dialect
     knob_rules = DB2KnobRules(INFO)
+    layout_class = DB2Layout
     # HADR_SYNCMODE: the HADR calculator's own modes, which are IBM's model of them.
     replication = CALCULATOR_MODES
     port = PORT
@@ -394,15 +396,6 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         got = index_kind(index.key, self.query(table_sql(table)["indexes"]))
         if got != expected_kind(index):
             raise EngineError(f"db2: catalog shows index kind {got!r}, asked {index.kind!r}")
-
-    def applied_layout(self, table: str, index: IndexPlan, table_lock: bool) -> dict[str, Any]:
-        """The index kind SYSCAT.INDEXES shows (the asked kind when the catalog holds what it
-        builds: a covering index with nothing to cover is a plain index there) and the
-        table's LOCKSIZE from SYSCAT.TABLES (table locks are also taken by LOCK TABLE)."""
-        got = index_kind(index.key, self.query(table_sql(table)["indexes"]))
-        kind = index.kind if got == expected_kind(index) else f"unrecognised ({got})"
-        rows = self.query(table_sql(table)["table"])
-        return {"index": kind, "lock_granularity": locksize_knob(rows[0][1]) if rows else None}
 
     # -- cache and counters --------------------------------------------------------------------
     def make_cold(self) -> CacheState:

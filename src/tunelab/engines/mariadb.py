@@ -17,7 +17,8 @@ only), and rows arrive through mysqlclient's buffered cursor: the C client libra
 whole result at once, so the server never waits for the lab between rows.
 
 The statement text, the timed statements' dialect among it, is in ``mariadb_sql``, the
-knobs and what they mean in ``mariadb_info``, the replica in ``mariadb_replica``.
+knobs and what they mean in ``mariadb_info``, the built table's read-back in
+``mariadb_layout``, the replica in ``mariadb_replica``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from tunelab.engines.base import (
     version_applied,
 )
 from tunelab.engines.mariadb_info import INFO, MariaDBKnobRules
+from tunelab.engines.mariadb_layout import MariaDBLayout
 from tunelab.engines.mariadb_sql import DATABASE
 from tunelab.engines.server import ServerEngine, connect_with_retry
 from tunelab.hadr.model import Ack, Mode, Ordering
@@ -72,6 +74,7 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
     info = INFO
     dialect_class = sql.MariaDBDialect
     knob_rules = MariaDBKnobRules(INFO)
+    layout_class = MariaDBLayout
     replication = REPLICATION
     replication_baseline = replica.ASYNC
     port = PORT
@@ -272,38 +275,9 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         for stmt in sql.index_ddl(table, index):
             self.admin_execute(stmt)
         self.admin_query(sql.analyze_sql(table))
-        have, want = self.catalog_layout(table), self.expected_layout(table, index)
+        have, want = self.layout.catalog(table), self.layout.expected(table, index)
         if have != want:
             raise EngineError(f"mariadb: {table} has indexes {have}, the plan needs {want}")
-
-    def catalog_layout(self, table: str) -> dict[str, list[str]]:
-        """Each index's columns as information_schema.STATISTICS lists them (PRIMARY: the
-        clustering key InnoDB stores the rows by)."""
-        return sql.layout_from(self._query(sql.CATALOG_SQL, (DATABASE, table)))
-
-    def expected_layout(self, table: str, index: IndexPlan) -> dict[str, list[str]]:
-        return sql.expected_layout(table, index)
-
-    def lock_granularity_in_effect(self, table: str, table_lock: bool) -> str:
-        """A transaction of the workload opened as the timed ones are: 'table' when the server
-        shows the table locked by it (SHOW OPEN TABLES counts LOCK TABLES), else 'row' when
-        the table is InnoDB's (row locks), else the storage engine's name."""
-        conn = self.connect()
-        try:
-            cur = conn.cursor()
-            if table_lock:
-                self.dialect.lock_table(cur, table)
-            in_use = self._query(sql.OPEN_TABLES_SQL, (table,))
-            storage = self._query(sql.STORAGE_SQL, (DATABASE, table))
-            conn.rollback()
-            if table_lock:
-                self.dialect.unlock_tables(cur)
-        finally:
-            conn.close()
-        if in_use:
-            return "table"
-        found = storage[0][0] if storage else "missing"
-        return "row" if found == "InnoDB" else f"{found} (no row locks)"
 
     # -- cache and counters ----------------------------------------------------------------------
     def settle(self) -> None:

@@ -35,7 +35,8 @@ C extension builds the rows. Writes are rendered before timing (psycopg's litera
 multi-row INSERT per transaction, or its UPDATEs sent as one message.
 
 The statement text, the timed statements' dialect among it, is in ``postgres_sql``, the
-knobs and what they mean in ``postgres_info``, the standby in ``postgres_standby``.
+knobs and what they mean in ``postgres_info``, the built table's read-back in
+``postgres_layout``, the standby in ``postgres_standby``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from tunelab.engines.base import (
     version_applied,
 )
 from tunelab.engines.postgres_info import INFO, PostgresKnobRules
+from tunelab.engines.postgres_layout import PostgresLayout
 from tunelab.engines.postgres_sql import (
     CONF_DIR,
     CONF_FILE,
@@ -100,6 +102,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
     dialect_class = sql.PostgresDialect
     dialect: sql.PostgresDialect
     knob_rules = PostgresKnobRules(INFO)
+    layout_class = PostgresLayout
     replication = REPLICATION
     replication_baseline = "local"
     port = PORT
@@ -307,36 +310,9 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         for stmt in sql.index_ddl(table, index):
             self.admin_execute(stmt)
         self.admin_execute(sql.analyse_sql(table))  # VACUUM: autocommit, as the admin connection is
-        have, want = self.catalog_layout(table), self.expected_layout(table, index)
+        have, want = self.layout.catalog(table), self.layout.expected(table, index)
         if have != want:
             raise EngineError(f"postgres: {table} has indexes {have}, the plan needs {want}")
-
-    def catalog_layout(self, table: str) -> dict[str, dict[str, Any]]:
-        """Every index of the table from pg_index: key and INCLUDE columns in order, unique,
-        primary key, and whether the heap was CLUSTERed on it."""
-        return sql.layout_from(self.admin_query(sql.CATALOG_SQL, (table,)))
-
-    def expected_layout(self, table: str, index: IndexPlan) -> dict[str, dict[str, Any]]:
-        return sql.expected_layout(table, index)
-
-    def lock_granularity_in_effect(self, table: str, table_lock: bool) -> str:
-        """A probe transaction on a fresh timed connection takes what a write transaction of
-        the workload takes (the table lock, then an UPDATE's lock); pg_locks, read by the
-        admin, shows whether it holds a lock that makes other writers wait."""
-        conn = self.connect()
-        try:
-            cur = conn.cursor()
-            if table_lock:
-                self.dialect.lock_table(cur, table)
-            cur.execute(sql.probe_write_sql(table))
-            rows = self.admin_query(sql.LOCKS_SQL, (conn.info.backend_pid, table))
-            modes = {m for (m,) in rows}
-            conn.rollback()
-        finally:
-            conn.close()
-        if not modes:
-            raise EngineError(f"postgres: a write transaction on {table} shows no lock")
-        return sql.granularity_from(modes)
 
     # -- cache and counters ----------------------------------------------------------------------
     def settle(self) -> None:

@@ -195,7 +195,7 @@ def analyse_sql(table: str) -> str:
 
 
 def expected_layout(table: str, index: IndexPlan) -> dict[str, dict[str, Any]]:
-    """What ``catalog_layout`` shows once ``table_ddl`` and ``index_ddl`` ran."""
+    """What ``PostgresLayout.catalog`` shows once ``table_ddl`` and ``index_ddl`` ran."""
     out: dict[str, dict[str, Any]] = {}
     if _has_primary_key(index):
         out[f"{table}_pkey"] = {

@@ -10,13 +10,13 @@ reads ahead of it, so its prefetch knob is the kernel's read-ahead (``os_read_ah
 database file on a device of the point's own, ``engines.readahead``).
 
 The statement text, the timed statements' dialect among it, is in ``sqlite_sql``.
-The knobs and what they mean are in ``sqlite_info``.
+The knobs and what they mean are in ``sqlite_info``, the built table's read-back in
+``sqlite_layout``.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import time
 from collections.abc import Sequence
@@ -35,6 +35,8 @@ from tunelab.engines.base import (
 )
 from tunelab.engines.sqlite_builds import SQLiteBuilds
 from tunelab.engines.sqlite_info import INFO, SQLiteKnobRules
+from tunelab.engines.sqlite_layout import SQLiteLayout
+from tunelab.engines.sqlite_setup import SetupConnection
 from tunelab.host import cache
 from tunelab.store.dataset import Dataset
 
@@ -44,6 +46,7 @@ class SQLiteEngine(Engine):
     builds_class = SQLiteBuilds
     dialect_class = sql.SQLiteDialect
     knob_rules = SQLiteKnobRules(INFO)
+    layout_class = SQLiteLayout
     full_errors = (apsw.FullError,)
 
     def __init__(self, workdir: Path, run_id: str):
@@ -123,16 +126,16 @@ class SQLiteEngine(Engine):
 
     # -- schema -------------------------------------------------------------------------------
     def create_table(self, table: str, index: IndexPlan) -> None:
-        with _raw(self._writable()) as db:
+        with SetupConnection(self._writable()) as db:
             db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute(sql.table_ddl(table, index))
 
-    def setup_connection(self) -> _raw:
-        """A short-lived connection to the file the point's set-up changes (``_raw``)."""
-        return _raw(self._writable())
+    def setup_connection(self) -> SetupConnection:
+        """A short-lived connection to the file the point's set-up changes (``SetupConnection``)."""
+        return SetupConnection(self._writable())
 
     def create_index(self, table: str, index: IndexPlan) -> None:
-        with _raw(self._writable()) as db:
+        with SetupConnection(self._writable()) as db:
             for stmt in sql.index_ddl(table, index):
                 db.execute(stmt)
             if index.kind == "clustered":
@@ -146,39 +149,6 @@ class SQLiteEngine(Engine):
             want = {f"{table}_{index.kind}"} if sql.index_ddl(table, index) else set()
             if not want <= have:
                 raise EngineError(f"sqlite: index {sorted(want - have)} missing after CREATE INDEX")
-
-    def catalog_layout(self, table: str) -> dict[str, list[str]]:
-        """Each index's columns (PRAGMA index_list / index_info); "pk" is the key of a WITHOUT
-        ROWID table, the b-tree that holds its rows."""
-        with _raw(self.path) as db:
-            layout = {}
-            for _seq, name, _unique, origin, *_ in db.execute(f"PRAGMA index_list({table})"):
-                cols = [r[2] for r in db.execute(f"PRAGMA index_info({name})")]
-                layout["pk" if origin == "pk" else name] = cols
-        return layout
-
-    def expected_layout(self, table: str, index: IndexPlan) -> dict[str, list[str]]:
-        if index.kind == "clustered":
-            return {"pk": list(dict.fromkeys((*index.key, "id")))}
-        ddl = sql.index_ddl(table, index)
-        cols = re.search(r"\(([^)]*)\)$", ddl[0]).group(1).split(", ") if ddl else []
-        return {f"{table}_{index.kind}": cols} if ddl else {}
-
-    def lock_granularity_in_effect(self, table: str, table_lock: bool) -> str:
-        """'database' when a write transaction on ``table`` keeps a second connection from
-        starting any write (SQLite's lock is on the whole file)."""
-        with _raw(self.path) as first, _raw(self.path) as second:
-            first.execute("BEGIN IMMEDIATE")
-            first.execute(f"UPDATE {table} SET balance = balance WHERE 0")
-            second.execute("PRAGMA busy_timeout=0")
-            try:
-                second.execute("BEGIN IMMEDIATE")
-            except apsw.BusyError:
-                return "database"
-            finally:
-                first.execute("ROLLBACK")
-            second.execute("ROLLBACK")
-            return "none (a second writer was not blocked)"
 
     # -- cache and counters ---------------------------------------------------------------------
     def settle(self) -> None:
@@ -354,21 +324,3 @@ class _Cursor:
 
     def close(self) -> None:
         self._cur.close()
-
-
-class _raw:
-    """A short-lived autocommit connection for schema changes and loads: the setup of a
-    point, never timed. It does not wait for the device at each commit: what it writes is
-    synced before any cold repetition reads it (``cache.evict``), and a run that dies
-    builds its tables anew. The timed connections keep SQLite's default."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self) -> apsw.Connection:
-        self.db = apsw.Connection(str(self.path))
-        self.db.execute("PRAGMA synchronous=OFF")
-        return self.db
-
-    def __exit__(self, *exc: object) -> None:
-        self.db.close()

@@ -33,6 +33,7 @@ def build_fingerprint() -> str:
     for path in (
         here.with_name("sqlite.py"),
         here.with_name("sqlite_sql.py"),
+        here.with_name("sqlite_setup.py"),
         here,
         base.__file__,
         builds.__file__,

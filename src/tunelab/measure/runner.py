@@ -248,7 +248,7 @@ def provisioned(
 def read_back_table(setup: Setup, point: Point) -> None:
     """Once the table is built: its index layout (from the catalog) and the lock granularity
     a transaction gets join the applied knobs, and every asked knob must now be read back."""
-    layout = setup.engine.applied_layout(workloads.TABLE, setup.plan, setup.table_lock)
+    layout = setup.engine.layout.applied(workloads.TABLE, setup.plan, setup.table_lock)
     setup.applied.update({k: v for k, v in layout.items() if k in point.knobs})
     check_applied(point, setup.applied, means={"index": setup.plan.kind})
 
