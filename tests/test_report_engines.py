@@ -238,10 +238,10 @@ def test_a_bad_engine_list_is_refused_before_anything_starts(given, message):
 
 
 def test_engine_all_is_every_engine_in_the_labs_order():
-    from tunelab import cli
+    from tunelab.commands import engine_info
 
-    assert cli.run_list("all") == ["sqlite", "mariadb", "db2", "postgres"]
-    assert cli.run_list("postgres, sqlite") == ["postgres", "sqlite"]
+    assert engine_info.run_list("all") == ["sqlite", "mariadb", "db2", "postgres"]
+    assert engine_info.run_list("postgres, sqlite") == ["postgres", "sqlite"]
 
 
 def test_the_guide_is_filled_from_a_runs_verdicts(stored, tmp_path):

@@ -35,7 +35,7 @@ import threading
 from pathlib import Path
 from typing import NoReturn
 
-from tunelab import cli
+from tunelab.commands import engine_info, sweeps
 from tunelab.run import pipeline, recovery, snakemake_cli
 
 SAY = "\033[1m[lab]\033[0m {}"  # as the lab's own lines (say in ./lab)
@@ -56,7 +56,7 @@ def start(fields_file: Path, local: bool, argv: list[str]) -> int:
     engine, calibration, checkout, workdir, size = fields[:5]
     files = fields[8:]
     say(f"validating the run's {len(files)} sweep file(s) for engine {engine} ({size} size)")
-    if code := cli.validate(files, engine, calibration or None, True, size=size):
+    if code := sweeps.validate(files, engine, calibration or None, True, size=size):
         return code
     sys.stdout.flush()
     if not local and (Path("containers") / engine).is_dir():
@@ -65,10 +65,11 @@ def start(fields_file: Path, local: bool, argv: list[str]) -> int:
             "this host only submits"
         )
     if local:
-        if code := cli.preflight(engine):
+        if code := engine_info.preflight(engine):
             return code
         # Built here from Debian's packages (tunelab.engines.images, as a point would).
-        if (Path("containers") / engine / "build.sh").is_file() and (code := cli.image(engine)):
+        built_here = (Path("containers") / engine / "build.sh").is_file()
+        if built_here and (code := engine_info.image(engine)):
             return code
         sys.stdout.flush()
     return recovery.recover_main(["--checkout", checkout, "--workdir", workdir])
