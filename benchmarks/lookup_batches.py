@@ -25,7 +25,7 @@ import pandas as pd
 
 from tunelab.measure import sweeprun
 from tunelab.run import recovery
-from tunelab.sweep import claimspec, spec, workloads
+from tunelab.sweep import claimspec, loading, spec, workloads
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "workflows" / "sweeps" / "buffer-pool-io-rate.yaml"
@@ -49,7 +49,7 @@ def points_of(engine: str, batch: int | None, rounds: int | None) -> list[spec.P
 
 def measure(engine: str, batch: int | None, rounds: int | None, work: Path) -> dict:
     points = points_of(engine, batch, rounds)
-    doc, _ = spec.load_yaml(SWEEP)
+    doc, _ = loading.load_yaml(SWEEP)
     judged_by, _ = claimspec.sweep_claims(doc, SWEEP, engine)
     run_id = f"bench-{uuid.uuid4().hex[:6]}"
     out = work / f"rounds-{batch or 'file'}.csv.gz"

@@ -511,9 +511,9 @@ def test_the_log_shipping_sweep_runs_db2_in_its_own_modes():
         "remote_apply",
     }
     # the same findings on every engine, each in that engine's names for the modes
-    from tunelab.sweep import claimspec
+    from tunelab.sweep import claimspec, loading
 
-    doc = spec.load_yaml(SWEEP)[0]
+    doc = loading.load_yaml(SWEEP)[0]
     modes = {}
     for engine in ("db2", "postgres", "mariadb"):
         found, errors = claimspec.sweep_claims(doc, SWEEP, engine)

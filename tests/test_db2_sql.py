@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from tunelab.engines import db2, db2_info, db2_sql, db2_statements
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.store.dataset import COLUMNS, Dataset
-from tunelab.sweep import spec, workloads
+from tunelab.sweep import checks, loading, messages, spec, workloads
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE = workloads.TABLE
@@ -228,7 +228,7 @@ def test_validate_warns_of_the_cross_knob_advice_in_one_line_and_exits_0(write_s
           - type: scan
         """
     )
-    warnings: list[spec.SpecWarning] = []
+    warnings: list[messages.SpecWarning] = []
     points, errors = spec.expand(path, "db2", warnings=warnings)
     assert errors == [] and len(points) == 3
     assert cli.main(["validate", "--engine", "db2", str(path)]) == 0
@@ -241,8 +241,8 @@ def test_validate_warns_of_the_cross_knob_advice_in_one_line_and_exits_0(write_s
 
 def test_the_lab_sweeps_all_validate_for_db2():
     for path in sorted((REPO / "workflows" / "sweeps").glob("*.yaml")):
-        doc, _ = spec.load_yaml(path)
-        if "db2" not in spec.engines_of(doc):
+        doc, _ = loading.load_yaml(path)
+        if "db2" not in checks.engines_of(doc):
             continue
         points, errors = spec.expand(path, "db2")
         assert errors == [], [str(e) for e in errors]
@@ -1449,7 +1449,7 @@ def test_uses_index_claims_follow_the_plans_the_rows_record():
     from tunelab.analysis import claims
     from tunelab.sweep import claimspec
 
-    doc, _ = spec.load_yaml(IO_COSTS)
+    doc, _ = loading.load_yaml(IO_COSTS)
     found, errors = claimspec.sweep_claims(doc, IO_COSTS, "db2")
     assert errors == []
     plans = [c for c in found if c.get("metric") == "uses_index"]  # IBM's two findings

@@ -18,7 +18,7 @@ from tunelab.host import blockdev, cache, containers
 from tunelab.measure import runner
 from tunelab.report import labels
 from tunelab.run import recovery
-from tunelab.sweep import spec
+from tunelab.sweep import loading, spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_registry_is_the_one_list_of_engines():
     names = engines.names()
     assert {"sqlite", "mariadb", "db2", "postgres"} <= set(names)
-    schema = spec.schema()
+    schema = loading.schema()
     assert schema["$defs"]["engine"]["enum"] == names
     # No engine name is written into the schema files themselves.
     for path in (

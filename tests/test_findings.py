@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tunelab import engines
-from tunelab.sweep import claimspec, findings, spec
+from tunelab.sweep import checks, claimspec, findings, loading
 
 REPO = Path(__file__).resolve().parents[1]
 FINDINGS = REPO / "workflows" / "findings.yaml"
@@ -19,21 +19,21 @@ SWEEPS = sorted((REPO / "workflows" / "sweeps").glob("*.yaml"))
 
 
 def _runs_on(doc: dict) -> list[str]:
-    return [e for e in spec.engines_of(doc) if not spec.cannot_vary(doc, e)]
+    return [e for e in checks.engines_of(doc) if not checks.cannot_vary(doc, e)]
 
 
 def test_every_default_sweep_is_judged_by_the_findings_file_alone():
     book = findings.load(FINDINGS)
     named = {f["sweep"] for f in book.entries}
     for path in SWEEPS:
-        doc, errors = spec.load_yaml(path)
+        doc, errors = loading.load_yaml(path)
         assert not errors
         assert "expect" not in doc, (
             f"{path.name}: a default sweep states its findings in {FINDINGS}"
         )
         for engine, over in (doc.get("overrides") or {}).items():
             assert "repetitions" not in (over or {}), f"{path.name}: a budget for {engine} alone"
-    names = {spec.load_yaml(p)[0]["name"] for p in SWEEPS}
+    names = {loading.load_yaml(p)[0]["name"] for p in SWEEPS}
     assert named <= names
 
 
@@ -42,7 +42,7 @@ def test_a_finding_is_the_same_claim_on_every_engine_that_can_run_its_sweep():
     fails here: the claims of a sweep differ between engines only in translated names."""
     book = findings.load(FINDINGS)
     for path in SWEEPS:
-        doc, _ = spec.load_yaml(path)
+        doc, _ = loading.load_yaml(path)
         per_engine = {}
         for engine in _runs_on(doc):
             found, errors = claimspec.sweep_claims(doc, path, engine)

@@ -10,7 +10,7 @@ leaves no page of the lab's standing as if current.
 The rows: SQLite's, measured here (a tiny cold scan through tunelab.measure.runner, about a second),
 made into each engine's rows of the prefetch sweep by giving them that engine's name and
 knob columns (its defaults, the sweep's fixed knobs and two values of each knob the sweep
-varies for it, by the sweep's own rule, spec.knob_lists). The page code under test reads
+varies for it, by the sweep's own rule, checks.knob_lists). The page code under test reads
 columns, not engines; MariaDB's and PostgreSQL's own rows need their containers. Each
 engine's verdicts come from `tunelab check` on its rows.
 """
@@ -28,7 +28,7 @@ from tunelab import engines as registry
 from tunelab.measure import runner
 from tunelab.report import across_engines, cli, index
 from tunelab.run.check import check_main
-from tunelab.sweep import spec
+from tunelab.sweep import checks, loading, spec
 
 REPO = Path(__file__).resolve().parents[1]
 PREFETCH = REPO / "workflows" / "sweeps" / "scan-vs-prefetch.yaml"
@@ -69,8 +69,8 @@ def prefetch_rows(measured: list[pd.DataFrame], engine: str) -> pd.DataFrame:
     """The measured rows as ``engine``'s rows of the prefetch sweep, a point per combination
     of its knobs' values (as the sweep's grid): the kernel's little read-ahead gets the small
     pool's rows, its much the big pool's."""
-    doc = spec.load_yaml(PREFETCH)[0]
-    swept, fixed = spec.knob_lists(doc, engine)
+    doc = loading.load_yaml(PREFETCH)[0]
+    swept, fixed = checks.knob_lists(doc, engine)
     assert "os_read_ahead" in swept and set(swept) <= set(VALUES), swept
     for knob in swept:
         assert set(VALUES[knob]) <= set(swept[knob]), (engine, knob)

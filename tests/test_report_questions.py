@@ -21,7 +21,7 @@ from tunelab.measure import sweeprun
 from tunelab.report import index, questions
 from tunelab.report.labels import figures_text
 from tunelab.run.check import check_main
-from tunelab.sweep import findings, spec
+from tunelab.sweep import findings, loading, spec
 
 pytestmark = pytest.mark.slow
 
@@ -202,7 +202,7 @@ def test_every_word_the_verdicts_use_has_a_glossary_entry(rendered):
     import json
 
     out, verdicts = rendered
-    doc = spec.load_yaml(Path(out).parents[1] / "sweeps" / "q-scan.yaml")[0]
+    doc = loading.load_yaml(Path(out).parents[1] / "sweeps" / "q-scan.yaml")[0]
     settings = tokens(" ".join(f"{k} {v}" for k, v in {**doc["knobs"], **doc["fixed"]}.items()))
     settings |= tokens(" ".join(str(k) for k in doc["knobs"]).replace("_", " "))
     used: set[str] = set()

@@ -16,7 +16,7 @@ import pytest
 
 from tunelab.analysis import stats
 from tunelab.measure import runner, sweeprun
-from tunelab.sweep import spec
+from tunelab.sweep import loading, spec
 
 SWEEP = """
 name: drift
@@ -396,7 +396,7 @@ def _sequential_sweep(tmp_path, monkeypatch, effect, spread):
     path.write_text(SEQUENTIAL)
     found, errors = spec.expand(path, "sqlite")
     assert not errors and found[0].repetitions_min == 6 and found[0].repetitions == 30
-    expect = spec.load_yaml(path)[0]["expect"]
+    expect = loading.load_yaml(path)[0]["expect"]
     frame, reason = sweeprun.measure_rounds(
         found,
         tmp_path / "r.csv.gz",
@@ -478,7 +478,7 @@ def test_one_disturbed_round_at_the_first_look_does_not_end_measuring(tmp_path, 
     path.write_text(SEQUENTIAL.replace("{min: 6, max: 30}", "{min: 6, max: 12}"))
     found, errors = spec.expand(path, "sqlite")
     assert not errors
-    expect = spec.load_yaml(path)[0]["expect"]
+    expect = loading.load_yaml(path)[0]["expect"]
     frame, reason = sweeprun.measure_rounds(
         found,
         tmp_path / "r.csv.gz",

@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 from tunelab.analysis import sequential, stats
 from tunelab.cli import main
 from tunelab.store import results
-from tunelab.sweep import spec
+from tunelab.sweep import loading, spec
 
 BODY = "name: s\ndataset: {rows: 1000}\nworkloads: [{type: scan}]\n"
 
@@ -210,7 +210,7 @@ def test_bad_repetitions_are_refused_naming_file_and_field(write_sweep, value, m
 
 
 def test_the_cap_on_repetitions_is_the_schemas():
-    reps = spec.schema()["$defs"]["repetitions"]
+    reps = loading.schema()["$defs"]["repetitions"]
     caps = {reps["then"]["maximum"]} | {v["maximum"] for v in reps["else"]["properties"].values()}
     assert caps == {spec.MAX_REPETITIONS}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tunelab.commands.exits import EXIT_FAILED, EXIT_USAGE, err
 from tunelab.commands.sweeps import load_calibration
-from tunelab.sweep import claimspec, spec
+from tunelab.sweep import claimspec, loading, spec
 
 
 def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
@@ -75,7 +75,7 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
         err(f"{args.file}: no point runs on engine {args.engine}")
         return EXIT_USAGE
     dirs = (Path(args.workdir), Path(args.data_dir))
-    doc, _ = spec.load_yaml(Path(args.file))  # read and checked by expand above
+    doc, _ = loading.load_yaml(Path(args.file))  # read and checked by expand above
     judged_by, _ = claimspec.sweep_claims(doc, args.file, args.engine)
     try:
         sweeprun.run_sweep(

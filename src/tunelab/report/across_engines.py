@@ -43,7 +43,7 @@ from tunelab.report.labels import figures_text, fmt, fmt_bytes, fmt_percent, lab
 from tunelab.report.methods import methods_text
 from tunelab.store.results import KNOB_PREFIX, WORKLOAD_PREFIX
 from tunelab.store.results import read_csv as read_rows_csv
-from tunelab.sweep import claimspec, findings, spec
+from tunelab.sweep import checks, claimspec, findings, loading
 
 PAGES_DIR = "engines"  # beside the index
 METRIC = "elapsed_s"
@@ -131,7 +131,7 @@ def _sweep_doc(frame: pd.DataFrame, sweep: str, sweeps_dir: Path | None) -> tupl
     candidates = named + ([Path(sweeps_dir) / f"{sweep}.yaml"] if sweeps_dir else [])
     for path in candidates:
         if path.is_file():
-            return spec.load_yaml(path)[0] or {"name": sweep}, path
+            return loading.load_yaml(path)[0] or {"name": sweep}, path
     return {"name": sweep}, candidates[0] if candidates else Path(f"{sweep}.yaml")
 
 
@@ -150,10 +150,10 @@ def why_missing(doc: dict[str, Any], engine: str) -> str:
     """Why an engine has no rows of a sweep: it cannot vary a swept knob (as its knobs are
     declared, whether or not the sweep lists it), the sweep is not for it, or it was not run
     here."""
-    listed = spec.engines_of(doc)
+    listed = checks.engines_of(doc)
     if engine not in listed:
-        return spec.knob_refusal(doc, engine) or f"the sweep runs on {', '.join(listed)} only"
-    reason = spec.cannot_vary(doc, engine) or spec.host_refuses(doc, engine)
+        return checks.knob_refusal(doc, engine) or f"the sweep runs on {', '.join(listed)} only"
+    reason = checks.cannot_vary(doc, engine) or checks.host_refuses(doc, engine)
     if reason:
         return reason
     return f"not run yet: ./lab run --config engine={engine}"
@@ -207,7 +207,7 @@ def sweeps_not_run(experiments: list[Experiment]) -> list[Experiment]:
             continue  # the verdicts of its sweeps say what is wrong with it
         for sweep in dict.fromkeys(str(f["sweep"]) for f in entries):
             path = folder / f"{sweep}.yaml"
-            doc = spec.load_yaml(path)[0] if sweep not in have and path.is_file() else None
+            doc = loading.load_yaml(path)[0] if sweep not in have and path.is_file() else None
             if isinstance(doc, dict):
                 have.add(sweep)
                 missing = {e: why_missing(doc, e) for e in engines.names()}

@@ -15,7 +15,7 @@ import pandas as pd
 from tunelab.host import yamlfile
 from tunelab.host.units import parse_size
 from tunelab.store.results import KNOB_PREFIX, WORKLOAD_PREFIX, read_results, swept_columns
-from tunelab.sweep.spec import knob_lists
+from tunelab.sweep.checks import knob_lists
 
 REQUIRED = ("elapsed_s",)
 # Dimensions that are not knobs but still separate points when they vary in a sweep.

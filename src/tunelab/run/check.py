@@ -21,7 +21,7 @@ import pandas as pd
 from tunelab.analysis import claim_verdict, claims
 from tunelab.analysis.claim_verdict import Verdict
 from tunelab.store.results import read_csv as read_rows_csv
-from tunelab.sweep import claimspec, spec
+from tunelab.sweep import claimspec, loading
 
 STABILITY_FORMAT = 1  # the --stability-out file's layout
 
@@ -29,7 +29,7 @@ STABILITY_FORMAT = 1  # the --stability-out file's layout
 def _sweep_doc(path: Path) -> tuple[dict | None, str | None]:
     if not path.is_file():
         return None, f"{path}: sweep file not found"
-    doc, errors = spec.load_yaml(path)
+    doc, errors = loading.load_yaml(path)
     if errors or not isinstance(doc, dict):
         return None, str(errors[0]) if errors else f"{path}: not a sweep file"
     return doc, None

@@ -26,7 +26,7 @@ from typing import Any
 
 from tunelab.run import progress
 from tunelab.store import dataset
-from tunelab.sweep import spec
+from tunelab.sweep import checks, loading, spec
 from tunelab.sweep.spec import Point
 from tunelab.sweep.workloads import Workload
 
@@ -52,8 +52,8 @@ class Plan:
 
     def uses_calibration(self, sweep: str) -> bool:
         """True when a knob of the sweep takes the measured 'calibrated' value."""
-        doc, _ = spec.load_yaml(Path(self.files[sweep]))
-        return spec.CALIBRATED in str(doc)
+        doc, _ = loading.load_yaml(Path(self.files[sweep]))
+        return checks.CALIBRATED in str(doc)
 
     def traces(self, sweep: str) -> bool:
         """True when the sweep asks for a page trace and its engine can capture one."""

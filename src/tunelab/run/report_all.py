@@ -25,7 +25,7 @@ from tunelab.host import benchlock
 from tunelab.report import cli as report_cli
 from tunelab.run import check, pipeline
 from tunelab.store import results
-from tunelab.sweep import spec
+from tunelab.sweep import loading
 
 TEMPLATES = Path(__file__).resolve().parents[3] / "reports"  # the workflow's, as its rules'
 PROG = "tunelab report-all"
@@ -76,7 +76,7 @@ def _stored(engine: str, csv: Path) -> Sweep:
         raise NotRendered(problem)
     first = results.read_csv(csv, nrows=1).iloc[0]
     sweep_file = str(first.get("sweep_file", ""))
-    doc, errors = spec.load_yaml(Path(sweep_file))
+    doc, errors = loading.load_yaml(Path(sweep_file))
     if errors or not isinstance(doc, dict):
         why = errors[0] if errors else f"{sweep_file}: not a sweep file"
         raise NotRendered(f"{why} (the sweep file of {csv})")

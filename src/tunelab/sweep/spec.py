@@ -15,24 +15,16 @@ import json
 import math
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from tunelab import engines
-from tunelab.engines.base import VERSION_KNOB, EngineInfo, version_text
-from tunelab.host import provenance, yamlfile
-from tunelab.host.units import parse_size
-from tunelab.host.yamlfile import clip as _clip
+from tunelab.engines.base import VERSION_KNOB
 from tunelab.host.yamlfile import show as _show
-from tunelab.store import dataset
 from tunelab.store.dataset import Dataset
-from tunelab.sweep import claimspec, findings, workloads
+from tunelab.sweep import checks, claimspec, findings, loading, workloads
+from tunelab.sweep.messages import SpecError, SpecWarning
 
 DEFAULT_SEED = 42
 DEFAULT_REPETITIONS = 3
@@ -41,7 +33,6 @@ DEFAULT_REPETITIONS = 3
 # hundred is already hours on the slower engines; a sequential budget stops earlier.
 MAX_REPETITIONS = 100
 DEFAULT_ACCESS = "optimizer"
-CALIBRATED = "calibrated"
 # Bounds on what one sweep file may ask for, so bad input is refused quickly and cheaply (the
 # file's size and nesting: tunelab.host.yamlfile).
 DEFAULT_MAX_POINTS = 10_000
@@ -56,48 +47,6 @@ DATA_DIR = Path("data")
 HOST_ALLOWED = (
     "the lab as root on a host with loop devices, losetup, mkfs.ext4 and mount; or no os_read_ahead"
 )
-
-
-_KIND = {
-    "array": "a list",
-    "number": "a number",
-    "integer": "an integer",
-    "null": "null",
-    "string": "a string",
-    "object": "a mapping",
-}
-
-
-@dataclass(frozen=True)
-class SpecError:
-    file: str
-    path: str
-    message: str
-    allowed: str = ""
-
-    def __str__(self) -> str:
-        tail = f" (allowed: {self.allowed})" if self.allowed else ""
-        where = f"{self.path}: " if self.path else ""
-        return f"{self.file}: {where}{self.message}{tail}"
-
-
-@dataclass(frozen=True)
-class SpecWarning:
-    """Allowed, but against the engine maker's advice: printed, never refused."""
-
-    file: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.path}: " if self.path else ""
-        return f"{self.file}: {where}warning: {self.message}"
-
-
-class SweepInvalid(Exception):
-    def __init__(self, errors: list[SpecError]):
-        super().__init__("\n".join(map(str, errors)))
-        self.errors = errors
 
 
 @dataclass(frozen=True)
@@ -134,139 +83,6 @@ class Point:
             "repetitions_min": self.repetitions_min,
             "dataset": {"rows": self.dataset.rows, "seed": self.dataset.seed},
         }
-
-
-@cache
-def schema() -> dict:
-    """The sweep schema, with the engine names taken from the registry (``tunelab.engines``),
-    the one place that lists them."""
-    text = resources.files("tunelab").joinpath("schemas/sweep.schema.json").read_text()
-    doc = json.loads(text)
-    doc["$defs"]["engine"] = {**doc["$defs"]["engine"], "enum": engines.names()}
-    return doc
-
-
-def _path(parts: Any) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
-
-
-def _unique_key(item: Any) -> tuple:
-    if isinstance(item, bool):  # JSON's true is not 1
-        return ("bool", item)
-    if isinstance(item, (int, float)):
-        return ("number", item)
-    if isinstance(item, str) or item is None:
-        return ("scalar", item)
-    return ("json", json.dumps(item, sort_keys=True, default=str))
-
-
-def _unique_items(validator, unique, instance, _schema):
-    """uniqueItems in linear time: jsonschema's own compares every pair of a mixed list."""
-    if not (unique and validator.is_type(instance, "array")):
-        return
-    seen: set[tuple] = set()
-    for item in instance:
-        key = _unique_key(item)
-        if key in seen:
-            yield jsonschema.ValidationError(f"{_show(instance)} has non-unique elements")
-            return
-        seen.add(key)
-
-
-def _is_integer(_checker, instance: Any) -> bool:
-    """An integer as the file wrote it: JSON Schema counts 1000.0 one, but the code that reads
-    a count (range(), numpy sizes, int() of the data set's name) does not."""
-    return isinstance(instance, int) and not isinstance(instance, bool)
-
-
-@cache
-def _validator() -> jsonschema.protocols.Validator:
-    base = jsonschema.Draft202012Validator
-    cls = jsonschema.validators.extend(
-        base,
-        {"uniqueItems": _unique_items},
-        type_checker=base.TYPE_CHECKER.redefine("integer", _is_integer),
-    )
-    return cls(schema())
-
-
-def _schema_errors(file: str, doc: Any) -> list[SpecError]:
-    validator = _validator()
-    errors = []
-    for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path))):
-        errors.extend(_explain(file, err))
-    return errors
-
-
-def _explain(file: str, err: jsonschema.ValidationError) -> list[SpecError]:
-    """Turn a JSON Schema error into lines naming the field and what is allowed."""
-    path = _path(err.absolute_path)
-    sch = err.schema if isinstance(err.schema, dict) else {}
-    if err.validator == "additionalProperties":
-        allowed = sorted(sch.get("properties", {}))
-        extra = set(err.instance) - set(allowed) if isinstance(err.instance, dict) else set()
-        # A key may be any YAML scalar (1, true, null): named and sorted as text.
-        names = sorted(k[:40] if isinstance(k, str) else _show(k, 40) for k in extra)
-        return [
-            SpecError(file, f"{path}.{k}" if path else k, "unknown key", ", ".join(allowed))
-            for k in names
-        ]
-    if err.validator in ("oneOf", "anyOf"):
-        named = [v for alt in err.validator_value for v in alt.get("enum", ())]
-        if named:
-            allowed = ", ".join(map(str, named)) + ", or a list of them"
-            return [SpecError(file, path, f"{_show(err.instance)} not allowed", allowed)]
-        kinds = [_KIND.get(alt.get("type"), str(alt.get("type"))) for alt in err.validator_value]
-        return [SpecError(file, path, f"{_show(err.instance)} is not valid", " or ".join(kinds))]
-    if err.validator == "enum":
-        return [
-            SpecError(
-                file,
-                path,
-                f"{_show(err.instance)} not allowed",
-                ", ".join(map(str, err.validator_value)),
-            )
-        ]
-    if err.validator == "required":
-        missing = re.findall(r"'([^']+)' is a required property", err.message)
-        return [SpecError(file, _path([*err.absolute_path, m]), "missing") for m in missing]
-    if err.validator == "type":
-        kinds = err.validator_value
-        kinds = kinds if isinstance(kinds, list) else [kinds]
-        if isinstance(err.instance, float):  # 6.0 where a count belongs: only the number kinds
-            kinds = [k for k in kinds if k in ("integer", "number")] or kinds
-        return [
-            SpecError(file, path, f"{_show(err.instance)} has the wrong type", " or ".join(kinds))
-        ]
-    if err.validator in ("minimum", "maximum"):
-        bound = ">=" if err.validator == "minimum" else "<="
-        return [
-            SpecError(
-                file, path, f"{_show(err.instance)} out of range", f"{bound} {err.validator_value}"
-            )
-        ]
-    if err.validator == "pattern":
-        return [
-            SpecError(
-                file,
-                path,
-                f"{_show(err.instance)} is not a valid name",
-                "lower-case letters, digits, '-' and '_'",
-            )
-        ]
-    return [SpecError(file, path, _clip(err.message))]
-
-
-def load_yaml(path: Path) -> tuple[Any, list[SpecError]]:
-    """A YAML file read by the lab's one reader (tunelab.host.yamlfile): (document, []), or
-    (None, the one error)."""
-    try:
-        return yamlfile.load(path), []
-    except yamlfile.YamlFileError as exc:
-        return None, [SpecError(exc.file, exc.field, exc.message, exc.allowed)]
 
 
 def max_points() -> int:
@@ -349,165 +165,6 @@ def _repetitions_errors(file: str, reps: Any) -> list[SpecError]:
     return []
 
 
-def engines_of(doc: dict) -> list[str]:
-    return list(doc.get("engines") or engines.names())
-
-
-def cannot_vary(doc: dict, engine: str) -> str | None:
-    """Why a sweep that names no engines (so: every engine that can run it) does not run on
-    ``engine``: a knob it sweeps that the engine lacks, or none of whose values it allows
-    (a page size compiled into the server). None when the sweep is for this engine."""
-    if doc.get("engines"):
-        return None
-    return knob_refusal(doc, engine)
-
-
-def knob_refusal(doc: dict, engine: str) -> str | None:
-    """Why ``engine``, as it declares its knobs, cannot run a sweep's comparison: a knob the
-    sweep varies that the engine lacks, or none of whose values it allows (SQLite's lock
-    granularity, the whole database only), or None."""
-    if engine not in engines.names():
-        return None
-    info = engines.info(engine)
-    lists, _ = knob_lists(doc, engine)
-    for name, values in lists.items():
-        if not isinstance(values, list) or len(values) < 2:
-            continue
-        knob = info.knobs.get(name)
-        reason = info.notes.get(name) or (knob.meaning if knob else "")
-        if knob is None:
-            return f"{engine} has no knob {name}" + (f": {reason}" if reason else "")
-        if knob.values is not None and not any(v in knob.values for v in values):
-            return f"{engine} cannot vary {name}: {reason}"
-    return None
-
-
-def host_refuses(doc: dict, engine: str) -> str | None:
-    """Why this host cannot run a sweep on ``engine`` (a knob it sets needs what the host
-    lacks: a device of the lab's own without root), or None."""
-    if engine not in engines.names():
-        return None
-    lists, fixed = knob_lists(doc, engine)
-    rules = engines.engine_class(engine).knob_rules
-    for values in ({k: v[0] for k, v in lists.items() if isinstance(v, list) and v}, fixed):
-        for _, msg in rules.host_refusals(values):
-            return msg
-    return None
-
-
-def knob_lists(doc: dict, engine: str) -> tuple[dict[str, list], dict[str, Any]]:
-    """(swept knob lists, fixed knobs) of a sweep for one engine: ``overrides.<engine>``
-    replaces the general values, a swept knob is not also fixed, and a knob given no values
-    (null) is dropped. Reports read a sweep through this rule too."""
-    lists = dict(doc.get("knobs") or {})
-    fixed = dict(doc.get("fixed") or {})
-    over = (doc.get("overrides") or {}).get(engine) or {}
-    lists.update(over.get("knobs") or {})
-    fixed.update(over.get("fixed") or {})
-    for k in lists:
-        fixed.pop(k, None)
-    # An override may drop a knob the engine lacks by giving it no values (null).
-    return {k: v for k, v in lists.items() if v is not None}, fixed
-
-
-def _normalise(
-    info: EngineInfo,
-    knobs: dict[str, Any],
-    calibration: Any,
-    file: str,
-    where: dict[str, str],
-    defer_calibrated: bool = False,
-) -> tuple[dict[str, Any], list[SpecError]]:
-    """Check knob values against the engine and convert units (sizes to pages, calibrated)."""
-    errors: list[SpecError] = []
-    out: dict[str, Any] = {}
-    page_knob = info.knobs.get("page_size")
-    page = knobs.get("page_size", page_knob.default if page_knob else None)
-    for name, value in knobs.items():
-        path = where[name]
-        knob = info.knobs.get(name)
-        if name == VERSION_KNOB:  # 15 or 10.11 as YAML reads them: the declared text
-            value = version_text(value)
-        if knob is None:
-            note = info.notes.get(name)
-            msg = f"{info.name} cannot express knob '{name}'" + (f": {note}" if note else "")
-            errors.append(SpecError(file, path, msg, ", ".join(info.knobs)))
-            continue
-        if name == "buffer_pool" and (nbytes := parse_size(value)) is not None:
-            if not isinstance(page, int):
-                errors.append(SpecError(file, path, "a size in bytes needs a page size"))
-                continue
-            value = max(1, nbytes // page)
-        if value == CALIBRATED and name in ("overhead_ms", "transferrate_ms"):
-            if calibration is None and defer_calibrated:
-                out[name] = value  # resolved when the point runs, after the calibration
-                continue
-            if calibration is None:
-                errors.append(
-                    SpecError(
-                        file,
-                        path,
-                        "'calibrated' needs a calibration file",
-                        "run `tunelab calibrate` first",
-                    )
-                )
-                continue
-            from tunelab import calibrate
-
-            try:
-                value = calibrate.calibrated_value(calibration, name, page)
-            except calibrate.CalibrationError as exc:
-                errors.append(SpecError(file, path, f"'calibrated': {exc}"))
-                continue
-        problem = knob.check(value)
-        if problem:
-            allowed = knob.allowed_text()
-            if name == "buffer_pool":
-                allowed += ", or a size such as 64MiB"
-            errors.append(SpecError(file, path, f"{_show(value)} {problem}", allowed))
-            continue
-        out[name] = value
-    return out, errors
-
-
-def _size(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
-
-
-def _memory_refusals(knobs: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(field, message, allowed) for a buffer pool larger than the host's memory: the engine
-    would fail to start, or swap and measure the disk."""
-    pool, page = knobs.get("buffer_pool"), knobs.get("page_size")
-    if type(pool) is not int or type(page) is not int:
-        return []
-    memory = provenance.memory_bytes()
-    if pool * page <= memory:
-        return []
-    msg = (
-        f"a pool of {pool} pages of {page} bytes is {_size(pool * page)}, more than this "
-        f"host's memory ({_size(memory)})"
-    )
-    return [("buffer_pool", msg, "at most the host's memory")]
-
-
-def _disk_refuses(ds: Dataset, data_dir: Path) -> str | None:
-    """Why the data set cannot be generated into ``data_dir``: its files would not fit the
-    free space there (nothing is asked of a data set already made)."""
-    if dataset.cached_path(ds, data_dir).exists():
-        return None
-    need = dataset.disk_bytes(ds.rows)
-    folder = data_dir.absolute()
-    while not folder.is_dir() and folder != folder.parent:  # made by the run: its parent's
-        folder = folder.parent
-    try:
-        free = shutil.disk_usage(folder).free
-    except OSError:
-        return None  # a folder that cannot be read fails where it is used, naming it
-    if need <= free:
-        return None
-    return f"{ds.rows} rows need about {_size(need)} in {data_dir}/, which has {_size(free)} free"
-
-
 def _expand_workload(entry: dict) -> list[workloads.Workload]:
     wtype = entry["type"]
     params = {**workloads.DEFAULTS[wtype], **{k: v for k, v in entry.items() if k != "type"}}
@@ -568,7 +225,7 @@ def expand(
     if "{" in file or "}" in file:  # Snakemake would read them as wildcards in the file's path
         msg = "a sweep file's path may not hold '{' or '}' (the workflow reads them as wildcards)"
         return [], [SpecError(file, "", msg)]
-    doc, errors = load_yaml(path)
+    doc, errors = loading.load_yaml(path)
     if errors:
         return [], errors
     if not isinstance(doc, dict):
@@ -577,24 +234,24 @@ def expand(
         where, n = found
         msg = f"{n} values: the sweep would expand to more than {limit} points"
         return [], [SpecError(file, where, msg, _limit_text(limit))]
-    errors = _schema_errors(file, doc)
+    errors = loading.schema_errors(file, doc)
     broken = {e.path.split(".")[0].split("[")[0] for e in errors}
     # Keep checking what the schema errors leave intact, so one call reports every error.
     if broken & {"knobs", "fixed", "overrides", "engines", "dataset", "workloads"}:
         return [], errors
-    allowed = engines_of(doc)
+    allowed = checks.engines_of(doc)
     engine = engine or allowed[0]
     if engine not in allowed:
         return [], [
             SpecError(file, "engines", f"this sweep does not run on {engine}", ", ".join(allowed))
         ]
     info = engines.info(engine)
-    lists, fixed = knob_lists(doc, engine)
+    lists, fixed = checks.knob_lists(doc, engine)
     rows = "rows"
     if size == "assignment" and "assignment_rows" in doc["dataset"]:
         rows = "assignment_rows"
     ds = Dataset(rows=doc["dataset"][rows], seed=doc["dataset"].get("seed", DEFAULT_SEED))
-    if problem := _disk_refuses(ds, Path(data_dir)):
+    if problem := checks.disk_refuses(ds, Path(data_dir)):
         errors.append(SpecError(file, f"dataset.{rows}", problem, "fewer rows, or more free space"))
     where = {k: f"knobs.{k}" for k in lists} | {k: f"fixed.{k}" for k in fixed}
     for src in ("knobs", "fixed"):
@@ -649,7 +306,7 @@ def expand(
     rules = engines.engine_class(engine).knob_rules
     for combo in itertools.product(*(lists[k] for k in names)):
         asked = {**fixed, **dict(zip(names, combo))}
-        knobs, errs = _normalise(info, asked, calibration, file, where, defer_calibrated)
+        knobs, errs = checks.normalise(info, asked, calibration, file, where, defer_calibrated)
         for e in errs:
             if str(e) not in seen:
                 seen.add(str(e))
@@ -657,7 +314,10 @@ def expand(
         if errs:
             continue
         knobs = {**info.defaults(), **knobs}
-        for fld, msg, allowed_text in [*_memory_refusals(knobs), *rules.check_point(knobs)]:
+        for fld, msg, allowed_text in [
+            *checks.memory_refusals(knobs),
+            *rules.check_point(knobs),
+        ]:
             e = SpecError(file, where.get(fld, f"knobs.{fld}"), msg, allowed_text)
             if str(e) not in seen:
                 seen.add(str(e))
@@ -765,14 +425,14 @@ def validate_files(
     out = Validated({}, {}, {}, [])
     for p in map(Path, paths):
         if skip_other_engines and engine:
-            doc, errs = load_yaml(p)
-            if not errs and isinstance(doc, dict) and engine not in engines_of(doc):
-                out.skipped[str(p)] = f"runs on {', '.join(engines_of(doc))}"
+            doc, errs = loading.load_yaml(p)
+            if not errs and isinstance(doc, dict) and engine not in checks.engines_of(doc):
+                out.skipped[str(p)] = f"runs on {', '.join(checks.engines_of(doc))}"
                 continue
-            if not errs and isinstance(doc, dict) and (why := cannot_vary(doc, engine)):
+            if not errs and isinstance(doc, dict) and (why := checks.cannot_vary(doc, engine)):
                 out.skipped[str(p)] = why
                 continue
-            if not errs and isinstance(doc, dict) and (why := host_refuses(doc, engine)):
+            if not errs and isinstance(doc, dict) and (why := checks.host_refuses(doc, engine)):
                 out.skipped[str(p)] = why  # the pack runs on; `tunelab validate` refuses it
                 continue
         pts, errs = expand(
@@ -808,7 +468,7 @@ def _unknown_sweeps(paths: list[Path]) -> list[SpecError]:
             continue  # reported with the sweep files it judges
         names = set()
         for f in sorted(Path(book_path).parent.joinpath("sweeps").glob("*.yaml")):
-            doc, errs = load_yaml(f)
+            doc, errs = loading.load_yaml(f)
             if not errs and isinstance(doc, dict):
                 names.add(str(doc.get("name")))
         for i, entry in enumerate(book.entries):
