@@ -13,7 +13,7 @@ import pytest
 
 from tunelab.analysis import claim_verdict, claims, decisions
 from tunelab.measure import runner
-from tunelab.report import across_engines, contexts
+from tunelab.report import across_tables, contexts
 from tunelab.report.page import findings_section
 from tunelab.sweep import findings, spec
 
@@ -139,7 +139,7 @@ def test_the_counts_are_on_the_matrix_cell_and_the_sweep_page(scans):
     finding = {**reads_fall("all"), "role": "finding", "finding": "f", "says": "reads fall"}
     (v,) = claims.evaluate_sweep([finding], scans, "sqlite")
     stored = v.to_json()
-    cell = across_engines.verdict_cell(stored, "t.html#claims")
+    cell = across_tables.verdict_cell(stored, "t.html#claims")
     assert "not reproduced" in cell and "reproduced warm; not reproduced cold" in cell
     page = findings_section.claims_html([stored])
     assert "This run: not reproduced (reproduced warm; not reproduced cold)" in page

@@ -239,8 +239,8 @@ def test_no_text_overlaps_on_the_index(chromium, pages, tmp_path):
 
 
 def test_no_text_overlaps_on_a_cross_engine_page(chromium, stored, tmp_path):  # noqa: F811
-    from tunelab.report import across_engines
+    from tunelab.report import across_engines, across_runs
 
-    (exp,) = across_engines.gather(*stored)
+    (exp,) = across_runs.gather(*stored)
     (page,) = across_engines.write_pages([exp], tmp_path / "reports" / "engines")
     assert text_overlaps(chromium, page, tmp_path) == []

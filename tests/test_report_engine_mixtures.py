@@ -26,7 +26,7 @@ import pytest
 
 from tunelab import engines as registry
 from tunelab.measure import runner
-from tunelab.report import across_engines, cli, index
+from tunelab.report import across_engines, across_figures, across_runs, cli, index
 from tunelab.run.check import check_main
 from tunelab.sweep import checks, loading, spec
 
@@ -141,11 +141,11 @@ def test_an_engine_without_a_knob_is_drawn_in_every_panel_of_it(measured, tmp_pa
     """MariaDB's read-ahead threshold is no setting of SQLite or PostgreSQL: one panel per
     threshold, each with MariaDB's curve at it and the others' curves."""
     results, reports, _ = store(measured, tmp_path, mixture)
-    (exp,) = across_engines.gather(results, reports)
-    x = across_engines.main_x(exp)
+    (exp,) = across_runs.gather(results, reports)
+    x = across_figures.main_x(exp)
     assert x == "knob_os_read_ahead"  # the knob every engine varies
-    assert across_engines.panel_columns(exp, x) == ["knob_read_ahead_threshold"]
-    fig = across_engines.engines_figure(exp, x, normalised=False)
+    assert across_figures.panel_columns(exp, x) == ["knob_read_ahead_threshold"]
+    fig = across_figures.engines_figure(exp, x, normalised=False)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == ["read-ahead threshold 0", "read-ahead threshold 8"]
     for ax in fig.axes[: len(titles)]:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tunelab.report import across_engines, index
+from tunelab.report import across_engines, across_figures, across_runs, across_tables, index
 
 SWEEP = """
 name: tiny-range
@@ -141,17 +141,17 @@ def stored(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_gather_finds_each_engine_and_says_why_the_others_have_no_rows(stored):
     results, reports = stored
-    (exp,) = across_engines.gather(results, reports)
+    (exp,) = across_runs.gather(results, reports)
     assert [r.engine for r in exp.runs] == ["sqlite", "postgres"]
     assert set(exp.missing) == {"mariadb", "db2"}
     assert exp.missing["mariadb"] == "not run yet: ./lab run --config engine=mariadb"
-    assert across_engines.main_x(exp) == "wl_selectivity"  # the crossover's along
+    assert across_figures.main_x(exp) == "wl_selectivity"  # the crossover's along
     assert not exp.shape_only
 
 
 def test_the_page_lists_settings_the_engines_did_not_share(stored):
-    (exp,) = across_engines.gather(*stored)
-    diffs = across_engines.differences(exp)
+    (exp,) = across_runs.gather(*stored)
+    diffs = across_tables.differences(exp)
     pool = next(d for d in diffs if d.startswith("buffer pool"))
     assert "sqlite 256 KiB (6.2 % of the table" in pool and "postgres 512 KiB (12.5 %" in pool
     assert any(d.startswith("page size: sqlite 4 KiB; postgres 8 KiB") for d in diffs)
@@ -159,7 +159,7 @@ def test_the_page_lists_settings_the_engines_did_not_share(stored):
 
 
 def test_the_page_puts_verdicts_plans_notes_and_both_figures_side_by_side(stored, tmp_path):
-    (exp,) = across_engines.gather(*stored)
+    (exp,) = across_runs.gather(*stored)
     (page,) = across_engines.write_pages([exp], tmp_path / "reports" / "engines")
     text = page.read_text()
     claims = text[text.index('id="claims"') : text.index("</table>", text.index('id="claims"'))]
@@ -175,7 +175,7 @@ def test_rows_from_two_hosts_are_compared_in_shape_only(stored, tmp_path):
     results, reports = stored
     csv = results / "postgres" / "tiny-range.csv"
     pd.read_csv(csv).assign(host_name="other").to_csv(csv, index=False)
-    (exp,) = across_engines.gather(results, reports)
+    (exp,) = across_runs.gather(results, reports)
     assert exp.shape_only
     text = across_engines.page_html(exp, tmp_path)
     assert "compared in shape only" in text and text.count("<img ") == 1

@@ -180,7 +180,7 @@ def test_json_in_a_page_escapes_what_could_end_its_block():
 def test_a_page_across_engines_shows_its_files_text_as_text(tmp_path):
     from test_report_engines import SWEEP, _rows
 
-    from tunelab.report import across_engines
+    from tunelab.report import across_engines, across_runs
 
     quoted = json.dumps(TEXT)  # a YAML string
     text = SWEEP.replace(
@@ -199,7 +199,7 @@ def test_a_page_across_engines_shows_its_files_text_as_text(tmp_path):
     (reports / "sqlite" / "tiny-range.verdicts.json").write_text(
         json.dumps({"x": {"sweep": "tiny-range", "engine": "sqlite", "verdicts": verdicts}})
     )
-    (exp,) = across_engines.gather(results, reports)
+    (exp,) = across_runs.gather(results, reports)
     (page,) = across_engines.write_pages([exp], reports / "engines")
     _no_markup_from_files(page.read_text(encoding="utf-8").replace('<img src="data:', ""), 0)
     index.write_index([], reports / "index.html", results)

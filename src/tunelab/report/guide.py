@@ -23,8 +23,7 @@ from typing import Any
 
 from tunelab import engines as registry
 from tunelab.analysis.claim_verdict import word_of
-from tunelab.report import across_engines as across
-from tunelab.report import evidence
+from tunelab.report import across_runs, across_tables, evidence
 from tunelab.report.fragments import unique
 from tunelab.report.labels import figures_text
 
@@ -39,8 +38,8 @@ def numbers_from_run(results_dir: Path, reports_dir: Path) -> dict[str, Any]:
     where and when."""
     sweeps: dict[str, dict[str, Any]] = {}
     measured: dict[str, dict[str, Any]] = {}
-    for exp in across.gather(results_dir, reports_dir):
-        rows = across.claim_rows(exp)
+    for exp in across_runs.gather(results_dir, reports_dir):
+        rows = across_tables.claim_rows(exp)
         entry = sweeps.setdefault(exp.sweep, {"claims": rows, "engines": {}, "cannot": {}})
         missing = exp.missing.items()
         entry["cannot"] = {e: why for e, why in missing if not why.startswith("not run")}

@@ -22,7 +22,7 @@ from typing import Any
 
 from tunelab.analysis.claim_verdict import WORDS, css_class, word_of
 from tunelab.host import atomic
-from tunelab.report import across_engines, evidence, questions
+from tunelab.report import across_engines, across_runs, evidence, questions
 from tunelab.report.fragments import esc
 from tunelab.report.page.header_section import SUMMARY_ID
 
@@ -314,8 +314,8 @@ def _cross_engine(
     links to the pages that put each sweep's engines side by side (written here, under
     ``engines/`` beside the index), and the error naming the pages that could not be made
     (their sweeps listed as not made, never a stale page)."""
-    experiments = across_engines.gather(results_dir, out.parent)
-    experiments += across_engines.sweeps_not_run(experiments)
+    experiments = across_runs.gather(results_dir, out.parent)
+    experiments += across_runs.sweeps_not_run(experiments)
     failed = None
     try:
         across_engines.write_pages(experiments, out.parent / across_engines.PAGES_DIR)

@@ -21,7 +21,8 @@ from tunelab.analysis.claim_evidence import figure_text
 from tunelab.analysis.claim_rows import metric_column
 from tunelab.analysis.claim_verdict import CANNOT_RUN, css_class, word_of
 from tunelab.report import evidence, reads
-from tunelab.report.across_engines import PAGES_DIR, EngineRun, Experiment
+from tunelab.report.across_engines import PAGES_DIR
+from tunelab.report.across_runs import EngineRun, Experiment
 from tunelab.report.labels import fmt_bytes, fmt_selectivity_percent, knob_unit, label
 from tunelab.sweep import findings
 
