@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tunelab.engines import db2, db2_sql
+from tunelab.engines import db2, db2_explain, db2_sql
 from tunelab.host import containers
 from tunelab.measure import runner
 from tunelab.run import recovery
@@ -276,8 +276,8 @@ def workload(wtype, **params):
 
 def test_guidelines_are_enabled_and_the_explain_tables_exist(engine):
     assert "YES" in engine._clp("db2set DB2_OPTPROFILE", "read DB2_OPTPROFILE").split()
-    count = one(engine, db2_sql.explain_tables_sql()["check"])[0]
-    assert int(count) == len(db2_sql.EXPLAIN_TABLES)
+    count = one(engine, db2_explain.explain_tables_sql()["check"])[0]
+    assert int(count) == len(db2_explain.EXPLAIN_TABLES)
 
 
 @pytest.mark.parametrize("kind", workloads.INDEX_KINDS)

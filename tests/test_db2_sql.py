@@ -32,7 +32,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tunelab.engines import db2, db2_info, db2_sql, db2_statements
+from tunelab.engines import db2, db2_explain, db2_info, db2_sql, db2_statements
 from tunelab.engines.base import EngineError, IndexPlan
 from tunelab.store.dataset import COLUMNS, Dataset
 from tunelab.sweep import checks, loading, messages, spec, workloads
@@ -839,8 +839,8 @@ def test_timed_reads_reach_db2_with_their_integer_literals(wtype, fetch, access)
 
 def test_each_statement_is_compiled_for_its_own_range():
     # Two ranges of different width are two statement texts: Db2 plans each for its values.
-    narrow = db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 19))
-    wide = db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 200_009))
+    narrow = db2_explain.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 19))
+    wide = db2_explain.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (10, 200_009))
     assert narrow == "SELECT id FROM accounts WHERE lat BETWEEN 10 AND 19"
     assert wide.endswith("BETWEEN 10 AND 200009") and wide != narrow
 
@@ -850,26 +850,28 @@ def test_each_statement_is_compiled_for_its_own_range():
 )
 def test_only_integers_are_written_into_statements(bad):
     with pytest.raises(EngineError, match="only integers"):
-        db2_sql.bind_sql("SELECT id FROM accounts WHERE id = ?", (bad,))
+        db2_explain.bind_sql("SELECT id FROM accounts WHERE id = ?", (bad,))
 
 
 def test_numpy_and_negative_integers_are_formatted_by_int():
     np = pytest.importorskip("numpy")
-    sql = db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (np.int64(-3), 7))
+    sql = db2_explain.bind_sql(
+        "SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (np.int64(-3), 7)
+    )
     assert sql.endswith("BETWEEN -3 AND 7")
 
 
 def test_markers_and_arguments_must_match():
     with pytest.raises(EngineError, match="markers"):
-        db2_sql.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (1,))
+        db2_explain.bind_sql("SELECT id FROM accounts WHERE lat BETWEEN ? AND ?", (1,))
     with pytest.raises(EngineError, match="markers"):
-        db2_sql.bind_sql("SELECT id FROM accounts", (1,))
+        db2_explain.bind_sql("SELECT id FROM accounts", (1,))
 
 
 def test_binding_twice_changes_nothing():
     _, _, stmts = read_statements("range", "nonclustered", "forced", "count")
     sql = stmts.bound[0][0]
-    assert db2_sql.bind_sql(sql, ()) == sql
+    assert db2_explain.bind_sql(sql, ()) == sql
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -901,9 +903,9 @@ def test_the_scan_workload_is_forced_to_a_table_scan():
 
 
 def test_an_extra_guideline_is_refused_since_db2_would_ignore_both():
-    g = db2_sql.optguideline(TABLE, IndexPlan("none"))
+    g = db2_explain.optguideline(TABLE, IndexPlan("none"))
     with pytest.raises(EngineError, match="more than one"):
-        db2_sql.bind_sql(f"SELECT id FROM accounts {g} WHERE id = 1 {g}", ())
+        db2_explain.bind_sql(f"SELECT id FROM accounts {g} WHERE id = 1 {g}", ())
 
 
 @pytest.mark.parametrize(
@@ -929,17 +931,17 @@ def test_expected_access_names_the_index_as_db2_folds_it(wtype, kind, expected):
 def test_explain_statements_follow_the_syntax_diagram():
     _, _, stmts = read_statements("range", "covering", "forced")
     for n, (sql, _) in enumerate(stmts.to_explain(), 1):
-        m = EXPLAIN.match(db2_sql.explain_sql(sql, n))
-        assert m, db2_sql.explain_sql(sql, n)
-        assert int(m["no"]) == n and m["tag"] == db2_sql.QUERYTAG
+        m = EXPLAIN.match(db2_explain.explain_sql(sql, n))
+        assert m, db2_explain.explain_sql(sql, n)
+        assert int(m["no"]) == n and m["tag"] == db2_explain.QUERYTAG
         assert m["stmt"] == sql  # the text that is executed, guideline at its end
         parse(m["stmt"])
 
 
 def explain_support_sql() -> list[str]:
     return [
-        *db2_sql.plan_sql(7).values(),
-        *db2_sql.explain_tables_sql().values(),
+        *db2_explain.plan_sql(7).values(),
+        *db2_explain.explain_tables_sql().values(),
         db2_sql.connection_sql([17, 18]),
         db2_sql.APPLICATION_HANDLE_SQL,
     ]
@@ -951,12 +953,14 @@ def test_plan_monitor_and_install_statements_parse_with_the_db2_dialect(sql):
 
 
 def test_plan_queries_read_the_latest_statement_of_their_tag():
-    for part, sql in db2_sql.plan_sql(7).items():
-        assert sql.count("QUERYNO = 7") == 2 and sql.count(f"QUERYTAG = '{db2_sql.QUERYTAG}'") == 2
+    for part, sql in db2_explain.plan_sql(7).items():
+        assert (
+            sql.count("QUERYNO = 7") == 2 and sql.count(f"QUERYTAG = '{db2_explain.QUERYTAG}'") == 2
+        )
         assert "MAX(EXPLAIN_TIME)" in sql and "EXPLAIN_LEVEL = 'P'" in sql
         for key in ("EXPLAIN_REQUESTER", "EXPLAIN_TIME", "SOURCE_NAME", "STMTNO", "SECTNO"):
             assert f"X.{key} = S.{key}" in sql, part
-    assert "SYSINSTALLOBJECTS('EXPLAIN', 'C'" in db2_sql.explain_tables_sql()["create"]
+    assert "SYSINSTALLOBJECTS('EXPLAIN', 'C'" in db2_explain.explain_tables_sql()["create"]
 
 
 # Plans as IBM documents the explain tables: EXPLAIN_OPERATOR (OPERATOR_ID, OPERATOR_TYPE
@@ -1057,9 +1061,9 @@ PLANS = {
 @pytest.mark.parametrize("name", PLANS)
 def test_plans_normalise_from_the_explain_rows(name):
     operators, streams, arguments, expected = PLANS[name]
-    ops = db2_sql.plan_graph(operators, streams, arguments)
-    assert db2_sql.normalise_plan(ops) == expected
-    text = db2_sql.plan_text(ops)
+    ops = db2_explain.plan_graph(operators, streams, arguments)
+    assert db2_explain.normalise_plan(ops) == expected
+    text = db2_explain.plan_text(ops)
     assert text.startswith("RETURN (1)")
     for _, otype, _ in operators:
         assert f"{otype.strip()} (" in text
@@ -1070,7 +1074,9 @@ def test_plans_normalise_from_the_explain_rows(name):
 
 def test_the_plan_text_is_the_operator_tree():
     operators, streams, arguments, _ = PLANS["ixscan+fetch"]
-    lines = db2_sql.plan_text(db2_sql.plan_graph(operators, streams, arguments)).splitlines()
+    lines = db2_explain.plan_text(
+        db2_explain.plan_graph(operators, streams, arguments)
+    ).splitlines()
     assert lines == [
         "RETURN (1)  cost=41.00  [STMTPROF=Embedded guideline]",
         "  FETCH (2)  cost=40.90  rows=400",
@@ -1167,19 +1173,19 @@ def test_a_failing_explain_names_the_statement():
 
 
 def test_explain_tables_are_created_only_when_missing(monkeypatch):
-    for present, creates in ((len(db2_sql.EXPLAIN_TABLES), 0), (0, 1)):
+    for present, creates in ((len(db2_explain.EXPLAIN_TABLES), 0), (0, 1)):
         eng = db2.DB2Engine(Path("/nonexistent"), "t")
         state = {"n": present}
         done: list[list[str]] = []
 
         def execute(stmts, conn=None, state=state, done=done):
             done.append(list(stmts))
-            state["n"] = len(db2_sql.EXPLAIN_TABLES)
+            state["n"] = len(db2_explain.EXPLAIN_TABLES)
 
         monkeypatch.setattr(eng, "query", lambda sql, state=state: [(state["n"],)])
         monkeypatch.setattr(eng, "execute", execute)
         eng._ensure_explain_tables()
-        assert done == [[db2_sql.explain_tables_sql()["create"]]] * creates
+        assert done == [[db2_explain.explain_tables_sql()["create"]]] * creates
 
 
 def test_engine_time_is_the_connections_request_time_in_ns(monkeypatch):
@@ -1289,7 +1295,7 @@ def fake_clp(tmp_path: Path, optprofile: str, activate_rc: int = 0) -> dict[str,
 
 def test_guidelines_are_enabled_once_with_an_instance_restart(tmp_path):
     env = fake_clp(tmp_path, "")
-    script = db2_sql.optprofile_script()
+    script = db2_explain.optprofile_script()
     proc = subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and "restarted" in proc.stdout
     calls = (tmp_path / "calls").read_text().splitlines()
@@ -1306,7 +1312,9 @@ def test_guidelines_are_enabled_once_with_an_instance_restart(tmp_path):
 
 def test_enabling_guidelines_fails_when_the_database_does_not_come_back(tmp_path):
     env = fake_clp(tmp_path, "NO", activate_rc=4)
-    proc = subprocess.run(["sh", "-c", db2_sql.optprofile_script()], env=env, capture_output=True)
+    proc = subprocess.run(
+        ["sh", "-c", db2_explain.optprofile_script()], env=env, capture_output=True
+    )
     assert proc.returncode == 1
 
 
@@ -1315,12 +1323,12 @@ def test_plan_sql_prints_guideline_explain_and_engine_time_statements(monkeypatc
     plan = workloads.Workload("range", workloads.DEFAULTS["range"]).index_plan("nonclustered")
     lines = OFFLINE.planned_sql(knobs(index="nonclustered"), Dataset(1000, 1), plan)
     text = "\n".join(lines)
-    assert db2_sql.optguideline(TABLE, plan) in text
+    assert db2_explain.optguideline(TABLE, plan) in text
     assert 'INDEX="IX_ACCOUNTS_NONCLUSTERED"' in text
-    assert shlex.join(db2_sql.clp(db2_sql.optprofile_script())) in text
+    assert shlex.join(db2_sql.clp(db2_explain.optprofile_script())) in text
     for stmt in (
-        *db2_sql.explain_tables_sql().values(),
-        *db2_sql.plan_sql("<n>").values(),
+        *db2_explain.explain_tables_sql().values(),
+        *db2_explain.plan_sql("<n>").values(),
         db2_sql.APPLICATION_HANDLE_SQL,
     ):
         assert stmt in text

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tunelab.engines import mariadb, mariadb_sql, postgres, postgres_sql, sqlite_sql
-from tunelab.engines.db2_sql import PlanOperator, normalise_plan
+from tunelab.engines.db2_explain import PlanOperator, normalise_plan
 from tunelab.engines.sqlite import SQLiteEngine
 from tunelab.host import containers
 from tunelab.measure import runner

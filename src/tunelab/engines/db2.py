@@ -55,6 +55,12 @@ from tunelab.engines.base import (
     EngineError,
     IndexPlan,
 )
+from tunelab.engines.db2_explain import (
+    EXPLAIN_SCHEMA,
+    EXPLAIN_TABLES,
+    explain_tables_sql,
+    optprofile_script,
+)
 from tunelab.engines.db2_info import IMAGE, INFO, DB2KnobRules
 from tunelab.engines.db2_layout import DB2Layout
 from tunelab.engines.db2_sql import (
@@ -63,8 +69,6 @@ from tunelab.engines.db2_sql import (
     CONNECTION_COUNTERS,
     DATA_MOUNT,
     DATABASE,
-    EXPLAIN_SCHEMA,
-    EXPLAIN_TABLES,
     INSTANCE,
     LOAD_DIR,
     applied_sql,
@@ -80,7 +84,6 @@ from tunelab.engines.db2_sql import (
     drop_table_sql,
     engine_time_from,
     expected_kind,
-    explain_tables_sql,
     host_path,
     ident,
     index_ddl,
@@ -88,7 +91,6 @@ from tunelab.engines.db2_sql import (
     load_sql,
     locksize_ddl,
     locksize_knob,
-    optprofile_script,
     point_cleanup_sql,
     pool_size_sql,
     readable_script,
