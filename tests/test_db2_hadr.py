@@ -178,7 +178,7 @@ def test_the_standby_is_made_after_roots_folders_and_nothing_world_writable(tmp_
     eng.container = Primary()
     monkeypatch.setattr(containers, "start", refused)
     with pytest.raises(EngineError, match="the standby did not start"):
-        eng.make_standby({"sync_mode": "SYNC"}, "SYNC", 0.0)
+        eng.replica.make_standby({"sync_mode": "SYNC"}, "SYNC", 0.0)
     assert calls == [(["sh", "-c", db2_hadr.standby_dirs_script()], "root")]
     assert [p for p in eng.home.rglob("*") if p.is_dir()] == []
 
@@ -469,8 +469,9 @@ def test_the_engine_reads_the_pair_back_into_the_rows_applied_knobs(monkeypatch,
     assert errors == []
     eng = db2.DB2Engine(Path("/nonexistent"), "r")
     eng.knobs = dict(point.knobs)
-    eng.standby = types.SimpleNamespace()  # the engine asks MON_GET_HADR only with a standby
-    eng.proxy = types.SimpleNamespace(delay_ms=2.5)
+    # the engine asks MON_GET_HADR only with a standby
+    eng.replica.container = types.SimpleNamespace()
+    eng.replica.proxy = types.SimpleNamespace(delay_ms=2.5)
     page = int(point.knobs["page_size"])
     pool = int(point.knobs["buffer_pool"])
     rows = {
@@ -487,7 +488,7 @@ def test_the_engine_reads_the_pair_back_into_the_rows_applied_knobs(monkeypatch,
     with pytest.raises(EngineError, match="sync_mode: asked 'NEARSYNC', engine reports 'ASYNC'"):
         runner.check_applied(point, eng.applied_knobs(), complete=False)
     # Without a standby nothing is asked of the server.
-    eng.standby = None
+    eng.replica.container = None
     assert eng._applied_replication() == {"sync_mode": "none", "network_rtt_ms": 0}
     assert eng.gauges() == {}
 
@@ -586,15 +587,19 @@ def test_a_sync_pair_reaches_peer_and_its_commits_wait_a_round_trip(db2_image, t
         assert applied["db2_hadr_state"] == "PEER"
         assert applied["db2_hadr_sock_send_buf_requested"] == db2_hadr.SOCKET_BUFFER_BYTES
         assert rtt <= eng.gauges()["link_rtt_ms"] < rtt + 5
-        assert eng.standby is not None and not eng.standby.spec.host_network
+        assert eng.replica.container is not None and not eng.replica.container.spec.host_network
         eng.create_table("accounts", IndexPlan("none", ()))
         sync_ms = _commit_ms(eng, 20, 0)
         assert sync_ms >= rtt  # each commit waits for the standby's write, a round trip away
         # The same pair in ASYNC: commits no longer wait for the standby.
-        eng.run_steps(db2_hadr.mode_steps("ASYNC"))
+        eng.replica.run_steps(db2_hadr.mode_steps("ASYNC"))
         eng.knobs["sync_mode"] = "ASYNC"
-        eng.wait_ready("ASYNC")
+        eng.replica.wait_ready("ASYNC")
         assert _commit_ms(eng, 20, 100) < sync_ms / 2
     finally:
         eng.teardown()
-    assert eng.standby is None and eng.proxy is None and eng.admin_proxy is None
+    assert (
+        eng.replica.container is None
+        and eng.replica.proxy is None
+        and eng.replica.admin_proxy is None
+    )

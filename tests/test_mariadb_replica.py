@@ -399,8 +399,8 @@ def _commits(eng: MariaDBEngine, n: int, start: int) -> float:
 
 
 def _on_replica(eng: MariaDBEngine) -> int:
-    eng.catch_up()
-    return int(eng.replica_query(f"SELECT COUNT(*) AS n FROM {DATABASE}.accounts")[0]["n"])
+    eng.replica.catch_up()
+    return int(eng.replica.replica_query(f"SELECT COUNT(*) AS n FROM {DATABASE}.accounts")[0]["n"])
 
 
 def _left(run_id: str) -> list:
@@ -423,21 +423,26 @@ def test_semi_sync_commits_wait_a_round_trip_and_async_ones_do_not(tmp_path, ima
         assert applied["mariadb_semisync_clients"] == "1"
         assert applied["mariadb_replica_semisync_status"] == "ON"
         assert applied["mariadb_sync_binlog"] == "1"
-        assert eng.semisync_status()["Rpl_semi_sync_master_clients"] == "1"
+        assert eng.replica.semisync_status()["Rpl_semi_sync_master_clients"] == "1"
         # the replica is on the run's network, its port on 127.0.0.1 only, labelled
-        assert eng.standby is not None
-        attrs = containers.client().api.inspect_container(eng.standby.id)
+        assert eng.replica.container is not None
+        attrs = containers.client().api.inspect_container(eng.replica.container.id)
         assert attrs["Config"]["Labels"][containers.RUN_LABEL] == eng.run_id
         assert list(attrs["NetworkSettings"]["Networks"]) == [containers.network_name(eng.run_id)]
         bound = attrs["HostConfig"]["PortBindings"]["3306/tcp"]
         assert [b["HostIp"] for b in bound] == ["127.0.0.1"]
-        raw = containers.client().containers.get(eng.standby.id).logs().decode(errors="replace")
+        raw = (
+            containers.client()
+            .containers.get(eng.replica.container.id)
+            .logs()
+            .decode(errors="replace")
+        )
         assert eng.password not in raw  # never written to its log, scrubbed or not
         # nor to the primary's binary log (the image's login set-up runs with it off)
         code, out = eng.container.exec(["sh", "-c", "mariadb-binlog /var/lib/mysql/mariadb-bin.0*"])
         assert code == 0 and "CREATE USER" not in out and "ALTER USER" not in out, out[-300:]
         # the link's round trip, measured through the proxy: the delay plus its hops
-        assert rtt <= eng.link_rtt_ms < rtt + 3, eng.link_rtt_ms
+        assert rtt <= eng.replica.link_rtt_ms < rtt + 3, eng.replica.link_rtt_ms
         eng.create_table("accounts", IndexPlan("none", ()))
         before = eng.counters([])
         waited = _commits(eng, n, 0)
@@ -450,13 +455,13 @@ def test_semi_sync_commits_wait_a_round_trip_and_async_ones_do_not(tmp_path, ima
         assert gauges["mariadb_semisync_status"] == 1.0
         assert gauges["mariadb_semisync_clients"] == 1.0
         assert gauges["mariadb_replica_io_running"] == gauges["mariadb_replica_sql_running"] == 1
-        assert gauges["link_rtt_ms"] == eng.link_rtt_ms
+        assert gauges["link_rtt_ms"] == eng.replica.link_rtt_ms
         assert _on_replica(eng) == n
 
         # async: the same link and replica, no wait; a change in place (no new server)
-        rid, pid = eng.standby.id, eng.container.id
+        rid, pid = eng.replica.container.id, eng.container.id
         eng.provision({**knobs, "sync_mode": "async"})
-        assert (eng.standby.id, eng.container.id) == (rid, pid) and eng.starts == 1
+        assert (eng.replica.container.id, eng.container.id) == (rid, pid) and eng.starts == 1
         assert eng.applied_knobs()["sync_mode"] == "async"
         fast = _commits(eng, n, n)
         assert fast < n * rtt / 1000 / 2, fast
@@ -465,22 +470,22 @@ def test_semi_sync_commits_wait_a_round_trip_and_async_ones_do_not(tmp_path, ima
         # AFTER_COMMIT at another round trip: the proxy restarted, the replica reconnected
         eng.provision({**knobs, "sync_mode": "AFTER_COMMIT", "network_rtt_ms": 5})
         assert eng.applied_knobs()["sync_mode"] == "AFTER_COMMIT"
-        assert eng.standby.id == rid
+        assert eng.replica.container.id == rid
         assert _commits(eng, n, 2 * n) >= n * 5 / 1000
         eng.gauges()  # no fall-back
 
         # a cold restart of the primary: the replica comes back, semi-sync ON again
         assert eng.make_cold().achieved in ("cold", "partial")
-        assert eng.semisync_status()["Rpl_semi_sync_master_status"] == "ON"
+        assert eng.replica.semisync_status()["Rpl_semi_sync_master_status"] == "ON"
         assert _commits(eng, 5, 3 * n) >= 5 * 5 / 1000
 
         # a replica gone for longer than the timeout: commits fall back, the point fails
         eng.admin_execute("SET GLOBAL rpl_semi_sync_master_timeout = 300")
-        eng.replica_query("STOP SLAVE IO_THREAD")
+        eng.replica.replica_query("STOP SLAVE IO_THREAD")
         _commits(eng, 2, 4 * n)
         with pytest.raises(EngineError, match="fell back to asynchronous replication"):
             eng.gauges()
-        proxy = eng.proxy._process
+        proxy = eng.replica.proxy._process
         run_id = eng.run_id
     finally:
         eng.teardown()
@@ -504,7 +509,7 @@ def test_a_replica_that_does_not_start_fails_the_point_and_leaves_nothing(
         text = str(failed.value)
         assert "the standby did not start" in text and "no_such_option_here" in text
         assert eng.password not in text
-        assert eng.container is None and eng.standby is None
+        assert eng.container is None and eng.replica.container is None
         assert _left(eng.run_id) == []
     finally:
         eng.teardown()
@@ -538,16 +543,16 @@ def test_the_next_point_of_a_kept_server_keeps_its_link(tmp_path, image, monkeyp
     first = point("a")
     try:
         first.provision(knobs)
-        proxy, dumps = first.proxy, _binlog_dumps(first)
-        assert proxy is not None and len(dumps) == 1 and 2 <= first.link_rtt_ms < 5
+        proxy, dumps = first.replica.proxy, _binlog_dumps(first)
+        assert proxy is not None and len(dumps) == 1 and 2 <= first.replica.link_rtt_ms < 5
         first.teardown()
-        assert proxy.alive() and first.proxy is None  # parked for the next point
+        assert proxy.alive() and first.replica.proxy is None  # parked for the next point
 
         second = point("b")
         second.provision({**knobs, "sync_mode": "AFTER_COMMIT", "network_rtt_ms": 10})
-        assert second.proxy is proxy and proxy.delay_ms == 5
+        assert second.replica.proxy is proxy and proxy.delay_ms == 5
         assert _binlog_dumps(second) == dumps  # no reconnection
-        assert 10 <= second.link_rtt_ms < 13, second.link_rtt_ms
+        assert 10 <= second.replica.link_rtt_ms < 13, second.replica.link_rtt_ms
         second.create_table("accounts", IndexPlan("none", ()))
         assert _commits(second, 10, 0) >= 10 * 10 / 1000  # each waits the new round trip
         second.gauges()  # no fall-back to asynchronous replication

@@ -96,8 +96,8 @@ def _commits(eng: PostgresEngine, n: int, start: int) -> float:
 
 
 def _standby_count(eng: PostgresEngine) -> int:
-    assert eng.standby is not None
-    code, out = eng.standby.exec(
+    assert eng.replica.container is not None
+    code, out = eng.replica.container.exec(
         [
             "psql",
             "-h",
@@ -125,7 +125,7 @@ def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, i
         assert (applied["sync_mode"], applied["network_rtt_ms"]) == ("on", rtt)
         assert applied["pg_synchronous_standby_names"] == standby.STANDBY_NAME
         # the link's round trip, measured through the proxy: the delay plus its hops
-        assert rtt <= eng.gauges()["link_rtt_ms"] < rtt + 3, eng.link_rtt_ms
+        assert rtt <= eng.gauges()["link_rtt_ms"] < rtt + 3, eng.replica.link_rtt_ms
         eng.create_table("accounts", IndexPlan("none", ()))
         # The lags are the standby's last reports: read while commits flow (once it is idle
         # and caught up, PostgreSQL shows NULL, a row's NaN).
@@ -143,9 +143,9 @@ def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, i
         assert _standby_count(eng) == n  # on: flushed there (replayed soon after)
 
         # local: the same link, no wait; a change in place (no new server, same standby)
-        sid = eng.standby.id
+        sid = eng.replica.container.id
         eng.provision({"sync_mode": "local", "network_rtt_ms": rtt, "buffer_pool": 2048})
-        assert eng.starts == 1 and eng.standby.id == sid
+        assert eng.starts == 1 and eng.replica.container.id == sid
         assert eng.applied_knobs()["sync_mode"] == "local"
         fast = _commits(eng, n, n)
         assert fast < n * rtt / 1000 / 2, fast
@@ -156,14 +156,14 @@ def test_synchronous_commits_wait_a_round_trip_and_reach_the_standby(tmp_path, i
         # a cold restart of the primary: the standby streams again, in sync
         eng.provision({"sync_mode": "remote_write", "network_rtt_ms": 2, "buffer_pool": 2048})
         assert eng.make_cold().achieved == "cold"
-        assert eng.replication_state() == ("streaming", "sync")
+        assert eng.replica.replication_state() == ("streaming", "sync")
         assert eng.applied_knobs()["network_rtt_ms"] == 2
         deadline = time.monotonic() + 10
         while _standby_count(eng) != 2 * n and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _standby_count(eng) == 2 * n
-        proxy = eng.proxy._process
-        ids, run_id = [eng.container.id, eng.standby.id], eng.run_id
+        proxy = eng.replica.proxy._process
+        ids, run_id = [eng.container.id, eng.replica.container.id], eng.run_id
     finally:
         eng.teardown()
     assert proxy.poll() is not None  # the proxy ended with the point
@@ -202,16 +202,16 @@ def test_the_next_point_of_a_kept_server_keeps_its_link(tmp_path, image, monkeyp
     first = point("a")
     try:
         first.provision({"sync_mode": "on", "network_rtt_ms": 2, "buffer_pool": 2048})
-        proxy, walsender = first.proxy, _walsender_pid(first)
-        assert proxy is not None and 2 <= first.link_rtt_ms < 5
+        proxy, walsender = first.replica.proxy, _walsender_pid(first)
+        assert proxy is not None and 2 <= first.replica.link_rtt_ms < 5
         first.teardown()
-        assert proxy.alive() and first.proxy is None  # parked for the next point
+        assert proxy.alive() and first.replica.proxy is None  # parked for the next point
 
         second = point("b")
         second.provision({"sync_mode": "remote_write", "network_rtt_ms": 10, "buffer_pool": 2048})
-        assert second.proxy is proxy and proxy.delay_ms == 5
+        assert second.replica.proxy is proxy and proxy.delay_ms == 5
         assert _walsender_pid(second) == walsender  # no reconnection
-        assert 10 <= second.link_rtt_ms < 13, second.link_rtt_ms
+        assert 10 <= second.replica.link_rtt_ms < 13, second.replica.link_rtt_ms
         assert second.applied_knobs()["network_rtt_ms"] == 10
         second.create_table("accounts", IndexPlan("none", ()))
         assert _commits(second, 10, 0) >= 10 * 10 / 1000  # each waits the new round trip

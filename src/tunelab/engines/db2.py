@@ -138,7 +138,7 @@ class Db2Builds(ServerBuilds):
         extent and prefetch), dropped with it at the point's end."""
 
 
-class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
+class DB2Engine(ServerEngine):
     info = INFO
     builds_class = Db2Builds
     dialect_class = statements.Db2Dialect
@@ -146,6 +146,8 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
     layout_class = DB2Layout
     # HADR_SYNCMODE: the HADR calculator's own modes, which are IBM's model of them.
     replication = CALCULATOR_MODES
+    standby_class = db2_hadr.HadrStandby
+    replica: db2_hadr.HadrStandby
     port = PORT
     database = DATABASE
     admin_database = DATABASE
@@ -216,7 +218,7 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
 
     def prepare_point(self, knobs: dict[str, Any]) -> None:
         if db2_hadr.wants_standby(knobs):
-            self.ensure_standby(knobs)  # first: the point's objects are then replayed on it
+            self.replica.ensure_standby(knobs)  # first: the point's objects are then replayed on it
         page = int(knobs["page_size"])
         self.execute([bufferpool_ddl(knobs)])
         if self._pool_pages() != int(knobs["buffer_pool"]):
@@ -228,7 +230,7 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         self.execute(point_cleanup_sql(self._table, int(self.knobs["page_size"])))
 
     def remove_container(self) -> None:
-        self.remove_standby()  # first: its files are below the primary's data mount
+        self.replica.remove_standby()  # first: its files are below the primary's data mount
         if self.container is not None and os.geteuid() != 0:
             # The files belong to the instance owner's uid: only root inside can remove them.
             self.container.exec(["sh", "-c", f"rm -rf {DATA_MOUNT}/*"], user="root")
@@ -238,7 +240,7 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         try:
             super().teardown()  # a kept primary keeps its standby (same run, its own key)
         finally:
-            self.stop_proxy()
+            self.replica.stop_proxy()
 
     def open_connection(self, database: str | None, autocommit: bool, timeout_s: float) -> Any:
         assert self.container is not None
@@ -336,8 +338,8 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
 
     def _standby_back(self) -> None:
         """After the primary's activation: its standby reconnects (it retries by itself)."""
-        if self.standby is not None:
-            self.wait_ready(str(self.knobs["sync_mode"]))
+        if self.replica.container is not None:
+            self.replica.wait_ready(str(self.knobs["sync_mode"]))
 
     def _restart_database(self) -> None:
         cmds = cold_commands()
@@ -465,13 +467,14 @@ class DB2Engine(db2_hadr.HadrMixin, ServerEngine):
         without one "none" and 0, not asked of the server: a server the lab gave a standby
         never serves a point without one (keep_key), and a point without one does not depend
         on what MON_GET_HADR returns for a database that is no HADR primary."""
-        if self.standby is None:
+        if self.replica.container is None:
             return {"sync_mode": db2_hadr.NONE, "network_rtt_ms": 0}
-        rtt = 2 * self.proxy.delay_ms if self.proxy is not None else None
+        proxy = self.replica.proxy
+        rtt = 2 * proxy.delay_ms if proxy is not None else None
         return db2_hadr.applied(self.query(db2_hadr.hadr_sql()), rtt)
 
     def gauges(self) -> dict[str, float]:
-        return self.hadr_gauges() if self.standby is not None else {}
+        return self.replica.hadr_gauges() if self.replica.container is not None else {}
 
     def version(self) -> str:
         if self._version is None:

@@ -20,7 +20,8 @@ mounts, RESTORE DATABASE there (rollforward pending), both databases configured 
 UPDATE DB CFG ... HADR_*, the socket buffers through DB2_HADR_SOSNDBUF / DB2_HADR_SORCVBUF,
 then START HADR ... AS STANDBY and AS PRIMARY, standby first (a primary that finds no standby
 within HADR_TIMEOUT does not start). Every command is a pure function here, checked offline
-(tests/test_db2_hadr.py); the mixin runs them.
+(tests/test_db2_hadr.py); ``HadrStandby``, the part ``DB2Engine`` holds as its ``replica``,
+runs them.
 """
 
 from __future__ import annotations
@@ -34,16 +35,18 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tunelab.engines.base import EngineError
 from tunelab.engines.db2_sql import DATA_MOUNT, DATABASE, INSTANCE, clp, ident
+from tunelab.engines.server import ServerEngine
+from tunelab.engines.standby import LINK_PINGS, Standby, median_round_trip_ms
+from tunelab.engines.standby import NONE as NONE  # sync_mode without a standby
+from tunelab.engines.standby import wants_standby as wants_standby
 from tunelab.hadr.model import CALCULATOR_MODES
 from tunelab.host import containers, delayproxy
 
-NONE = "none"  # sync_mode without a standby
 MODES = tuple(CALCULATOR_MODES)  # HADR_SYNCMODE values: SYNC, NEARSYNC, ASYNC, SUPERASYNC
-KEY_SUFFIX = "-standby"
 # Each database's HADR port inside its own container (never published: the proxies reach it on
 # the run's network). IBM: hadr_local_svc may be neither SVCENAME (the image's 50000) nor
 # SVCENAME + 1.
@@ -75,7 +78,6 @@ READY_STATES = {
     "SUPERASYNC": ("REMOTE_CATCHUP",),
 }
 READY_TIMEOUT_S = 300
-LINK_PINGS = 7  # as the open engines: each move to a point measures the link again
 # Read back from SYSPROC.MON_GET_HADR on the primary (one row per standby).
 HADR_COLUMNS = (
     "HADR_ROLE",
@@ -93,10 +95,6 @@ HADR_COLUMNS = (
     "PEER_WINDOW",
     "STANDBY_SPOOL_LIMIT",
 )
-
-
-def wants_standby(knobs: dict[str, Any]) -> bool:
-    return knobs.get("sync_mode", NONE) != NONE
 
 
 # -- CLP text ------------------------------------------------------------------------------------
@@ -405,48 +403,25 @@ def standby_dirs_script(owner: str = INSTANCE) -> str:
 
 
 # -- the standby at run time -----------------------------------------------------------------------
-class HadrMixin:
-    """What a Db2 server with an HADR standby adds to ``ServerEngine``; the engine calls these
-    from its lifecycle (see ``DB2Engine``)."""
+class HadrStandby(Standby):
+    """A Db2 server's HADR standby: what ``DB2Engine`` (``engine``) calls from its lifecycle.
+    Two proxies where the open engines have one: ``proxy`` to the primary (the log channel)
+    and ``admin_proxy`` to the standby."""
 
-    standby: containers.RunningContainer | None = None
-    proxy: delayproxy.Proxy | None = None  # to the primary: the log channel
-    admin_proxy: delayproxy.Proxy | None = None  # to the standby
-    link_rtt_ms: float = float("nan")
-
-    # supplied by the engine
-    container: containers.RunningContainer | None
-    home: Path
-    run_id: str
-    point_id: str
-    run_dir: Path | None
-    placement: Any
-
-    if TYPE_CHECKING:  # the engine's, not stubs to override them
-
-        def query(self, sql: str) -> list[tuple]: ...
-        def placed_spec(self) -> containers.ContainerSpec: ...
-        def keep_key(self, knobs: dict[str, Any]) -> str: ...
-        def open_at(self, port: int, timeout_s: float) -> Any: ...
-
-    @property
-    def _standby_file(self) -> Path:
-        return self.home / "standby.json"
-
-    def _proxy_cpus(self) -> list[int]:
-        cpus = getattr(self.placement, "engine", None) if self.placement is not None else None
-        return list(cpus or ())
+    def __init__(self, engine: ServerEngine):
+        super().__init__(engine)
+        self.admin_proxy: delayproxy.Proxy | None = None
 
     def ensure_standby(self, knobs: dict[str, Any]) -> None:
         """The standby of these knobs connected in the state its mode reaches: made anew, or
         the kept one (its mode changed in place, the proxies restarted on their ports)."""
         mode, rtt = str(knobs["sync_mode"]), float(knobs["network_rtt_ms"])
-        if self.standby is None and not self.attach_standby(knobs):
+        if self.container is None and not self.attach_standby(knobs):
             self.make_standby(knobs, mode, rtt)
         else:
             if self.proxy is None or self.proxy.delay_ms != rtt / 2:
                 self.start_proxies(self._link(), rtt)  # the standby reconnects by itself
-            rows = self.query(hadr_sql())
+            rows = self.engine.query(hadr_sql())
             if not rows or _rows(rows)[0]["HADR_SYNCMODE"] != mode:
                 self.run_steps(mode_steps(mode))
         self.wait_ready(mode)
@@ -489,7 +464,7 @@ class HadrMixin:
         self.proxy = self.admin_proxy = None
 
     def _spec(self) -> containers.ContainerSpec:
-        return standby_spec(self.placed_spec(), self.home)
+        return standby_spec(self.engine.placed_spec(), self.engine.home)
 
     def _address(self, rc: containers.RunningContainer) -> str:
         code, hostname = rc.exec(["cat", "/etc/hostname"])
@@ -500,43 +475,36 @@ class HadrMixin:
 
     def make_standby(self, knobs: dict[str, Any], mode: str, rtt: float) -> None:
         """A new standby container, the proxies between the two, then IBM's set-up steps."""
-        assert self.container is not None
+        assert self.engine.container is not None
         # Root in the primary, whose data mount holds them all, makes the folders anew.
-        code, out = self.container.exec(["sh", "-c", standby_dirs_script()], user="root")
+        code, out = self.engine.container.exec(["sh", "-c", standby_dirs_script()], user="root")
         if code:
             raise EngineError(
                 f"db2: cannot make the standby's folders (exit {code}): "
                 f"{' '.join(out.split())[-300:]}"
             )
-        keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
+        self.launch_standby(self._spec(), knobs)
+        assert self.container is not None
         try:
-            self.standby = containers.start(
-                self._spec(),
-                self.run_id,
-                self.point_id + KEY_SUFFIX,
-                keep_key=keep,
-                run_dir=self.run_dir,
-            )
-            gateway = containers.network_gateway(self.run_id)
+            gateway = containers.network_gateway(self.engine.run_id)
         except containers.ContainerError as exc:
             raise EngineError(f"db2: the standby did not start: {exc}") from None
-        link = Link(self._address(self.container), self._address(self.standby), gateway, 0, 0)
+        primary = self._address(self.engine.container)
+        link = Link(primary, self._address(self.container), gateway, 0, 0)
         link = self.start_proxies(link, rtt)
         self._standby_file.write_text(json.dumps(dataclasses.asdict(link)))
         self.run_steps(setup_steps(mode, link))
 
     def attach_standby(self, knobs: dict[str, Any]) -> bool:
         """The standby kept with a kept primary; False when there is none running."""
-        if self.container is None or self.run_dir is None or not self._standby_file.exists():
+        engine = self.engine
+        if engine.container is None or engine.run_dir is None or not self._standby_file.exists():
             return False
-        self.standby = containers.attach(
-            self._spec(), self.run_id, self.keep_key(knobs) + KEY_SUFFIX
-        )
-        return self.standby is not None
+        return self.attach_kept_standby(self._spec(), knobs)
 
     def run_steps(self, steps: list[Step]) -> None:
         for step in steps:
-            rc = self.container if step.where == "primary" else self.standby
+            rc = self.engine.container if step.where == "primary" else self.container
             assert rc is not None
             code, out = rc.exec(clp(step.script), user="root")
             if code != 0:
@@ -545,20 +513,13 @@ class HadrMixin:
                     f"(exit {code}): {' '.join(out.split())[-400:]}"
                 )
 
-    def remove_standby(self) -> None:
-        self.stop_proxy()
-        self.link_rtt_ms = float("nan")
-        if self.standby is not None:
-            self.standby.remove()
-            self.standby = None
-
     def wait_ready(self, mode: str, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until the primary's standby is connected in the state ``mode`` reaches (after its
         start, a proxy's restart, the primary's reactivation)."""
         deadline = time.monotonic() + timeout_s
-        while not ready(rows := self.query(hadr_sql()), mode):
+        while not ready(rows := self.engine.query(hadr_sql()), mode):
             if time.monotonic() > deadline:
-                logs = self.standby.logs(tail=20) if self.standby is not None else ""
+                logs = self.container.logs(tail=20) if self.container is not None else ""
                 raise EngineError(
                     f"db2: the standby is not ready for {mode} after "
                     f"{timeout_s:g} s ({state_text(rows)}); its last log "
@@ -570,27 +531,26 @@ class HadrMixin:
         """The link's round trip in ms: the median of ``pings`` ``VALUES 1`` sent to the
         primary's client port through a second proxy with the same delay (HADR's own channel
         carries no query the lab could time), after one that opens the way."""
-        assert self.container is not None and self.proxy is not None
+        assert self.engine.container is not None and self.proxy is not None
         probe = delayproxy.Proxy(
-            self.container.host_port, self.proxy.delay_ms, 0, self._proxy_cpus()
+            self.engine.container.host_port, self.proxy.delay_ms, 0, self._proxy_cpus()
         )
         try:
-            conn = self.open_at(probe.port, 10)
+            conn = self.engine.open_at(probe.port, 10)
             try:
                 cur = conn.cursor()
-                times = []
-                for _ in range(pings + 1):
-                    t0 = time.perf_counter()
+
+                def ping() -> None:
                     cur.execute("VALUES 1")
                     cur.fetchall()
-                    times.append(time.perf_counter() - t0)
+
+                rtt_ms = median_round_trip_ms(ping, pings)
                 cur.close()
             finally:
                 conn.close()
         finally:
             probe.stop()
-        times = sorted(times[1:])
-        return times[len(times) // 2] * 1000
+        return rtt_ms
 
     def hadr_gauges(self) -> dict[str, float]:
-        return {**gauges(self.query(hadr_sql())), "link_rtt_ms": self.link_rtt_ms}
+        return {**gauges(self.engine.query(hadr_sql())), "link_rtt_ms": self.link_rtt_ms}

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tunelab.engines import mariadb_replica as replica
+from tunelab.engines import mariadb_replica
 from tunelab.engines import mariadb_sql as sql
 from tunelab.engines.base import (
     VERSION_KNOB,
@@ -70,13 +70,15 @@ REPLICATION = {
 }
 
 
-class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
+class MariaDBEngine(ServerEngine):
     info = INFO
     dialect_class = sql.MariaDBDialect
     knob_rules = MariaDBKnobRules(INFO)
     layout_class = MariaDBLayout
     replication = REPLICATION
-    replication_baseline = replica.ASYNC
+    replication_baseline = mariadb_replica.ASYNC
+    standby_class = mariadb_replica.MariaDBReplica
+    replica: mariadb_replica.MariaDBReplica
     port = PORT
     database = DATABASE
     admin_database = None  # the admin connection comes first: it creates the database
@@ -100,7 +102,9 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         self._conf_dir.mkdir(parents=True, exist_ok=True)
         opts = sql.option_pairs(sql.server_options(knobs))
         # The binary log and semi-sync where the point has a replica (mariadb_replica.py).
-        opts += list(replica.primary_options(knobs, self.standby is not None).items())
+        opts += list(
+            mariadb_replica.primary_options(knobs, self.replica.container is not None).items()
+        )
         tmp = self._conf_dir / f".{CONF_FILE}.tmp"
         tmp.write_text(sql.option_file(opts))
         tmp.replace(self._conf_dir / CONF_FILE)  # the directory is mounted: renames show
@@ -195,39 +199,39 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         """A server with a replica (and a binary log) is never attached by a point without
         one, nor the reverse; the mode and the round trip change in place."""
         key = super().keep_key(knobs)
-        return key + "r" if replica.wants_standby(knobs) else key
+        return key + "r" if mariadb_replica.wants_standby(knobs) else key
 
     def provision(self, knobs: dict[str, Any]) -> None:
         full = self.knob_rules.full_knobs(knobs)
         if (
             self.container is not None
             and self.knobs
-            and (replica.wants_standby(full) != replica.wants_standby(self.knobs))
+            and (mariadb_replica.wants_standby(full) != mariadb_replica.wants_standby(self.knobs))
         ):
             self.remove_container()  # a binary log only with a replica: another server
         super().provision(knobs)
-        if not replica.wants_standby(self.knobs):
+        if not mariadb_replica.wants_standby(self.knobs):
             return
         try:
-            self.ensure_replica(self.knobs)
+            self.replica.ensure_replica(self.knobs)
         except BaseException:
             self.remove_container()  # neither the primary nor the replica is left behind
             raise
 
     def restart(self) -> None:
         super().restart()
-        if self.standby is not None:
-            self.wait_replica()  # it reconnects by itself (every second)
+        if self.replica.container is not None:
+            self.replica.wait_replica()  # it reconnects by itself (every second)
 
     def remove_container(self) -> None:
-        self.remove_standby()  # first: it is the primary's client
+        self.replica.remove_standby()  # first: it is the primary's client
         super().remove_container()
 
     def teardown(self) -> None:
         try:
             super().teardown()  # a kept primary keeps its replica (same run, its own key)
         finally:
-            self.park_proxy()
+            self.replica.park_proxy()
 
     def _query(self, statement: str, args: Sequence[Any] = ()) -> list[tuple]:
         return self.admin_query(statement, args)
@@ -283,8 +287,8 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
     def settle(self) -> None:
         # Purge done now (PURGE_SQL), or it runs inside the timed repetitions.
         self.admin_execute(sql.PURGE_SQL)
-        if self.standby is not None:
-            self.catch_up()  # the replica applies what the build wrote before, not during
+        if self.replica.container is not None:
+            self.replica.catch_up()  # the replica applies what the build wrote before, not during
 
     def make_cold(self) -> CacheState:
         """Restart the server (no pool dump/load: it starts empty), evict the data files from
@@ -307,12 +311,12 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
     def counters(self, conns: Sequence[Any]) -> dict[str, float]:
         out = sql.counters_from(self._status_values(*sql.STATUS))
         out["engine_time_ns"] = self._statement_ns([c.thread_id() for c in conns])
-        if self.standby is not None:
-            out |= self.semisync_counters()
+        if self.replica.container is not None:
+            out |= self.replica.semisync_counters()
         return out | self.disk_counters()
 
     def gauges(self) -> dict[str, float]:
-        return self.replication_gauges() if self.standby is not None else {}
+        return self.replica.replication_gauges() if self.replica.container is not None else {}
 
     def _statement_ns(self, connection_ids: Sequence[int], timeout_s: float = 10) -> float:
         """The server's own time in ns (performance_schema) of every statement the
@@ -345,7 +349,7 @@ class MariaDBEngine(replica.ReplicaMixin, ServerEngine):
         if VERSION_KNOB in self.knobs:  # "11.8.9-MariaDB-0+deb13u1": 11.8
             number = re.match(r"[0-9.]*", str(self._query("SELECT VERSION()")[0][0])).group(0)
             applied[VERSION_KNOB] = version_applied(INFO, number.rstrip("."))
-        return applied | self.applied_replication() | self.disk_applied()
+        return applied | self.replica.applied_replication() | self.disk_applied()
 
     def version(self) -> str:
         return f"MariaDB {self._query('SELECT VERSION()')[0][0]} ({self.image})"

@@ -30,8 +30,8 @@ round trip swept, and a point whose commits fell back to asynchronous replicatio
 fails. The replication login is a user of its own with REPLICATION SLAVE only, made with the
 binary log off for the statement, its password the run's generated one, never printed.
 
-Every statement is a pure function here, checked offline (tests/test_mariadb_replica.py); the
-mixin runs them.
+Every statement is a pure function here, checked offline (tests/test_mariadb_replica.py);
+``MariaDBReplica``, the part ``MariaDBEngine`` holds as its ``replica``, runs them.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tunelab.engines.base import EngineError
-from tunelab.engines.server import ServerBuilds
-from tunelab.engines.standby import LINK_PINGS, StandbyBase, median_round_trip_ms
+from tunelab.engines.server import ServerEngine
+from tunelab.engines.standby import LINK_PINGS, Standby, median_round_trip_ms
 from tunelab.engines.standby import NONE as NONE  # sync_mode without a replica
 from tunelab.engines.standby import rtt_needs_standby as rtt_needs_standby
 from tunelab.engines.standby import wants_standby as wants_standby
@@ -330,31 +330,20 @@ def replica_spec(primary: containers.ContainerSpec, home: Path) -> containers.Co
 
 
 # -- the replica at run time ------------------------------------------------------------------
-class ReplicaMixin(StandbyBase):
-    """What a MariaDB server with a replica adds to ``ServerEngine``: methods the engine calls
-    from its lifecycle (see ``MariaDBEngine``)."""
+class MariaDBReplica(Standby):
+    """A MariaDB server's replica: what ``MariaDBEngine`` (``engine``) calls from its
+    lifecycle."""
 
-    _semisync_mark: dict[str, Any] | None = None  # the primary's status once the point is set
-
-    # supplied by the engine
-    password: str
-    database: str | None
-    builds: ServerBuilds
-
-    if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
-
-        def admin_query(self, sql: str, args: Any = ()) -> list[tuple]: ...
-        def admin_execute(self, sql: str, args: Any = ()) -> None: ...
-        def placed_spec(self) -> containers.ContainerSpec: ...
-        def write_settings(self, knobs: dict[str, Any]) -> None: ...
-        def connection_at(self, port: int, host: str = "127.0.0.1") -> Any: ...
+    def __init__(self, engine: ServerEngine):
+        super().__init__(engine)
+        self._semisync_mark: dict[str, Any] | None = None  # the primary's status once set
 
     @property
     def replica_home(self) -> Path:
-        return self.home / REPLICA_DIR
+        return self.engine.home / REPLICA_DIR
 
     def _replica_spec(self) -> containers.ContainerSpec:
-        return replica_spec(self.placed_spec(), self.home)
+        return replica_spec(self.engine.placed_spec(), self.engine.home)
 
     # -- the two servers' state -------------------------------------------------------------
     def _guarded(self, what: str, run: Callable[[], Any]) -> Any:
@@ -364,13 +353,13 @@ class ReplicaMixin(StandbyBase):
         try:
             return run()
         except MySQLdb.Error as exc:
-            text = containers.scrub(" ".join(str(exc).split()), (self.password,))
+            text = containers.scrub(" ".join(str(exc).split()), (self.engine.password,))
             raise EngineError(f"mariadb: {what}: {text}") from None
 
     def replica_query(self, sql: str, args: Any = ()) -> list[dict[str, Any]]:
         """Rows as dicts from a new connection to the replica's published port."""
-        assert self.standby is not None
-        conn = self.connection_at(self.standby.host_port)
+        assert self.container is not None
+        conn = self.engine.connection_at(self.container.host_port)
         try:
             cur = conn.cursor()
             cur.execute(sql, tuple(args) or None)
@@ -392,11 +381,11 @@ class ReplicaMixin(StandbyBase):
     def semisync_status(self) -> dict[str, str]:
         return {
             str(k): str(v)
-            for k, v in self.admin_query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")
+            for k, v in self.engine.admin_query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")
         }
 
     def _variable(self, name: str) -> str:
-        rows = self.admin_query("SHOW GLOBAL VARIABLES WHERE Variable_name = %s", (name,))
+        rows = self.engine.admin_query("SHOW GLOBAL VARIABLES WHERE Variable_name = %s", (name,))
         return str(rows[0][1]) if rows else ""
 
     # -- set-up ----------------------------------------------------------------------------------
@@ -405,10 +394,10 @@ class ReplicaMixin(StandbyBase):
         the kept one (the mode changed in place; the proxy's delay too, or a new proxy on
         the replica's port)."""
         rtt = float(knobs["network_rtt_ms"])
-        if self.standby is None and not self.attach_kept_standby(self._replica_spec(), knobs):
+        if self.container is None and not self.attach_kept_standby(self._replica_spec(), knobs):
             self.make_replica(knobs, rtt)
         elif (self.proxy is None or self.proxy.delay_ms != rtt / 2) and not (
-            self.proxy_in_place(rtt, self.container.host_port, listen_host=self._gateway())
+            self.proxy_in_place(rtt, self.engine.container.host_port, listen_host=self._gateway())
         ):
             # The replica reconnects at once to the new proxy, on the port it knows.
             self._guarded(
@@ -427,40 +416,41 @@ class ReplicaMixin(StandbyBase):
         gateway = str(self.saved_link().get("gateway") or "")
         if not gateway:
             try:
-                gateway = containers.network_gateway(self.run_id)
+                gateway = containers.network_gateway(self.engine.run_id)
             except containers.ContainerError as exc:
                 raise EngineError(f"mariadb: {exc}") from None
             self.save_link(gateway=gateway)
         return gateway
 
     def _open_link(self, rtt_ms: float) -> None:
-        assert self.container is not None
-        self.open_proxy(rtt_ms, self.container.host_port, listen_host=self._gateway())
+        assert self.engine.container is not None
+        self.open_proxy(rtt_ms, self.engine.container.host_port, listen_host=self._gateway())
 
     def make_replica(self, knobs: dict[str, Any], rtt: float) -> None:
         """A new replica: the replication login and the position on the primary, the replica's
         container, the proxy, then CHANGE MASTER and START SLAVE on the replica."""
 
-        assert self.container is not None
+        assert self.engine.container is not None
         shutil.rmtree(self.replica_home, ignore_errors=True)
         self.forget_link()
         for sub in ("datadir", "conf"):
             (self.replica_home / sub).mkdir(parents=True, exist_ok=True)
         (self.replica_home / "conf" / "knobs.cnf").write_text(option_text(replica_options()))
         # The primary's tables from earlier points are not on the new replica: built again.
-        if self.builds.kept:
-            self.builds.clear()
+        if self.engine.builds.kept:
+            self.engine.builds.clear()
         for sql, takes_password in user_sql():
-            args = (self.password,) if takes_password else ()
+            args = (self.engine.password,) if takes_password else ()
             self._guarded(
-                "the replication login", lambda sql=sql, args=args: self.admin_execute(sql, args)
+                "the replication login",
+                lambda sql=sql, args=args: self.engine.admin_execute(sql, args),
             )
         position = self._variable("gtid_binlog_pos")
         self.launch_standby(self._replica_spec(), knobs)
         self._open_link(rtt)
         assert self.proxy is not None
         gateway = str(self.saved_link()["gateway"])
-        setup = replica_setup_sql(self.database or "")
+        setup = replica_setup_sql(self.engine.database or "")
         for sql in setup:
             args = (position,) if "%s" in sql else ()
             self._guarded(
@@ -470,7 +460,7 @@ class ReplicaMixin(StandbyBase):
         self._guarded(
             "CHANGE MASTER",
             lambda: self.replica_query(
-                change_master_sql(gateway, self.proxy.port), (self.password,)
+                change_master_sql(gateway, self.proxy.port), (self.engine.password,)
             ),
         )
         self._guarded("START SLAVE", lambda: self.replica_query("START SLAVE"))
@@ -478,8 +468,8 @@ class ReplicaMixin(StandbyBase):
     def apply_mode(self, knobs: dict[str, Any]) -> None:
         """Semi-sync on the primary as ``sync_mode`` says, in place and in its option file."""
         for sql in mode_sql(knobs):
-            self.admin_execute(sql)
-        self.write_settings(knobs)
+            self.engine.admin_execute(sql)
+        self.engine.write_settings(knobs)
 
     def wait_replica(self, timeout_s: float = READY_TIMEOUT_S) -> None:
         """Until the replica's I/O and SQL threads run and, where the primary has semi-sync on,
@@ -533,7 +523,7 @@ class ReplicaMixin(StandbyBase):
         one that opens the way; the proxy's hops and the published port's forwarding count."""
         assert self.proxy is not None
         gateway = str(self.saved_link()["gateway"])
-        conn = self.connection_at(self.proxy.port, host=gateway)
+        conn = self.engine.connection_at(self.proxy.port, host=gateway)
         try:
             cur = conn.cursor()
 
@@ -558,13 +548,13 @@ class ReplicaMixin(StandbyBase):
         marks = ", ".join(["%s"] * len(names))
         variables = {
             str(k): str(v)
-            for k, v in self.admin_query(
+            for k, v in self.engine.admin_query(
                 f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({marks})", names
             )
         }
         if variables.get("log_bin") != "ON":
             return applied(variables, {}, {}, 0)
-        if self.standby is None:
+        if self.container is None:
             raise EngineError("mariadb: the primary has a binary log but no replica")
         rtt = 2 * self.proxy.delay_ms if self.proxy is not None else None
         return applied(variables, self.semisync_status(), self.slave_status(), rtt)

@@ -97,7 +97,7 @@ REPLICATION = {
 }
 
 
-class PostgresEngine(standby.StandbyMixin, ServerEngine):
+class PostgresEngine(ServerEngine):
     info = INFO
     dialect_class = sql.PostgresDialect
     dialect: sql.PostgresDialect
@@ -105,6 +105,8 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
     layout_class = PostgresLayout
     replication = REPLICATION
     replication_baseline = "local"
+    standby_class = standby.PostgresStandby
+    replica: standby.PostgresStandby
     port = PORT
     database = DATABASE
     admin_database = DATABASE
@@ -191,7 +193,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         self.datadir.mkdir(parents=True, exist_ok=True)
         tmp = self.conf_dir / f".{CONF_FILE}.tmp"
-        tmp.write_text(settings_text(knobs, self.standby is not None))
+        tmp.write_text(settings_text(knobs, self.replica.container is not None))
         tmp.replace(self.conf_dir / CONF_FILE)  # the directory is mounted: renames show
 
     # -- the standby (postgres_standby.py) ------------------------------------------------------
@@ -202,41 +204,42 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
 
     def provision(self, knobs: dict[str, Any]) -> None:
         super().provision(knobs)
+        replica = self.replica
         if not standby.wants_standby(self.knobs):
-            if self.standby is not None:  # this engine had one for its knobs before
-                self.remove_standby()
+            if replica.container is not None:  # this engine had one for its knobs before
+                replica.remove_standby()
                 self.write_settings(self.knobs)
                 self.admin_query(sql.RELOAD_SQL)
             return
         rtt = float(self.knobs["network_rtt_ms"])
-        if self.standby is None and not self.attach_standby(self.knobs):
+        if replica.container is None and not replica.attach_standby(self.knobs):
             shutil.rmtree(self.home / "standby", ignore_errors=True)
-            self._standby_file.unlink(missing_ok=True)
-            self.start_proxy(rtt)
-            self.start_standby(self.knobs)
-        elif self.proxy is None or self.proxy.delay_ms != rtt / 2:
-            self.start_proxy(rtt)  # the kept one's delay changed, or a new one to reconnect to
-        self.wait_streaming(sync=False)
+            replica.forget_link()
+            replica.start_proxy(rtt)
+            replica.start_standby(self.knobs)
+        elif replica.proxy is None or replica.proxy.delay_ms != rtt / 2:
+            replica.start_proxy(rtt)  # the kept one's delay changed, or a new one to reconnect to
+        replica.wait_streaming(sync=False)
         self.write_settings(self.knobs)  # now naming the standby
         self.admin_query(sql.RELOAD_SQL)
-        self.wait_streaming(sync=True)
+        replica.wait_streaming(sync=True)
         self._wait_setting("synchronous_commit", str(self.knobs["sync_mode"]))
-        self.link_rtt_ms = self.measure_link()
+        replica.link_rtt_ms = replica.measure_link()
 
     def restart(self) -> None:
         super().restart()
-        if self.standby is not None:
-            self.wait_streaming(sync=True)  # it reconnects by itself (every 100 ms)
+        if self.replica.container is not None:
+            self.replica.wait_streaming(sync=True)  # it reconnects by itself (every 100 ms)
 
     def remove_container(self) -> None:
-        self.remove_standby()  # first: it is the primary's client
+        self.replica.remove_standby()  # first: it is the primary's client
         super().remove_container()
 
     def teardown(self) -> None:
         try:
             super().teardown()  # a kept primary keeps its standby (same run, its own key)
         finally:
-            self.park_proxy()
+            self.replica.park_proxy()
 
     def apply_in_place(self, knobs: dict[str, Any], changed: set[str]) -> None:
         names = sql.IN_PLACE_SETTINGS
@@ -321,8 +324,8 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         every repetition after it writes the same full-page images on first touch. With a
         standby, then until it has replayed all of it."""
         self.admin_execute("CHECKPOINT")
-        if self.standby is not None:
-            self.catch_up()
+        if self.replica.container is not None:
+            self.replica.catch_up()
 
     def make_cold(self) -> CacheState:
         """Checkpoint, restart (shared buffers start empty), evict the lab's relation files
@@ -385,7 +388,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         }
 
     def gauges(self) -> dict[str, float]:
-        return self.replication_lags() if self.standby is not None else {}
+        return self.replica.replication_lags() if self.replica.container is not None else {}
 
     def _statement_ns(self) -> float:
         """The server's own time in ns (pg_stat_statements: execution plus planning) of every
@@ -411,7 +414,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
         names = self._setting("synchronous_standby_names")
         if not names:
             return {"sync_mode": standby.NONE, "network_rtt_ms": 0}
-        state = self.replication_state()
+        state, proxy = self.replica.replication_state(), self.replica.proxy
         if state != ("streaming", "sync"):
             raise EngineError(
                 f"postgres: the standby is not the synchronous one streaming "
@@ -419,7 +422,7 @@ class PostgresEngine(standby.StandbyMixin, ServerEngine):
             )
         return {
             "sync_mode": self._setting("synchronous_commit"),
-            "network_rtt_ms": 2 * self.proxy.delay_ms if self.proxy is not None else None,
+            "network_rtt_ms": 2 * proxy.delay_ms if proxy is not None else None,
             "pg_synchronous_standby_names": names,
         }
 

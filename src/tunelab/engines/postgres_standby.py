@@ -3,7 +3,8 @@
 
 The standby is a second container of the point's server, from the same image, labelled and
 reaped like the primary (kept with it across a run's points, under the primary's key plus
-``-standby``: ``tunelab.engines.standby``, which the MariaDB replica shares). It runs in the
+``-standby``: ``tunelab.engines.standby``, which the MariaDB replica shares); it is
+``PostgresStandby``, the part ``PostgresEngine`` holds as its ``replica``. It runs in the
 host's network namespace and listens on no TCP port: it is a client of the primary's port,
 which the lab publishes on 127.0.0.1 only, so replication never leaves the host's loopback.
 Between the two runs the lab's delay proxy (``tunelab.host.delayproxy``, a child process of the
@@ -19,10 +20,10 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tunelab.engines.base import EngineError
-from tunelab.engines.standby import LINK_PINGS, StandbyBase, median_round_trip_ms
+from tunelab.engines.standby import LINK_PINGS, Standby, median_round_trip_ms
 from tunelab.engines.standby import NONE as NONE  # sync_mode without a standby
 from tunelab.engines.standby import wants_standby as wants_standby
 from tunelab.host import containers
@@ -107,69 +108,55 @@ def standby_spec(
     )
 
 
-class StandbyMixin(StandbyBase):
-    """What a PostgreSQL server with a standby adds to ``ServerEngine``: methods the engine
-    calls from its lifecycle (see ``PostgresEngine``)."""
-
-    # supplied by the engine
-    datadir: Path
-    image: str | None
-    password: str
-
-    if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
-
-        def admin_query(self, sql: str, args: Any = ()) -> list[tuple]: ...
-        def open_admin(self, port: int) -> Any: ...
-        def placed_spec(self) -> containers.ContainerSpec: ...
+class PostgresStandby(Standby):
+    """A PostgreSQL server's standby: what ``PostgresEngine`` (``engine``) calls from its
+    lifecycle."""
 
     def start_proxy(self, rtt_ms: float) -> None:
         """The delay proxy to the primary's port, on the port the standby streams from (a new
         one for a new standby); the standby reconnects by itself."""
-        assert self.container is not None
-        self.open_proxy(rtt_ms, self.container.host_port)
+        assert self.engine.container is not None
+        self.open_proxy(rtt_ms, self.engine.container.host_port)
 
     def allow_replication(self) -> None:
         """A replication connection may log in from where the published port's traffic
         arrives (the run network's gateway), as the lab's own connections do: the image's
         pg_hba.conf (the official one's too) allows only ordinary ones from there."""
-        hba = self.datadir / "pg_hba.conf"
+        hba = self.engine.datadir / "pg_hba.conf"
         text = hba.read_text()
         if HBA_LINE not in text.splitlines():
             hba.write_text(text.rstrip("\n") + "\n" + HBA_LINE + "\n")
-            self.admin_query("SELECT pg_reload_conf()")
+            self.engine.admin_query("SELECT pg_reload_conf()")
+
+    def _spec(self, proxy_port: int) -> containers.ContainerSpec:
+        engine = self.engine
+        assert engine.container is not None
+        return standby_spec(
+            engine.image or "",
+            engine.password,
+            engine.home,
+            engine.container.host_port,
+            proxy_port,
+            engine.placed_spec().cpuset,
+        )
 
     def start_standby(self, knobs: dict[str, Any]) -> None:
         """A new standby for the running primary (its data directory made anew)."""
-        assert self.container is not None and self.proxy is not None
+        assert self.engine.container is not None and self.proxy is not None
         self.allow_replication()
-        spec = standby_spec(
-            self.image or "",
-            self.password,
-            self.home,
-            self.container.host_port,
-            self.proxy.port,
-            self.placed_spec().cpuset,
-        )
-        (self.home / "standby").mkdir(parents=True, exist_ok=True)
+        spec = self._spec(self.proxy.port)
+        (self.engine.home / "standby").mkdir(parents=True, exist_ok=True)
         self.launch_standby(spec, knobs)
 
     def attach_standby(self, knobs: dict[str, Any]) -> bool:
         """The standby kept with a kept primary; False when there is none running."""
-        if self.container is None:
+        if self.engine.container is None:
             return False
-        spec = standby_spec(
-            self.image or "",
-            self.password,
-            self.home,
-            self.container.host_port,
-            0,
-            self.placed_spec().cpuset,
-        )
-        return self.attach_kept_standby(spec, knobs)
+        return self.attach_kept_standby(self._spec(0), knobs)
 
     def replication_state(self) -> tuple[str, str] | None:
         """(state, sync_state) of the standby as the primary sees it; None: not connected."""
-        rows = self.admin_query(
+        rows = self.engine.admin_query(
             "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = %s",
             (STANDBY_NAME,),
         )
@@ -196,10 +183,10 @@ class StandbyMixin(StandbyBase):
         """Until the standby has replayed every WAL record the primary has written: a table
         built just before is shipped and applied before the timed commits, not during them
         (a synchronous commit would wait for the build's WAL first)."""
-        target = self.admin_query("SELECT pg_current_wal_lsn()::text")[0][0]
+        target = self.engine.admin_query("SELECT pg_current_wal_lsn()::text")[0][0]
         deadline = time.monotonic() + timeout_s
         while True:
-            rows = self.admin_query(
+            rows = self.engine.admin_query(
                 "SELECT replay_lsn >= %s::pg_lsn, replay_lsn::text FROM pg_stat_replication "
                 "WHERE application_name = %s",
                 (target, STANDBY_NAME),
@@ -221,7 +208,7 @@ class StandbyMixin(StandbyBase):
         after one that opens the way. IBM's procedure takes the round trip from ``ping``;
         the model's RTT is this, not the delay asked for."""
         assert self.proxy is not None
-        conn = self.open_admin(self.proxy.port)
+        conn = self.engine.open_admin(self.proxy.port)
         try:
             with conn.cursor() as cur:
 
@@ -237,7 +224,7 @@ class StandbyMixin(StandbyBase):
         """The standby's last reported lags (ms): the time from a local flush to the
         standby's write, flush and replay of that WAL, round trip included; NaN when it has
         reported none (idle)."""
-        rows = self.admin_query(
+        rows = self.engine.admin_query(
             "SELECT EXTRACT(EPOCH FROM write_lag) * 1000, EXTRACT(EPOCH FROM flush_lag) * 1000, "
             "EXTRACT(EPOCH FROM replay_lag) * 1000 FROM pg_stat_replication "
             "WHERE application_name = %s",

@@ -149,6 +149,9 @@ class ServerEngine(Engine):
 
     builds_class: ClassVar[type[Builds]] = ServerBuilds
     builds: ServerBuilds
+    # Where the engine has a standby (``sync_mode``): its part, a subclass of
+    # ``tunelab.engines.standby.Standby``, created as ``self.replica``.
+    standby_class: ClassVar[Callable[[ServerEngine], Any] | None] = None
     port: int  # the engine's port inside the container
     connect_deadline_s: float = 15  # how long a started server may refuse connections
     connect_pause_s: float = 0.2  # between two tries
@@ -168,6 +171,8 @@ class ServerEngine(Engine):
         self._pid: int | None = None  # the container's first process, looked up once per start
         self._pid_of: tuple[str, int] | None = None
         self.disk: readahead.LabDisk | None = None  # the data directory's device (os_read_ahead)
+        if self.standby_class is not None:
+            self.replica = self.standby_class(self)
 
     @classmethod
     def preflight(cls) -> None:

@@ -11,8 +11,14 @@ next point at another round trip changes its delay in place: the standby stays c
 where a new proxy made it reconnect at every move between points.
 The round trip of the link is measured through the proxy when a point is set up
 (``link_rtt_ms``: the median of trivial queries to the primary, after one that opens the
-way). The engine modules (``postgres_standby``, ``mariadb_replica``) keep what is their own:
-how the standby is made, what the primary waits for, and how both are read back.
+way).
+
+All of it is ``Standby``, a part the engine holds (``ServerEngine.standby_class``, created as
+the engine's ``replica``), not a base of the engine's class: it reads the engine's state
+(its container, home, run and placement) through ``engine``. Each engine module subclasses it
+with what is its own: how the standby is made, what the primary waits for, and how both are
+read back (``postgres_standby``, ``mariadb_replica``, ``db2_hadr``: Db2's HADR has a second
+proxy, to the standby, and starts its proxies anew at each point instead of parking them).
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tunelab.engines.base import EngineError, EngineInfo
+from tunelab.engines.base import EngineError
 from tunelab.host import containers, delayproxy
+
+if TYPE_CHECKING:
+    from tunelab.engines.server import ServerEngine
 
 NONE = "none"  # sync_mode without a standby
 KEY_SUFFIX = "-standby"
@@ -73,30 +82,20 @@ def median_round_trip_ms(ping: Callable[[], Any], pings: int = LINK_PINGS) -> fl
     return times[len(times) // 2] * 1000
 
 
-class StandbyBase:
-    """The standby's container and the delay proxy, for a ``ServerEngine`` subclass."""
+class Standby:
+    """The standby's container and the delay proxy: a part of a ``ServerEngine`` with a
+    standby (its ``replica``), serving ``engine``, the primary's. Each engine's subclass adds
+    how its standby is made, what the primary waits for, and how both are read back."""
 
-    standby: containers.RunningContainer | None = None
-    proxy: delayproxy.Proxy | None = None
-    link_rtt_ms: float = float("nan")
-
-    # supplied by the engine
-    container: containers.RunningContainer | None
-    home: Path
-    run_id: str
-    point_id: str
-    run_dir: Path | None
-    placement: Any
-
-    info: EngineInfo
-
-    if TYPE_CHECKING:  # the engine's (ServerEngine's), not stubs to override them
-
-        def keep_key(self, knobs: dict[str, Any]) -> str: ...
+    def __init__(self, engine: ServerEngine):
+        self.engine = engine
+        self.container: containers.RunningContainer | None = None  # the standby's
+        self.proxy: delayproxy.Proxy | None = None
+        self.link_rtt_ms = float("nan")
 
     @property
     def _standby_file(self) -> Path:
-        return self.home / LINK_FILE
+        return self.engine.home / LINK_FILE
 
     def saved_link(self) -> dict[str, Any]:
         """What the server's home keeps of the link ({} when it has no standby)."""
@@ -105,7 +104,7 @@ class StandbyBase:
         return dict(json.loads(self._standby_file.read_text()))
 
     def save_link(self, **values: Any) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.engine.home.mkdir(parents=True, exist_ok=True)
         tmp = self._standby_file.with_name(f".{LINK_FILE}.tmp")
         tmp.write_text(json.dumps({**self.saved_link(), **values}, sort_keys=True))
         tmp.replace(self._standby_file)
@@ -114,7 +113,7 @@ class StandbyBase:
         self._standby_file.unlink(missing_ok=True)
 
     def _proxy_cpus(self) -> list[int]:
-        placement = self.placement
+        placement = self.engine.placement
         cpus = getattr(placement, "engine", None) if placement is not None else None
         return list(cpus or ())
 
@@ -142,7 +141,7 @@ class StandbyBase:
                 target_host=target_host,
             )
         except OSError as exc:
-            raise EngineError(f"{self.info.name}: {exc}") from None
+            raise EngineError(f"{self.engine.info.name}: {exc}") from None
         self.save_link(proxy_port=self.proxy.port)
         return self.proxy
 
@@ -185,7 +184,7 @@ class StandbyBase:
         proxy, self.proxy = self.proxy, None
         if proxy is None:
             return
-        if self.run_dir is None or self.container is None or self.standby is None:
+        if self.engine.run_dir is None or self.engine.container is None or self.container is None:
             proxy.stop()
             return
         earlier = _PARKED.pop((proxy.listen_host, proxy.port), None)
@@ -197,28 +196,34 @@ class StandbyBase:
 
     def launch_standby(self, spec: containers.ContainerSpec, knobs: dict[str, Any]) -> None:
         """Start the standby's container (kept with the primary in a run)."""
-        keep = self.keep_key(knobs) + KEY_SUFFIX if self.run_dir is not None else None
+        engine = self.engine
+        keep = engine.keep_key(knobs) + KEY_SUFFIX if engine.run_dir is not None else None
         try:
-            self.standby = containers.start(
-                spec, self.run_id, self.point_id + KEY_SUFFIX, keep_key=keep, run_dir=self.run_dir
+            self.container = containers.start(
+                spec,
+                engine.run_id,
+                engine.point_id + KEY_SUFFIX,
+                keep_key=keep,
+                run_dir=engine.run_dir,
             )
         except containers.ContainerError as exc:
-            raise EngineError(f"{self.info.name}: the standby did not start: {exc}") from None
+            raise EngineError(f"{engine.info.name}: the standby did not start: {exc}") from None
 
     def attach_kept_standby(self, spec: containers.ContainerSpec, knobs: dict[str, Any]) -> bool:
         """The standby kept with a kept primary; False when there is none running."""
-        if self.container is None or not self._standby_file.exists():
+        engine = self.engine
+        if engine.container is None or not self._standby_file.exists():
             return False
-        self.standby = containers.attach(spec, self.run_id, self.keep_key(knobs) + KEY_SUFFIX)
-        return self.standby is not None
+        self.container = containers.attach(spec, engine.run_id, engine.keep_key(knobs) + KEY_SUFFIX)
+        return self.container is not None
 
     def remove_standby(self) -> None:
         self.stop_proxy()
         self.link_rtt_ms = float("nan")
-        if self.standby is not None:
-            self.standby.remove()
-            self.standby = None
+        if self.container is not None:
+            self.container.remove()
+            self.container = None
 
     def standby_logs(self, tail: int = 20) -> str:
         """The standby's last log lines (scrubbed of secrets), for a failed point's message."""
-        return self.standby.logs(tail=tail) if self.standby is not None else "(no standby)"
+        return self.container.logs(tail=tail) if self.container is not None else "(no standby)"
