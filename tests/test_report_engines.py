@@ -238,7 +238,7 @@ def test_a_bad_engine_list_is_refused_before_anything_starts(given, message):
 
 
 def test_engine_all_is_every_engine_in_the_labs_order():
-    from tunelab.commands import engine_info
+    from tunelab.cli import engine_info
 
     assert engine_info.run_list("all") == ["sqlite", "mariadb", "db2", "postgres"]
     assert engine_info.run_list("postgres, sqlite") == ["postgres", "sqlite"]

@@ -35,7 +35,7 @@ import threading
 from pathlib import Path
 from typing import NoReturn
 
-from tunelab.commands import engine_info, sweeps
+from tunelab.cli import engine_info, sweeps
 from tunelab.run import pipeline, recovery, snakemake_cli
 
 SAY = "\033[1m[lab]\033[0m {}"  # as the lab's own lines (say in ./lab)

@@ -163,7 +163,7 @@ def _save(history: History, result: Comparison) -> None:
 
 def compare_main(argv: Sequence[str] | None = None, prepare: confirm.Prepare | None = None) -> int:
     """The command; ``prepare`` measures points again for ``--confirm`` (the measuring
-    layer's, given by ``tunelab.commands.compare``)."""
+    layer's, given by ``tunelab.cli.compare``)."""
     from tunelab.host import atomic
 
     try:

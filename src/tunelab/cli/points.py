@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tunelab.commands.exits import EXIT_FAILED, EXIT_USAGE, err
-from tunelab.commands.sweeps import load_calibration
+from tunelab.cli.exits import EXIT_FAILED, EXIT_USAGE, err
+from tunelab.cli.sweeps import load_calibration
 from tunelab.sweep import claimspec, loading, spec
 
 

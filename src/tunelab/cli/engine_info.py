@@ -7,7 +7,7 @@ import argparse
 import json
 
 from tunelab import engines
-from tunelab.commands.exits import EXIT_FAILED, EXIT_USAGE, err
+from tunelab.cli.exits import EXIT_FAILED, EXIT_USAGE, err
 
 
 def run_list(text: str) -> list[str]:

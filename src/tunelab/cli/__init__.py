@@ -20,8 +20,11 @@ import os
 import sys
 
 from tunelab import engines
-from tunelab.commands import data, engine_info, failures, points, sweeps
-from tunelab.commands.exits import err
+
+# This module parses the command line and dispatches; the subcommands that live in no other
+# part are the modules beside it, one per group, with how a failed command ends (failures).
+from tunelab.cli import data, engine_info, failures, points, sweeps
+from tunelab.cli.exits import err
 from tunelab.host import benchlock, clockstep, jobs
 from tunelab.sweep import spec
 
@@ -35,12 +38,12 @@ DELEGATED = {
     "index": "tunelab.report.cli:index_main",
     "report-all": "tunelab.run.report_all:main",
     "guide": "tunelab.report.guide:guide_main",
-    "compare": "tunelab.commands.compare:compare_main",
+    "compare": "tunelab.cli.compare:compare_main",
     "check": "tunelab.run.check:check_main",
     "clean": "tunelab.run.recovery:clean_main",
     "recover": "tunelab.run.recovery:recover_main",
     "progress": "tunelab.run.progress:progress_main",
-    "hadr-calc": "tunelab.commands.hadr_calc:hadr_calc_main",
+    "hadr-calc": "tunelab.cli.hadr_calc:hadr_calc_main",
     "logscan": "tunelab.report.logscan:main",
     "probe": "tunelab.probes.cli:main",
 }
@@ -210,7 +213,3 @@ def _dispatch(argv: list[str]) -> int:
         return getattr(importlib.import_module(module), func)(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,7 +8,7 @@ import contextlib
 import sys
 
 from tunelab import engines
-from tunelab.commands.exits import EXIT_FAILED, err
+from tunelab.cli.exits import EXIT_FAILED, err
 
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a command killed by SIGPIPE
 

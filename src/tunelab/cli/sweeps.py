@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from tunelab import engines
-from tunelab.commands.exits import EXIT_USAGE, err
+from tunelab.cli.exits import EXIT_USAGE, err
 from tunelab.sweep import spec, workloads
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tunelab.commands.exits import EXIT_FAILED, EXIT_USAGE, err
+from tunelab.cli.exits import EXIT_FAILED, EXIT_USAGE, err
 
 
 def cmd_datagen(args: argparse.Namespace) -> int:
