@@ -63,6 +63,17 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--engine", choices=engines.names(), help="engine to validate/plan for")
         sp.add_argument("--calibration", help="calibration JSON for 'calibrated' knob values")
 
+    def measuring(sp: argparse.ArgumentParser) -> None:
+        """The arguments of a command that measures points (Snakemake's jobs)."""
+        sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
+        sp.add_argument(
+            "--run-id",
+            help="a workflow run whose points may share one server engine "
+            "(removed when the run ends; `tunelab recover` after a kill)",
+        )
+        sp.add_argument("--data-dir", default="data", help="cached generated data sets")
+        common(sp)
+
     sp = sub.add_parser("validate", help="validate sweep files (every error, one line each)")
     sp.add_argument("files", nargs="+", metavar="FILE")
     sp.add_argument(
@@ -99,14 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("point", metavar="POINT_ID")
     sp.add_argument("--out", required=True, help="results CSV to write")
-    sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
-    sp.add_argument(
-        "--run-id",
-        help="a workflow run whose points may share one server engine "
-        "(removed when the run ends; `tunelab recover` after a kill)",
-    )
-    sp.add_argument("--data-dir", default="data", help="cached generated data sets")
-    common(sp)
+    measuring(sp)
     sp.set_defaults(func=points.cmd_run_point)
 
     sp = sub.add_parser(
@@ -114,14 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sp.add_argument("file", metavar="FILE")
     sp.add_argument("--out", required=True, help="the sweep's rounds file (every row)")
-    sp.add_argument("--workdir", default=".tunelab", help="engine data directories")
-    sp.add_argument(
-        "--run-id",
-        help="a workflow run whose points may share one server engine "
-        "(removed when the run ends; `tunelab recover` after a kill)",
-    )
-    sp.add_argument("--data-dir", default="data", help="cached generated data sets")
-    common(sp)
+    measuring(sp)
     sp.set_defaults(func=points.cmd_run_sweep)
 
     sp = sub.add_parser(

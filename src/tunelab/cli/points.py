@@ -11,7 +11,9 @@ from tunelab.cli.sweeps import load_calibration
 from tunelab.sweep import claimspec, loading, spec
 
 
-def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
+def _points(args: argparse.Namespace) -> list[spec.Point] | None:
+    """The sweep file's points on the arguments' engine; None (each error said) when the file
+    is not valid."""
     points, errors = spec.expand(
         Path(args.file),
         args.engine,
@@ -20,7 +22,11 @@ def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
     )
     for e in errors:
         err(str(e))
-    if errors:
+    return None if errors else points
+
+
+def _one_point(args: argparse.Namespace) -> tuple[spec.Point | None, int]:
+    if (points := _points(args)) is None:
         return None, EXIT_USAGE
     chosen = [p for p in points if p.point_id == args.point]
     if not chosen:
@@ -61,15 +67,7 @@ def cmd_run_sweep(args: argparse.Namespace) -> int:
     from tunelab.engines.base import EngineError
     from tunelab.measure import sweeprun
 
-    points, errors = spec.expand(
-        Path(args.file),
-        args.engine,
-        load_calibration(args.calibration),
-        data_dir=Path(args.data_dir),
-    )
-    for e in errors:
-        err(str(e))
-    if errors:
+    if (points := _points(args)) is None:
         return EXIT_USAGE
     if not points:
         err(f"{args.file}: no point runs on engine {args.engine}")
